@@ -1,0 +1,155 @@
+# llmkit — one plain Makefile.
+#
+# Knobs (make VAR=value):
+#   CUDA=auto|0|1   build the CUDA backend (kernels/cuda/*.cu, cuBLAS(Lt)).  auto: when
+#                   nvcc is on PATH or in /usr/local/cuda/bin.  Default: auto.
+#   DEBUG=1         -O0 -g3, assertions kept.
+#   SAN=1           AddressSanitizer + UndefinedBehaviorSanitizer (objects go to build/san).
+#   PREFIX=DIR      install root for `make install` (default /usr/local).
+#   CC=, NVCC=      compilers.
+#
+# Targets:
+#   all (default)   bin/llm-* and build/libllmkit.a
+#   test            build and run every test that needs no GPU; last line "N passed, N failed"
+#   check           test under SAN=1, mandoc -Tlint on every page, --help vs man-page check
+#   sample          regenerate tests/data/sample.llmk
+#   fuzz            libFuzzer target for the .llmk loader (clang), runs for FUZZ_SECONDS
+#   demo            the README's main job
+#   install, clean
+
+CUDA   ?= auto
+DEBUG  ?= 0
+SAN    ?= 0
+PREFIX ?= /usr/local
+CC     ?= cc
+NVCC   ?= $(shell command -v nvcc 2>/dev/null || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+
+ifeq ($(CUDA),auto)
+  ifneq ($(NVCC),)
+    CUDA := 1
+  else
+    CUDA := 0
+  endif
+endif
+
+VERSION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+
+ifeq ($(SAN),1)
+  B := build/san
+else ifeq ($(DEBUG),1)
+  B := build/debug
+else
+  B := build
+endif
+
+OPT      := -O2
+ifeq ($(DEBUG),1)
+  OPT    := -O0 -g3
+endif
+SANFLAGS :=
+ifeq ($(SAN),1)
+  SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  OPT      := -O1 -g
+endif
+
+CPPFLAGS += -I. -D_GNU_SOURCE -DLLM_VERSION='"$(VERSION)"' -MMD -MP
+CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -fopenmp -pthread $(SANFLAGS)
+LDFLAGS  += -fopenmp -pthread $(SANFLAGS)
+LDLIBS   += -lyaml -lz -lopenblas -lpcre2-8 -ljansson -lm -ldl
+
+ifeq ($(CUDA),1)
+  CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+  CPPFLAGS  += -DLLM_CUDA=1
+  NVFLAGS   := -O3 -std=c++17 -I. -DLLM_CUDA=1 \
+               -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+               -gencode arch=compute_90,code=compute_90
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+  CU_SRC    := $(wildcard kernels/cuda/*.cu)
+else
+  CU_SRC    :=
+endif
+
+LIB_SRC  := $(wildcard common/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(CU_SRC:%.cu=$(B)/%.cu.o)
+LIB      := $(B)/libllmkit.a
+CMD_SRC  := $(wildcard cmd/llm-*.c)
+ifeq ($(B),build)
+  BIN    := bin
+else
+  BIN    := $(B)/bin
+endif
+PROGS    := $(CMD_SRC:cmd/%.c=$(BIN)/%)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNITS    := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+TESTUTIL := $(B)/tests/testutil.o
+MAN1     := $(wildcard man/man1/*.1)
+MAN5     := $(wildcard man/man5/*.5)
+
+.PHONY: all test check sample fuzz demo install clean deps units
+all: $(PROGS) $(LIB)
+
+$(B)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(B)/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/%: $(B)/cmd/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+
+$(TESTUTIL): tests/unit/testutil.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(B)/tests/%: $(B)/tests/unit/%.o $(TESTUTIL) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $< $(TESTUTIL) $(LIB) $(LDLIBS) -lcmocka -o $@
+
+units: $(UNITS)
+
+# The test command of the README.  Installs missing Debian packages first (see
+# scripts/install-deps.sh), then runs unit, CLI and lint tests through tests/run.sh.
+test: deps
+	$(MAKE) all units
+	BIN=$(abspath $(BIN)) UNITDIR=$(abspath $(B)/tests) tests/run.sh
+
+deps:
+	@scripts/install-deps.sh --check >/dev/null 2>&1 || scripts/install-deps.sh
+
+check: deps
+	$(MAKE) SAN=1 all units
+	BIN=$(abspath build/san/bin) UNITDIR=$(abspath build/san/tests) LLM_SAN=1 tests/run.sh
+
+sample: $(BIN)/llm-shard $(B)/tests/test_ckpt
+	LLM_WRITE_SAMPLE=tests/data/sample.llmk $(B)/tests/test_ckpt
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	@mkdir -p build/fuzz
+	clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
+	  tests/fuzz/fuzz_ckpt.c $(filter common/%.c,$(LIB_SRC)) -lyaml -lz -lpcre2-8 -ljansson -lm -o build/fuzz/fuzz_ckpt
+	mkdir -p build/fuzz/corpus && cp tests/data/*.llmk build/fuzz/corpus/
+	build/fuzz/fuzz_ckpt -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/ build/fuzz/corpus tests/fuzz/regress
+
+demo: all
+	scripts/demo.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 $(MAN5) $(DESTDIR)$(PREFIX)/share/man/man5/
+
+clean:
+	rm -rf build bin
+
+.SECONDARY:
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,120 @@
+/* model.h — GPT-2 (arch "gpt2") driven through the kernel interface.
+ *
+ * Parameters live in one contiguous backend buffer; named views over it are the .llmk
+ * tensor names (below).  Gradients and the AdamW moments m, v use the same layout, so a
+ * view's offset indexes all four buffers.
+ *
+ * Tensor names and shapes (L layers, C = n_embd, Vp = padded vocab, maxT = max_seq_len);
+ * weights are (out, in) row-major, i.e. y = x @ W^T + b:
+ *   wte (Vp,C)  wpe (maxT,C)
+ *   h.{l}.ln_1.weight (C)      h.{l}.ln_1.bias (C)
+ *   h.{l}.attn.c_attn.weight (3C,C)   h.{l}.attn.c_attn.bias (3C)
+ *   h.{l}.attn.c_proj.weight (C,C)    h.{l}.attn.c_proj.bias (C)
+ *   h.{l}.ln_2.weight (C)      h.{l}.ln_2.bias (C)
+ *   h.{l}.mlp.c_fc.weight (4C,C)      h.{l}.mlp.c_fc.bias (4C)
+ *   h.{l}.mlp.c_proj.weight (C,4C)    h.{l}.mlp.c_proj.bias (C)
+ *   ln_f.weight (C)  ln_f.bias (C)
+ * in that order in the buffer (layer by layer).  The output projection is tied to wte.
+ * Optimizer moments are stored in checkpoints as "opt.m.NAME" and "opt.v.NAME".
+ */
+#ifndef LLM_MODEL_H
+#define LLM_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/ckpt.h"
+#include "common/status.h"
+#include "common/tree.h"
+#include "kernels/backend.h"
+
+typedef struct {
+    char arch[16];       /* "gpt2" */
+    int n_layer, n_head, n_embd;
+    int vocab_size;      /* V */
+    int padded_vocab;    /* Vp: V rounded up to a multiple of 128 (derived) */
+    int max_seq_len;     /* maxT */
+} llm_model_config;
+
+/* Read and validate a model: section (keys arch, n_layer, n_head, n_embd, vocab_size,
+ * max_seq_len; padded_vocab_size optional and checked).  Unknown keys, wrong types and
+ * out-of-range values are LLM_EDATA with the key (and line when known) named. */
+int llm_model_config_parse(const llm_node *section, llm_model_config *cfg, llm_status *st);
+/* The model: section for cfg (includes padded_vocab_size). NULL when out of memory. */
+llm_node *llm_model_config_node(const llm_model_config *cfg);
+/* Parameter count (padded wte included). */
+size_t llm_model_num_params(const llm_model_config *cfg);
+
+typedef struct {
+    char name[64];
+    size_t offset;        /* in floats, into params/grads/m/v */
+    size_t numel;
+    int ndim;
+    int64_t shape[2];
+    int decay;            /* 1: weight decay applies (matmul weights and embeddings) */
+} llm_param_view;
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float grad_clip;      /* clip the global norm to this; <= 0: no clipping */
+} llm_adamw_config;
+
+typedef struct llm_model llm_model;   /* opaque; fields via accessors below */
+
+/* Create a model on backend be (not owned) with zeroed parameters.  Grads, moments and
+ * activations are allocated lazily (training only needs them). */
+int  llm_model_new(llm_model **out, const llm_model_config *cfg, llm_backend *be, llm_status *st);
+void llm_model_free(llm_model *m);
+
+const llm_model_config *llm_model_cfg(const llm_model *m);
+int llm_model_nviews(const llm_model *m);
+const llm_param_view *llm_model_view(const llm_model *m, int i);
+const llm_param_view *llm_model_find_view(const llm_model *m, const char *name);
+float *llm_model_params(llm_model *m);    /* backend memory */
+
+/* GPT-2 initialisation: N(0, 0.02) for weights and embeddings, residual projections
+ * (attn.c_proj, mlp.c_proj weights) N(0, 0.02/sqrt(2 L)), biases 0, layernorm w 1 b 0,
+ * padded wte rows 0.  Deterministic for a seed on every machine (own PRNG + Box-Muller). */
+void llm_model_init_gpt2(llm_model *m, uint64_t seed);
+
+/* Load parameters (and, when with_optimizer and present, the AdamW moments) from an
+ * open checkpoint.  Tensors must exist with the right dtype and shape (f32; quantized
+ * dtypes are for llm-infer).  Errors name the tensor. */
+int llm_model_load(llm_model *m, const llm_ckpt *ck, int with_optimizer, llm_status *st);
+
+/* Add the parameters (and with_optimizer: the moments) to a writer.  The data pointers
+ * stay valid while m lives and is not updated (host copies are made for device backends). */
+int llm_model_save(llm_model *m, llm_ckpt_writer *w, int with_optimizer, llm_status *st);
+
+/* Forward pass on inputs (B,T) (host int32 ids < V).  targets (B,T) or NULL.  With
+ * targets, the mean loss is returned in *loss (else *loss is untouched; loss may be NULL).
+ * T <= max_seq_len.  Activations are (re)allocated for B*T when it grows. */
+int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                      float *loss, llm_status *st);
+
+/* Logits (B,T,Vp) of the last forward, backend memory (valid until the next forward
+ * or backward). */
+const float *llm_model_logits(const llm_model *m);
+
+/* Zero the gradient buffer (allocating it on first use). */
+int llm_model_zero_grad(llm_model *m, llm_status *st);
+
+/* Backward pass of the last forward (which must have had targets); gradients are
+ * ADDED to the gradient buffer, with d(mean loss) scaled by grad_scale (use
+ * 1/accumulation_steps for gradient accumulation). */
+int llm_model_backward(llm_model *m, float grad_scale, llm_status *st);
+
+/* Global L2 norm of the gradient buffer. */
+double llm_model_grad_norm(llm_model *m);
+
+/* One AdamW step t (>= 1) with clipping to hp->grad_clip.  No weight decay on biases and
+ * layernorm parameters.  When the gradient norm is not finite the update is skipped
+ * (weights and moments unchanged) and *skipped = 1.  *grad_norm gets the norm before
+ * clipping.  Either out-pointer may be NULL. */
+int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *grad_norm,
+                     int *skipped, llm_status *st);
+
+/* Bytes of backend memory held (params, grads, moments, activations) for reporting. */
+size_t llm_model_bytes(const llm_model *m);
+
+#endif

@@ -1,0 +1,129 @@
+/* backend.h — the kernel interface.
+ *
+ * One struct of function pointers for every op of the transformer, forward and backward,
+ * plus memory management.  A backend (kernels/cpu: "cpu" fast, "cpu-ref" reference;
+ * kernels/cuda: "cuda") fills it with designated initializers; common/model.c only calls
+ * through it, so every pointer an op receives is backend memory (device memory for CUDA).
+ *
+ * Conventions: B batch, T time, C channels, NH heads (C % NH == 0), OC output channels,
+ * N = B*T rows, V real vocabulary, Vp padded vocabulary (Vp >= V).  All float tensors are
+ * row-major fp32.  "+=" marks outputs that are accumulated into (the caller zeroes them);
+ * other outputs are overwritten.  Ops never fail: shapes are validated by the caller.
+ */
+#ifndef LLM_BACKEND_H
+#define LLM_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct llm_backend llm_backend;
+
+struct llm_backend {
+    const char *name;   /* "cpu", "cpu-ref", "cuda" */
+    void *ctx;          /* backend state: threads, handles, streams, scratch */
+    int threads;        /* CPU threads the backend uses (BLAS x OpenMP <= this) */
+
+    /* ---- memory (bytes); alloc returns zeroed memory or NULL ---- */
+    void *(*alloc)(llm_backend *be, size_t bytes);
+    void  (*free)(llm_backend *be, void *p);
+    void  (*to_device)(llm_backend *be, void *dst, const void *host_src, size_t bytes);
+    void  (*to_host)(llm_backend *be, void *host_dst, const void *src, size_t bytes);
+    void  (*copy)(llm_backend *be, void *dst, const void *src, size_t bytes);
+    void  (*zero)(llm_backend *be, void *p, size_t bytes);
+    void  (*sync)(llm_backend *be);
+
+    /* ---- forward ---- */
+
+    /* out(B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T) int32 ids < V; wte (Vp,C); wpe (maxT,C). */
+    void (*embed_forward)(llm_backend *be, float *out, const int32_t *inp, const float *wte,
+                          const float *wpe, int B, int T, int C);
+
+    /* out(N,C) = (inp - mean) * rstd * w + b per row; writes mean(N), rstd(N)
+     * (mean/rstd may be NULL in inference).  eps = 1e-5. */
+    void (*layernorm_forward)(llm_backend *be, float *out, float *mean, float *rstd,
+                              const float *inp, const float *w, const float *b, int N, int C);
+
+    /* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias(OC); bias may be NULL. */
+    void (*matmul_forward)(llm_backend *be, float *out, const float *inp, const float *w,
+                           const float *bias, int N, int C, int OC);
+
+    /* Causal multi-head self-attention.  qkv (B,T,3C) holds q|k|v for each position,
+     * heads contiguous within each of q, k, v (head h uses channels h*hs..(h+1)*hs-1,
+     * hs = C/NH).  out (B,T,C).  att (B,NH,T,T) receives the softmax probabilities
+     * (row t: columns 0..t, the rest 0), kept for the backward pass. scale 1/sqrt(hs). */
+    void (*attention_forward)(llm_backend *be, float *out, float *att, const float *qkv,
+                              int B, int T, int C, int NH);
+
+    /* out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) elementwise, n elements. */
+    void (*gelu_forward)(llm_backend *be, float *out, const float *inp, size_t n);
+
+    /* out = a + b elementwise (out may alias a or b). */
+    void (*residual_forward)(llm_backend *be, float *out, const float *a, const float *b,
+                             size_t n);
+
+    /* Cross-entropy of softmax(logits) over the first V of Vp columns (padded columns
+     * are ignored: they never win and carry no probability).  logits (N,Vp), targets (N)
+     * in [0,V).  Writes losses(N) = logsumexp - logit[target] and lse(N) = logsumexp. */
+    void (*xent_forward)(llm_backend *be, float *losses, float *lse, const float *logits,
+                         const int32_t *targets, int N, int V, int Vp);
+
+    /* ---- backward ---- */
+
+    /* dwte(Vp,C) += , dwpe(maxT,C) += from dout(B,T,C).  Deterministic. */
+    void (*embed_backward)(llm_backend *be, float *dwte, float *dwpe, const float *dout,
+                           const int32_t *inp, int B, int T, int C);
+
+    /* dinp(N,C) +=, dw(C) +=, db(C) += given dout(N,C) and the forward's inp, w, mean, rstd. */
+    void (*layernorm_backward)(llm_backend *be, float *dinp, float *dw, float *db,
+                               const float *dout, const float *inp, const float *w,
+                               const float *mean, const float *rstd, int N, int C);
+
+    /* dinp(N,C) += dout @ w; dw(OC,C) += dout^T @ inp; dbias(OC) += sum_rows dout
+     * (dbias may be NULL). */
+    void (*matmul_backward)(llm_backend *be, float *dinp, float *dw, float *dbias,
+                            const float *dout, const float *inp, const float *w,
+                            int N, int C, int OC);
+
+    /* dqkv(B,T,3C) += from dout(B,T,C), using the forward's qkv and att. */
+    void (*attention_backward)(llm_backend *be, float *dqkv, const float *dout,
+                               const float *qkv, const float *att, int B, int T, int C, int NH);
+
+    /* dinp(n) += gelu'(inp) * dout. */
+    void (*gelu_backward)(llm_backend *be, float *dinp, const float *inp, const float *dout,
+                          size_t n);
+
+    /* dst(n) += src(n) (residual backward, gradient accumulation). */
+    void (*accumulate)(llm_backend *be, float *dst, const float *src, size_t n);
+
+    /* dlogits(N,Vp) = (softmax(logits) - onehot(target)) * dloss for the first V columns,
+     * 0 for padded columns.  dlogits may alias logits (written in place).  lse from the
+     * forward. */
+    void (*xent_backward)(llm_backend *be, float *dlogits, const float *logits,
+                          const float *lse, const int32_t *targets, float dloss,
+                          int N, int V, int Vp);
+
+    /* ---- optimizer ---- */
+
+    /* Sum of squares of g(n), returned to the host. */
+    double (*sum_squares)(llm_backend *be, const float *g, size_t n);
+
+    /* AdamW on n parameters, step t >= 1 (bias correction), gradients multiplied by
+     * grad_scale first (clipping / loss-scale undo):
+     *   g = grad*grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     *   p -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd * p ). */
+    void (*adamw)(llm_backend *be, float *p, const float *grad, float *m, float *v, size_t n,
+                  float lr, float b1, float b2, float eps, float wd, int t, float grad_scale);
+};
+
+/* Fill be for device "cpu" (fast kernels), "cpu-ref" (reference kernels) or "cuda"
+ * ("auto": cuda when a GPU is usable, else cpu).  threads <= 0: all cores.
+ * Returns 0, or -1 with a message in err (size errlen) when the device is unavailable
+ * (e.g. "no CUDA device: ..." in a build without a GPU). */
+int  llm_backend_init(llm_backend *be, const char *device, int threads, char *err, size_t errlen);
+void llm_backend_free(llm_backend *be);
+
+/* The CPU backends (kernels/cpu). */
+int llm_backend_cpu_init(llm_backend *be, int threads, int reference);
+void llm_backend_cpu_free(llm_backend *be);
+
+#endif

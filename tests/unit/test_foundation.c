@@ -1,0 +1,143 @@
+/* Unit tests for status, cli and json. */
+#include "tests/unit/testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cli.h"
+#include "common/json.h"
+#include "common/status.h"
+
+static void test_status_codes(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    assert_int_equal(llm_err(&st, LLM_EDATA, "bad '%s'", "x"), LLM_EDATA);
+    assert_string_equal(st.msg, "bad 'x'");
+    llm_err_prefix(&st, "%s", "file.llmk");
+    assert_string_equal(st.msg, "file.llmk: bad 'x'");
+    assert_int_equal(llm_exit_code(LLM_OK), 0);
+    assert_int_equal(llm_exit_code(LLM_EUSAGE), 64);
+    assert_int_equal(llm_exit_code(LLM_EDATA), 65);
+    assert_int_equal(llm_exit_code(LLM_ENOINPUT), 66);
+    assert_int_equal(llm_exit_code(LLM_ESOFTWARE), 70);
+    assert_int_equal(llm_exit_code(LLM_EIO), 74);
+}
+
+static char *json_of(void (*fn)(llm_json *))
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    llm_json j;
+    llm_json_init(&j, f, 0);
+    fn(&j);
+    fclose(f);
+    return buf;
+}
+
+static void doc1(llm_json *j)
+{
+    llm_json_obj_begin(j);
+    llm_json_kstr(j, "a", "q\"b\\\n\x01\xff\xc3\xa9");
+    llm_json_key(j, "arr");
+    llm_json_arr_begin(j);
+    llm_json_int(j, -3);
+    llm_json_num(j, 0.1);
+    llm_json_num(j, 1.0 / 0.0);
+    llm_json_arr_end(j);
+    llm_json_key(j, "e");
+    llm_json_obj_begin(j);
+    llm_json_obj_end(j);
+    llm_json_kbool(j, "t", 1);
+    llm_json_obj_end(j);
+}
+
+static void test_json_writer(void **state)
+{
+    (void)state;
+    char *s = json_of(doc1);
+    assert_string_equal(s, "{\"a\":\"q\\\"b\\\\\\n\\u0001\\ufffd\xc3\xa9\",\"arr\":[-3,0.1,null],\"e\":{},\"t\":true}");
+    free(s);
+}
+
+static void test_cli_parse(void **state)
+{
+    (void)state;
+    int flag = 0, n = 5, verbose = 0;
+    double x = 0;
+    const char *out = NULL;
+    llm_strlist many = {0};
+    llm_opt opts[] = {
+        {"flag", 'f', LLM_OPT_FLAG, &flag, NULL, "a flag"},
+        {"num", 'n', LLM_OPT_INT, &n, "N", "a number"},
+        {"x", 0, LLM_OPT_DOUBLE, &x, "X", "a double"},
+        {"output", 'o', LLM_OPT_STR, &out, "FILE", "output"},
+        {"set", 0, LLM_OPT_STRS, &many, "K=V", "repeatable"},
+        {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more"},
+        {0},
+    };
+    llm_cli cli = {"prog", "[options] FILE", "test", opts, 1, 2};
+    char *argv1[] = {"prog", "-f", "--num=7", "in", "-oout", "--set", "a=1", "--set", "b=2",
+                     "-v", "-v", "--x", "2.5", "-", NULL};
+    llm_strlist pos = {0};
+    assert_int_equal(llm_cli_parse(&cli, 14, argv1, &pos), LLM_CLI_RUN);
+    assert_int_equal(flag, 1);
+    assert_int_equal(n, 7);
+    assert_true(x == 2.5);
+    assert_string_equal(out, "out");
+    assert_int_equal(many.n, 2);
+    assert_string_equal(many.v[1], "b=2");
+    assert_int_equal(verbose, 2);
+    assert_int_equal(pos.n, 2);
+    assert_string_equal(pos.v[1], "-");
+    llm_strlist_free(&pos);
+    llm_strlist_free(&many);
+
+    /* errors: unknown, malformed number, missing value, too many/few positionals */
+    FILE *saved = stderr;
+    stderr = fopen("/dev/null", "w");
+    char *bad1[] = {"prog", "--nope", "a", NULL};
+    char *bad2[] = {"prog", "-n", "7x", "a", NULL};
+    char *bad3[] = {"prog", "a", "--num", NULL};
+    char *bad4[] = {"prog", "a", "b", "c", NULL};
+    char *bad5[] = {"prog", NULL};
+    char *bad6[] = {"prog", "--flag=1", "a", NULL};
+    assert_int_equal(llm_cli_parse(&cli, 3, bad1, NULL), LLM_CLI_ERROR);
+    assert_int_equal(llm_cli_parse(&cli, 4, bad2, NULL), LLM_CLI_ERROR);
+    assert_int_equal(llm_cli_parse(&cli, 3, bad3, NULL), LLM_CLI_ERROR);
+    assert_int_equal(llm_cli_parse(&cli, 4, bad4, NULL), LLM_CLI_ERROR);
+    assert_int_equal(llm_cli_parse(&cli, 1, bad5, NULL), LLM_CLI_ERROR);
+    assert_int_equal(llm_cli_parse(&cli, 3, bad6, NULL), LLM_CLI_ERROR);
+    fclose(stderr);
+    stderr = saved;
+}
+
+static void test_parse_numbers(void **state)
+{
+    (void)state;
+    int64_t v;
+    int i;
+    double d;
+    assert_int_equal(llm_parse_i64("-42", &v), 0);
+    assert_true(v == -42);
+    assert_int_equal(llm_parse_i64("99999999999999999999", &v), -1);
+    assert_int_equal(llm_parse_int("3000000000", &i), -1);
+    assert_int_equal(llm_parse_double("3e-4", &d), 0);
+    assert_true(d == 3e-4);
+    assert_int_equal(llm_parse_double("nan", &d), -1);
+    assert_int_equal(llm_parse_double("1e999", &d), -1);
+    assert_int_equal(llm_parse_double("", &d), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_codes),
+        cmocka_unit_test(test_json_writer),
+        cmocka_unit_test(test_cli_parse),
+        cmocka_unit_test(test_parse_numbers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,75 @@
+#include "tests/unit/testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+uint64_t tu_next(tu_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float tu_uniform(tu_rng *r, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((tu_next(r) >> 40) / 16777216.0);
+}
+
+void tu_fill(tu_rng *r, float *x, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = tu_uniform(r, lo, hi);
+}
+
+double tu_max_rel_err(const float *a, const float *b, size_t n, double floor, size_t *worst)
+{
+    double m = 0;
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        double s = fabs((double)b[i]);
+        double e = d / (s > floor ? s : floor);
+        if (!(e <= m)) { /* also catches NaN */
+            m = isnan(e) ? INFINITY : e;
+            w = i;
+        }
+    }
+    if (worst)
+        *worst = w;
+    return m;
+}
+
+char *tu_tmpdir(void)
+{
+    char *p = strdup("/tmp/llmkit-unit.XXXXXX");
+    if (p && !mkdtemp(p)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void tu_rmdir(const char *path)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", path);
+}
+
+const char *tu_data(const char *rel)
+{
+    static char buf[1024];
+    const char *d = getenv("LLM_DATA");
+    if (d)
+        snprintf(buf, sizeof buf, "%s/%s", d, rel);
+    else {
+        const char *root = getenv("LLM_ROOT");
+        snprintf(buf, sizeof buf, "%s/../shared/data/%s", root ? root : ".", rel);
+    }
+    return access(buf, R_OK) == 0 ? buf : NULL;
+}
