@@ -85,7 +85,7 @@ TESTUTIL := $(B)/tests/testutil.o
 MAN1     := $(wildcard man/man1/*.1)
 MAN5     := $(wildcard man/man5/*.5)
 
-.PHONY: all test check sample fuzz demo install clean deps units
+.PHONY: all test check sample fuzz demo install clean deps units bench
 all: $(PROGS) $(LIB)
 
 $(B)/%.o: %.c
@@ -114,6 +114,14 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(TESTUTIL) $(LIB)
 	$(CC) $(LDFLAGS) $< $(TESTUTIL) $(LIB) $(LDLIBS) -lcmocka -o $@
 
 units: $(UNITS)
+
+# Benchmarks (never run by `make test`): tests/bench/bench_*.c -> $(B)/bench/bench_*
+BENCH_SRC := $(wildcard tests/bench/bench_*.c)
+BENCHES   := $(BENCH_SRC:tests/bench/%.c=$(B)/bench/%)
+$(B)/bench/%: $(B)/tests/bench/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
+bench: $(BENCHES)
 
 # The test command of the README.  Installs missing Debian packages first (see
 # scripts/install-deps.sh), then runs unit, CLI and lint tests through tests/run.sh.

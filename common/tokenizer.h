@@ -1,0 +1,58 @@
+/* tokenizer.h — GPT-2 byte-level BPE and the byte tokenizer.
+ *
+ * "gpt2": GPT-2's pre-tokenization pattern (PCRE2 with JIT), byte-to-unicode mapping,
+ * merges by rank, <|endoftext|> = 50256; vocabulary 50257.
+ * "byte": ids 0..255 are the bytes, 256 is end-of-text; vocabulary 257.
+ * A tokenizer is stored in a .llmk file as the header section `tokenizer:` (kind, vocab
+ * size, eot) plus tensors (GPT-2: the vocabulary bytes and the merges), so a model file
+ * carries its tokenizer.
+ */
+#ifndef LLM_TOKENIZER_H
+#define LLM_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/ckpt.h"
+#include "common/status.h"
+
+typedef struct llm_tokenizer llm_tokenizer;
+
+/* A growable id vector. */
+typedef struct {
+    uint32_t *v;
+    size_t n, cap;
+} llm_ids;
+int  llm_ids_push(llm_ids *ids, uint32_t id);   /* 0, or -1 out of memory */
+void llm_ids_free(llm_ids *ids);
+
+int llm_tokenizer_byte(llm_tokenizer **out, llm_status *st);
+
+/* Load GPT-2 BPE from dir/encoder.json and dir/vocab.bpe.  Errors: LLM_ENOINPUT for a
+ * missing file, LLM_EDATA for a corrupt one (file named). */
+int llm_tokenizer_gpt2(llm_tokenizer **out, const char *dir, llm_status *st);
+
+/* Load the tokenizer stored in a checkpoint (section + tensors).  LLM_EDATA when absent
+ * or malformed. */
+int llm_tokenizer_from_ckpt(llm_tokenizer **out, const llm_ckpt *ck, llm_status *st);
+
+/* Store into a writer: sets the `tokenizer:` section and adds the tensors.  The
+ * tensors' data is owned by t (t must outlive llm_ckpt_write). */
+int llm_tokenizer_save(const llm_tokenizer *t, llm_ckpt_writer *w, llm_status *st);
+
+void llm_tokenizer_free(llm_tokenizer *t);
+
+const char *llm_tokenizer_kind(const llm_tokenizer *t);  /* "gpt2" | "byte" */
+int llm_tokenizer_vocab_size(const llm_tokenizer *t);
+uint32_t llm_tokenizer_eot(const llm_tokenizer *t);
+
+/* Append the ids of text[0..len) to out.  Any bytes (invalid UTF-8 included) encode.
+ * Safe to call from several threads at once on the same tokenizer. */
+int llm_tokenizer_encode(const llm_tokenizer *t, const char *text, size_t len, llm_ids *out,
+                         llm_status *st);
+
+/* The bytes of one token (not NUL-terminated).  LLM_EDATA when id >= vocab size. */
+int llm_tokenizer_token_bytes(const llm_tokenizer *t, uint32_t id, const char **bytes,
+                              size_t *len, llm_status *st);
+
+#endif
