@@ -71,6 +71,14 @@ int llm_tokenizer_decode(const llm_tokenizer *t, const uint32_t *ids, size_t n, 
 int llm_tokenizer_encode_mt(const llm_tokenizer *t, const char *text, size_t len,
                             int nthreads, llm_ids *out, llm_status *st);
 
+/* Encode ndocs documents (texts[i] of lens[i] bytes) one after the other onto out, each
+ * preceded by the end-of-text id when with_eot, on up to nthreads threads (same result
+ * for any count).  starts (NULL or ndocs entries) receives the index in out of each
+ * document's first id (its end-of-text id when with_eot). */
+int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
+                              const size_t *lens, size_t ndocs, int with_eot, int nthreads,
+                              llm_ids *out, size_t *starts, llm_status *st);
+
 /* Load by name: "byte", "gpt2" (from vocab_dir: encoder.json + vocab.bpe; NULL means
  * $LLMKIT_DATA/gpt2, or ./data/gpt2 when LLMKIT_DATA is unset), or the path of a .llmk
  * file whose tokenizer is used.  Errors as for the loaders above. */
