@@ -404,7 +404,7 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
 
 int main(int argc, char **argv)
 {
-    opts o = {.out = NULL, .vocab = "gpt2", .format = "bin", .threads = 1};
+    opts o = {.out = NULL, .vocab = "gpt2", .format = "bin", .threads = 0};
     const llm_opt table[] = {
         {"output", 'o', LLM_OPT_STR, &o.out, "FILE",
          "output file, - for stdout (default: -); with --val-fraction the PREFIX"},
@@ -418,7 +418,7 @@ int main(int argc, char **argv)
          "write PREFIX_train.bin and PREFIX_val.bin, the last F of the tokens to val"},
         {"decode", 'd', LLM_OPT_FLAG, &o.decode, NULL, "decode token files (or --format ids) to text"},
         {"count", 0, LLM_OPT_FLAG, &o.count, NULL, "print only the number of tokens"},
-        {"threads", 'j', LLM_OPT_INT, &o.threads, "N", "encoding threads, 0 = all CPUs (default: 1)"},
+        {"threads", 'j', LLM_OPT_INT, &o.threads, "N", "encoding threads (default: 0 = one per CPU, at most 8)"},
         {"quiet", 'q', LLM_OPT_FLAG, &o.quiet, NULL, "print errors only"},
         {"verbose", 'v', LLM_OPT_COUNT, &o.verbose, NULL, "print more (timings with -v)"},
         {0},
@@ -463,7 +463,7 @@ int main(int argc, char **argv)
     }
     if (o.threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
-        o.threads = n > 0 ? (n > 256 ? 256 : (int)n) : 1;
+        o.threads = n > 0 ? (n > 8 ? 8 : (int)n) : 1;
     }
 
     llm_status st = {0};
