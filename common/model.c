@@ -220,6 +220,7 @@ void llm_model_free(llm_model *m)
 const llm_model_config *llm_model_cfg(const llm_model *m) { return &m->cfg; }
 int llm_model_nviews(const llm_model *m) { return m->nviews; }
 float *llm_model_params(llm_model *m) { return m->params; }
+float *llm_model_grads(llm_model *m) { return m->grads; }
 
 const llm_param_view *llm_model_view(const llm_model *m, int i)
 {

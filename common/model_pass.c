@@ -14,7 +14,7 @@
 /* Floats of each per-layer and global activation for n rows and natt attention floats. */
 static size_t layer_floats(size_t n, size_t C, size_t natt)
 {
-    return n * C * 6 + n * 4 * C + natt + 4 * n;   /* ln1 qkv(3) atty res2 ln2 + fch + att + stats */
+    return n * C * 7 + n * 4 * C + natt + 4 * n;   /* ln1 qkv(3) atty res2 ln2, fch(4), att, stats */
 }
 
 static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
