@@ -154,6 +154,11 @@ static void test_emit_roundtrip(void **state)
     for (size_t i = 0; i < sizeof tricky / sizeof *tricky; i++)
         assert_int_equal(llm_node_append(s, llm_node_new_str(tricky[i])), 0);
     assert_int_equal(llm_node_set(root, "strings", s), 0);
+    const char *flowy[] = {"a, b", "[x]", "{y: 1}", "#z", "123", "", "q'uote", "x: y"};
+    llm_node *fs = llm_node_new_seq();  /* short: emitted in flow style */
+    for (size_t i = 0; i < sizeof flowy / sizeof *flowy; i++)
+        assert_int_equal(llm_node_append(fs, llm_node_new_str(flowy[i])), 0);
+    assert_int_equal(llm_node_set(root, "flow", fs), 0);
     double ds[] = {0.1, 1.0 / 3.0, 1e-300, -2.5e300, 6.02214076e23, 4.9e-324, 1.0};
     llm_node *dl = llm_node_new_seq();
     for (size_t i = 0; i < sizeof ds / sizeof *ds; i++)
