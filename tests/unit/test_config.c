@@ -51,7 +51,7 @@ static void test_apply(void **state)
                                "  total_batch_tokens: 1024\n  schedule: wsd\n  prefetch: off\n",
                      &st),
                      LLM_EDATA); /* prefetch is a data key */
-    assert_string_equal(st.msg, "run.yaml:11: unknown key 'train.prefetch'");
+    assert_string_equal(st.msg, "run.yaml:14: unknown key 'train.prefetch'");
     llm_config_defaults(&c);
     assert_int_equal(apply(&c, "model: {n_layer: 2, n_head: 2, n_embd: 64, max_seq_len: 64}\n"
                                "data: {train: a.bin, tokenizer: byte, prefetch: off}\n"
@@ -86,7 +86,7 @@ static void test_errors(void **state)
     (void)state;
     static const struct { const char *yaml, *msg; } cases[] = {
         {"train:\n  lerning_rate: 1\n", "run.yaml:2: unknown key 'train.lerning_rate'"},
-        {"trian:\n  lr: 1\n", "run.yaml:1: unknown section 'trian' (want model, data, train or output)"},
+        {"trian: {lr: 1}\n", "run.yaml:1: unknown section 'trian' (want model, data, train or output)"},
         {"train:\n  lr: fast\n", "run.yaml:2: 'train.lr' must be a number, got 'fast'"},
         {"train:\n  lr: \"0.1\"\n", "run.yaml:2: 'train.lr' must be a number, got '0.1'"},
         {"train:\n  batch_size: 2.5\n", "run.yaml:2: 'train.batch_size' must be an integer, got '2.5'"},
