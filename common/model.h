@@ -71,6 +71,9 @@ int llm_model_nviews(const llm_model *m);
 const llm_param_view *llm_model_view(const llm_model *m, int i);
 const llm_param_view *llm_model_find_view(const llm_model *m, const char *name);
 float *llm_model_params(llm_model *m);    /* backend memory */
+/* The gradient buffer (same layout as the parameters; backend memory), NULL before the
+ * first zero_grad/backward.  For all-reduce across ranks and for tests. */
+float *llm_model_grads(llm_model *m);
 
 /* GPT-2 initialisation: N(0, 0.02) for weights and embeddings, residual projections
  * (attn.c_proj, mlp.c_proj weights) N(0, 0.02/sqrt(2 L)), biases 0, layernorm w 1 b 0,

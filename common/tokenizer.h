@@ -25,6 +25,8 @@ typedef struct {
 } llm_ids;
 int  llm_ids_push(llm_ids *ids, uint32_t id);   /* 0, or -1 out of memory */
 void llm_ids_free(llm_ids *ids);
+/* Make room for extra more ids without reallocating.  0, or -1 out of memory. */
+int  llm_ids_reserve(llm_ids *ids, size_t extra);
 
 int llm_tokenizer_byte(llm_tokenizer **out, llm_status *st);
 
@@ -54,5 +56,33 @@ int llm_tokenizer_encode(const llm_tokenizer *t, const char *text, size_t len, l
 /* The bytes of one token (not NUL-terminated).  LLM_EDATA when id >= vocab size. */
 int llm_tokenizer_token_bytes(const llm_tokenizer *t, uint32_t id, const char **bytes,
                               size_t *len, llm_status *st);
+
+/* Decode n ids into a malloc'd buffer *out of *len bytes (not NUL-terminated; the
+ * caller frees it).  Every id is checked first: LLM_EDATA names the first id out of
+ * range and nothing is returned.  The end-of-text id decodes to "<|endoftext|>". */
+int llm_tokenizer_decode(const llm_tokenizer *t, const uint32_t *ids, size_t n, char **out,
+                         size_t *len, llm_status *st);
+
+/* llm_tokenizer_encode with up to nthreads threads (<= 1: the calling thread only).
+ * Large texts are cut only where a pre-token boundary is certain (after a newline that
+ * is followed by a printable ASCII character), each piece is encoded by its own thread,
+ * and the ids are appended in input order: the result is identical to
+ * llm_tokenizer_encode. */
+int llm_tokenizer_encode_mt(const llm_tokenizer *t, const char *text, size_t len,
+                            int nthreads, llm_ids *out, llm_status *st);
+
+/* Encode ndocs documents (texts[i] of lens[i] bytes) one after the other onto out, each
+ * preceded by the end-of-text id when with_eot, on up to nthreads threads (same result
+ * for any count).  starts (NULL or ndocs entries) receives the index in out of each
+ * document's first id (its end-of-text id when with_eot). */
+int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
+                              const size_t *lens, size_t ndocs, int with_eot, int nthreads,
+                              llm_ids *out, size_t *starts, llm_status *st);
+
+/* Load by name: "byte", "gpt2" (from vocab_dir: encoder.json + vocab.bpe; NULL means
+ * $LLMKIT_DATA/gpt2, or ./data/gpt2 when LLMKIT_DATA is unset), or the path of a .llmk
+ * file whose tokenizer is used.  Errors as for the loaders above. */
+int llm_tokenizer_load(llm_tokenizer **out, const char *spec, const char *vocab_dir,
+                       llm_status *st);
 
 #endif

@@ -1,0 +1,361 @@
+/* llmc.c — llm.c GPT-2 checkpoints <-> .llmk (format notes in llmc.h). */
+#include "common/llmc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/ckpt.h"
+#include "common/model_impl.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "llm.c files are little-endian; this code assumes a little-endian host"
+#endif
+
+static int32_t rd_i32(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+int llm_llmc_parse_header(const void *buf, size_t len, uint64_t file_size, llm_llmc_info *info,
+                          llm_status *st)
+{
+    const unsigned char *p = buf;
+    memset(info, 0, sizeof *info);
+    if (len < LLM_LLMC_HEADER_BYTES || file_size < LLM_LLMC_HEADER_BYTES)
+        return llm_err(st, LLM_EDATA, "llm.c header truncated (%llu bytes, need %d)",
+                       (unsigned long long)file_size, LLM_LLMC_HEADER_BYTES);
+    int32_t h[8];
+    for (int i = 0; i < 8; i++)
+        h[i] = rd_i32(p + 4 * i);
+    if (h[0] != LLM_LLMC_MAGIC)
+        return llm_err(st, LLM_EDATA, "bad llm.c magic %d (want %d)", h[0], LLM_LLMC_MAGIC);
+    if (h[1] != 3 && h[1] != 5)
+        return llm_err(st, LLM_EDATA, "llm.c version %d is not supported (3: fp32, 5: bf16)", h[1]);
+    info->version = h[1];
+    info->elem_size = h[1] == 3 ? 4 : 2;
+    llm_model_config *c = &info->cfg;
+    snprintf(c->arch, sizeof c->arch, "gpt2");
+    c->max_seq_len = h[2];
+    c->vocab_size = h[3];
+    c->n_layer = h[4];
+    c->n_head = h[5];
+    c->n_embd = h[6];
+    c->padded_vocab = h[7];
+    if (h[7] < 1)
+        return llm_err(st, LLM_EDATA, "llm.c padded vocab %d is invalid", h[7]);
+    int rc = llm_model__validate(c, st);
+    if (rc)
+        return llm_err_prefix(st, "llm.c header");
+    info->nparams = llm_model_num_params(c);
+    uint64_t want = LLM_LLMC_HEADER_BYTES + (uint64_t)info->nparams * info->elem_size;
+    if (file_size < want)
+        return llm_err(st, LLM_EDATA, "llm.c file truncated: %llu bytes, the header describes %llu",
+                       (unsigned long long)file_size, (unsigned long long)want);
+    if (file_size > want)
+        return llm_err(st, LLM_EDATA, "llm.c file has %llu trailing bytes after the parameters",
+                       (unsigned long long)(file_size - want));
+    return LLM_OK;
+}
+
+/* ---- whole-file input: mmap for regular files, read into memory for pipes ---- */
+
+typedef struct {
+    unsigned char *data;
+    size_t size;
+    int mapped;
+} blob;
+
+static void blob_free(blob *b)
+{
+    if (b->mapped && b->data)
+        munmap(b->data, b->size);
+    else
+        free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+static int blob_read(blob *b, const char *path, llm_status *st)
+{
+    memset(b, 0, sizeof *b);
+    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return llm_err(st, LLM_ENOINPUT, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        b->size = (size_t)sb.st_size;
+        if (b->size > 0) {
+            void *p = mmap(NULL, b->size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p == MAP_FAILED) {
+                int e = errno;
+                if (fd != STDIN_FILENO)
+                    close(fd);
+                return llm_err(st, LLM_EIO, "cannot map '%s': %s", path, strerror(e));
+            }
+            b->data = p;
+            b->mapped = 1;
+        }
+        if (fd != STDIN_FILENO)
+            close(fd);
+        return LLM_OK;
+    }
+    /* A pipe: grow geometrically; the header check later bounds what is accepted. */
+    size_t cap = 1 << 16;
+    b->data = malloc(cap);
+    for (;;) {
+        if (!b->data) {
+            if (fd != STDIN_FILENO)
+                close(fd);
+            return llm_err(st, LLM_ENOMEM, "'%s': out of memory", path);
+        }
+        if (b->size == cap) {
+            unsigned char *n = cap > SIZE_MAX / 2 ? NULL : realloc(b->data, cap * 2);
+            if (!n) {
+                free(b->data);
+                b->data = NULL;
+                continue;
+            }
+            b->data = n;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, b->data + b->size, cap - b->size);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            if (fd != STDIN_FILENO)
+                close(fd);
+            blob_free(b);
+            return llm_err(st, LLM_EIO, "cannot read '%s': %s", path, strerror(e));
+        }
+        if (r == 0)
+            break;
+        b->size += (size_t)r;
+    }
+    if (fd != STDIN_FILENO)
+        close(fd);
+    return LLM_OK;
+}
+
+/* llm.c's array index (0 wte, 1 wpe, 2..13 per-layer kinds, 14 lnfw, 15 lnfb) for view i,
+ * and the element offset of view i inside the llm.c parameter block. */
+static size_t llmc_offset(const llm_param_view *views, int nviews, int L, int i)
+{
+    if (i < 2 || i >= nviews - 2)
+        return views[i].offset;   /* wte, wpe, lnf: the same place in both layouts */
+    int l = (i - 2) / PV_PER_LAYER, k = (i - 2) % PV_PER_LAYER;
+    size_t start = views[PV_LAYER(0, 0)].offset;
+    for (int kk = 0; kk < k; kk++)
+        start += (size_t)L * views[PV_LAYER(0, kk)].numel;
+    return start + (size_t)l * views[i].numel;
+}
+
+int llm_llmc_import(const char *in, const char *out, llm_status *st)
+{
+    blob b;
+    int rc = blob_read(&b, in, st);
+    if (rc)
+        return rc;
+    llm_llmc_info info;
+    llm_param_view *views = NULL;
+    int nviews = 0;
+    llm_ckpt_writer *w = NULL;
+    if ((rc = llm_llmc_parse_header(b.data, b.size, b.size, &info, st))) {
+        llm_err_prefix(st, "%s", in);
+        goto done;
+    }
+    if (llm_model__views(&info.cfg, &views, &nviews) != 0) {
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = llm_ckpt_writer_new(&w, st)))
+        goto done;
+    llm_node *sec = llm_model_config_node(&info.cfg);
+    if (!sec) {
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = llm_ckpt_set_section(w, "model", sec, st)))
+        goto done;
+    const unsigned char *data = b.data + LLM_LLMC_HEADER_BYTES;
+    llm_dtype dt = info.version == 3 ? LLM_DT_F32 : LLM_DT_BF16;
+    for (int i = 0; i < nviews; i++) {
+        size_t off = llmc_offset(views, nviews, info.cfg.n_layer, i);
+        if ((rc = llm_ckpt_add(w, views[i].name, dt, views[i].ndim, views[i].shape,
+                               data + off * info.elem_size, 0, st)))
+            goto done;
+    }
+    rc = llm_ckpt_write(w, out, st);
+done:
+    llm_ckpt_writer_free(w);
+    free(views);
+    blob_free(&b);
+    return rc;
+}
+
+/* ---- export ---- */
+
+typedef struct {
+    FILE *f;
+    char *tmp;          /* temp path when writing a file */
+    const char *path;
+} out_file;
+
+static int out_open(out_file *o, const char *path, llm_status *st)
+{
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    if (strcmp(path, "-") == 0) {
+        o->f = stdout;
+        return LLM_OK;
+    }
+    size_t n = strlen(path);
+    o->tmp = malloc(n + 16);
+    if (!o->tmp)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    snprintf(o->tmp, n + 16, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(o->tmp);
+        o->tmp = NULL;
+        return llm_err(st, LLM_EIO, "cannot create '%s': %s", path, strerror(e));
+    }
+    fchmod(fd, 0644);
+    o->f = fdopen(fd, "wb");
+    if (!o->f) {
+        close(fd);
+        unlink(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
+        return llm_err(st, LLM_EIO, "cannot open '%s'", path);
+    }
+    return LLM_OK;
+}
+
+/* Finish (ok) or abandon (!ok) the output. */
+static int out_close(out_file *o, int ok, llm_status *st)
+{
+    int rc = LLM_OK;
+    if (!o->f)
+        return LLM_OK;
+    if (fflush(o->f) != 0 && ok)
+        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", o->path, strerror(errno));
+    if (!o->tmp) {   /* stdout */
+        o->f = NULL;
+        return rc;
+    }
+    if (ok && !rc && fsync(fileno(o->f)) != 0)
+        rc = llm_err(st, LLM_EIO, "cannot sync '%s': %s", o->path, strerror(errno));
+    if (fclose(o->f) != 0 && ok && !rc)
+        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", o->path, strerror(errno));
+    o->f = NULL;
+    if (ok && !rc && rename(o->tmp, o->path) != 0)
+        rc = llm_err(st, LLM_EIO, "cannot rename to '%s': %s", o->path, strerror(errno));
+    if (!ok || rc)
+        unlink(o->tmp);
+    else {
+        char *d = strdup(o->path);
+        if (d) {
+            int dfd = open(dirname(d), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (dfd >= 0) {
+                fsync(dfd);
+                close(dfd);
+            }
+            free(d);
+        }
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+    return rc;
+}
+
+int llm_llmc_export(const char *in, const char *out, llm_status *st)
+{
+    llm_ckpt *ck = NULL;
+    int rc = llm_ckpt_open(&ck, in, 0, st);
+    if (rc)
+        return rc;
+    llm_model_config cfg;
+    llm_param_view *views = NULL;
+    int nviews = 0;
+    const llm_tensor **ts = NULL;
+    out_file o = {0};
+    const llm_node *sec = llm_ckpt_section(ck, "model");
+    if (!sec) {
+        rc = llm_err(st, LLM_EDATA, "%s: no model section", in);
+        goto done;
+    }
+    if ((rc = llm_model_config_parse(sec, &cfg, st))) {
+        llm_err_prefix(st, "%s", in);
+        goto done;
+    }
+    if (llm_model__views(&cfg, &views, &nviews) != 0 || !(ts = calloc((size_t)nviews, sizeof *ts))) {
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
+        goto done;
+    }
+    llm_dtype dt = LLM_DT_F32;
+    for (int i = 0; i < nviews; i++) {
+        const llm_tensor *t = llm_ckpt_find(ck, views[i].name);
+        if (!t) {
+            rc = llm_err(st, LLM_EDATA, "%s: no tensor '%s'", in, views[i].name);
+            goto done;
+        }
+        if (i == 0)
+            dt = t->dtype;
+        if (t->dtype != dt || (dt != LLM_DT_F32 && dt != LLM_DT_BF16)) {
+            rc = llm_err(st, LLM_EDATA, "tensor '%s': dtype %s; llm.c files hold all f32 or all bf16",
+                         views[i].name, llm_dtype_name(t->dtype));
+            goto done;
+        }
+        int ok = t->ndim == views[i].ndim && t->nelem == views[i].numel && t->data;
+        for (int d = 0; ok && d < t->ndim; d++)
+            ok = t->shape[d] == views[i].shape[d];
+        if (!ok) {
+            rc = llm_err(st, LLM_EDATA, "tensor '%s': shape does not match the model section",
+                         views[i].name);
+            goto done;
+        }
+        ts[i] = t;
+    }
+    if ((rc = out_open(&o, out, st)))
+        goto done;
+    int32_t h[256] = {0};
+    h[0] = LLM_LLMC_MAGIC;
+    h[1] = dt == LLM_DT_F32 ? 3 : 5;
+    h[2] = cfg.max_seq_len;
+    h[3] = cfg.vocab_size;
+    h[4] = cfg.n_layer;
+    h[5] = cfg.n_head;
+    h[6] = cfg.n_embd;
+    h[7] = cfg.padded_vocab;
+    int wok = fwrite(h, sizeof h, 1, o.f) == 1;
+    int L = cfg.n_layer;
+    /* llm.c order: wte, wpe, each per-layer kind over all layers, lnf. */
+    for (int i = 0; wok && i < 2; i++)
+        wok = fwrite(ts[i]->data, 1, ts[i]->nbytes, o.f) == ts[i]->nbytes;
+    for (int k = 0; wok && k < PV_PER_LAYER; k++)
+        for (int l = 0; wok && l < L; l++) {
+            const llm_tensor *t = ts[PV_LAYER(l, k)];
+            wok = fwrite(t->data, 1, t->nbytes, o.f) == t->nbytes;
+        }
+    for (int i = nviews - 2; wok && i < nviews; i++)
+        wok = fwrite(ts[i]->data, 1, ts[i]->nbytes, o.f) == ts[i]->nbytes;
+    if (!wok) {
+        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", out, strerror(errno));
+        out_close(&o, 0, st);
+        goto done;
+    }
+    rc = out_close(&o, 1, st);
+done:
+    free(ts);
+    free(views);
+    llm_ckpt_close(ck);
+    return rc;
+}

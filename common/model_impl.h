@@ -1,0 +1,70 @@
+/* model_impl.h — private to common/model*.c: the llm_model struct and helpers shared by
+ * the layout/optimizer code (model.c), the passes (model_pass.c) and checkpoints
+ * (model_io.c).  Nothing outside common/model*.c includes it. */
+#ifndef LLM_MODEL_IMPL_H
+#define LLM_MODEL_IMPL_H
+
+#include "common/model.h"
+
+/* Per-layer parameter views, in the order of common/model.h. */
+enum {
+    PV_LN1W, PV_LN1B, PV_QKVW, PV_QKVB, PV_APW, PV_APB, PV_LN2W, PV_LN2B,
+    PV_FCW, PV_FCB, PV_FPW, PV_FPB, PV_PER_LAYER
+};
+#define PV_WTE 0
+#define PV_WPE 1
+#define PV_LAYER(l, k) (2 + (l) * PV_PER_LAYER + (k))
+
+/* What the backward pass needs of one layer (training), or the single reused slot of
+ * the inference layout.  Only what the backward reads is kept: the layer input x and
+ * the mid-block residual res2 (layernorm inputs), the layernorm outputs and statistics
+ * (matmul inputs), qkv and the attention probabilities, the attention output (input of
+ * c_proj) and the fc pre-activation (the GELU output is recomputed in the backward). */
+typedef struct {
+    float *ln1, *ln1_mean, *ln1_rstd;   /* (N,C), (N), (N) */
+    float *qkv;                          /* (N,3C) */
+    float *att;                          /* (B,NH,T,T) */
+    float *atty;                         /* (N,C) */
+    float *res2;                         /* (N,C) */
+    float *ln2, *ln2_mean, *ln2_rstd;   /* (N,C), (N), (N) */
+    float *fch;                          /* (N,4C) */
+} llm_layer_acts;
+
+struct llm_model {
+    llm_model_config cfg;
+    llm_backend *be;
+    int nviews;
+    llm_param_view *views;
+    size_t nparams;
+    float *params, *grads, *m, *v;      /* backend memory; grads/m/v lazily */
+
+    /* activations: one backend block, sized for cap_n rows and cap_att attention floats */
+    float *acts;
+    size_t acts_floats;
+    size_t cap_n, cap_att;
+    int acts_train;                      /* 1: per-layer slots kept for the backward */
+    float **x;                           /* training: L+1 residual streams; inference: 1 */
+    llm_layer_acts *layer;               /* training: L slots; inference: 1 */
+    float *lnf, *lnf_mean, *lnf_rstd;    /* (N,C), (N), (N) */
+    float *logits;                       /* (N,Vp); dlogits in place in the backward */
+    float *losses, *lse;                 /* (N) */
+    float *buf_a, *buf_b;                /* (N,4C) scratch each */
+    float *dres;                         /* (N,C) residual-stream gradient (training) */
+    int32_t *d_inputs, *d_targets;       /* (N) backend copies */
+    float *host_losses;                  /* (N) host */
+
+    int last_B, last_T;
+    int backward_ready;                  /* the last forward had targets, no backward yet */
+
+    float *host_copy;                    /* save(): host copies for device backends */
+};
+
+/* Layout/validation shared by model.c and model_io.c. */
+int llm_model__validate(llm_model_config *cfg, llm_status *st);
+/* The views of cfg (validated) in layout order; *out malloc'd.  -1 when out of memory. */
+int llm_model__views(const llm_model_config *cfg, llm_param_view **out, int *nviews);
+int llm_model__is_host(const llm_backend *be);
+int llm_model__ensure_grads(llm_model *m, llm_status *st);
+int llm_model__ensure_moments(llm_model *m, llm_status *st);
+
+#endif

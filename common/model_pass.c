@@ -1,0 +1,234 @@
+/* model_pass.c — GPT-2 forward and backward passes through the kernel interface, and
+ * the activation memory they use.
+ *
+ * Memory: training keeps, per layer, only what the backward reads (see llm_layer_acts)
+ * plus L+1 residual streams; the GELU output is recomputed in the backward and the
+ * gradient of the logits is written over the logits.  The backward needs three scratch
+ * buffers in all (two of (N,4C), one (N,C)) instead of a gradient per activation.
+ * Inference (no targets) keeps one layer slot and one residual stream, updated in place. */
+#include "common/model_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Floats of each per-layer and global activation for n rows and natt attention floats. */
+static size_t layer_floats(size_t n, size_t C, size_t natt)
+{
+    return n * C * 7 + n * 4 * C + natt + 4 * n;   /* ln1 qkv(3) atty res2 ln2, fch(4), att, stats */
+}
+
+static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
+{
+    size_t n = (size_t)B * (size_t)T, natt = (size_t)B * m->cfg.n_head * (size_t)T * (size_t)T;
+    if (m->acts && n <= m->cap_n && natt <= m->cap_att && (m->acts_train || !train))
+        return LLM_OK;
+    llm_backend *be = m->be;
+    if (n < m->cap_n)
+        n = m->cap_n;
+    if (natt < m->cap_att)
+        natt = m->cap_att;
+    if (m->acts)
+        be->free(be, m->acts);
+    if (m->d_inputs)
+        be->free(be, m->d_inputs);
+    if (m->d_targets)
+        be->free(be, m->d_targets);
+    free(m->x);
+    free(m->layer);
+    free(m->host_losses);
+    m->acts = NULL;
+    m->d_inputs = m->d_targets = NULL;
+    m->x = NULL;
+    m->layer = NULL;
+    m->host_losses = NULL;
+    m->cap_n = m->cap_att = 0;
+    m->acts_floats = 0;
+    m->backward_ready = 0;
+
+    size_t C = (size_t)m->cfg.n_embd, Vp = (size_t)m->cfg.padded_vocab;
+    int L = m->cfg.n_layer, nslots = train ? L : 1, nx = train ? L + 1 : 1;
+    size_t total = (size_t)nslots * layer_floats(n, C, natt) + (size_t)nx * n * C
+                   + n * C + 2 * n                  /* lnf, mean, rstd */
+                   + n * Vp + 2 * n                 /* logits, losses, lse */
+                   + 2 * n * 4 * C                  /* scratch a, b */
+                   + (train ? n * C : 0);           /* dres */
+    m->acts = be->alloc(be, total * sizeof(float));
+    m->d_inputs = be->alloc(be, n * sizeof(int32_t));
+    m->d_targets = be->alloc(be, n * sizeof(int32_t));
+    m->x = calloc((size_t)nx, sizeof *m->x);
+    m->layer = calloc((size_t)nslots, sizeof *m->layer);
+    m->host_losses = malloc(n * sizeof(float));
+    if (!m->acts || !m->d_inputs || !m->d_targets || !m->x || !m->layer || !m->host_losses)
+        return llm_err(st, LLM_ENOMEM, "model: cannot allocate activations for B*T=%zu (%zu MiB)",
+                       n, total * sizeof(float) >> 20);
+    float *p = m->acts;
+#define TAKE(ptr, count) do { (ptr) = p; p += (count); } while (0)
+    for (int i = 0; i < nx; i++)
+        TAKE(m->x[i], n * C);
+    for (int l = 0; l < nslots; l++) {
+        llm_layer_acts *a = &m->layer[l];
+        TAKE(a->ln1, n * C);
+        TAKE(a->ln1_mean, n);
+        TAKE(a->ln1_rstd, n);
+        TAKE(a->qkv, n * 3 * C);
+        TAKE(a->att, natt);
+        TAKE(a->atty, n * C);
+        TAKE(a->res2, n * C);
+        TAKE(a->ln2, n * C);
+        TAKE(a->ln2_mean, n);
+        TAKE(a->ln2_rstd, n);
+        TAKE(a->fch, n * 4 * C);
+    }
+    TAKE(m->lnf, n * C);
+    TAKE(m->lnf_mean, n);
+    TAKE(m->lnf_rstd, n);
+    TAKE(m->logits, n * Vp);
+    TAKE(m->losses, n);
+    TAKE(m->lse, n);
+    TAKE(m->buf_a, n * 4 * C);
+    TAKE(m->buf_b, n * 4 * C);
+    if (train)
+        TAKE(m->dres, n * C);
+    else
+        m->dres = NULL;
+#undef TAKE
+    if ((size_t)(p - m->acts) != total)
+        return llm_err(st, LLM_ESOFTWARE, "model: activation layout mismatch");
+    m->acts_floats = total;
+    m->cap_n = n;
+    m->cap_att = natt;
+    m->acts_train = train;
+    return LLM_OK;
+}
+
+static int check_ids(const int32_t *ids, size_t n, int V, const char *what, llm_status *st)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return llm_err(st, LLM_EDATA, "model: %s[%zu] = %d is outside the vocabulary [0, %d)",
+                           what, i, ids[i], V);
+    return LLM_OK;
+}
+
+#define P(m, idx) ((m)->params + (m)->views[idx].offset)
+#define G(m, idx) ((m)->grads + (m)->views[idx].offset)
+
+int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                      float *loss, llm_status *st)
+{
+    const llm_model_config *c = &m->cfg;
+    if (B < 1 || T < 1 || T > c->max_seq_len || (int64_t)B * T > (int64_t)1 << 30)
+        return llm_err(st, LLM_EUSAGE, "model: batch B=%d T=%d out of range (1 <= T <= %d)", B, T,
+                       c->max_seq_len);
+    size_t N = (size_t)B * (size_t)T;
+    int rc = check_ids(inputs, N, c->vocab_size, "inputs", st);
+    if (rc || (targets && (rc = check_ids(targets, N, c->vocab_size, "targets", st))))
+        return rc;
+    /* Training layout when there are targets, or when it is already there. */
+    if ((rc = alloc_acts(m, B, T, targets != NULL, st)))
+        return rc;
+    llm_backend *be = m->be;
+    int L = c->n_layer, C = c->n_embd, NH = c->n_head, Vp = c->padded_vocab, V = c->vocab_size;
+    int n = (int)N, train = m->acts_train;
+    m->backward_ready = 0;
+    be->to_device(be, m->d_inputs, inputs, N * sizeof(int32_t));
+    if (targets)
+        be->to_device(be, m->d_targets, targets, N * sizeof(int32_t));
+
+    be->embed_forward(be, m->x[0], m->d_inputs, P(m, PV_WTE), P(m, PV_WPE), B, T, C);
+    for (int l = 0; l < L; l++) {
+        llm_layer_acts *a = &m->layer[train ? l : 0];
+        float *x = m->x[train ? l : 0], *xo = m->x[train ? l + 1 : 0];
+        float *res2 = train ? a->res2 : x;   /* inference: the stream is updated in place */
+        be->layernorm_forward(be, a->ln1, train ? a->ln1_mean : NULL, train ? a->ln1_rstd : NULL,
+                              x, P(m, PV_LAYER(l, PV_LN1W)), P(m, PV_LAYER(l, PV_LN1B)), n, C);
+        be->matmul_forward(be, a->qkv, a->ln1, P(m, PV_LAYER(l, PV_QKVW)),
+                           P(m, PV_LAYER(l, PV_QKVB)), n, C, 3 * C);
+        be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, NH);
+        be->matmul_forward(be, m->buf_b, a->atty, P(m, PV_LAYER(l, PV_APW)),
+                           P(m, PV_LAYER(l, PV_APB)), n, C, C);
+        be->residual_forward(be, res2, x, m->buf_b, N * C);
+        be->layernorm_forward(be, a->ln2, train ? a->ln2_mean : NULL, train ? a->ln2_rstd : NULL,
+                              res2, P(m, PV_LAYER(l, PV_LN2W)), P(m, PV_LAYER(l, PV_LN2B)), n, C);
+        be->matmul_forward(be, a->fch, a->ln2, P(m, PV_LAYER(l, PV_FCW)),
+                           P(m, PV_LAYER(l, PV_FCB)), n, C, 4 * C);
+        be->gelu_forward(be, m->buf_a, a->fch, N * 4 * C);
+        be->matmul_forward(be, m->buf_b, m->buf_a, P(m, PV_LAYER(l, PV_FPW)),
+                           P(m, PV_LAYER(l, PV_FPB)), n, 4 * C, C);
+        be->residual_forward(be, xo, res2, m->buf_b, N * C);
+    }
+    float *xl = m->x[train ? L : 0];
+    be->layernorm_forward(be, m->lnf, train ? m->lnf_mean : NULL, train ? m->lnf_rstd : NULL, xl,
+                          P(m, m->nviews - 2), P(m, m->nviews - 1), n, C);
+    be->matmul_forward(be, m->logits, m->lnf, P(m, PV_WTE), NULL, n, C, Vp);
+    m->last_B = B;
+    m->last_T = T;
+    if (targets) {
+        be->xent_forward(be, m->losses, m->lse, m->logits, m->d_targets, n, V, Vp);
+        be->to_host(be, m->host_losses, m->losses, N * sizeof(float));
+        double s = 0.0;
+        for (size_t i = 0; i < N; i++)
+            s += m->host_losses[i];
+        if (loss)
+            *loss = (float)(s / (double)N);
+        m->backward_ready = 1;
+    } else {
+        be->sync(be);
+    }
+    return LLM_OK;
+}
+
+const float *llm_model_logits(const llm_model *m) { return m->logits; }
+
+int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
+{
+    if (!m->backward_ready)
+        return llm_err(st, LLM_EUSAGE, "model: backward needs a forward with targets first");
+    int rc = llm_model__ensure_grads(m, st);
+    if (rc)
+        return rc;
+    m->backward_ready = 0;
+    const llm_model_config *c = &m->cfg;
+    llm_backend *be = m->be;
+    int B = m->last_B, T = m->last_T, L = c->n_layer, C = c->n_embd, NH = c->n_head;
+    int Vp = c->padded_vocab, V = c->vocab_size, n = B * T;
+    size_t N = (size_t)n, fz = sizeof(float);
+    float *A = m->buf_a, *Bf = m->buf_b, *dres = m->dres;
+
+    /* d(mean loss)/d(loss_i) = 1/N, times the caller's accumulation scale. */
+    be->xent_backward(be, m->logits, m->logits, m->lse, m->d_targets, grad_scale / (float)n, n, V, Vp);
+    be->zero(be, A, N * C * fz);
+    be->matmul_backward(be, A, G(m, PV_WTE), NULL, m->logits, m->lnf, P(m, PV_WTE), n, C, Vp);
+    be->zero(be, dres, N * C * fz);
+    be->layernorm_backward(be, dres, G(m, m->nviews - 2), G(m, m->nviews - 1), A, m->x[L],
+                           P(m, m->nviews - 2), m->lnf_mean, m->lnf_rstd, n, C);
+    for (int l = L - 1; l >= 0; l--) {
+        llm_layer_acts *a = &m->layer[l];
+        /* x_{l+1} = res2 + c_proj(gelu(c_fc(ln_2(res2)))) */
+        be->gelu_forward(be, A, a->fch, N * 4 * C);
+        be->zero(be, Bf, N * 4 * C * fz);
+        be->matmul_backward(be, Bf, G(m, PV_LAYER(l, PV_FPW)), G(m, PV_LAYER(l, PV_FPB)), dres, A,
+                            P(m, PV_LAYER(l, PV_FPW)), n, 4 * C, C);
+        be->zero(be, A, N * 4 * C * fz);
+        be->gelu_backward(be, A, a->fch, Bf, N * 4 * C);
+        be->zero(be, Bf, N * C * fz);
+        be->matmul_backward(be, Bf, G(m, PV_LAYER(l, PV_FCW)), G(m, PV_LAYER(l, PV_FCB)), A, a->ln2,
+                            P(m, PV_LAYER(l, PV_FCW)), n, C, 4 * C);
+        be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN2W)), G(m, PV_LAYER(l, PV_LN2B)), Bf,
+                               a->res2, P(m, PV_LAYER(l, PV_LN2W)), a->ln2_mean, a->ln2_rstd, n, C);
+        /* res2 = x_l + c_proj(attn(c_attn(ln_1(x_l)))) */
+        be->zero(be, A, N * C * fz);
+        be->matmul_backward(be, A, G(m, PV_LAYER(l, PV_APW)), G(m, PV_LAYER(l, PV_APB)), dres, a->atty,
+                            P(m, PV_LAYER(l, PV_APW)), n, C, C);
+        be->zero(be, Bf, N * 3 * C * fz);
+        be->attention_backward(be, Bf, A, a->qkv, a->att, B, T, C, NH);
+        be->zero(be, A, N * C * fz);
+        be->matmul_backward(be, A, G(m, PV_LAYER(l, PV_QKVW)), G(m, PV_LAYER(l, PV_QKVB)), Bf, a->ln1,
+                            P(m, PV_LAYER(l, PV_QKVW)), n, C, 3 * C);
+        be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN1W)), G(m, PV_LAYER(l, PV_LN1B)), A,
+                               m->x[l], P(m, PV_LAYER(l, PV_LN1W)), a->ln1_mean, a->ln1_rstd, n, C);
+    }
+    be->embed_backward(be, G(m, PV_WTE), G(m, PV_WPE), dres, m->d_inputs, B, T, C);
+    be->sync(be);
+    return LLM_OK;
+}

@@ -1,0 +1,64 @@
+/* tokenizer_int.h — private parts shared by common/tokenizer*.c (not a public interface). */
+#ifndef LLM_TOKENIZER_INT_H
+#define LLM_TOKENIZER_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "common/tokenizer.h"
+
+enum { LLM_TOK_BYTE = 0, LLM_TOK_GPT2 = 1 };
+
+#define LLM_TOK_MAX_VOCAB  (1 << 24)   /* caps for hostile files */
+#define LLM_TOK_MAX_TOKLEN 1024        /* bytes of one vocabulary entry */
+#define LLM_TOK_PAD 16                 /* readable slack after vocab_bytes (fast decode) */
+
+/* Per-thread encode state (word cache, regex match data); pooled in the tokenizer. */
+typedef struct llm_tok_state llm_tok_state;
+
+struct llm_tokenizer {
+    int kind;
+    int vocab;              /* number of ids */
+    uint32_t eot;
+    /* GPT-2: the bytes of every id (vocab_bytes[offsets[i] .. offsets[i+1])) */
+    uint8_t *vocab_bytes;
+    uint32_t *offsets;      /* vocab + 1 entries */
+    int32_t *merges;        /* nmerges x (left id, right id), in rank order */
+    int nmerges;
+    uint32_t byte_id[256];  /* id of each single byte */
+    /* merge table: open addressing on (left, right) -> rank, result id */
+    uint64_t *mkeys;        /* (left << 32 | right) + 1; 0 = empty */
+    uint32_t *mrank, *mres;
+    size_t mmask;
+    /* token bytes -> id (used while building, kept for lookups) */
+    uint32_t *vslots;       /* id + 1; 0 = empty */
+    size_t vmask;
+    void *re;               /* pcre2_code (GPT-2 pre-tokenizer) */
+    int jit;                /* re was JIT-compiled */
+    pthread_mutex_t pool_mu;
+    llm_tok_state **pool;   /* idle per-thread states */
+    int npool, cappool;
+};
+
+/* Build a GPT-2-style BPE from vocabulary bytes (no merges yet); takes ownership of
+ * vbytes (offsets[vocab] bytes; it is grown by LLM_TOK_PAD zero bytes) and offsets
+ * (vocab + 1 entries), freed on failure too.  Checks: offsets monotone, entries non-empty,
+ * bounded and unique, all 256 single bytes present, eot < vocab.  what names the source
+ * in messages. */
+int llm_tok_build_bpe(llm_tokenizer **out, uint8_t *vbytes, uint32_t *offsets, int vocab,
+                      uint32_t eot, const char *what, llm_status *st);
+
+/* Install merges (nmerges x (left id, right id), rank = index); takes ownership of merges.
+ * Checks that each merge's concatenation is in the vocabulary.  On failure the caller
+ * frees t. */
+int llm_tok_set_merges(llm_tokenizer *t, int32_t *merges, int nmerges, const char *what,
+                       llm_status *st);
+
+/* Lookup of token bytes: id or -1. */
+int64_t llm_tok_find(const llm_tokenizer *t, const uint8_t *b, size_t n);
+
+int  llm_tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, llm_ids *out,
+                        llm_status *st);
+void llm_tok_bpe_free(llm_tokenizer *t);
+
+#endif

@@ -1,0 +1,356 @@
+/* GPT-2 model against the PyTorch reference (tests/ref/gpt2_tiny.*), on the "cpu-ref"
+ * and "cpu" backends: logits, loss, every gradient, 10 AdamW steps; plus init
+ * determinism, gradient accumulation, inference forward, bad input, skipped updates,
+ * config parsing and checkpoint round trips.
+ *
+ * Errors are relative to the tensor's scale: max|ours - ref| / max|ref|. */
+#include "tests/unit/testutil.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ckpt.h"
+#include "common/model.h"
+#include "common/tree.h"
+#include "kernels/backend.h"
+
+typedef struct {
+    json_t *man;
+    unsigned char *blob;
+    size_t blob_size;
+    llm_model_config cfg;
+    llm_adamw_config hp;
+    int B, T, steps;
+} fixture;
+
+static fixture fx;
+
+static const char *root(void)
+{
+    const char *r = getenv("LLM_ROOT");
+    return r ? r : ".";
+}
+
+static const void *arr(const char *name, size_t *count)
+{
+    json_t *a = json_object_get(json_object_get(fx.man, "arrays"), name);
+    assert_non_null(a);
+    size_t off = (size_t)json_integer_value(json_object_get(a, "offset"));
+    size_t nb = (size_t)json_integer_value(json_object_get(a, "nbytes"));
+    assert_true(off + nb <= fx.blob_size);
+    if (count)
+        *count = nb / 4;
+    return fx.blob + off;
+}
+
+static int jint(json_t *o, const char *k) { return (int)json_integer_value(json_object_get(o, k)); }
+static float jflt(json_t *o, const char *k) { return (float)json_number_value(json_object_get(o, k)); }
+
+static int load_fixture(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/ref/gpt2_tiny.json", root());
+    json_error_t je;
+    fx.man = json_load_file(path, 0, &je);
+    if (!fx.man) {
+        fprintf(stderr, "cannot load %s: %s\n", path, je.text);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/tests/ref/gpt2_tiny.bin", root());
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    fx.blob_size = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    fx.blob = malloc(fx.blob_size);
+    if (!fx.blob || fread(fx.blob, 1, fx.blob_size, f) != fx.blob_size) {
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    json_t *c = json_object_get(fx.man, "config");
+    snprintf(fx.cfg.arch, sizeof fx.cfg.arch, "gpt2");
+    fx.cfg.n_layer = jint(c, "n_layer");
+    fx.cfg.n_head = jint(c, "n_head");
+    fx.cfg.n_embd = jint(c, "n_embd");
+    fx.cfg.vocab_size = jint(c, "vocab_size");
+    fx.cfg.max_seq_len = jint(c, "max_seq_len");
+    fx.cfg.padded_vocab = jint(c, "padded_vocab_size");
+    json_t *h = json_object_get(fx.man, "adamw");
+    fx.hp = (llm_adamw_config){jflt(h, "lr"), jflt(h, "beta1"), jflt(h, "beta2"), jflt(h, "eps"),
+                               jflt(h, "weight_decay"), jflt(h, "grad_clip")};
+    fx.steps = jint(h, "steps");
+    fx.B = jint(fx.man, "B");
+    fx.T = jint(fx.man, "T");
+    return 0;
+}
+
+static int free_fixture(void **state)
+{
+    (void)state;
+    json_decref(fx.man);
+    free(fx.blob);
+    return 0;
+}
+
+static double scaled_err(const float *a, const float *b, size_t n)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (!(e <= d))
+            d = isnan(e) ? INFINITY : e;
+        if (fabs((double)b[i]) > s)
+            s = fabs((double)b[i]);
+    }
+    return s > 0 ? d / s : d;
+}
+
+static llm_backend *backend(const char *name)
+{
+    llm_backend *be = calloc(1, sizeof *be);
+    char err[256];
+    assert_int_equal(llm_backend_init(be, name, 2, err, sizeof err), 0);
+    return be;
+}
+
+static void drop_backend(llm_backend *be)
+{
+    llm_backend_free(be);
+    free(be);
+}
+
+/* A model with the fixture's parameters (CPU backends: params are host memory). */
+static llm_model *fixture_model(llm_backend *be)
+{
+    llm_model *m;
+    llm_status st = {0};
+    assert_int_equal(llm_model_new(&m, &fx.cfg, be, &st), 0);
+    size_t n;
+    const float *p = arr("params", &n);
+    assert_int_equal(n, llm_model_num_params(&fx.cfg));
+    json_t *views = json_object_get(fx.man, "views");
+    assert_int_equal(json_array_size(views), llm_model_nviews(m));
+    for (int i = 0; i < llm_model_nviews(m); i++) {
+        json_t *jv = json_array_get(views, (size_t)i);
+        const llm_param_view *v = llm_model_view(m, i);
+        assert_string_equal(v->name, json_string_value(json_object_get(jv, "name")));
+        assert_int_equal(v->offset, json_integer_value(json_object_get(jv, "offset")));
+        assert_int_equal(v->decay, jint(jv, "decay"));
+        json_t *sh = json_object_get(jv, "shape");
+        assert_int_equal(v->ndim, json_array_size(sh));
+        for (int d = 0; d < v->ndim; d++)
+            assert_int_equal(v->shape[d], json_integer_value(json_array_get(sh, (size_t)d)));
+    }
+    be->to_device(be, llm_model_params(m), p, n * sizeof(float));
+    return m;
+}
+
+static void reference_backend(const char *bname)
+{
+    llm_backend *be = backend(bname);
+    llm_model *m = fixture_model(be);
+    llm_status st = {0};
+    const int32_t *in = arr("inputs", NULL), *tg = arr("targets", NULL);
+    float loss = 0;
+    assert_int_equal(llm_model_forward(m, in, tg, fx.B, fx.T, &loss, &st), 0);
+    size_t nl;
+    const float *ref_logits = arr("logits", &nl);
+    const float *ref_loss = arr("loss", NULL);
+    assert_int_equal(nl, (size_t)fx.B * fx.T * fx.cfg.padded_vocab);
+    double el = scaled_err(llm_model_logits(m), ref_logits, nl);
+    double eloss = fabs(loss - ref_loss[0]) / fabs(ref_loss[0]);
+    printf("# %s: logits err %.3g, loss %.7f (ref %.7f, err %.3g)\n", bname, el, loss, ref_loss[0], eloss);
+    assert_true(el <= 1e-5);
+    assert_true(eloss <= 1e-5);
+
+    /* Inference forward gives the same logits. */
+    llm_backend *be2 = backend(bname);
+    llm_model *mi = fixture_model(be2);
+    assert_int_equal(llm_model_forward(mi, in, NULL, fx.B, fx.T, NULL, &st), 0);
+    assert_true(scaled_err(llm_model_logits(mi), ref_logits, nl) <= 1e-5);
+    assert_true(llm_model_bytes(mi) < llm_model_bytes(m));
+    llm_model_free(mi);
+    drop_backend(be2);
+
+    assert_int_equal(llm_model_zero_grad(m, &st), 0);
+    assert_int_equal(llm_model_backward(m, 1.0f, &st), 0);
+    const float *ref_g = arr("grads", NULL);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < llm_model_nviews(m); i++) {
+        const llm_param_view *v = llm_model_view(m, i);
+        const float *ours = llm_model_grads(m) + v->offset;
+        double e = scaled_err(ours, ref_g + v->offset, v->numel);
+        if (i == 0 || e > worst) {
+            worst = e;
+            worst_name = v->name;
+        }
+    }
+    double norm = llm_model_grad_norm(m);
+    printf("# %s: worst gradient '%s' err %.3g, grad norm %.6f (ref %.6f)\n", bname, worst_name,
+           worst, norm, ((const float *)arr("adamw_grad_norms", NULL))[0]);
+    assert_true(worst <= 1e-4);
+    assert_true(fabs(norm - ((const float *)arr("adamw_grad_norms", NULL))[0]) <= 1e-4 * norm);
+
+    /* 10 AdamW steps from the same start; losses after each step. */
+    llm_model_free(m);
+    m = fixture_model(be);
+    const float *ref_losses = arr("adamw_losses", NULL);
+    double wl = 0;
+    for (int t = 1; t <= fx.steps; t++) {
+        int skipped = 1;
+        double gn;
+        assert_int_equal(llm_model_zero_grad(m, &st), 0);
+        assert_int_equal(llm_model_forward(m, in, tg, fx.B, fx.T, &loss, &st), 0);
+        assert_int_equal(llm_model_backward(m, 1.0f, &st), 0);
+        assert_int_equal(llm_model_update(m, &fx.hp, t, &gn, &skipped, &st), 0);
+        assert_int_equal(skipped, 0);
+        assert_int_equal(llm_model_forward(m, in, tg, fx.B, fx.T, &loss, &st), 0);
+        double e = fabs(loss - ref_losses[t - 1]) / fabs(ref_losses[t - 1]);
+        if (e > wl)
+            wl = e;
+    }
+    printf("# %s: 10 AdamW steps: final loss %.7f (ref %.7f), worst loss err %.3g\n", bname, loss,
+           ref_losses[fx.steps - 1], wl);
+    assert_true(wl <= 1e-5);
+    llm_model_free(m);
+    drop_backend(be);
+}
+
+static void test_reference_cpu_ref(void **s) { (void)s; reference_backend("cpu-ref"); }
+static void test_reference_cpu(void **s) { (void)s; reference_backend("cpu"); }
+
+static uint64_t checksum(const float *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &p[i], 4);
+        h = (h ^ u) * 1099511628211ull;
+    }
+    return h;
+}
+
+static void test_init(void **s)
+{
+    (void)s;
+    llm_backend *be = backend("cpu");
+    llm_status st = {0};
+    llm_model *a, *b;
+    assert_int_equal(llm_model_new(&a, &fx.cfg, be, &st), 0);
+    assert_int_equal(llm_model_new(&b, &fx.cfg, be, &st), 0);
+    llm_model_init_gpt2(a, 42);
+    llm_model_init_gpt2(b, 42);
+    size_t n = llm_model_num_params(&fx.cfg);
+    uint64_t ca = checksum(llm_model_params(a), n);
+    assert_int_equal(ca, checksum(llm_model_params(b), n));
+    printf("# init checksum (seed 42): 0x%016llx\n", (unsigned long long)ca);
+    /* Fixed value: the init must be the same on every machine and every build. */
+    assert_int_equal(ca, 0xf706c69d23bc9dcbull);
+    llm_model_init_gpt2(b, 43);
+    assert_true(checksum(llm_model_params(b), n) != ca);
+    /* statistics: wte real rows ~ N(0, 0.02), padded rows 0, c_proj scaled, ln 1/0 */
+    const llm_param_view *v = llm_model_find_view(a, "wte");
+    const float *p = llm_model_params(a) + v->offset;
+    size_t real = (size_t)fx.cfg.vocab_size * fx.cfg.n_embd;
+    double s2 = 0;
+    for (size_t i = 0; i < real; i++)
+        s2 += (double)p[i] * p[i];
+    assert_true(fabs(sqrt(s2 / real) - 0.02) < 0.001);
+    for (size_t i = real; i < v->numel; i++)
+        assert_true(p[i] == 0.0f);
+    v = llm_model_find_view(a, "h.1.mlp.c_proj.weight");
+    p = llm_model_params(a) + v->offset;
+    s2 = 0;
+    for (size_t i = 0; i < v->numel; i++)
+        s2 += (double)p[i] * p[i];
+    assert_true(fabs(sqrt(s2 / v->numel) - 0.02 / 2.0) < 0.0006);
+    v = llm_model_find_view(a, "h.0.ln_2.weight");
+    assert_true(llm_model_params(a)[v->offset] == 1.0f);
+    v = llm_model_find_view(a, "h.0.ln_2.bias");
+    assert_true(llm_model_params(a)[v->offset] == 0.0f);
+    llm_model_free(a);
+    llm_model_free(b);
+    drop_backend(be);
+}
+
+static void test_accumulation(void **s)
+{
+    (void)s;
+    llm_backend *be = backend("cpu");
+    llm_model *a = fixture_model(be), *b = fixture_model(be);
+    llm_status st = {0};
+    int B = 8, T = 12;
+    int32_t in[8 * 12], tg[8 * 12];
+    tu_rng r = {7};
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
+        tg[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
+    }
+    float la, l1, l2;
+    assert_int_equal(llm_model_zero_grad(a, &st), 0);
+    assert_int_equal(llm_model_forward(a, in, tg, B, T, &la, &st), 0);
+    assert_int_equal(llm_model_backward(a, 1.0f, &st), 0);
+    assert_int_equal(llm_model_zero_grad(b, &st), 0);
+    assert_int_equal(llm_model_forward(b, in, tg, B / 2, T, &l1, &st), 0);
+    assert_int_equal(llm_model_backward(b, 0.5f, &st), 0);
+    assert_int_equal(llm_model_forward(b, in + B / 2 * T, tg + B / 2 * T, B / 2, T, &l2, &st), 0);
+    assert_int_equal(llm_model_backward(b, 0.5f, &st), 0);
+    double el = fabs(0.5 * (l1 + l2) - la) / la;
+    double eg = scaled_err(llm_model_grads(b), llm_model_grads(a), llm_model_num_params(&fx.cfg));
+    printf("# accumulation 2 x B=4 vs B=8: loss err %.3g, grad err %.3g\n", el, eg);
+    assert_true(el <= 1e-6);
+    assert_true(eg <= 1e-6);
+    llm_model_free(a);
+    llm_model_free(b);
+    drop_backend(be);
+}
+
+static void test_bad_input_and_skip(void **s)
+{
+    (void)s;
+    llm_backend *be = backend("cpu");
+    llm_model *m = fixture_model(be);
+    llm_status st = {0};
+    int32_t in[4] = {1, 2, 3, fx.cfg.vocab_size}, tg[4] = {1, 2, 3, 4};
+    float loss;
+    assert_int_equal(llm_model_forward(m, in, tg, 1, 4, &loss, &st), LLM_EDATA);
+    assert_non_null(strstr(st.msg, "inputs[3]"));
+    in[3] = 0;
+    tg[1] = -1;
+    assert_int_equal(llm_model_forward(m, in, tg, 1, 4, &loss, &st), LLM_EDATA);
+    assert_int_equal(llm_model_forward(m, in, NULL, 1, fx.cfg.max_seq_len + 1, NULL, &st), LLM_EUSAGE);
+    assert_int_equal(llm_model_backward(m, 1.0f, &st), LLM_EUSAGE);
+    tg[1] = 5;
+    /* A non-finite gradient norm skips the update: parameters and moments unchanged. */
+    assert_int_equal(llm_model_zero_grad(m, &st), 0);
+    assert_int_equal(llm_model_forward(m, in, tg, 1, 4, &loss, &st), 0);
+    assert_int_equal(llm_model_backward(m, 1.0f, &st), 0);
+    llm_model_grads(m)[5] = NAN;
+    size_t n = llm_model_num_params(&fx.cfg);
+    uint64_t before = checksum(llm_model_params(m), n);
+    int skipped = 0;
+    double gn = 0;
+    assert_int_equal(llm_model_update(m, &fx.hp, 1, &gn, &skipped, &st), 0);
+    assert_int_equal(skipped, 1);
+    assert_true(!isfinite(gn));
+    assert_int_equal(checksum(llm_model_params(m), n), before);
+    llm_model_free(m);
+    drop_backend(be);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reference_cpu_ref), cmocka_unit_test(test_reference_cpu),
+        cmocka_unit_test(test_init),              cmocka_unit_test(test_accumulation),
+        cmocka_unit_test(test_bad_input_and_skip),
+    };
+    return cmocka_run_group_tests(tests, load_fixture, free_fixture);
+}
