@@ -42,7 +42,9 @@ struct llm_tok_state {
     size_t scap;
 };
 
-/* 8 bytes at a time: pre-tokens are short, so this is mostly one or two rounds */
+/* 8 bytes at a time: pre-tokens are short, so this is mostly one or two rounds.  For a
+ * given length up to 8 every step is invertible (xor with a constant, multiply by an odd
+ * constant, xorshift), so distinct keys of equal length <= 8 never collide. */
 static uint64_t hash_bytes(const uint8_t *p, size_t n)
 {
     uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15ull, w;
@@ -136,6 +138,8 @@ void llm_tok_bpe_free(llm_tokenizer *t)
     pthread_mutex_destroy(&t->pool_mu);
 }
 
+static int ascii_classes(uint8_t cls[128]);
+
 int llm_tok_build_bpe(llm_tokenizer **out, uint8_t *vbytes, uint32_t *offsets, int vocab,
                       uint32_t eot, const char *what, llm_status *st)
 {
@@ -216,6 +220,7 @@ int llm_tok_build_bpe(llm_tokenizer **out, uint8_t *vbytes, uint32_t *offsets, i
     }
     /* JIT is an optimisation: without it (e.g. no executable memory) matching still works */
     t->jit = pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0;
+    t->fast = ascii_classes(t->acls) == 0;
     *out = t;
     return LLM_OK;
 fail:
@@ -513,7 +518,7 @@ static void cache_put(llm_tok_state *s, uint64_t h, const uint8_t *key, size_t k
 static int encode_word(const llm_tokenizer *t, llm_tok_state *s, const uint8_t *p, size_t n,
                        llm_ids *out)
 {
-    if (llm_ids_reserve(out, n))
+    if (out->cap - out->n < n && llm_ids_reserve(out, n))
         return -1;
     if (n == 1) {
         out->v[out->n++] = t->byte_id[p[0]];
@@ -524,7 +529,9 @@ static int encode_word(const llm_tokenizer *t, llm_tok_state *s, const uint8_t *
         h = hash_bytes(p, n);
         for (size_t j = (size_t)h & s->cmask; s->ce[j].klen; j = (j + 1) & s->cmask) {
             const centry *c = &s->ce[j];
-            if (c->h == h && c->klen == n && !memcmp(s->kbuf + c->koff, p, n)) {
+            /* up to 8 bytes the hash is a bijection for a given length, so equal
+             * hashes are equal keys; longer keys are compared */
+            if (c->h == h && c->klen == n && (n <= 8 || !memcmp(s->kbuf + c->koff, p, n))) {
                 memcpy(out->v + out->n, s->ibuf + c->ioff, c->icnt * sizeof(uint32_t));
                 out->n += c->icnt;
                 return 0;
@@ -541,6 +548,84 @@ static int encode_word(const llm_tokenizer *t, llm_tok_state *s, const uint8_t *
     return 0;
 }
 
+/* ---- pre-tokenization ---- */
+
+enum { C_OTHER = 0, C_LETTER = 1, C_NUMBER = 2, C_SPACE = 3 };
+
+/* The ASCII classes of \p{L}, \p{N} and \s, asked of PCRE2 itself so that the fast path
+ * below agrees with the pattern by construction.  Returns 0, or -1 when the classes
+ * overlap (then only PCRE2 is used). */
+static int ascii_classes(uint8_t cls[128])
+{
+    static const char *const pat[3] = {"\\p{L}", "\\p{N}", "\\s"};
+    memset(cls, C_OTHER, 128);
+    for (int k = 0; k < 3; k++) {
+        int err;
+        PCRE2_SIZE eoff;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat[k], PCRE2_ZERO_TERMINATED,
+                                       PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &eoff, NULL);
+        pcre2_match_data *md = re ? pcre2_match_data_create_from_pattern(re, NULL) : NULL;
+        if (!md) {
+            pcre2_code_free(re);
+            return -1;
+        }
+        for (int c = 0; c < 128; c++) {
+            uint8_t ch = (uint8_t)c;
+            if (pcre2_match(re, &ch, 1, 0, 0, md, NULL) > 0) {
+                if (cls[c] != C_OTHER)
+                    k = 99;
+                cls[c] = (uint8_t)(k + 1);
+            }
+        }
+        pcre2_match_data_free(md);
+        pcre2_code_free(re);
+        if (k == 99)
+            return -1;
+    }
+    return 0;
+}
+
+/* End of the run of class k from i; 0 when the run reaches a non-ASCII byte (which
+ * might continue it: only PCRE2 knows). */
+static inline size_t ascii_run(const uint8_t *cls, const uint8_t *p, size_t len, size_t i, int k)
+{
+    while (i < len && p[i] < 0x80 && cls[p[i]] == k)
+        i++;
+    return i < len && p[i] >= 0x80 ? 0 : i;
+}
+
+/* The end of GPT-2's match at pos when ASCII alone decides it, else 0.  Mirrors the
+ * alternatives in order: contractions, optional space + letters | numbers | other,
+ * whitespace not followed by non-space (all but the last of a run followed by
+ * non-space), whitespace. */
+static size_t ascii_match(const uint8_t *cls, const uint8_t *p, size_t len, size_t pos)
+{
+    uint8_t c = p[pos];
+    if (c >= 0x80)
+        return 0;
+    if (c == '\'' && pos + 1 < len) {
+        uint8_t c1 = p[pos + 1], c2 = pos + 2 < len ? p[pos + 2] : 0;
+        if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')
+            return pos + 2;
+        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l'))
+            return pos + 3;
+    }
+    if (c == ' ' && pos + 1 < len) {
+        uint8_t c1 = p[pos + 1];
+        if (c1 >= 0x80)
+            return 0;
+        if (cls[c1] != C_SPACE)
+            return ascii_run(cls, p, len, pos + 1, cls[c1]);
+    }
+    int k = cls[c];
+    if (k != C_SPACE)
+        return ascii_run(cls, p, len, pos, k);
+    size_t q = ascii_run(cls, p, len, pos, C_SPACE);
+    if (!q || q == len)
+        return q;
+    return q - pos >= 2 ? q - 1 : q;
+}
+
 int llm_tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, llm_ids *out,
                        llm_status *st)
 {
@@ -552,10 +637,13 @@ int llm_tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, llm
     size_t pos = 0;
     int rc = LLM_OK;
     while (pos < len) {
-        int m = t->jit ? pcre2_jit_match(t->re, p, len, pos, 0, s->md, s->mctx)
-                       : pcre2_match(t->re, p, len, pos, 0, s->md, s->mctx);
-        size_t a, b;
-        if (m == PCRE2_ERROR_NOMATCH) {
+        size_t a = pos, b = t->fast ? ascii_match(t->acls, p, len, pos) : 0;
+        int m = b ? 1
+                  : t->jit ? pcre2_jit_match(t->re, p, len, pos, 0, s->md, s->mctx)
+                           : pcre2_match(t->re, p, len, pos, 0, s->md, s->mctx);
+        if (b) {
+            /* decided by the ASCII fast path */
+        } else if (m == PCRE2_ERROR_NOMATCH) {
             a = b = len;
         } else if (m < 0) {
             PCRE2_UCHAR buf[160];
