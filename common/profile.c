@@ -452,6 +452,66 @@ static void w_adamw(llm_backend *be, float *par, const float *grad, float *m, fl
     END(LLM_OP_ADAMW, p->site_opt, -1, llm_cost_adamw(n));
 }
 
+static int w_infer_dtype_ok(llm_backend *be, int dt)
+{
+    llm_profile *p = P(be);
+    return IN(p)->infer_dtype_ok(IN(p), dt);
+}
+
+static void w_embed_rows(llm_backend *be, float *out, const int32_t *ids, const int32_t *pos,
+                         const void *wte, int wte_dt, const float *wpe, int N, int C)
+{
+    llm_profile *p = P(be);
+    p->ctx_layer = -1;
+    BEGIN(LLM_OP_EMBED_ROWS);
+    IN(p)->embed_rows(IN(p), out, ids, pos, wte, wte_dt, wpe, N, C);
+    END(LLM_OP_EMBED_ROWS, p->site_wte, -1, llm_cost_embed_rows(N, C, wte_dt));
+}
+
+static void w_matmul_rows(llm_backend *be, float *out, const float *inp, const void *w, int w_dt,
+                          const float *bias, int N, int C, int OC)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, w, &site, &layer);
+    site = lm_head_site(p, site);
+    BEGIN(LLM_OP_MATMUL_ROWS);
+    IN(p)->matmul_rows(IN(p), out, inp, w, w_dt, bias, N, C, OC);
+    END(LLM_OP_MATMUL_ROWS, site, layer, llm_cost_matmul_rows(N, C, OC, w_dt, bias != NULL));
+}
+
+static void w_kv_store(llm_backend *be, float *kcache, float *vcache, const float *qkv,
+                       const int32_t *slot, const int32_t *pos, int N, int C, int maxT)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_KV_STORE);
+    IN(p)->kv_store(IN(p), kcache, vcache, qkv, slot, pos, N, C, maxT);
+    END(LLM_OP_KV_STORE, site, layer, llm_cost_kv_store(N, C));
+}
+
+static void w_attention_rows(llm_backend *be, float *out, const float *qkv, const float *kcache,
+                             const float *vcache, const int32_t *slot, const int32_t *pos, int N,
+                             int C, int NH, int maxT)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    /* The cost depends on the positions: read them (device memory off the CPU). */
+    llm_op_cost c = {0, 0};
+    int32_t small[256], *hp = N <= 256 ? small : malloc((size_t)N * sizeof *hp);
+    if (hp) {
+        if (p->host_mem) memcpy(hp, pos, (size_t)N * sizeof *hp);
+        else IN(p)->to_host(IN(p), hp, pos, (size_t)N * sizeof *hp);
+        c = llm_cost_attention_rows(hp, N, C, NH);
+        if (hp != small) free(hp);
+    }
+    BEGIN(LLM_OP_ATTENTION_ROWS);
+    IN(p)->attention_rows(IN(p), out, qkv, kcache, vcache, slot, pos, N, C, NH, maxT);
+    END(LLM_OP_ATTENTION_ROWS, site, layer, c);
+}
+
 void llm_profile_backend(llm_profile *p, llm_backend *be)
 {
     *be = (llm_backend){
@@ -481,6 +541,13 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .xent_backward = w_xent_backward,
         .sum_squares = w_sum_squares,
         .adamw = w_adamw,
+        /* Inference pointers only where the inner backend has them, so that callers
+         * checking for NULL see the same capabilities. */
+        .infer_dtype_ok = p->inner->infer_dtype_ok ? w_infer_dtype_ok : NULL,
+        .embed_rows = p->inner->embed_rows ? w_embed_rows : NULL,
+        .matmul_rows = p->inner->matmul_rows ? w_matmul_rows : NULL,
+        .kv_store = p->inner->kv_store ? w_kv_store : NULL,
+        .attention_rows = p->inner->attention_rows ? w_attention_rows : NULL,
     };
 }
 
@@ -493,6 +560,7 @@ int llm_profile_new(llm_profile **out, llm_backend *inner, size_t trace_cap, llm
     p->inner = inner;
     p->trace_cap = trace_cap;
     p->ctx_layer = -1;
+    p->host_mem = inner->name && strncmp(inner->name, "cpu", 3) == 0;
     snprintf(p->name, sizeof p->name, "profile(%s)", inner->name ? inner->name : "?");
     if (trace_cap && !(p->trace = malloc(trace_cap * sizeof *p->trace))) {
         free(p);

@@ -32,11 +32,17 @@
  *   sum_squares         flop 2n             bytes 4n
  *   adamw               flop 17n            bytes 28n
  *   copy/to_device/to_host  flop 0  bytes 2*bytes;  zero  flop 0  bytes = bytes
+ * Inference ops (weights may be stored in another dtype: wbytes(n) = its bytes for n):
+ *   embed_rows          flop NC             bytes wbytes(NC) + 4(2N + 2NC)
+ *   matmul_rows         flop 2NC*OC (+N*OC)  bytes wbytes(OC*C) + 4(NC + N*OC (+OC))
+ *   kv_store            flop 0              bytes 4(4NC + 2N)
+ *   attention_rows      flop S(4C + 5NH)    bytes 4(2NC + 2N + 2C*S), S = sum_i (pos[i]+1)
  */
 #ifndef LLM_PROFILE_H
 #define LLM_PROFILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "common/json.h"
@@ -49,6 +55,7 @@ typedef enum {
     LLM_OP_EMBED_BWD, LLM_OP_LAYERNORM_BWD, LLM_OP_MATMUL_BWD, LLM_OP_ATTENTION_BWD,
     LLM_OP_GELU_BWD, LLM_OP_ACCUMULATE, LLM_OP_XENT_BWD,
     LLM_OP_SUM_SQUARES, LLM_OP_ADAMW,
+    LLM_OP_EMBED_ROWS, LLM_OP_MATMUL_ROWS, LLM_OP_KV_STORE, LLM_OP_ATTENTION_ROWS,
     LLM_OP_COPY, LLM_OP_TO_DEVICE, LLM_OP_TO_HOST, LLM_OP_ZERO, LLM_OP_SYNC,
     LLM_OP_COUNT
 } llm_op;
@@ -77,6 +84,11 @@ llm_op_cost llm_cost_accumulate(size_t n);
 llm_op_cost llm_cost_xent_backward(int N, int V, int Vp);
 llm_op_cost llm_cost_sum_squares(size_t n);
 llm_op_cost llm_cost_adamw(size_t n);
+llm_op_cost llm_cost_embed_rows(int N, int C, int wte_dt);
+llm_op_cost llm_cost_matmul_rows(int N, int C, int OC, int w_dt, int has_bias);
+llm_op_cost llm_cost_kv_store(int N, int C);
+/* pos: host array of the N rows' positions. */
+llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH);
 
 typedef struct llm_profile llm_profile;
 

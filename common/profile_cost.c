@@ -1,6 +1,8 @@
 /* profile_cost.c — FLOP and byte counts per op (the conventions are in profile.h). */
 #include "common/profile.h"
 
+#include "common/ckpt.h"
+
 static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_EMBED_FWD] = "embed_forward",
     [LLM_OP_LAYERNORM_FWD] = "layernorm_forward",
@@ -18,6 +20,10 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_XENT_BWD] = "xent_backward",
     [LLM_OP_SUM_SQUARES] = "sum_squares",
     [LLM_OP_ADAMW] = "adamw",
+    [LLM_OP_EMBED_ROWS] = "embed_rows",
+    [LLM_OP_MATMUL_ROWS] = "matmul_rows",
+    [LLM_OP_KV_STORE] = "kv_store",
+    [LLM_OP_ATTENTION_ROWS] = "attention_rows",
     [LLM_OP_COPY] = "copy",
     [LLM_OP_TO_DEVICE] = "to_device",
     [LLM_OP_TO_HOST] = "to_host",
@@ -131,4 +137,39 @@ llm_op_cost llm_cost_sum_squares(size_t n)
 llm_op_cost llm_cost_adamw(size_t n)
 {
     return cost(17.0 * (double)n, 7.0 * (double)n);
+}
+
+/* Bytes of n weights stored as dtype dt (f32 when the dtype is unknown). */
+static double wbytes(double n, int dt)
+{
+    uint64_t b;
+    if (dt >= 0 && dt < LLM_DT_COUNT && n < 9e15 && llm_dtype_nbytes((llm_dtype)dt, (uint64_t)n, &b) == 0)
+        return (double)b;
+    return 4.0 * n;
+}
+
+llm_op_cost llm_cost_embed_rows(int N, int C, int wte_dt)
+{
+    double nc = (double)N * C;
+    return (llm_op_cost){nc, wbytes(nc, wte_dt) + 4.0 * (2.0 * N + 2 * nc)};
+}
+
+llm_op_cost llm_cost_matmul_rows(int N, int C, int OC, int w_dt, int has_bias)
+{
+    double nc = (double)N * C, noc = (double)N * OC;
+    return (llm_op_cost){2 * noc * C + (has_bias ? noc : 0),
+                         wbytes((double)OC * C, w_dt) + 4.0 * (nc + noc + (has_bias ? OC : 0))};
+}
+
+llm_op_cost llm_cost_kv_store(int N, int C)
+{
+    return cost(0, 4.0 * N * C + 2.0 * N);
+}
+
+llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH)
+{
+    double S = 0;
+    for (int i = 0; i < N; i++) S += (double)pos[i] + 1;
+    double nc = (double)N * C;
+    return cost(S * (4.0 * C + 5.0 * NH), 2 * nc + 2.0 * N + 2.0 * C * S);
 }

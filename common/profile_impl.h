@@ -52,6 +52,7 @@ struct llm_profile {
     int nsites, csites;
     int site_none, site_mem, site_opt, site_wte, site_lm_head;
     int ctx_layer;
+    int host_mem;      /* inner backend memory is host memory (CPU backends) */
     /* trace */
     double t_origin;
     trace_event *trace;
