@@ -32,8 +32,8 @@ static void opts_default(opts *o)
 
 #define COMMON_OPTS(o)                                                                     \
     {"format", 'F', LLM_OPT_STR, &(o).format, "FMT", "table, csv, json or jsonl (default: table)"}, \
-    {"reps", 'r', LLM_OPT_INT, &(o).reps, "N", "timed repetitions (default: 5)"},           \
-    {"warmup", 'w', LLM_OPT_INT, &(o).warmup, "N", "untimed warm-up runs (default: 2)"},    \
+    {"reps", 'r', LLM_OPT_INT, &(o).reps, "N", "timed repetitions (default: 5; train, infer: 3)"},           \
+    {"warmup", 'w', LLM_OPT_INT, &(o).warmup, "N", "untimed warm-up runs (default: 2; train, infer: 1)"},    \
     {"threads", 'j', LLM_OPT_INT, &(o).threads, "N", "CPU threads (default: all cores)"},    \
     {"device", 'd', LLM_OPT_STR, &(o).device, "DEV", "cpu or cuda; train, infer: also cpu-ref (default: cpu)"},          \
     {"output", 'o', LLM_OPT_STR, &(o).out, "FILE", "write results to FILE (default: stdout)"}, \
@@ -113,7 +113,7 @@ static int run_gemm(int argc, char **argv)
         COMMON_OPTS(o),
         {"sizes", 's', LLM_OPT_STR, &o.sizes, "LIST", "N (square) or MxNxK, comma-separated (default: 256,512,1024)"},
         {"dtype", 't', LLM_OPT_STR, &o.dtypes, "LIST", "f32, f64, bf16, comma-separated (default: f32)"},
-        {"peak", 0, LLM_OPT_DOUBLE, &o.peak, "GFLOPS", "f32 peak for %% of peak (default: measured)"},
+        {"peak", 0, LLM_OPT_DOUBLE, &o.peak, "GFLOPS", "f32 peak for peak_pct (default: measured)"},
         {0},
     };
     const llm_cli cli = {prog, "[options]", "Time C = A B with OpenBLAS for each size and dtype.",
