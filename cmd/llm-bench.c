@@ -130,7 +130,7 @@ static int run_gemm(int argc, char **argv)
     int nsz = split(sbuf, sz, 64), ndt = split(dbuf, dt, 8);
     if (nsz == 0 || ndt == 0) { llm_error(&lg, "empty --sizes or --dtype"); return 64; }
     double peak = o.peak > 0 ? o.peak : llm_bench_cpu_peak_gflops(o.threads);
-    llm_info(&lg, "measured f32 FMA peak: %.1f GFLOP/s", peak);
+    llm_debug(&lg, "measured f32 FMA peak: %.1f GFLOP/s", peak);
     llm_bench_rows rows = {0};
     llm_status st = {0};
     for (int d = 0; d < ndt; d++)
