@@ -89,6 +89,18 @@ Y
 llm-bench train --config "$TMP/tiny.yaml" -b 1,2 -r 2 -w 1 -j 1 --peak 50 -F json >"$TMP/t.json" 2>"$TMP/err"
 n=$(schema "$TMP/t.json" json 'r["unit"]=="tokens/s" and r["work"]==r["batch"]*16 and r["mfu"]>0 and r["ms_per_step"]>0 and r["flops_per_token"]>0' 2>&1)
 [ "$n" = 2 ] && ok "train --config: tokens/s, ms/step, MFU per batch" || notok "train: $n $(cat "$TMP/err")"
+if command -v gnuplot >/dev/null; then
+  "$ROOT/scripts/plot-throughput.sh" "$TMP/t.json" "$TMP/tp.png" >/dev/null 2>"$TMP/err" &&
+    [ "$(head -c 4 "$TMP/tp.png" | od -An -c | tr -d ' ')" = '211PNG' ] && ok "plot-throughput.sh writes a PNG" ||
+    notok "plot-throughput.sh: $(cat "$TMP/err")"
+  printf '{"step":1,"loss":5.5}\n{"step":2,"loss":4.9}\n{"step":2,"val_loss":5.0}\n{"step":3,"loss":4.1}\n' >"$TMP/m.jsonl"
+  "$ROOT/scripts/plot-loss.sh" "$TMP/m.jsonl" "$TMP/loss.png" >/dev/null 2>"$TMP/err" &&
+    [ "$(head -c 4 "$TMP/loss.png" | od -An -c | tr -d ' ')" = '211PNG' ] && ok "plot-loss.sh writes a PNG" ||
+    notok "plot-loss.sh: $(cat "$TMP/err")"
+  "$ROOT/scripts/plot-loss.sh" "$TMP/g.json" "$TMP/x.png" >/dev/null 2>&1 && notok "plot-loss.sh refuses non-metrics" || ok "plot-loss.sh refuses non-metrics"
+else
+  skip "plot scripts" "gnuplot not installed"
+fi
 expect_exit "train without a model exits 64" 64 llm-bench train
 expect_exit "train with a missing model exits 66" 66 llm-bench train "$TMP/nope.llmk"
 

@@ -42,6 +42,13 @@ m = d["memory"]
 assert abs(m["error_pct"]) < 10, m
 assert m["measured"]["peak_rss"] > 0
 P
+if command -v gnuplot >/dev/null; then
+  "$ROOT/scripts/plot-roofline.sh" "$TMP/p.json" "$TMP/roof.png" >/dev/null 2>"$TMP/err" &&
+    [ "$(head -c 4 "$TMP/roof.png" | od -An -c | tr -d ' ')" = '211PNG' ] && ok "plot-roofline.sh writes a PNG" ||
+    notok "plot-roofline.sh: $(cat "$TMP/err")"
+else
+  skip "plot-roofline.sh" "gnuplot not installed"
+fi
 
 if [ -f "$DATA/tinyshakespeare/input.txt" ]; then
   head -c 20000 "$DATA/tinyshakespeare/input.txt" >"$TMP/in.txt"
