@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -88,6 +89,9 @@ static int parse_tensor(llm_ckpt *c, int i, const llm_node *m, uint64_t *pos, ll
     const char *why;
     if (!name)
         return tfail(st, m, i, NULL, "missing 'name'", NULL);
+    const llm_node *nn = llm_node_get(m, "name");
+    if (!nn->quoted && (!strcmp(name, "~") || !strcasecmp(name, "null")))
+        return tfail(st, m, i, NULL, "tensor name is null", NULL);
     if (llm_ckpt_name_ok(name, &why))
         return tfail(st, m, i, NULL, why, NULL);
     for (int k = 0; k < m->n; k++) {
