@@ -17,9 +17,9 @@ static const char gpt2_pattern[] =
 
 typedef struct {
     uint64_t h;
-    uint32_t koff, klen;   /* key bytes in kbuf */
-    uint32_t ioff, icnt;   /* ids in ibuf */
-} centry;
+    uint32_t val;          /* the id when icnt == 1 and klen <= 8, else an offset in abuf */
+    uint16_t klen, icnt;   /* klen 0: empty slot */
+} centry;                  /* 16 bytes: most lookups touch one cache line only */
 
 typedef struct {
     uint32_t rank, pos, lid, rid;
@@ -31,10 +31,8 @@ struct llm_tok_state {
     pcre2_jit_stack *jstack;
     centry *ce;
     size_t cmask, cn;
-    uint8_t *kbuf;
-    size_t kn, kcap;
-    uint32_t *ibuf;
-    size_t in, icap;
+    uint32_t *abuf;        /* arena: [key bytes, padded to 4, when klen > 8] then ids */
+    size_t an, acap;
     /* merge scratch, grown to the longest pre-token seen */
     uint32_t *sym;
     int32_t *next, *prev;
@@ -126,8 +124,7 @@ void llm_tok_bpe_free(llm_tokenizer *t)
         pcre2_match_context_free(s->mctx);
         pcre2_jit_stack_free(s->jstack);
         free(s->ce);
-        free(s->kbuf);
-        free(s->ibuf);
+        free(s->abuf);
         free(s->sym);
         free(s->next);
         free(s->prev);
@@ -192,13 +189,14 @@ int llm_tok_build_bpe(llm_tokenizer **out, uint8_t *vbytes, uint32_t *offsets, i
     for (int id = 0; id < vocab; id++) {
         const uint8_t *b = vbytes + offsets[id];
         size_t n = offsets[id + 1] - offsets[id];
-        if (llm_tok_find(t, b, n) >= 0) {
-            rc = llm_err(st, LLM_EDATA, "%s: token %d duplicates an earlier token", what, id);
-            goto fail;
-        }
         size_t i = (size_t)hash_bytes(b, n) & t->vmask;
-        while (t->vslots[i])
-            i = (i + 1) & t->vmask;
+        for (; t->vslots[i]; i = (i + 1) & t->vmask) {
+            uint32_t o = t->vslots[i] - 1, a = offsets[o];
+            if (offsets[o + 1] - a == n && !memcmp(vbytes + a, b, n)) {
+                rc = llm_err(st, LLM_EDATA, "%s: token %d duplicates token %u", what, id, o);
+                goto fail;
+            }
+        }
         t->vslots[i] = (uint32_t)id + 1;
     }
     for (int c = 0; c < 256; c++) {
@@ -284,8 +282,7 @@ static void state_free(llm_tok_state *s)
     pcre2_match_context_free(s->mctx);
     pcre2_jit_stack_free(s->jstack);
     free(s->ce);
-    free(s->kbuf);
-    free(s->ibuf);
+    free(s->abuf);
     free(s->sym);
     free(s->next);
     free(s->prev);
@@ -468,7 +465,7 @@ static int cache_grow(llm_tok_state *s)
 static void cache_clear(llm_tok_state *s)
 {
     memset(s->ce, 0, (s->cmask + 1) * sizeof *s->ce);
-    s->cn = s->kn = s->in = 0;
+    s->cn = s->an = 0;
 }
 
 /* Remember ids for key; failure to cache is harmless (the next lookup just misses). */
@@ -479,38 +476,36 @@ static void cache_put(llm_tok_state *s, uint64_t h, const uint8_t *key, size_t k
         if (s->cmask + 1 >= CACHE_MAX_SLOTS || cache_grow(s))
             cache_clear(s);
     }
-    if (s->kn + klen > s->kcap) {
-        size_t cap = s->kcap ? s->kcap * 2 : 1 << 16;
-        while (cap < s->kn + klen)
+    size_t kw = klen > 8 ? (klen + 3) / 4 : 0, need = nids == 1 && !kw ? 0 : kw + nids;
+    if (s->an + need > s->acap) {
+        size_t cap = s->acap ? s->acap * 2 : 1 << 14;
+        while (cap < s->an + need)
             cap *= 2;
-        if (cap > UINT32_MAX)
-            return cache_clear(s);
-        uint8_t *nb = realloc(s->kbuf, cap);
+        if (cap > UINT32_MAX) {
+            cache_clear(s);
+            return;
+        }
+        uint32_t *nb = realloc(s->abuf, cap * sizeof *nb);
         if (!nb)
             return;
-        s->kbuf = nb;
-        s->kcap = cap;
-    }
-    if (s->in + nids > s->icap) {
-        size_t cap = s->icap ? s->icap * 2 : 1 << 14;
-        while (cap < s->in + nids)
-            cap *= 2;
-        if (cap > UINT32_MAX)
-            return cache_clear(s);
-        uint32_t *nb = realloc(s->ibuf, cap * sizeof *nb);
-        if (!nb)
-            return;
-        s->ibuf = nb;
-        s->icap = cap;
+        s->abuf = nb;
+        s->acap = cap;
     }
     size_t j = (size_t)h & s->cmask;
     while (s->ce[j].klen)
         j = (j + 1) & s->cmask;
-    s->ce[j] = (centry){h, (uint32_t)s->kn, (uint32_t)klen, (uint32_t)s->in, (uint32_t)nids};
-    memcpy(s->kbuf + s->kn, key, klen);
-    memcpy(s->ibuf + s->in, ids, nids * sizeof *ids);
-    s->kn += klen;
-    s->in += nids;
+    uint32_t val = (uint32_t)s->an;
+    if (need) {
+        if (kw) {
+            s->abuf[s->an + kw - 1] = 0;
+            memcpy(s->abuf + s->an, key, klen);
+        }
+        memcpy(s->abuf + s->an + kw, ids, nids * sizeof *ids);
+        s->an += need;
+    } else {
+        val = ids[0];
+    }
+    s->ce[j] = (centry){h, val, (uint16_t)klen, (uint16_t)nids};
     s->cn++;
 }
 
@@ -529,10 +524,21 @@ static int encode_word(const llm_tokenizer *t, llm_tok_state *s, const uint8_t *
         h = hash_bytes(p, n);
         for (size_t j = (size_t)h & s->cmask; s->ce[j].klen; j = (j + 1) & s->cmask) {
             const centry *c = &s->ce[j];
-            /* up to 8 bytes the hash is a bijection for a given length, so equal
-             * hashes are equal keys; longer keys are compared */
-            if (c->h == h && c->klen == n && (n <= 8 || !memcmp(s->kbuf + c->koff, p, n))) {
-                memcpy(out->v + out->n, s->ibuf + c->ioff, c->icnt * sizeof(uint32_t));
+            if (c->h != h || c->klen != n)
+                continue;
+            /* up to 8 bytes the hash is a bijection for a given length, so equal hashes
+             * are equal keys; longer keys are compared */
+            if (n <= 8) {
+                if (c->icnt == 1)
+                    out->v[out->n++] = c->val;
+                else {
+                    memcpy(out->v + out->n, s->abuf + c->val, c->icnt * sizeof(uint32_t));
+                    out->n += c->icnt;
+                }
+                return 0;
+            }
+            if (!memcmp(s->abuf + c->val, p, n)) {
+                memcpy(out->v + out->n, s->abuf + c->val + (n + 3) / 4, c->icnt * sizeof(uint32_t));
                 out->n += c->icnt;
                 return 0;
             }
