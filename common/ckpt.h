@@ -74,6 +74,11 @@ enum {
 int llm_ckpt_open(llm_ckpt **out, const char *path, unsigned flags, llm_status *st);
 void llm_ckpt_close(llm_ckpt *c);
 
+/* As llm_ckpt_open, on len bytes at buf (borrowed: it must outlive c, since uncompressed
+ * tensor data points into it).  Used by the fuzzer and by callers that already hold a
+ * file in memory. */
+int llm_ckpt_open_mem(llm_ckpt **out, const void *buf, size_t len, unsigned flags, llm_status *st);
+
 /* The header's top-level section ("model", "tokenizer", "train", "shard") or NULL. */
 const llm_node *llm_ckpt_section(const llm_ckpt *c, const char *name);
 /* The whole header tree (owned by c). */
