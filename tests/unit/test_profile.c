@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ckpt.h"
 #include "common/profile.h"
 
 /* ---- a stub inner backend: counts calls, remembers the last shape ---- */
@@ -119,6 +120,25 @@ static void test_cost_formulas(void **state)
     /* adamw: 17 flop per parameter; reads p g m v, writes p m v = 7 floats. */
     c = llm_cost_adamw(10);
     assert_true(c.flop == 170 && c.bytes == 280);
+    /* Inference ops.  matmul_rows N=2 C=3 OC=4 f32 + bias: 2*2*3*4 + 8 = 56 flop;
+     * weights 12 floats = 48 bytes, inp 6 + out 8 + bias 4 = 18 floats = 72 bytes. */
+    c = llm_cost_matmul_rows(2, 3, 4, LLM_DT_F32, 1);
+    assert_true(c.flop == 56 && c.bytes == 120);
+    /* q8_0 weights (2 x 32): 2 blocks of 34 bytes; inp 32 + out 2 floats. */
+    c = llm_cost_matmul_rows(1, 32, 2, LLM_DT_Q8_0, 0);
+    assert_true(c.flop == 128 && c.bytes == 68 + 136);
+    /* kv_store N=2 C=4: read k,v (16) write k,v (16), slot+pos (4) = 36 floats. */
+    c = llm_cost_kv_store(2, 4);
+    assert_true(c.flop == 0 && c.bytes == 144);
+    /* attention_rows at positions 0 and 2 (S = 1 + 3 = 4 cached positions), C=4 NH=2:
+     * per position q.k 2C + softmax 5 per head + p.v 2C = 4C + 5NH = 26 -> 104;
+     * q 8 + out 8 + slot/pos 4 + K,V rows 2*4*4 = 32 -> 52 floats. */
+    int32_t pos[2] = {0, 2};
+    c = llm_cost_attention_rows(pos, 2, 4, 2);
+    assert_true(c.flop == 104 && c.bytes == 208);
+    /* embed_rows N=2 C=4 f32: 8 adds; wte rows 8 floats, ids+pos 4, wpe rows 8, out 8. */
+    c = llm_cost_embed_rows(2, 4, LLM_DT_F32);
+    assert_true(c.flop == 8 && c.bytes == 112);
     /* No 32-bit overflow on GPT-2 XL sized shapes. */
     c = llm_cost_matmul_forward(8 * 1024, 1600, 4 * 1600, 0);
     assert_true(c.flop == 2.0 * 8192 * 1600 * 6400);
