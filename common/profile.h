@@ -2,7 +2,8 @@
  *
  * llm_profile_new() wraps an existing backend; llm_profile_backend() hands out an
  * llm_backend whose every pointer forwards to the inner backend and records the call:
- * wall time (host clock around the call on the CPU; CUDA events in a CUDA build),
+ * wall time (host clock around the call; on a GPU the device is synchronised before and
+ * after each op, which is also an NVTX range),
  * FLOP and bytes moved from the formulas below, and the layer.  Memory calls are
  * tracked too (bytes live now and at the peak).
  *

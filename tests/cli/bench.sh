@@ -43,18 +43,18 @@ assert r['work']==2*8*12*4, r['work']
 assert abs(r['rate']-r['work']/r['time_median_s']/1e9) <= 1e-9*r['rate']+1e-12
 " && ok "gemm work = 2MNK, rate = work / median" || notok "gemm arithmetic"
 
-llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 -F jsonl >"$TMP/g.jsonl" 2>/dev/null
+llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 50 -F jsonl >"$TMP/g.jsonl" 2>/dev/null
 n=$(schema "$TMP/g.jsonl" jsonl 2>&1); [ "$n" = 1 ] && ok "gemm jsonl" || notok "gemm jsonl: $n"
-llm-bench gemm --sizes 8,16 -r 1 -w 0 -j 1 -F csv >"$TMP/g.csv" 2>/dev/null
+llm-bench gemm --sizes 8,16 -r 1 -w 0 -j 1 --peak 50 -F csv >"$TMP/g.csv" 2>/dev/null
 "$PY" -c "
 import csv
 rows=list(csv.DictReader(open('$TMP/g.csv')))
 assert len(rows)==2 and rows[0]['device']=='cpu' and rows[0]['dtype']=='f32' and 'peak_gflops' in rows[0] and rows[1]['commit']
 " && ok "gemm csv: header and rows" || notok "gemm csv: $(head -3 "$TMP/g.csv")"
-llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 >"$TMP/g.txt" 2>/dev/null
+llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 50 >"$TMP/g.txt" 2>/dev/null
 grep -q '^gemm  *sgemm  *cpu  *f32  *M=8,N=8,K=8' "$TMP/g.txt" && grep -q '^# commit ' "$TMP/g.txt" \
   && ok "gemm table" || notok "gemm table: $(cat "$TMP/g.txt")"
-llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 -F json -o "$TMP/o.json" >"$TMP/out" 2>/dev/null
+llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 50 -F json -o "$TMP/o.json" >"$TMP/out" 2>/dev/null
 [ ! -s "$TMP/out" ] && n=$(schema "$TMP/o.json" json) && [ "$n" = 1 ] && ok "-o FILE" || notok "-o FILE"
 
 llm-bench mem --size 64K -r 2 -w 1 -j 1 -F json >"$TMP/m.json" 2>/dev/null
@@ -78,7 +78,7 @@ expect_exit "bad step factor exits 64" 64 llm-bench allreduce -f 1
 expect_exit "cuda gemm in a CPU build exits 69" 69 llm-bench gemm --sizes 8 -d cuda
 expect_exit "unknown subcommand exits 64" 64 llm-bench gemmm
 expect_exit "unwritable -o exits 74" 74 llm-bench gemm --sizes 8 -r 1 -w 0 -o /nonexistent/dir/x.json
-llm-bench gemm --sizes 8,8,8,8 -r 1 -w 0 -F jsonl 2>"$TMP/err" | head -c 10 >/dev/null
+llm-bench gemm --sizes 8,8,8,8 -r 1 -w 0 --peak 50 -F jsonl 2>"$TMP/err" | head -c 10 >/dev/null
 [ ! -s "$TMP/err" ] && ok "closed stdout ends quietly" || notok "closed stdout: $(cat "$TMP/err")"
 
 # train and infer on a tiny model (random init from a config; a trained file for infer)
