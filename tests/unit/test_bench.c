@@ -53,7 +53,7 @@ static void test_times_and_kv(void **state)
     llm_bench_row_times(&r, t2, 4, 5, 1, "x/s");
     assert_true(r.t_med == 2.5 && r.rate == 2.0);
     for (int i = 0; i < LLM_BENCH_MAX_KV + 3; i++) {
-        char k[8];
+        char k[16];
         snprintf(k, sizeof k, "k%d", i);
         llm_bench_row_kv(&r, k, i);
     }
