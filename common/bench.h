@@ -84,8 +84,9 @@ void llm_bench_rows_free(llm_bench_rows *l);
 
 /* ---- benchmarks (bench_gemm.c, bench_mem.c) ---- */
 
-/* Measured single-precision FMA peak of threads CPU threads in GFLOP/s (a register-only
- * loop of independent fused multiply-adds, AVX2 when the CPU has it); ~50 ms. */
+/* Single-precision FMA peak of threads CPU threads in GFLOP/s: one thread's measured
+ * rate (a register-only loop of independent fused multiply-adds, AVX2 when the CPU has
+ * it; best of 12 runs of ~1 ms) times threads.  Assumes a thread per physical core. */
 double llm_bench_cpu_peak_gflops(int threads);
 
 typedef struct {
