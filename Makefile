@@ -52,7 +52,7 @@ ifeq ($(SAN),1)
   OPT      := -O1 -g
 endif
 
-CPPFLAGS += -I. -D_GNU_SOURCE -DLLM_VERSION='"$(VERSION)"' -MMD -MP
+CPPFLAGS += -I. -D_GNU_SOURCE -MMD -MP
 CFLAGS   += -std=c11 $(OPT) -g -Wall -Wextra -fopenmp -pthread $(SANFLAGS)
 LDFLAGS  += -fopenmp -pthread $(SANFLAGS)
 LDLIBS   += -lyaml -lz -lopenblas -lpcre2-8 -ljansson -lm -ldl
@@ -95,6 +95,15 @@ $(B)/%.o: %.c
 $(B)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+# The version lives in one object that depends on a stamp rewritten when `git describe`
+# changes, so every program reports the commit it was built from.
+VERSION_STAMP := $(B)/.version
+ifneq ($(shell cat $(VERSION_STAMP) 2>/dev/null),$(VERSION))
+  $(shell mkdir -p $(B) && echo '$(VERSION)' > $(VERSION_STAMP))
+endif
+$(B)/common/version.o: CPPFLAGS += -DLLM_VERSION='"$(VERSION)"'
+$(B)/common/version.o: $(VERSION_STAMP)
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)

@@ -9,10 +9,8 @@
 #include <unistd.h>
 
 #include "common/json.h"
+#include "common/version.h"
 
-#ifndef LLM_VERSION
-#define LLM_VERSION "unknown"
-#endif
 
 int llm_bench_format_parse(const char *name, llm_bench_format *out)
 {
@@ -37,7 +35,7 @@ void llm_bench_row_init(llm_bench_row *r, const char *bench, const char *op)
     copy_str(r->op, sizeof r->op, op);
     copy_str(r->device, sizeof r->device, "cpu");
     copy_str(r->dtype, sizeof r->dtype, "f32");
-    copy_str(r->commit, sizeof r->commit, LLM_VERSION);
+    copy_str(r->commit, sizeof r->commit, llm_version());
     r->ranks = 1;
     r->peak_pct = -1;
     if (gethostname(r->host, sizeof r->host) != 0) copy_str(r->host, sizeof r->host, "unknown");

@@ -1,4 +1,5 @@
 #include "common/cli.h"
+#include "common/version.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -7,9 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef LLM_VERSION
-#define LLM_VERSION "unknown"
-#endif
 
 int llm_strlist_push(llm_strlist *l, const char *s)
 {
@@ -69,7 +67,7 @@ int llm_parse_double(const char *s, double *out)
 
 void llm_cli_version(const char *prog, FILE *f)
 {
-    fprintf(f, "%s (llmkit) %s\n", prog, LLM_VERSION);
+    fprintf(f, "%s (llmkit) %s\n", prog, llm_version());
 }
 
 void llm_cli_help(const llm_cli *cli, FILE *f)
