@@ -123,6 +123,22 @@ $(B)/bench/%: $(B)/tests/bench/%.o $(LIB)
 	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 bench: $(BENCHES)
 
+# CUDA check program (CUDA=1 only): tests/gpu/*.c + tests/gpu/*.cu -> $(B)/gpu/gpu_check,
+# run by scripts/gpu-check.sh.  It also compares with the cpu-ref backend when kernels/cpu
+# is in the tree.
+ifeq ($(CUDA),1)
+GPU_CHECK := $(B)/gpu/gpu_check
+GPU_OBJ   := $(patsubst %.c,$(B)/%.o,$(wildcard tests/gpu/*.c)) \
+             $(patsubst %.cu,$(B)/%.cu.o,$(wildcard tests/gpu/*.cu))
+$(B)/tests/gpu/gpu_check.o: CPPFLAGS += $(if $(wildcard kernels/cpu/*.c),-DLLM_HAVE_CPU_REF=1)
+$(GPU_CHECK): $(GPU_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $(GPU_OBJ) $(LIB) $(LDLIBS) -o $@
+all: $(GPU_CHECK)
+gpu-check: $(GPU_CHECK)
+.PHONY: gpu-check
+endif
+
 # The test command of the README.  Installs missing Debian packages first (see
 # scripts/install-deps.sh), then runs unit, CLI and lint tests through tests/run.sh.
 test: deps
