@@ -1,0 +1,63 @@
+/* backend.c — choose a backend by device name ("cpu", "cpu-ref", "cuda", "auto"). */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#ifdef LLM_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+int llm_backend_init(llm_backend *be, const char *device, int threads, char *err, size_t errlen)
+{
+    char dummy[1];
+    if (!err || !errlen) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    err[0] = '\0';
+    memset(be, 0, sizeof *be);
+    if (!device)
+        device = "auto";
+    if (strcmp(device, "cpu") == 0 || strcmp(device, "cpu-ref") == 0) {
+        if (llm_backend_cpu_init(be, threads, device[3] == '-') != 0) {
+            snprintf(err, errlen, "device '%s': out of memory", device);
+            return -1;
+        }
+        return 0;
+    }
+    if (strcmp(device, "cuda") == 0 || strcmp(device, "auto") == 0) {
+#ifdef LLM_CUDA
+        if (llm_backend_cuda_init(be, threads, err, errlen) == 0)
+            return 0;
+#else
+        snprintf(err, errlen, "this build has no CUDA support (rebuild with make CUDA=1)");
+#endif
+        if (strcmp(device, "cuda") == 0)
+            return -1;
+        /* auto: fall back to the CPU, forgetting why CUDA was not usable */
+        memset(be, 0, sizeof *be);
+        err[0] = '\0';
+        if (llm_backend_cpu_init(be, threads, 0) != 0) {
+            snprintf(err, errlen, "device 'cpu': out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(err, errlen, "unknown device '%s' (expected cpu, cpu-ref, cuda or auto)", device);
+    return -1;
+}
+
+void llm_backend_free(llm_backend *be)
+{
+    if (!be || !be->name)
+        return;
+#ifdef LLM_CUDA
+    if (strcmp(be->name, "cuda") == 0) {
+        llm_backend_cuda_free(be);
+        memset(be, 0, sizeof *be);
+        return;
+    }
+#endif
+    llm_backend_cpu_free(be);
+    memset(be, 0, sizeof *be);
+}

@@ -1,0 +1,109 @@
+/* cpu_backend.c — the two CPU backends: "cpu-ref" (reference kernels, ref_*.c) and "cpu"
+ * (fast kernels, fast_*.c).  Memory is ordinary host memory, 64-byte aligned, zeroed.
+ *
+ * Threads (no oversubscription: BLAS threads x OpenMP threads <= be->threads):
+ *   - every parallel region has a num_threads(be->threads) clause; the process-wide
+ *     OpenMP settings are never changed;
+ *   - large GEMMs (matmul forward/backward) run outside any OpenMP region with OpenBLAS
+ *     set to be->threads threads (OpenBLAS threads while our OpenMP threads are idle);
+ *   - the attention calls OpenBLAS from inside its OpenMP region on small per-head
+ *     products, with OpenBLAS set to 1 thread first (be->threads x 1).
+ * openblas_set_num_threads is process-wide, so it is set before every use
+ * (llm_cpu_blas_threads; a no-op when unchanged). */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/cpu/cpu_ops.h"
+
+static void *cpu_alloc(llm_backend *be, size_t bytes)
+{
+    (void)be;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void cpu_free(llm_backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static void cpu_copy(llm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    if (bytes)
+        memmove(dst, src, bytes);
+}
+
+static void cpu_zero(llm_backend *be, void *p, size_t bytes)
+{
+    (void)be;
+    if (bytes)
+        memset(p, 0, bytes);
+}
+
+static void cpu_sync(llm_backend *be)
+{
+    (void)be;
+}
+
+#define CPU_TABLE(P)                                                                        \
+    .alloc = cpu_alloc, .free = cpu_free, .to_device = cpu_copy, .to_host = cpu_copy,       \
+    .copy = cpu_copy, .zero = cpu_zero, .sync = cpu_sync,                                   \
+    .embed_forward = P##embed_forward, .layernorm_forward = P##layernorm_forward,           \
+    .matmul_forward = P##matmul_forward, .attention_forward = P##attention_forward,         \
+    .gelu_forward = P##gelu_forward, .residual_forward = P##residual_forward,               \
+    .xent_forward = P##xent_forward, .embed_backward = P##embed_backward,                   \
+    .layernorm_backward = P##layernorm_backward, .matmul_backward = P##matmul_backward,     \
+    .attention_backward = P##attention_backward, .gelu_backward = P##gelu_backward,         \
+    .accumulate = P##accumulate, .xent_backward = P##xent_backward,                         \
+    .sum_squares = P##sum_squares, .adamw = P##adamw
+
+int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
+{
+    static const llm_backend ref = {.name = "cpu-ref", CPU_TABLE(llm_ref_)};
+    static const llm_backend fast = {.name = "cpu", CPU_TABLE(llm_fast_)};
+    llm_cpu_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return -1;
+    if (threads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (int)n : 1;
+    }
+    ctx->threads = threads;
+    __builtin_cpu_init();
+    ctx->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    *be = reference ? ref : fast;
+    be->ctx = ctx;
+    be->threads = reference ? 1 : threads;
+    return 0;
+}
+
+float *llm_cpu_scratch(llm_backend *be, size_t n)
+{
+    llm_cpu_ctx *ctx = be->ctx;
+    if (ctx->scratch_n < n) {
+        free(ctx->scratch);
+        ctx->scratch_n = 0;
+        if (posix_memalign((void **)&ctx->scratch, 64, n * sizeof(float)) != 0) {
+            ctx->scratch = NULL;
+            return NULL;
+        }
+        ctx->scratch_n = n;
+    }
+    return ctx->scratch;
+}
+
+void llm_backend_cpu_free(llm_backend *be)
+{
+    if (!be || !be->ctx)
+        return;
+    free(((llm_cpu_ctx *)be->ctx)->scratch);
+    free(be->ctx);
+    be->ctx = NULL;
+}

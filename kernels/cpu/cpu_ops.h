@@ -1,0 +1,80 @@
+/* cpu_ops.h — internal to kernels/cpu: the CPU backend context and the op functions the
+ * "cpu-ref" (ref_*.c) and "cpu" (fast_*.c) backends are filled with.  Signatures are
+ * exactly those of the function pointers in kernels/backend.h; see there for shapes. */
+#ifndef LLM_CPU_OPS_H
+#define LLM_CPU_OPS_H
+
+#include <omp.h>
+
+#include "kernels/backend.h"
+
+typedef struct {
+    int threads;      /* OpenMP threads per parallel region (num_threads clause) */
+    int avx2;         /* the CPU has AVX2 and FMA: take the vectorised paths */
+    float *scratch;   /* grow-only work space (a backend is used by one thread at a time) */
+    size_t scratch_n; /* its size in floats */
+} llm_cpu_ctx;
+
+static inline int llm_cpu_avx2(const llm_backend *be)
+{
+    return ((const llm_cpu_ctx *)be->ctx)->avx2;
+}
+
+static inline int llm_cpu_threads(const llm_backend *be)
+{
+    return ((const llm_cpu_ctx *)be->ctx)->threads;
+}
+
+/* At least n floats of scratch owned by the backend, or NULL when out of memory. */
+float *llm_cpu_scratch(llm_backend *be, size_t n);
+
+/* Set OpenBLAS's thread count (process-wide in OpenBLAS; set before every use). */
+void llm_cpu_blas_threads(int n);
+
+/* [*lo, *hi): part `part` of `parts` of the range [0, n), contiguous and in order;
+ * inner boundaries are multiples of 16 (one cache line of floats: no false sharing). */
+static inline void llm_cpu_split(size_t n, int part, int parts, size_t *lo, size_t *hi)
+{
+    *lo = part == 0 ? 0 : (n * (size_t)part / (size_t)parts) & ~(size_t)15;
+    *hi = part == parts - 1 ? n : (n * (size_t)(part + 1) / (size_t)parts) & ~(size_t)15;
+}
+
+#define LLM_CPU_OPS(P)                                                                        \
+    void P##embed_forward(llm_backend *be, float *out, const int32_t *inp, const float *wte,  \
+                          const float *wpe, int B, int T, int C);                             \
+    void P##layernorm_forward(llm_backend *be, float *out, float *mean, float *rstd,          \
+                              const float *inp, const float *w, const float *b, int N, int C); \
+    void P##matmul_forward(llm_backend *be, float *out, const float *inp, const float *w,     \
+                           const float *bias, int N, int C, int OC);                          \
+    void P##attention_forward(llm_backend *be, float *out, float *att, const float *qkv,      \
+                              int B, int T, int C, int NH);                                   \
+    void P##gelu_forward(llm_backend *be, float *out, const float *inp, size_t n);            \
+    void P##residual_forward(llm_backend *be, float *out, const float *a, const float *b,     \
+                             size_t n);                                                       \
+    void P##xent_forward(llm_backend *be, float *losses, float *lse, const float *logits,     \
+                         const int32_t *targets, int N, int V, int Vp);                       \
+    void P##embed_backward(llm_backend *be, float *dwte, float *dwpe, const float *dout,      \
+                           const int32_t *inp, int B, int T, int C);                          \
+    void P##layernorm_backward(llm_backend *be, float *dinp, float *dw, float *db,            \
+                               const float *dout, const float *inp, const float *w,           \
+                               const float *mean, const float *rstd, int N, int C);           \
+    void P##matmul_backward(llm_backend *be, float *dinp, float *dw, float *dbias,            \
+                            const float *dout, const float *inp, const float *w,              \
+                            int N, int C, int OC);                                            \
+    void P##attention_backward(llm_backend *be, float *dqkv, const float *dout,               \
+                               const float *qkv, const float *att, int B, int T, int C,       \
+                               int NH);                                                       \
+    void P##gelu_backward(llm_backend *be, float *dinp, const float *inp, const float *dout,  \
+                          size_t n);                                                          \
+    void P##accumulate(llm_backend *be, float *dst, const float *src, size_t n);              \
+    void P##xent_backward(llm_backend *be, float *dlogits, const float *logits,               \
+                          const float *lse, const int32_t *targets, float dloss, int N,       \
+                          int V, int Vp);                                                     \
+    double P##sum_squares(llm_backend *be, const float *g, size_t n);                         \
+    void P##adamw(llm_backend *be, float *p, const float *grad, float *m, float *v, size_t n, \
+                  float lr, float b1, float b2, float eps, float wd, int t, float grad_scale);
+
+LLM_CPU_OPS(llm_ref_)
+LLM_CPU_OPS(llm_fast_)
+
+#endif
