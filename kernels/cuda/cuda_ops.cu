@@ -63,6 +63,8 @@ __global__ void lc_dwte_kernel(float *dwte, const float *dout, const int32_t *po
 static int lc_embed_buffers(lc_ctx *c, size_t n)
 {
     if (c->h_n >= n && c->d_n >= 3 * n + 1) return 0;
+    /* an earlier upload from h_buf may still be in flight */
+    if (LC_CK(c, cudaStreamSynchronize(c->stream))) return -1;
     if (c->h_tok) cudaFreeHost(c->h_tok);
     if (c->h_buf) cudaFreeHost(c->h_buf);
     if (c->d_buf) cudaFree(c->d_buf);

@@ -24,7 +24,8 @@ static void lc_adamw(llm_backend *be, float *p, const float *grad, float *m, flo
 {
     lc_ctx *c = lc_get(be);
     if (!n) return;
-    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
+    /* bias corrections in double: 1 - b2^t is small, and powf's rounding would show */
+    float bc1 = (float)(1.0 - pow((double)b1, t)), bc2 = (float)(1.0 - pow((double)b2, t));
     lc_adamw_kernel<<<lc_blocks(n, 256, 65535u * 4), 256, 0, c->stream>>>(
         p, grad, m, v, n, lr, b1, b2, eps, wd, bc1, bc2, grad_scale);
     LC_LAUNCHED(c);
