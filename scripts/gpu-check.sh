@@ -27,12 +27,13 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 CARRY=$ROOT/build/gpu-carry
 REP_DIR=$ROOT/build/gpu-check
-MODE=run SANITIZE=0 QUICK=0
+MODE=run SANITIZE=0 QUICK=0 DRY=0
 for a in "$@"; do
   case $a in
     --prepare) MODE=prepare ;;
     --sanitize) SANITIZE=1 ;;
     --quick) QUICK=1 ;;
+    --dry-run) DRY=1 QUICK=1 ;;   # plumbing test without a GPU: "cuda" runs use the cpu
     -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown option '$a'" >&2; exit 64 ;;
   esac
@@ -94,10 +95,12 @@ DEADLINE=$((T0 + ${GPU_CHECK_BUDGET:-450}))
 tl() { local left=$((DEADLINE - $(date +%s) - 5)); [ $left -lt 1 ] && left=1; [ $left -lt $1 ] && echo $left || echo $1; }
 late() { [ $((DEADLINE - $(date +%s))) -lt ${1:-20} ]; }
 
-# binaries: carried ones first, else a local build
+# binaries: carried ones first, else a local build.  The carried libraries go into
+# LD_LIBRARY_PATH of our programs only (as LDP), never of the machine's own tools.
+LDP=${LD_LIBRARY_PATH:-}
 if [ -x "$CARRY/bin/gpu_check" ]; then
   BIN=$CARRY/bin
-  export LD_LIBRARY_PATH=$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  LDP=$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   log "gpu-check: carried binaries of commit $(cat "$CARRY/COMMIT" 2>/dev/null)"
 else
   command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
@@ -111,13 +114,12 @@ else
   for p in bin/llm-*; do [ -x "$p" ] && cp "$p" "$BIN/"; done
 fi
 # CUDA libraries: rpath /usr/local/cuda/lib64; otherwise look for them
-if [ -x "$BIN/gpu_check" ] && ldd "$BIN/gpu_check" | grep -q 'libcublas.*not found'; then
+if [ -x "$BIN/gpu_check" ] && LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -q 'libcublas.*not found'; then
   for d in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib \
            $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
-    [ -d "$d" ] && ls "$d"/libcu* >/dev/null 2>&1 && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+    [ -d "$d" ] && ls "$d"/libcu* >/dev/null 2>&1 && LDP=$LDP:$d
   done
-  export LD_LIBRARY_PATH
-  ldd "$BIN/gpu_check" | grep 'not found' | tee -a "$LOG" >&2
+  LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep 'not found' | tee -a "$LOG" >&2
 fi
 DATA=$CARRY/data
 [ -f "$DATA/ts_byte.bin" ] || DATA=
@@ -129,18 +131,21 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 if [ ! -x "$BIN/gpu_check" ]; then
   row "ops vs reference" FAIL "no gpu_check binary"
 else
-  timeout $(tl 240) "$BIN/gpu_check" --out "$REP_DIR/ops.txt" >"$REP_DIR/ops.log" 2>&1
+  env LD_LIBRARY_PATH="$LDP" timeout $(tl 240) "$BIN/gpu_check" --out "$REP_DIR/ops.txt" >"$REP_DIR/ops.log" 2>&1
   rc=$?
   cat "$REP_DIR/ops.log" >>"$LOG"
-  if grep -q "no GPU: skipped" "$REP_DIR/ops.log"; then
+  if grep -q "no GPU: skipped" "$REP_DIR/ops.log" && [ $DRY = 1 ]; then
+    row "ops vs reference" SKIP "dry run without a GPU"
+  elif grep -q "no GPU: skipped" "$REP_DIR/ops.log"; then
     cat "$REP_DIR/ops.log"
     echo "gpu-check: no GPU: skipped"
     exit 0
+  else
+    sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$REP_DIR/ops.log")
+    if [ $rc = 0 ]; then row "ops vs reference" PASS "${sum#gpu_check: }"
+    else row "ops vs reference" FAIL "rc=$rc ${sum#gpu_check: }; $(grep -c FAIL "$REP_DIR/ops.log") FAIL rows (ops.txt)"; fi
+    grep "FAIL\|cuda error" "$REP_DIR/ops.log" | head -20 >&2
   fi
-  sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$REP_DIR/ops.log")
-  if [ $rc = 0 ]; then row "ops vs reference" PASS "${sum#gpu_check: }"
-  else row "ops vs reference" FAIL "rc=$rc ${sum#gpu_check: }; $(grep -c FAIL "$REP_DIR/ops.log") FAIL rows (ops.txt)"; fi
-  grep "FAIL\|cuda error" "$REP_DIR/ops.log" | head -20 >&2
 fi
 
 # helpers for llm-train / llm-infer ------------------------------------------------
@@ -164,13 +169,13 @@ Y
 # 2. training: cuda vs cpu ----------------------------------------------------------
 if ! have llm-train; then row "train 20 steps cuda=cpu" SKIP "no llm-train binary"
 elif [ -z "$DATA" ]; then row "train 20 steps cuda=cpu" SKIP "no token data carried"
-elif ! "$BIN/llm-train" --help 2>&1 | grep -q -- "device\|--set"; then
+elif ! LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "device\|--set"; then
   row "train 20 steps cuda=cpu" SKIP "llm-train has no device option"
 else
   for dev in cpu cuda; do
-    tiny_cfg "$REP_DIR/tiny-$dev.yaml" 20 $dev
+    tiny_cfg "$REP_DIR/tiny-$dev.yaml" 20 $([ $DRY = 1 ] && echo cpu || echo $dev)
     rm -rf "$REP_DIR/tiny-$dev"
-    timeout $(tl 120) "$BIN/llm-train" --config "$REP_DIR/tiny-$dev.yaml" -o "$REP_DIR/tiny-$dev" \
+    env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/llm-train" --config "$REP_DIR/tiny-$dev.yaml" -o "$REP_DIR/tiny-$dev" \
       --metrics "$REP_DIR/tiny-$dev.jsonl" >>"$LOG" 2>&1
     echo "train $dev rc=$?" >>"$LOG"
   done
@@ -185,9 +190,10 @@ if ! have llm-infer; then row "infer decode cuda=cpu" SKIP "no llm-infer binary"
 elif [ -z "$CK" ]; then row "infer decode cuda=cpu" SKIP "no checkpoint from step 2"
 else
   for dev in cpu cuda; do
-    timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $dev -p "ROMEO:" -n 48 --temperature 0 \
+    d=$dev; [ $DRY = 1 ] && d=cpu
+    env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d -p "ROMEO:" -n 48 --temperature 0 \
       >"$REP_DIR/gen-$dev.txt" 2>>"$LOG"
-    timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $dev --eval -f "$DATA/ts_eval.txt" \
+    env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d --eval -f "$DATA/ts_eval.txt" \
       >"$REP_DIR/eval-$dev.json" 2>>"$LOG"
   done
   if [ -s "$REP_DIR/gen-cpu.txt" ] && cmp -s "$REP_DIR/gen-cpu.txt" "$REP_DIR/gen-cuda.txt"; then
@@ -209,7 +215,7 @@ if [ $SANITIZE = 1 ]; then
   if [ -z "$CS" ]; then row "compute-sanitizer" SKIP "not installed"
   else
     for tool in memcheck racecheck; do
-      timeout $(tl 150) "$CS" --tool $tool --error-exitcode 99 "$BIN/gpu_check" --tiny \
+      env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$CS" --tool $tool --error-exitcode 99 "$BIN/gpu_check" --tiny \
         >"$REP_DIR/san-$tool.log" 2>&1
       rc=$?
       cat "$REP_DIR/san-$tool.log" >>"$LOG"
@@ -219,7 +225,7 @@ if [ $SANITIZE = 1 ]; then
       if have llm-train && [ -n "$DATA" ]; then
         tiny_cfg "$REP_DIR/san.yaml" 2 cuda
         rm -rf "$REP_DIR/san"
-        timeout $(tl 120) "$CS" --tool $tool --error-exitcode 99 "$BIN/llm-train" --config "$REP_DIR/san.yaml" \
+        env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$CS" --tool $tool --error-exitcode 99 "$BIN/llm-train" --config "$REP_DIR/san.yaml" \
           -o "$REP_DIR/san" >"$REP_DIR/san-train-$tool.log" 2>&1
         rc=$?
         cat "$REP_DIR/san-train-$tool.log" >>"$LOG"
@@ -233,7 +239,7 @@ fi
 
 # 5. timings ---------------------------------------------------------------------
 if [ -x "$BIN/gpu_check" ] && [ $QUICK = 0 ] && ! late 30; then
-  timeout $(tl 150) "$BIN/gpu_check" --bench --bench-batch 8 --out "$REP_DIR/bench.txt" >"$REP_DIR/bench.log" 2>&1
+  env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/gpu_check" --bench --bench-batch 8 --out "$REP_DIR/bench.txt" >"$REP_DIR/bench.log" 2>&1
   cat "$REP_DIR/bench.log" >>"$LOG"
   for m in fp32 tf32 bf16; do
     l=$(grep "gemm 4096^3 $m" "$REP_DIR/bench.log")
@@ -252,7 +258,7 @@ data: {train: $DATA/ts_gpt2.bin, val: $DATA/ts_gpt2.bin, tokenizer: gpt2}
 train: {batch_size: 16, seq_len: 1024, max_steps: 8, lr: 0.0006, warmup_steps: 2, save_every: 100000, seed: 1, threads: 8, device: cuda, eval_every: 0}
 Y
     rm -rf "$REP_DIR/gpt2run"
-    LLM_CUDA_TF32=$tf timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" -o "$REP_DIR/gpt2run" \
+    LLM_CUDA_TF32=$tf env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" -o "$REP_DIR/gpt2run" \
       --metrics "$REP_DIR/gpt2-tf$tf.jsonl" >>"$LOG" 2>&1
     tps=$(grep -o '"tokens_per_s": *[0-9.eE+]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | sed 's/.*: *//' | tail -n +3 | sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}')
     name="GPT-2 124M train B16 T1024 $([ $tf = 1 ] && echo tf32 || echo fp32)"
@@ -266,7 +272,7 @@ Y
   if have llm-infer && [ -n "$G" ]; then
     for nb in 1 32; do
       yes "The king said" | head -$nb >"$REP_DIR/prompts.txt"
-      timeout $(tl 60) "$BIN/llm-infer" "$G" --device cuda --batch $nb -f "$REP_DIR/prompts.txt" -n 128 \
+      env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$G" --device cuda --batch $nb -f "$REP_DIR/prompts.txt" -n 128 \
         --stats >/dev/null 2>"$REP_DIR/decode-$nb.err"
       d=$(grep -o '"decode_tokens_per_s": *[0-9.eE+]*' "$REP_DIR/decode-$nb.err" | sed 's/.*: *//' | tail -1)
       cat "$REP_DIR/decode-$nb.err" >>"$LOG"

@@ -13,11 +13,14 @@ extern "C" {
 
 static void lc_record(lc_ctx *c, const char *msg)
 {
-    /* Ops return void, so the first failure is kept for llm_backend_cuda_status and
-     * printed once; later ones follow from it and are only printed. */
-    fprintf(stderr, "llmkit cuda: %s\n", msg);
-    if (!c || c->failed) return;
-    c->failed = 1;
+    /* Ops return void, so the first failure since the last llm_backend_cuda_status is
+     * kept for it; a broken context fails every later call, so print the first few. */
+    if (!c) { fprintf(stderr, "llmkit cuda: %s\n", msg); return; }
+    if (c->failed < 5) fprintf(stderr, "llmkit cuda: %s\n", msg);
+    else if (c->failed == 5) fprintf(stderr, "llmkit cuda: (further errors not shown)\n");
+    c->failed++;
+    if (c->pending) return;
+    c->pending = 1;
     snprintf(c->errmsg, sizeof c->errmsg, "%s", msg);
 }
 
@@ -248,8 +251,10 @@ extern "C" int llm_backend_cuda_status(llm_backend *be, char *err, size_t errlen
     /* surface asynchronous kernel faults too */
     cudaError_t rc = cudaStreamSynchronize(c->stream);
     if (rc != cudaSuccess) lc_fail_cuda(c, rc, "cudaStreamSynchronize", __FILE__, __LINE__);
-    if (c->failed && err && errlen) snprintf(err, errlen, "%s", c->errmsg);
-    return c->failed ? -1 : 0;
+    if (!c->pending) return 0;
+    if (err && errlen) snprintf(err, errlen, "%s", c->errmsg);
+    c->pending = 0;
+    return -1;
 }
 
 extern "C" void llm_backend_cuda_set_tf32(llm_backend *be, int on)

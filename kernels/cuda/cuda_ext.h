@@ -12,9 +12,11 @@
 extern "C" {
 #endif
 
-/* Ops return void, so a failed CUDA/cuBLAS call is recorded (the first one) and printed
- * to stderr.  This synchronises the backend's stream (surfacing asynchronous faults) and
- * returns 0 when nothing failed so far, else -1 with the first message in err. */
+/* Ops return void, so a failed CUDA/cuBLAS call is recorded and printed to stderr (the
+ * first few).  This synchronises the backend's stream (surfacing asynchronous faults) and
+ * returns 0 when nothing failed since the previous call, else -1 with the first message
+ * since then in err.  A caller that wants to stop on any failure calls it once per step;
+ * a fault that breaks the CUDA context makes every later op fail, so it shows again. */
 int llm_backend_cuda_status(llm_backend *be, char *err, size_t errlen);
 
 /* Allow (on != 0) or forbid TF32 tensor-core math in fp32 GEMMs.  Default: forbidden,

@@ -35,8 +35,10 @@ typedef struct {
     size_t h_n;
     int32_t *d_buf;         /* device copy of h_buf */
     size_t d_n;
-    /* first error seen (sticky), for llm_backend_cuda_status */
+    /* errors: how many so far (to limit printing), and the first one since the last
+     * llm_backend_cuda_status call */
     int failed;
+    int pending;
     char errmsg[256];
 } lc_ctx;
 
