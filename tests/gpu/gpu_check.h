@@ -11,4 +11,12 @@
 int gpu_bench_gemm(int M, int N, int K, const char *mode, int reps, double *tflops,
                    char *err, size_t errlen);
 
+/* Accuracy of cuBLASLt's low-precision paths on random M x N x K inputs (seeded):
+ * mode "bf16" (bf16 inputs, fp32 accumulate and output) or "tf32" (fp32 inputs, TF32
+ * tensor cores).  err_rounded: against fp64 on the inputs as the GPU sees them (bf16-
+ * rounded; for tf32 the fp32 inputs); err_exact: against fp64 on the fp32 inputs.
+ * 0, or -1 with a message. */
+int gpu_gemm_lo_check(int M, int N, int K, const char *mode, unsigned seed,
+                      double *err_rounded, double *err_exact, char *err, size_t errlen);
+
 #endif
