@@ -22,6 +22,7 @@ typedef struct {
     llm_backend g;      /* cuda */
     llm_backend r;      /* cpu-ref (host memory) */
     int have_ref;
+    int cuda;           /* g is the cuda backend (else --device: a harness self-test) */
     uint64_t rng;
     FILE *out;          /* copy of the table, may be NULL */
     int rows, fails;
@@ -158,7 +159,7 @@ static void row(gc *x, const char *op, const char *shape, const float *a, const 
     /* the cpu-ref column is informative; cuda must meet the bound against both */
     int pass = eg <= bound && (egr < 0 || egr <= 2 * bound);
     char msg[256];
-    if (llm_backend_cuda_status(&x->g, msg, sizeof msg)) pass = 0;
+    if (x->cuda && llm_backend_cuda_status(&x->g, msg, sizeof msg)) pass = 0;
     x->rows++;
     if (!pass) x->fails++;
     row_print(x, op, shape, eg, egr, er, bound, pass);
@@ -637,7 +638,7 @@ int main(int argc, char **argv)
     gc x;
     memset(&x, 0, sizeof x);
     int bench = 0, bench_b = 8, tiny = 0;
-    const char *outpath = NULL;
+    const char *outpath = NULL, *device = "cuda";
     x.rng = (uint64_t)time(NULL);   /* fresh inputs each run; the seed is printed */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--bench")) bench = 1;
@@ -645,8 +646,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--bench-batch") && i + 1 < argc) bench_b = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) x.rng = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) outpath = argv[++i];
+        /* --device cpu: run the whole table with a CPU backend in place of cuda, to test
+         * this program itself where there is no GPU */
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: gpu_check [--seed N] [--out FILE] [--tiny] [--bench] [--bench-batch B]\n");
+            printf("usage: gpu_check [--seed N] [--out FILE] [--tiny] [--bench] [--bench-batch B]\n"
+                   "                 [--device cuda|cpu|cpu-ref]\n");
             return 0;
         } else {
             fprintf(stderr, "gpu_check: unknown argument '%s'\n", argv[i]);
@@ -654,7 +659,13 @@ int main(int argc, char **argv)
         }
     }
     char err[256];
-    if (llm_backend_cuda_init(&x.g, 0, err, sizeof err)) {
+    x.cuda = !strcmp(device, "cuda");
+    if (!x.cuda) {
+        if (llm_backend_init(&x.g, device, 2, err, sizeof err)) {
+            fprintf(stderr, "gpu_check: %s\n", err);
+            return 1;
+        }
+    } else if (llm_backend_cuda_init(&x.g, 0, err, sizeof err)) {
         if (!strncmp(err, "no CUDA device", 14)) {
             printf("gpu_check: no GPU: skipped (%s)\n", err);
             return 0;
@@ -672,7 +683,8 @@ int main(int argc, char **argv)
     }
     char name[128] = "?";
     size_t used = 0, total = 0;
-    llm_backend_cuda_device_info(&x.g, name, sizeof name, &used, &total);
+    if (x.cuda) llm_backend_cuda_device_info(&x.g, name, sizeof name, &used, &total);
+    else snprintf(name, sizeof name, "backend '%s' (harness self-test)", device);
     char hdr[512];
     snprintf(hdr, sizeof hdr,
              "gpu_check: device %s (%.1f GiB), seed %llu, cpu-ref %s\n"
@@ -701,9 +713,9 @@ int main(int argc, char **argv)
     check_xent(&x, 3, 1000, 1031);
     check_optim(&x, 1, 1);
     check_optim(&x, 4099, 7);
-    check_gemm_lo(&x, 37, 61, 83);
+    if (x.cuda) check_gemm_lo(&x, 37, 61, 83);
     if (!tiny) {
-        check_gemm_lo(&x, 129, 257, 768);
+        if (x.cuda) check_gemm_lo(&x, 129, 257, 768);
         check_embed(&x, 2, 64, 768, 50257, 50304);
         check_layernorm(&x, 300, 768);
         check_layernorm(&x, 1029, 1000);
@@ -719,7 +731,7 @@ int main(int argc, char **argv)
     }
 
     char msg[256];
-    if (llm_backend_cuda_status(&x.g, msg, sizeof msg)) {
+    if (x.cuda && llm_backend_cuda_status(&x.g, msg, sizeof msg)) {
         x.fails++;
         printf("cuda error: %s\n", msg);
     }
@@ -728,7 +740,7 @@ int main(int argc, char **argv)
              x.rows - x.fails, x.fails);
     fputs(tail, stdout);
     if (x.out) fputs(tail, x.out);
-    if (bench) {
+    if (bench && x.cuda) {
         bench_gemm(&x);
         bench_ops(&x, bench_b);
     }
@@ -736,6 +748,7 @@ int main(int argc, char **argv)
 #ifdef LLM_HAVE_CPU_REF
     if (x.have_ref) llm_backend_cpu_free(&x.r);
 #endif
-    llm_backend_cuda_free(&x.g);
+    if (x.cuda) llm_backend_cuda_free(&x.g);
+    else llm_backend_free(&x.g);
     return x.fails ? 1 : 0;
 }
