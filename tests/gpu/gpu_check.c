@@ -694,6 +694,26 @@ int main(int argc, char **argv)
     fputs(hdr, stdout);
     if (x.out) fputs(hdr, x.out);
 
+    {   /* every op of backend.h is filled */
+        const llm_backend *b = &x.g;
+        const void *ops[] = {
+            (const void *)b->alloc, (const void *)b->free, (const void *)b->to_device,
+            (const void *)b->to_host, (const void *)b->copy, (const void *)b->zero,
+            (const void *)b->sync, (const void *)b->embed_forward,
+            (const void *)b->layernorm_forward, (const void *)b->matmul_forward,
+            (const void *)b->attention_forward, (const void *)b->gelu_forward,
+            (const void *)b->residual_forward, (const void *)b->xent_forward,
+            (const void *)b->embed_backward, (const void *)b->layernorm_backward,
+            (const void *)b->matmul_backward, (const void *)b->attention_backward,
+            (const void *)b->gelu_backward, (const void *)b->accumulate,
+            (const void *)b->xent_backward, (const void *)b->sum_squares, (const void *)b->adamw};
+        int missing = 0;
+        for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) missing += ops[i] == NULL;
+        x.rows++;
+        if (missing) x.fails++;
+        row_print(&x, "backend fills every op", b->name, missing, -1, -1, 0.0, !missing);
+        if (missing) return 1;
+    }
     check_elementwise(&x, 1);
     check_elementwise(&x, tiny ? 1003 : 1000003);
     check_embed(&x, 1, 1, 1, 1, 1);
