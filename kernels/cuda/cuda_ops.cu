@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_bucket.h"
 
 #define LC_WARP 32
 #define GRID_STRIDE(i, n) \
@@ -75,7 +76,7 @@ static int lc_embed_buffers(lc_ctx *c, size_t n)
         LC_CK(c, cudaMallocHost((void **)&c->h_buf, (3 * n + 1) * sizeof(int32_t))) ||
         LC_CK(c, cudaMalloc((void **)&c->d_buf, (3 * n + 1) * sizeof(int32_t))))
         return -1;
-    c->h_tmp = (int32_t *)malloc((2 * n + 65536) * sizeof(int32_t));
+    c->h_tmp = (int32_t *)malloc((n + 65536) * sizeof(int32_t));
     if (!c->h_tmp) { LC_CK(c, cudaErrorMemoryAllocation); return -1; }
     c->h_n = n;
     c->d_n = 3 * n + 1;
@@ -91,37 +92,14 @@ static void lc_embed_backward(llm_backend *be, float *dwte, float *dwpe, const f
     lc_dwpe_kernel<<<lc_ew_blocks((size_t)T * C), 256, 0, c->stream>>>(dwpe, dout, B, T, C);
     if (LC_LAUNCHED(c)) return;
     if (lc_embed_buffers(c, N)) return;
-    /* Bucket positions by token on the host (N is small next to N*C): a stable LSD radix
-     * sort on 2 x 16 bits keeps positions increasing within a token.  The synchronous copy
-     * also guarantees the previous call's upload from h_buf has finished. */
+    /* Bucket positions by token on the host (N is small next to N*C; see
+     * cuda_bucket.h).  The synchronous copy also guarantees the previous call's upload
+     * from h_buf has finished. */
     if (LC_CK(c, cudaMemcpyAsync(c->h_tok, inp, N * sizeof(int32_t), cudaMemcpyDeviceToHost, c->stream)) ||
         LC_CK(c, cudaStreamSynchronize(c->stream)))
         return;
-    int32_t *pos = c->h_buf;           /* N positions grouped by token */
-    int32_t *ptmp = c->h_tmp + N, *cnt = c->h_tmp + 2 * N;
-    for (size_t i = 0; i < N; i++) ptmp[i] = (int32_t)i;
-    int32_t *src = ptmp, *dst = pos;
-    for (int pass = 0; pass < 2; pass++) {
-        int sh = 16 * pass;
-        memset(cnt, 0, 65536 * sizeof(int32_t));
-        for (size_t i = 0; i < N; i++) cnt[((uint32_t)c->h_tok[src[i]] >> sh) & 0xffff]++;
-        int32_t sum = 0;
-        for (int d = 0; d < 65536; d++) { int32_t x = cnt[d]; cnt[d] = sum; sum += x; }
-        for (size_t i = 0; i < N; i++) dst[cnt[((uint32_t)c->h_tok[src[i]] >> sh) & 0xffff]++] = src[i];
-        int32_t *t = src; src = dst; dst = t;
-    }
-    /* after two passes the sorted positions are back in src == ptmp; move them to pos */
-    memcpy(pos, src, N * sizeof(int32_t));
-    int32_t *tok = pos + N;
-    size_t U = 0;
-    int32_t *off = NULL;
-    for (size_t i = 0; i < N; i++)
-        if (i == 0 || c->h_tok[pos[i]] != c->h_tok[pos[i - 1]]) tok[U++] = c->h_tok[pos[i]];
-    off = tok + U;
-    size_t u = 0;
-    for (size_t i = 0; i < N; i++)
-        if (i == 0 || c->h_tok[pos[i]] != c->h_tok[pos[i - 1]]) off[u++] = (int32_t)i;
-    off[U] = (int32_t)N;
+    int32_t *pos = c->h_buf, *tok = c->h_buf + N, *off = NULL;
+    size_t U = llm_cuda_bucket(c->h_tok, N, pos, tok, &off, c->h_tmp);
     size_t words = N + 2 * U + 1;
     if (LC_CK(c, cudaMemcpyAsync(c->d_buf, c->h_buf, words * sizeof(int32_t), cudaMemcpyHostToDevice, c->stream)))
         return;

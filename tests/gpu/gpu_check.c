@@ -14,6 +14,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_bucket.h"
 #include "kernels/cuda/cuda_ext.h"
 #include "tests/gpu/gpu_check.h"
 #include "tests/gpu/ref64.h"
@@ -515,6 +516,33 @@ static void check_optim(gc *x, size_t n, int t)
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) x->g.free(&x->g, bufs[i]);
 }
 
+/* The host-side token grouping of the cuda embedding backward (runs without a GPU too). */
+static void check_bucket(gc *x, size_t N, int V)
+{
+    char sh[64];
+    snprintf(sh, sizeof sh, "N%zu V%d", N, V);
+    int32_t *tok = rtok(x, N, V);
+    int32_t *buf = xmalloc((3 * N + 1) * sizeof *buf), *tmp = xmalloc((N + 65536) * sizeof *tmp);
+    int32_t *off = NULL;
+    size_t U = llm_cuda_bucket(tok, N, buf, buf + N, &off, tmp);
+    const int32_t *pos = buf, *ut = buf + N;
+    char *seen = calloc(N ? N : 1, 1);
+    int bad = !seen || off != ut + U || U > N || off[0] != 0 || off[U] != (int32_t)N;
+    for (size_t u = 0; !bad && u < U; u++) {
+        if (u && ut[u] <= ut[u - 1]) bad = 1;
+        if (off[u + 1] <= off[u]) bad = 1;
+        for (int32_t i = off[u]; !bad && i < off[u + 1]; i++) {
+            if (pos[i] < 0 || (size_t)pos[i] >= N || seen[pos[i]] || tok[pos[i]] != ut[u]) bad = 1;
+            else seen[pos[i]] = 1;
+            if (i > off[u] && pos[i] <= pos[i - 1]) bad = 1;
+        }
+    }
+    x->rows++;
+    if (bad) x->fails++;
+    row_print(x, "embed bucket (host)", sh, bad, -1, -1, 0.0, !bad);
+    free(seen); free(tok); free(buf); free(tmp);
+}
+
 /* cuBLASLt bf16 and TF32 GEMMs (used by the bench and the coming mixed precision) */
 static void check_gemm_lo(gc *x, int M, int N, int K)
 {
@@ -714,6 +742,10 @@ int main(int argc, char **argv)
         row_print(&x, "backend fills every op", b->name, missing, -1, -1, 0.0, !missing);
         if (missing) return 1;
     }
+    check_bucket(&x, 1, 1);
+    check_bucket(&x, 1000, 7);
+    check_bucket(&x, 70001, 50257);
+    check_bucket(&x, 5000, 200000);   /* ids past 65535 exercise the high radix pass */
     check_elementwise(&x, 1);
     check_elementwise(&x, tiny ? 1003 : 1000003);
     check_embed(&x, 1, 1, 1, 1, 1);
