@@ -12,7 +12,7 @@ export PATH="$BIN:$PATH"
 export CMOCKA_MESSAGE_OUTPUT=TAP
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=98}
-pass=0; fail=0; failed=()
+pass=0; fail=0; skipped=0; failed=()
 log=$(mktemp -d /tmp/llmkit-tests.XXXXXX)
 
 run_one() { # name cmd...
@@ -20,19 +20,23 @@ run_one() { # name cmd...
   case "$name" in *${TESTS:-}*) ;; *) return;; esac
   local out="$log/$(basename "$name").out" t0=$SECONDS
   timeout "$TEST_TIMEOUT" "$@" >"$out" 2>&1; local rc=$?
-  local p f
-  p=$(grep -cE '^ok( |$)' "$out"); f=$(grep -cE '^not ok( |$)' "$out")
+  local p f s
+  # TAP: "ok N - name", "not ok N - name"; a "# SKIP" directive on either is a skip
+  # (cmocka writes skipped tests as "not ok N # SKIP").
+  s=$(grep -cE '^(not )?ok( |$).*# *SKIP' "$out")
+  p=$(grep -E '^ok( |$)' "$out" | grep -cvE '# *SKIP')
+  f=$(grep -E '^not ok( |$)' "$out" | grep -cvE '# *SKIP')
   if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
     f=1; echo "not ok - $name exited $rc without reporting a failure" >>"$out"
   fi
-  if [ "$p" = 0 ] && [ "$f" = 0 ]; then
+  if [ "$p" = 0 ] && [ "$f" = 0 ] && [ "$s" = 0 ]; then
     f=1; echo "not ok - $name ran no test" >>"$out"
   fi
-  pass=$((pass + p)); fail=$((fail + f))
-  printf '%-40s %4d passed %3d failed  %4ds\n' "$name" "$p" "$f" $((SECONDS - t0))
+  pass=$((pass + p)); fail=$((fail + f)); skipped=$((skipped + s))
+  printf '%-40s %4d passed %3d failed %3d skipped %4ds\n' "$name" "$p" "$f" "$s" $((SECONDS - t0))
   if [ "$f" != 0 ]; then
     failed+=("$name")
-    grep -E -B2 -A12 '^not ok' "$out" | head -60 | sed 's/^/    /'
+    grep -vE '# *SKIP' "$out" | grep -E -B2 -A12 '^not ok' | head -60 | sed 's/^/    /'
   fi
 }
 
@@ -48,5 +52,5 @@ done
 
 [ ${#failed[@]} = 0 ] || echo "failed: ${failed[*]} (logs in $log)"
 [ ${#failed[@]} = 0 ] && rm -rf "$log"
-echo "tests: $pass passed, $fail failed"
+echo "tests: $pass passed, $fail failed, $skipped skipped"
 [ "$fail" = 0 ]
