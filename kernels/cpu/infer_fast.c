@@ -21,6 +21,8 @@
 /* N at or above which matmul_rows uses sgemm: prefill-sized batches are compute-bound
  * and BLAS wins there; below it the weight stream dominates and tiles win. */
 #define SGEMM_MIN_ROWS 32
+/* Multiply-adds below which a kernel runs on the calling thread only. */
+#define PAR_MIN_WORK (1 << 18)
 
 static int nthreads(const llm_backend *be)
 {
@@ -105,7 +107,9 @@ static void matmul_tiles(llm_backend *be, float *out, const float *inp, const fl
                          const float *bias, int N, int C, int OC)
 {
     int nblk = (OC + 3) / 4;
-#pragma omp parallel for schedule(static) num_threads(nthreads(be))
+    /* tiny products are not worth waking threads for */
+    int par = (double)N * OC * C >= PAR_MIN_WORK;
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (par)
     for (int b = 0; b < nblk; b++) {
         int o0 = b * 4;
         int MR = OC - o0 >= 4 ? 4 : OC - o0;
@@ -124,12 +128,24 @@ static void fast_matmul_rows(llm_backend *be, float *out, const float *inp, cons
         matmul_tiles(be, out, inp, w, bias, N, C, OC);
         return;
     }
-    if (bias) {
-        for (int n = 0; n < N; n++)
-            memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+    /* BLAS stays single-threaded (see cpu_backend.c); each OpenMP thread multiplies its
+     * own slice of output columns. */
+    int nt = nthreads(be);
+    int per;
+    if ((double)N * OC * C < PAR_MIN_WORK)
+        nt = 1;
+    per = ((OC + nt - 1) / nt + 15) / 16 * 16;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int t = 0; t < nt; t++) {
+        int o0 = t * per, oc = OC - o0 < per ? OC - o0 : per;
+        if (oc <= 0)
+            continue;
+        if (bias)
+            for (int n = 0; n < N; n++)
+                memcpy(out + (size_t)n * OC + o0, bias + o0, (size_t)oc * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, oc, C, 1.0f, inp, C,
+                    (const float *)w + (size_t)o0 * C, C, bias ? 1.0f : 0.0f, out + o0, OC);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C,
-                bias ? 1.0f : 0.0f, out, OC);
 }
 
 __attribute__((target("avx2,fma"))) static float dot_avx(const float *a, const float *b, int n)
@@ -170,7 +186,9 @@ static void fast_attention_rows(llm_backend *be, float *out, const float *qkv,
         llm_infer_ref_attention_rows(be, out, qkv, kcache, vcache, slot, pos, N, C, NH, maxT);
         return;
     }
-#pragma omp parallel num_threads(nt)
+    /* short attention spans are not worth waking threads for */
+    int par = (double)N * C * (pos[0] + 1) >= PAR_MIN_WORK;
+#pragma omp parallel num_threads(nt) if (par)
     {
         float *sc = scores + (size_t)omp_get_thread_num() * maxT;
 #pragma omp for schedule(dynamic, 4)
@@ -214,6 +232,6 @@ void llm_backend_cpu_infer_init(llm_backend *be, int reference)
     } else {
         be->matmul_rows = fast_matmul_rows;
         be->attention_rows = fast_attention_rows;
-        openblas_set_num_threads(nthreads(be));
+        openblas_set_num_threads(1);   /* threads come from OpenMP slices */
     }
 }
