@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -88,8 +89,11 @@ static int parse_tensor(llm_ckpt *c, int i, const llm_node *m, uint64_t *pos, ll
     const char *why;
     if (!name)
         return tfail(st, m, i, NULL, "missing 'name'", NULL);
+    const llm_node *nn = llm_node_get(m, "name");
+    if (!nn->quoted && (!strcmp(name, "~") || !strcasecmp(name, "null")))
+        return tfail(st, m, i, NULL, "tensor name is null", NULL);
     if (llm_ckpt_name_ok(name, &why))
-        return tfail(st, m, i, *name ? name : NULL, why, NULL);
+        return tfail(st, m, i, NULL, why, NULL);
     for (int k = 0; k < m->n; k++) {
         int known = 0;
         for (size_t j = 0; j < sizeof keys / sizeof *keys; j++)
@@ -405,6 +409,16 @@ static int open_bytes(llm_ckpt *c, const unsigned char *b, uint64_t len, unsigne
     return rc ? rc : load(c, b, len, flags, st);
 }
 
+/* Messages quote names and keys from the file: keep them on one printable line. */
+static int clean_msg(llm_status *st, int rc)
+{
+    if (st && rc)
+        for (char *p = st->msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                *p = '?';
+    return rc;
+}
+
 static llm_ckpt *ckpt_new(void)
 {
     return calloc(1, sizeof(llm_ckpt));
@@ -416,7 +430,7 @@ int llm_ckpt_open_mem(llm_ckpt **out, const void *buf, size_t len, unsigned flag
     llm_ckpt *c = ckpt_new();
     if (!c)
         return llm_err(st, LLM_ENOMEM, "out of memory");
-    int rc = open_bytes(c, buf ? buf : "", len, flags, st);
+    int rc = clean_msg(st, open_bytes(c, buf ? buf : "", len, flags, st));
     if (rc) {
         llm_ckpt_close(c);
         return rc;
@@ -462,6 +476,7 @@ int llm_ckpt_open(llm_ckpt **out, const char *path, unsigned flags, llm_status *
     }
     if (!is_stdin)
         close(fd);
+    clean_msg(st, rc);
     if (rc) {
         llm_ckpt_close(c);
         return rc;
