@@ -17,9 +17,9 @@ static const char gpt2_pattern[] =
 
 typedef struct {
     uint64_t h;
-    uint32_t koff, klen;   /* key bytes in kbuf */
-    uint32_t ioff, icnt;   /* ids in ibuf */
-} centry;
+    uint32_t val;          /* the id when icnt == 1 and klen <= 8, else an offset in abuf */
+    uint16_t klen, icnt;   /* klen 0: empty slot */
+} centry;                  /* 16 bytes: most lookups touch one cache line only */
 
 typedef struct {
     uint32_t rank, pos, lid, rid;
@@ -31,10 +31,8 @@ struct llm_tok_state {
     pcre2_jit_stack *jstack;
     centry *ce;
     size_t cmask, cn;
-    uint8_t *kbuf;
-    size_t kn, kcap;
-    uint32_t *ibuf;
-    size_t in, icap;
+    uint32_t *abuf;        /* arena: [key bytes, padded to 4, when klen > 8] then ids */
+    size_t an, acap;
     /* merge scratch, grown to the longest pre-token seen */
     uint32_t *sym;
     int32_t *next, *prev;
@@ -42,7 +40,9 @@ struct llm_tok_state {
     size_t scap;
 };
 
-/* 8 bytes at a time: pre-tokens are short, so this is mostly one or two rounds */
+/* 8 bytes at a time: pre-tokens are short, so this is mostly one or two rounds.  For a
+ * given length up to 8 every step is invertible (xor with a constant, multiply by an odd
+ * constant, xorshift), so distinct keys of equal length <= 8 never collide. */
 static uint64_t hash_bytes(const uint8_t *p, size_t n)
 {
     uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15ull, w;
@@ -124,8 +124,7 @@ void llm_tok_bpe_free(llm_tokenizer *t)
         pcre2_match_context_free(s->mctx);
         pcre2_jit_stack_free(s->jstack);
         free(s->ce);
-        free(s->kbuf);
-        free(s->ibuf);
+        free(s->abuf);
         free(s->sym);
         free(s->next);
         free(s->prev);
@@ -135,6 +134,8 @@ void llm_tok_bpe_free(llm_tokenizer *t)
     free(t->pool);
     pthread_mutex_destroy(&t->pool_mu);
 }
+
+static int ascii_classes(uint8_t cls[128]);
 
 int llm_tok_build_bpe(llm_tokenizer **out, uint8_t *vbytes, uint32_t *offsets, int vocab,
                       uint32_t eot, const char *what, llm_status *st)
@@ -188,13 +189,14 @@ int llm_tok_build_bpe(llm_tokenizer **out, uint8_t *vbytes, uint32_t *offsets, i
     for (int id = 0; id < vocab; id++) {
         const uint8_t *b = vbytes + offsets[id];
         size_t n = offsets[id + 1] - offsets[id];
-        if (llm_tok_find(t, b, n) >= 0) {
-            rc = llm_err(st, LLM_EDATA, "%s: token %d duplicates an earlier token", what, id);
-            goto fail;
-        }
         size_t i = (size_t)hash_bytes(b, n) & t->vmask;
-        while (t->vslots[i])
-            i = (i + 1) & t->vmask;
+        for (; t->vslots[i]; i = (i + 1) & t->vmask) {
+            uint32_t o = t->vslots[i] - 1, a = offsets[o];
+            if (offsets[o + 1] - a == n && !memcmp(vbytes + a, b, n)) {
+                rc = llm_err(st, LLM_EDATA, "%s: token %d duplicates token %u", what, id, o);
+                goto fail;
+            }
+        }
         t->vslots[i] = (uint32_t)id + 1;
     }
     for (int c = 0; c < 256; c++) {
@@ -216,6 +218,7 @@ int llm_tok_build_bpe(llm_tokenizer **out, uint8_t *vbytes, uint32_t *offsets, i
     }
     /* JIT is an optimisation: without it (e.g. no executable memory) matching still works */
     t->jit = pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0;
+    t->fast = ascii_classes(t->acls) == 0;
     *out = t;
     return LLM_OK;
 fail:
@@ -279,8 +282,7 @@ static void state_free(llm_tok_state *s)
     pcre2_match_context_free(s->mctx);
     pcre2_jit_stack_free(s->jstack);
     free(s->ce);
-    free(s->kbuf);
-    free(s->ibuf);
+    free(s->abuf);
     free(s->sym);
     free(s->next);
     free(s->prev);
@@ -463,7 +465,7 @@ static int cache_grow(llm_tok_state *s)
 static void cache_clear(llm_tok_state *s)
 {
     memset(s->ce, 0, (s->cmask + 1) * sizeof *s->ce);
-    s->cn = s->kn = s->in = 0;
+    s->cn = s->an = 0;
 }
 
 /* Remember ids for key; failure to cache is harmless (the next lookup just misses). */
@@ -474,38 +476,36 @@ static void cache_put(llm_tok_state *s, uint64_t h, const uint8_t *key, size_t k
         if (s->cmask + 1 >= CACHE_MAX_SLOTS || cache_grow(s))
             cache_clear(s);
     }
-    if (s->kn + klen > s->kcap) {
-        size_t cap = s->kcap ? s->kcap * 2 : 1 << 16;
-        while (cap < s->kn + klen)
+    size_t kw = klen > 8 ? (klen + 3) / 4 : 0, need = nids == 1 && !kw ? 0 : kw + nids;
+    if (s->an + need > s->acap) {
+        size_t cap = s->acap ? s->acap * 2 : 1 << 14;
+        while (cap < s->an + need)
             cap *= 2;
-        if (cap > UINT32_MAX)
-            return cache_clear(s);
-        uint8_t *nb = realloc(s->kbuf, cap);
+        if (cap > UINT32_MAX) {
+            cache_clear(s);
+            return;
+        }
+        uint32_t *nb = realloc(s->abuf, cap * sizeof *nb);
         if (!nb)
             return;
-        s->kbuf = nb;
-        s->kcap = cap;
-    }
-    if (s->in + nids > s->icap) {
-        size_t cap = s->icap ? s->icap * 2 : 1 << 14;
-        while (cap < s->in + nids)
-            cap *= 2;
-        if (cap > UINT32_MAX)
-            return cache_clear(s);
-        uint32_t *nb = realloc(s->ibuf, cap * sizeof *nb);
-        if (!nb)
-            return;
-        s->ibuf = nb;
-        s->icap = cap;
+        s->abuf = nb;
+        s->acap = cap;
     }
     size_t j = (size_t)h & s->cmask;
     while (s->ce[j].klen)
         j = (j + 1) & s->cmask;
-    s->ce[j] = (centry){h, (uint32_t)s->kn, (uint32_t)klen, (uint32_t)s->in, (uint32_t)nids};
-    memcpy(s->kbuf + s->kn, key, klen);
-    memcpy(s->ibuf + s->in, ids, nids * sizeof *ids);
-    s->kn += klen;
-    s->in += nids;
+    uint32_t val = (uint32_t)s->an;
+    if (need) {
+        if (kw) {
+            s->abuf[s->an + kw - 1] = 0;
+            memcpy(s->abuf + s->an, key, klen);
+        }
+        memcpy(s->abuf + s->an + kw, ids, nids * sizeof *ids);
+        s->an += need;
+    } else {
+        val = ids[0];
+    }
+    s->ce[j] = (centry){h, val, (uint16_t)klen, (uint16_t)nids};
     s->cn++;
 }
 
@@ -513,7 +513,7 @@ static void cache_put(llm_tok_state *s, uint64_t h, const uint8_t *key, size_t k
 static int encode_word(const llm_tokenizer *t, llm_tok_state *s, const uint8_t *p, size_t n,
                        llm_ids *out)
 {
-    if (llm_ids_reserve(out, n))
+    if (out->cap - out->n < n && llm_ids_reserve(out, n))
         return -1;
     if (n == 1) {
         out->v[out->n++] = t->byte_id[p[0]];
@@ -524,8 +524,21 @@ static int encode_word(const llm_tokenizer *t, llm_tok_state *s, const uint8_t *
         h = hash_bytes(p, n);
         for (size_t j = (size_t)h & s->cmask; s->ce[j].klen; j = (j + 1) & s->cmask) {
             const centry *c = &s->ce[j];
-            if (c->h == h && c->klen == n && !memcmp(s->kbuf + c->koff, p, n)) {
-                memcpy(out->v + out->n, s->ibuf + c->ioff, c->icnt * sizeof(uint32_t));
+            if (c->h != h || c->klen != n)
+                continue;
+            /* up to 8 bytes the hash is a bijection for a given length, so equal hashes
+             * are equal keys; longer keys are compared */
+            if (n <= 8) {
+                if (c->icnt == 1)
+                    out->v[out->n++] = c->val;
+                else {
+                    memcpy(out->v + out->n, s->abuf + c->val, c->icnt * sizeof(uint32_t));
+                    out->n += c->icnt;
+                }
+                return 0;
+            }
+            if (!memcmp(s->abuf + c->val, p, n)) {
+                memcpy(out->v + out->n, s->abuf + c->val + (n + 3) / 4, c->icnt * sizeof(uint32_t));
                 out->n += c->icnt;
                 return 0;
             }
@@ -541,6 +554,84 @@ static int encode_word(const llm_tokenizer *t, llm_tok_state *s, const uint8_t *
     return 0;
 }
 
+/* ---- pre-tokenization ---- */
+
+enum { C_OTHER = 0, C_LETTER = 1, C_NUMBER = 2, C_SPACE = 3 };
+
+/* The ASCII classes of \p{L}, \p{N} and \s, asked of PCRE2 itself so that the fast path
+ * below agrees with the pattern by construction.  Returns 0, or -1 when the classes
+ * overlap (then only PCRE2 is used). */
+static int ascii_classes(uint8_t cls[128])
+{
+    static const char *const pat[3] = {"\\p{L}", "\\p{N}", "\\s"};
+    memset(cls, C_OTHER, 128);
+    for (int k = 0; k < 3; k++) {
+        int err;
+        PCRE2_SIZE eoff;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat[k], PCRE2_ZERO_TERMINATED,
+                                       PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &eoff, NULL);
+        pcre2_match_data *md = re ? pcre2_match_data_create_from_pattern(re, NULL) : NULL;
+        if (!md) {
+            pcre2_code_free(re);
+            return -1;
+        }
+        for (int c = 0; c < 128; c++) {
+            uint8_t ch = (uint8_t)c;
+            if (pcre2_match(re, &ch, 1, 0, 0, md, NULL) > 0) {
+                if (cls[c] != C_OTHER)
+                    k = 99;
+                cls[c] = (uint8_t)(k + 1);
+            }
+        }
+        pcre2_match_data_free(md);
+        pcre2_code_free(re);
+        if (k == 99)
+            return -1;
+    }
+    return 0;
+}
+
+/* End of the run of class k from i; 0 when the run reaches a non-ASCII byte (which
+ * might continue it: only PCRE2 knows). */
+static inline size_t ascii_run(const uint8_t *cls, const uint8_t *p, size_t len, size_t i, int k)
+{
+    while (i < len && p[i] < 0x80 && cls[p[i]] == k)
+        i++;
+    return i < len && p[i] >= 0x80 ? 0 : i;
+}
+
+/* The end of GPT-2's match at pos when ASCII alone decides it, else 0.  Mirrors the
+ * alternatives in order: contractions, optional space + letters | numbers | other,
+ * whitespace not followed by non-space (all but the last of a run followed by
+ * non-space), whitespace. */
+static size_t ascii_match(const uint8_t *cls, const uint8_t *p, size_t len, size_t pos)
+{
+    uint8_t c = p[pos];
+    if (c >= 0x80)
+        return 0;
+    if (c == '\'' && pos + 1 < len) {
+        uint8_t c1 = p[pos + 1], c2 = pos + 2 < len ? p[pos + 2] : 0;
+        if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')
+            return pos + 2;
+        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l'))
+            return pos + 3;
+    }
+    if (c == ' ' && pos + 1 < len) {
+        uint8_t c1 = p[pos + 1];
+        if (c1 >= 0x80)
+            return 0;
+        if (cls[c1] != C_SPACE)
+            return ascii_run(cls, p, len, pos + 1, cls[c1]);
+    }
+    int k = cls[c];
+    if (k != C_SPACE)
+        return ascii_run(cls, p, len, pos, k);
+    size_t q = ascii_run(cls, p, len, pos, C_SPACE);
+    if (!q || q == len)
+        return q;
+    return q - pos >= 2 ? q - 1 : q;
+}
+
 int llm_tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, llm_ids *out,
                        llm_status *st)
 {
@@ -552,10 +643,13 @@ int llm_tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, llm
     size_t pos = 0;
     int rc = LLM_OK;
     while (pos < len) {
-        int m = t->jit ? pcre2_jit_match(t->re, p, len, pos, 0, s->md, s->mctx)
-                       : pcre2_match(t->re, p, len, pos, 0, s->md, s->mctx);
-        size_t a, b;
-        if (m == PCRE2_ERROR_NOMATCH) {
+        size_t a = pos, b = t->fast ? ascii_match(t->acls, p, len, pos) : 0;
+        int m = b ? 1
+                  : t->jit ? pcre2_jit_match(t->re, p, len, pos, 0, s->md, s->mctx)
+                           : pcre2_match(t->re, p, len, pos, 0, s->md, s->mctx);
+        if (b) {
+            /* decided by the ASCII fast path */
+        } else if (m == PCRE2_ERROR_NOMATCH) {
             a = b = len;
         } else if (m < 0) {
             PCRE2_UCHAR buf[160];

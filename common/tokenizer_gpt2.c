@@ -70,8 +70,25 @@ static int load_encoder(const char *path, const int16_t tab[324], uint8_t **vbyt
     int rc = check_file(path, st);
     if (rc)
         return rc;
+    /* read whole, then parse from memory (json_load_file reads a character at a time) */
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return llm_err(st, LLM_ENOINPUT, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    size_t cap = fstat(fileno(f), &sb) == 0 && sb.st_size > 0 ? (size_t)sb.st_size : 0;
+    if (cap > MAX_FILE_BYTES)
+        cap = MAX_FILE_BYTES;
+    char *text = malloc(cap + 1);
+    size_t tn = text ? fread(text, 1, cap + 1, f) : 0;
+    int ferr = ferror(f);
+    fclose(f);
+    if (!text || ferr || tn > cap) { /* grew since stat: refuse rather than chase it */
+        free(text);
+        return llm_err(st, text ? LLM_EIO : LLM_ENOMEM, "cannot read '%s'", path);
+    }
     json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = json_loadb(text, tn, JSON_REJECT_DUPLICATES, &je);
+    free(text);
     if (!root)
         return llm_err(st, LLM_EDATA, "'%s': line %d: %s", path, je.line, je.text);
     if (!json_is_object(root)) {

@@ -35,6 +35,8 @@ struct llm_tokenizer {
     size_t vmask;
     void *re;               /* pcre2_code (GPT-2 pre-tokenizer) */
     int jit;                /* re was JIT-compiled */
+    int fast;               /* ASCII fast path on (acls valid); tests may turn it off */
+    uint8_t acls[128];      /* ASCII class for the fast path (letter, number, space, other) */
     pthread_mutex_t pool_mu;
     llm_tok_state **pool;   /* idle per-thread states */
     int npool, cappool;

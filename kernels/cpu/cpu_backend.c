@@ -1,11 +1,15 @@
 /* cpu_backend.c — the two CPU backends: "cpu-ref" (reference kernels, ref_*.c) and "cpu"
  * (fast kernels, fast_*.c).  Memory is ordinary host memory, 64-byte aligned, zeroed.
  *
- * Threads: be->threads OpenMP threads per parallel region (a num_threads clause on every
- * region; the process-wide OpenMP settings are never changed).  OpenBLAS is kept at one
- * thread and called only from inside our own parallel regions, each thread on its own
- * slice of the product (see fast_matmul.c), so BLAS threads x OpenMP threads =
- * 1 x be->threads and only one pool of worker threads is ever busy. */
+ * Threads (no oversubscription: BLAS threads x OpenMP threads <= be->threads):
+ *   - every parallel region has a num_threads(be->threads) clause; the process-wide
+ *     OpenMP settings are never changed;
+ *   - large GEMMs (matmul forward/backward) run outside any OpenMP region with OpenBLAS
+ *     set to be->threads threads (OpenBLAS threads while our OpenMP threads are idle);
+ *   - the attention calls OpenBLAS from inside its OpenMP region on small per-head
+ *     products, with OpenBLAS set to 1 thread first (be->threads x 1).
+ * openblas_set_num_threads is process-wide, so it is set before every use
+ * (llm_cpu_blas_threads; a no-op when unchanged). */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +67,7 @@ static void cpu_sync(llm_backend *be)
 int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
 {
     static const llm_backend ref = {.name = "cpu-ref", CPU_TABLE(llm_ref_)};
-    static const llm_backend fast = {.name = "cpu", CPU_TABLE(llm_ref_)};
+    static const llm_backend fast = {.name = "cpu", CPU_TABLE(llm_fast_)};
     llm_cpu_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return -1;
@@ -80,10 +84,26 @@ int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
     return 0;
 }
 
+float *llm_cpu_scratch(llm_backend *be, size_t n)
+{
+    llm_cpu_ctx *ctx = be->ctx;
+    if (ctx->scratch_n < n) {
+        free(ctx->scratch);
+        ctx->scratch_n = 0;
+        if (posix_memalign((void **)&ctx->scratch, 64, n * sizeof(float)) != 0) {
+            ctx->scratch = NULL;
+            return NULL;
+        }
+        ctx->scratch_n = n;
+    }
+    return ctx->scratch;
+}
+
 void llm_backend_cpu_free(llm_backend *be)
 {
-    if (!be)
+    if (!be || !be->ctx)
         return;
+    free(((llm_cpu_ctx *)be->ctx)->scratch);
     free(be->ctx);
     be->ctx = NULL;
 }

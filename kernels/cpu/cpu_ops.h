@@ -4,16 +4,39 @@
 #ifndef LLM_CPU_OPS_H
 #define LLM_CPU_OPS_H
 
+#include <omp.h>
+
 #include "kernels/backend.h"
 
 typedef struct {
-    int threads;   /* OpenMP threads per parallel region (num_threads clause) */
-    int avx2;      /* the CPU has AVX2 and FMA: take the vectorised paths */
+    int threads;      /* OpenMP threads per parallel region (num_threads clause) */
+    int avx2;         /* the CPU has AVX2 and FMA: take the vectorised paths */
+    float *scratch;   /* grow-only work space (a backend is used by one thread at a time) */
+    size_t scratch_n; /* its size in floats */
 } llm_cpu_ctx;
 
 static inline int llm_cpu_avx2(const llm_backend *be)
 {
     return ((const llm_cpu_ctx *)be->ctx)->avx2;
+}
+
+static inline int llm_cpu_threads(const llm_backend *be)
+{
+    return ((const llm_cpu_ctx *)be->ctx)->threads;
+}
+
+/* At least n floats of scratch owned by the backend, or NULL when out of memory. */
+float *llm_cpu_scratch(llm_backend *be, size_t n);
+
+/* Set OpenBLAS's thread count (process-wide in OpenBLAS; set before every use). */
+void llm_cpu_blas_threads(int n);
+
+/* [*lo, *hi): part `part` of `parts` of the range [0, n), contiguous and in order;
+ * inner boundaries are multiples of 16 (one cache line of floats: no false sharing). */
+static inline void llm_cpu_split(size_t n, int part, int parts, size_t *lo, size_t *hi)
+{
+    *lo = part == 0 ? 0 : (n * (size_t)part / (size_t)parts) & ~(size_t)15;
+    *hi = part == parts - 1 ? n : (n * (size_t)(part + 1) / (size_t)parts) & ~(size_t)15;
 }
 
 #define LLM_CPU_OPS(P)                                                                        \
