@@ -125,6 +125,9 @@ static int store(llm_train_config *cfg, const entry *e, const char *v, int quote
     case K_I64:
         if (quoted || llm_parse_i64(v, &i))
             return llm_err(st, code, "%s: '%s' must be an integer, got '%s'", where, e->key, v);
+        if ((double)i < e->lo && e->hi >= BIG)
+            return llm_err(st, code, "%s: '%s' must be at least %.15g, got %s", where, e->key,
+                           e->lo, v);
         if ((double)i < e->lo || (double)i > e->hi)
             return llm_err(st, code, "%s: '%s' must be in [%.15g, %.15g], got %s", where, e->key,
                            e->lo, e->hi, v);
@@ -190,6 +193,7 @@ int llm_config_apply_yaml(llm_train_config *cfg, const char *buf, size_t len, co
         return st->code == LLM_ENOMEM ? st->code : (st->code = LLM_EDATA);
     int rc = 0;
     char where[LLM_CFG_PATH_MAX + 32];
+    snprintf(cfg->source, sizeof cfg->source, "%s", fname);
     if (!root || (root->kind == LLM_NODE_SCALAR && (!root->value || !*root->value)))
         goto out; /* an empty document: defaults only */
     if (root->kind != LLM_NODE_MAP) {
@@ -234,6 +238,7 @@ int llm_config_apply_yaml(llm_train_config *cfg, const char *buf, size_t len, co
             if ((rc = store(cfg, e, kv->value, kv->quoted, where, LLM_EDATA, st)))
                 goto out;
             cfg->given[idx] = 1;
+            cfg->line[idx] = kv->line;
         }
     }
 out:
@@ -287,40 +292,61 @@ int llm_config_set(llm_train_config *cfg, const char *a, llm_status *st)
         return llm_err(st, LLM_EUSAGE, "%s: unknown key '%s'", where, key);
     if (store(cfg, e, eq + 1, 0, where, LLM_EUSAGE, st))
         return st->code;
-    cfg->given[idx] = 1;
+    cfg->given[idx] = 2;
+    cfg->line[idx] = 0;
     return 0;
+}
+
+/* Where key got its value: "run.yaml:12", "--set", or the config file for a default. */
+static const char *origin(const llm_train_config *c, const char *key, char *buf, size_t n)
+{
+    int i;
+    if (!find(key, &i) || !c->given[i])
+        snprintf(buf, n, "%s", c->source[0] ? c->source : "config");
+    else if (c->given[i] == 2)
+        snprintf(buf, n, "--set");
+    else
+        snprintf(buf, n, "%s:%d", c->source, c->line[i]);
+    return buf;
 }
 
 int llm_config_validate(const llm_train_config *c, llm_status *st)
 {
+    char w[LLM_CFG_PATH_MAX + 16];
+#define AT(key) origin(c, key, w, sizeof w)
     if (!c->train_data[0])
-        return llm_err(st, LLM_EDATA, "'data.train' is required");
+        return llm_err(st, LLM_EDATA, "%s: 'data.train' is required", AT("data.train"));
     if (!c->init_from[0]) {
         if (c->n_embd % c->n_head)
-            return llm_err(st, LLM_EDATA, "'model.n_embd' (%d) must be a multiple of "
-                           "'model.n_head' (%d)", c->n_embd, c->n_head);
+            return llm_err(st, LLM_EDATA, "%s: 'model.n_embd' (%d) must be a multiple of "
+                           "'model.n_head' (%d)", AT("model.n_head"), c->n_embd, c->n_head);
         if (c->padded_vocab_size && c->padded_vocab_size < c->vocab_size)
-            return llm_err(st, LLM_EDATA, "'model.padded_vocab_size' (%d) is below "
-                           "'model.vocab_size' (%d)", c->padded_vocab_size, c->vocab_size);
+            return llm_err(st, LLM_EDATA, "%s: 'model.padded_vocab_size' (%d) is below "
+                           "'model.vocab_size' (%d)", AT("model.padded_vocab_size"),
+                           c->padded_vocab_size, c->vocab_size);
         if (c->seq_len > c->max_seq_len)
-            return llm_err(st, LLM_EDATA, "'train.seq_len' (%d) exceeds 'model.max_seq_len' (%d)",
-                           c->seq_len, c->max_seq_len);
+            return llm_err(st, LLM_EDATA, "%s: 'train.seq_len' (%d) exceeds 'model.max_seq_len' (%d)",
+                           AT("train.seq_len"), c->seq_len, c->max_seq_len);
     }
     int64_t bt = (int64_t)c->batch_size * c->seq_len;
     if (bt > (int64_t)1 << 31)
-        return llm_err(st, LLM_EDATA, "'train.batch_size' x 'train.seq_len' is too large");
+        return llm_err(st, LLM_EDATA, "%s: 'train.batch_size' x 'train.seq_len' is too large",
+                       AT("train.batch_size"));
     if (c->total_batch_tokens && c->total_batch_tokens % bt)
-        return llm_err(st, LLM_EDATA, "'train.total_batch_tokens' (%lld) must be a multiple of "
-                       "'train.batch_size' x 'train.seq_len' (%lld)",
-                       (long long)c->total_batch_tokens, (long long)bt);
+        return llm_err(st, LLM_EDATA, "%s: 'train.total_batch_tokens' (%lld) must be a multiple "
+                       "of 'train.batch_size' x 'train.seq_len' (%lld)",
+                       AT("train.total_batch_tokens"), (long long)c->total_batch_tokens,
+                       (long long)bt);
     if (c->min_lr > c->lr)
-        return llm_err(st, LLM_EDATA, "'train.min_lr' (%g) exceeds 'train.lr' (%g)", c->min_lr,
-                       c->lr);
+        return llm_err(st, LLM_EDATA, "%s: 'train.min_lr' (%g) exceeds 'train.lr' (%g)",
+                       AT("train.min_lr"), c->min_lr, c->lr);
     if (c->warmup_steps > c->max_steps)
-        return llm_err(st, LLM_EDATA, "'train.warmup_steps' (%lld) exceeds 'train.max_steps' "
-                       "(%lld)", (long long)c->warmup_steps, (long long)c->max_steps);
+        return llm_err(st, LLM_EDATA, "%s: 'train.warmup_steps' (%lld) exceeds 'train.max_steps' "
+                       "(%lld)", AT("train.warmup_steps"), (long long)c->warmup_steps,
+                       (long long)c->max_steps);
     if (!c->out_dir[0])
-        return llm_err(st, LLM_EDATA, "'output.dir' must not be empty");
+        return llm_err(st, LLM_EDATA, "%s: 'output.dir' must not be empty", AT("output.dir"));
+#undef AT
     return 0;
 }
 

@@ -59,8 +59,11 @@ typedef struct {
     char metrics[LLM_CFG_PATH_MAX];    /* "" or "-": stdout */
     char prom[LLM_CFG_PATH_MAX];       /* "" : none */
 
-    /* bookkeeping: which keys were given explicitly (index into the schema) */
+    /* bookkeeping, for messages: which keys were given explicitly (index into the
+     * schema: 1 by a file, 2 by an override), the line of each, and the file's name */
     unsigned char given[64];
+    int line[64];
+    char source[LLM_CFG_PATH_MAX];
 } llm_train_config;
 
 /* Fill cfg with every default. */

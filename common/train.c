@@ -325,6 +325,7 @@ static int setup(trainer *t, llm_status *st)
     }
     if ((rc = mkdirs(c->out_dir, st)))
         goto out;
+    llm_train_clean_temps(c->out_dir, t->log);
     if (t->o->resume && (rc = resume(t, &mc, st)))
         goto out;
     rc = llm_metrics_open(&t->met, c->metrics, c->prom, t->o->progress, st);

@@ -60,6 +60,10 @@ void llm_train_ckpt_path(char *buf, size_t n, const char *dir, int64_t step);
  * none); returns the count, or -1 when dir cannot be read (0 when it does not exist). */
 int llm_train_list_ckpts(const char *dir, int64_t **steps);
 
+/* Remove temp files left in dir by a writer that died (kill -9 during a save): names
+ * step-N.llmk.tmp.PID.* whose PID no longer runs.  Returns the number removed. */
+int llm_train_clean_temps(const char *dir, const llm_log *log);
+
 /* Delete all but the newest keep checkpoints in dir, never the one of step `keep_step`.
  * Returns the number deleted. */
 int llm_train_prune(const char *dir, int keep, int64_t keep_step, const llm_log *log);

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 
 void llm_train_ckpt_path(char *buf, size_t n, const char *dir, int64_t step)
@@ -64,6 +65,38 @@ int llm_train_list_ckpts(const char *dir, int64_t **steps)
         qsort(v, (size_t)n, sizeof *v, desc);
     *steps = v;
     return n;
+}
+
+int llm_train_clean_temps(const char *dir, const llm_log *log)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int gone = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        /* the writer's temp files: step-N.llmk.tmp.<pid>.<nonce> */
+        const char *t = strstr(e->d_name, ".llmk.tmp.");
+        int64_t step;
+        char base[300];
+        if (strncmp(e->d_name, "step-", 5) || !t || (size_t)(t - e->d_name) + 5 >= sizeof base)
+            continue;
+        memcpy(base, e->d_name, (size_t)(t - e->d_name) + 5);
+        base[t - e->d_name + 5] = 0;
+        if (parse_name(base, &step))
+            continue;
+        long pid = strtol(t + 10, NULL, 10);
+        if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) {
+            char path[LLM_CFG_PATH_MAX + 300];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            if (remove(path) == 0) {
+                gone++;
+                llm_info(log, "removed the unfinished '%s' of an earlier run", path);
+            }
+        }
+    }
+    closedir(d);
+    return gone;
 }
 
 int llm_train_prune(const char *dir, int keep, int64_t keep_step, const llm_log *log)

@@ -36,7 +36,7 @@ static void test_defaults(void **state)
     assert_true(n > 30);
     llm_status st = {0};
     assert_int_equal(llm_config_validate(&c, &st), LLM_EDATA);
-    assert_non_null(strstr(st.msg, "'data.train' is required"));
+    assert_non_null(strstr(st.msg, "config: 'data.train' is required"));
 }
 
 static void test_apply(void **state)
@@ -134,6 +134,10 @@ static void test_print_roundtrip(void **state)
     assert_int_equal(llm_config_apply_yaml(&d, buf, len, "printed", &st), 0);
     memset(c.given, 0, sizeof c.given);
     memset(d.given, 0, sizeof d.given);
+    memset(c.line, 0, sizeof c.line);
+    memset(d.line, 0, sizeof d.line);
+    memset(c.source, 0, sizeof c.source);
+    memset(d.source, 0, sizeof d.source);
     assert_memory_equal(&c, &d, sizeof c);
     free(buf);
 }
