@@ -206,8 +206,8 @@ static int evaluate(trainer *t, double *val_loss, llm_status *st)
     double sum = 0;
     for (int64_t i = 0; i < c->eval_batches; i++) {
         float loss = 0;
-        llm_data_next(t->val, t->in, t->tg);
-        if (llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &loss, st))
+        if (llm_data_next(t->val, t->in, t->tg, st) ||
+            llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &loss, st))
             return st->code;
         sum += loss;
     }
@@ -367,8 +367,8 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
     double sum = 0;
     for (int64_t a = 0; a < accum; a++) {
         float l = 0;
-        llm_data_next(t->train, t->in, t->tg);
-        if (llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &l, st) ||
+        if (llm_data_next(t->train, t->in, t->tg, st) ||
+            llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &l, st) ||
             llm_model_backward(t->m, 1.0f / (float)accum, st))
             return st->code;
         sum += l;
