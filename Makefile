@@ -167,10 +167,10 @@ sample: $(BIN)/llm-shard $(B)/tests/test_ckpt
 FUZZ_SECONDS ?= 60
 fuzz:
 	@mkdir -p build/fuzz
-	clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
-	  tests/fuzz/fuzz_ckpt.c $(filter common/%.c,$(LIB_SRC)) -lyaml -lz -lpcre2-8 -ljansson -lm -o build/fuzz/fuzz_ckpt
-	mkdir -p build/fuzz/corpus && cp tests/data/*.llmk build/fuzz/corpus/
-	build/fuzz/fuzz_ckpt -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/ build/fuzz/corpus tests/fuzz/regress
+	clang -I. -D_GNU_SOURCE -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
+	  tests/fuzz/fuzz_ckpt.c $(wildcard common/ckpt*.c) common/tree.c common/status.c -lyaml -lz -lm -o build/fuzz/fuzz_ckpt
+	mkdir -p build/fuzz/corpus tests/fuzz/regress && cp tests/data/*.llmk build/fuzz/corpus/
+	build/fuzz/fuzz_ckpt -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/regress/ build/fuzz/corpus tests/fuzz/regress
 
 demo: all
 	scripts/demo.sh

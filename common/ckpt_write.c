@@ -349,7 +349,7 @@ static int open_temp(const char *path, char **tmp_out, char **dir_out, llm_statu
         if (errno != EEXIST) {
             char why[128];
             reason(why, sizeof why, errno);
-            llm_err(st, errno == ENOENT ? LLM_ENOINPUT : LLM_EIO, "cannot create a file in '%s': %s", dir, why);
+            llm_err(st, LLM_EIO, "cannot create a file in '%s': %s", dir, why);
             break;
         }
     }

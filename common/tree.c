@@ -364,7 +364,13 @@ static int attach(pstate *p, llm_node *n, int line)
             return perr(p, line, "mapping keys must be scalars%s", NULL);
         }
         if (llm_node_get(f->node, n->value)) {
-            int r = llm_err(p->st, LLM_EDATA, "%s:%d: duplicate key '%.200s'", p->fname, line, n->value);
+            /* the key comes from the input: keep the message on one printable line */
+            char shown[201];
+            snprintf(shown, sizeof shown, "%s", n->value);
+            for (char *c = shown; *c; c++)
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                    *c = '?';
+            int r = llm_err(p->st, LLM_EDATA, "%s:%d: duplicate key '%s'", p->fname, line, shown);
             llm_node_free(n);
             return r;
         }
@@ -565,7 +571,7 @@ static int looks_special(const char *s)
 {
     static const char *const words[] = {"null", "~", "true", "false", "yes", "no", "on", "off",
                                         "y", "n", ".inf", "-.inf", "+.inf", ".nan", "inf", "nan",
-                                        "-inf", "+inf", "infinity", "-infinity", "+infinity"};
+                                        "-inf", "+inf", "infinity", "-infinity", "+infinity", "<<"};
     if (!*s)
         return 1;
     for (size_t i = 0; i < sizeof words / sizeof *words; i++)

@@ -70,6 +70,7 @@ static void test_parse_refusals(void **state)
     expect_error("? [1, 2]\n: 3\n", "keys must be scalars");
     expect_error("a: [1, 2\n", "t.yaml:");
     expect_error("a: 1\n---\nb: 2\n", "more than one document");
+    expect_error("\"a\\nb\": 1\n\"a\\nb\": 2\n", "duplicate key 'a?b'");
     expect_error("a: \"x\\0y\"\n", "NUL");
     expect_error("%TAG ! tag:example.com,2000:\n---\na: 1\n", "tag");
     /* depth cap */
@@ -153,12 +154,23 @@ static void test_emit_roundtrip(void **state)
     for (size_t i = 0; i < sizeof tricky / sizeof *tricky; i++)
         assert_int_equal(llm_node_append(s, llm_node_new_str(tricky[i])), 0);
     assert_int_equal(llm_node_set(root, "strings", s), 0);
+    const char *flowy[] = {"a, b", "[x]", "{y: 1}", "#z", "123", "", "q'uote", "x: y"};
+    llm_node *fs = llm_node_new_seq();  /* short: emitted in flow style */
+    for (size_t i = 0; i < sizeof flowy / sizeof *flowy; i++)
+        assert_int_equal(llm_node_append(fs, llm_node_new_str(flowy[i])), 0);
+    assert_int_equal(llm_node_set(root, "flow", fs), 0);
     double ds[] = {0.1, 1.0 / 3.0, 1e-300, -2.5e300, 6.02214076e23, 4.9e-324, 1.0};
     llm_node *dl = llm_node_new_seq();
     for (size_t i = 0; i < sizeof ds / sizeof *ds; i++)
         assert_int_equal(llm_node_append(dl, llm_node_new_double(ds[i])), 0);
     assert_int_equal(llm_node_set(root, "doubles", dl), 0);
     assert_int_equal(llm_node_set(root, "123", llm_node_new_int(-7)), 0);
+    assert_int_equal(llm_node_set(root, "<<", llm_node_new_str("not a merge key")), 0);
+    assert_int_equal(llm_node_set(root, "k\nwith newline", llm_node_new_str("v")), 0);
+    char longkey[300];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = '\0';
+    assert_int_equal(llm_node_set(root, longkey, llm_node_new_int(1)), 0);
     assert_int_equal(llm_node_set(root, "emptymap", llm_node_new_map()), 0);
     assert_int_equal(llm_node_set(root, "emptyseq", llm_node_new_seq()), 0);
     char *y = NULL;
