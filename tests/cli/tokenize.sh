@@ -21,6 +21,9 @@ sz=$(stat -c %s "$TMP/small.bin")
 [ "$sz" = $((1024 + 2 * 15)) ] && ok "byte token file size" || notok "byte token file size ($sz)"
 $T --vocab byte -d "$TMP/small.bin" >"$TMP/small.out" && cmp -s "$TMP/small.txt" "$TMP/small.out" &&
   ok "byte decode round trip" || notok "byte decode round trip"
+head -c 300000 /dev/urandom >"$TMP/big.raw"
+$T --vocab byte -j 2 -o "$TMP/big.bin" "$TMP/big.raw" && $T --vocab byte -d -o "$TMP/big.dec" "$TMP/big.bin" &&
+  cmp -s "$TMP/big.raw" "$TMP/big.dec" && ok "byte round trip over several chunks" || notok "byte round trip over several chunks"
 out=$(printf 'AB' | $T --vocab byte --format ids)
 [ "$out" = "65 66" ] && ok "byte ids" || notok "byte ids ($out)"
 out=$(printf 'AB' | $T --vocab byte --eot --format ids)
