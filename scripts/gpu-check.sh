@@ -119,6 +119,10 @@ if [ -x "$BIN/gpu_check" ] && LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -
            $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
     [ -d "$d" ] && ls "$d"/libcu* >/dev/null 2>&1 && LDP=$LDP:$d
   done
+  if LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -q 'libcublas.*not found'; then
+    d=$(find /usr /opt -name 'libcublasLt.so.1*' 2>/dev/null | head -1)
+    [ -n "$d" ] && LDP=$LDP:$(dirname "$d")
+  fi
   LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep 'not found' | tee -a "$LOG" >&2
 fi
 DATA=$CARRY/data
@@ -148,6 +152,7 @@ else
     if [ $rc = 0 ]; then row "ops vs reference" PASS "${sum#gpu_check: }"
     else row "ops vs reference" FAIL "rc=$rc ${sum#gpu_check: }; $(grep -c FAIL "$REP_DIR/ops.log") FAIL rows (ops.txt)"; fi
     grep "FAIL\|cuda error" "$REP_DIR/ops.log" | head -20 >&2
+    [ -z "$sum" ] && tail -15 "$REP_DIR/ops.log" >&2   # it did not get far: show why
   fi
 fi
 
