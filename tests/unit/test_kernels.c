@@ -20,7 +20,9 @@ typedef struct {
 static const shape SHAPES[] = {
     {1, 1, 4, 1, 3, 5, 5},       {2, 5, 13, 1, 37, 11, 14},  {3, 7, 48, 4, 70, 29, 32},
     {2, 17, 64, 2, 96, 100, 128}, {1, 70, 40, 5, 23, 61, 64}, {2, 33, 128, 2, 129, 257, 260},
-    {1, 130, 64, 1, 8, 9, 16},   {4, 64, 96, 3, 200, 1000, 1024}, /* big enough to thread */
+    {1, 130, 64, 1, 8, 9, 16},
+    /* big enough to thread, GEMMs split by rows and by columns */
+    {4, 64, 96, 3, 200, 1000, 1024}, {1, 20, 64, 2, 1500, 50, 64},
 };
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
