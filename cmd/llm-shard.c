@@ -8,6 +8,7 @@
 
 #include "common/cli.h"
 #include "common/llmc.h"
+#include "common/shard.h"
 #include "common/shard_info.h"
 #include "common/status.h"
 
@@ -93,10 +94,67 @@ static int cmd_convert(int argc, char **argv)
     return done(rc, &st);
 }
 
+/* Parse the common shape: options, then run; returns 64 on usage errors. */
+static int parse(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, int *ret)
+{
+    int r = llm_cli_parse(cli, argc, argv, pos);
+    if (r == LLM_CLI_RUN)
+        return 1;
+    llm_strlist_free(pos);
+    *ret = r == LLM_CLI_EXIT ? 0 : 64;
+    return 0;
+}
+
+static int cmd_split(int argc, char **argv)
+{
+    int tp = 1, pp = 0, ret, layers[LLM_SHARD_MAX_PP], nl = 0;
+    const char *out = NULL, *ppl = NULL;
+    const llm_opt opts[] = {
+        {"tp", 0, LLM_OPT_INT, &tp, "N", "tensor-parallel ranks (default: 1)"},
+        {"pp", 0, LLM_OPT_INT, &pp, "M", "pipeline stages (default: 1, or the --pp-layers count)"},
+        {"pp-layers", 0, LLM_OPT_STR, &ppl, "L1,L2,...", "layers per pipeline stage (default: even)"},
+        {"output", 'o', LLM_OPT_STR, &out, "PREFIX", "write PREFIX-tp{i}-pp{j}.llmk (required)"},
+        {0}};
+    const llm_cli cli = {"llm-shard split", "--tp N [--pp M] [--pp-layers L,...] FILE -o PREFIX",
+                         "Split a checkpoint into tensor- and pipeline-parallel shards.", opts, 1, 1};
+    llm_strlist pos = {0};
+    if (!parse(&cli, argc, argv, &pos, &ret))
+        return ret;
+    llm_status st = {0};
+    int rc = LLM_OK;
+    if (!out)
+        rc = llm_err(&st, LLM_EUSAGE, "-o PREFIX is required");
+    else if (ppl && !(rc = llm_shard_parse_layers(ppl, layers, LLM_SHARD_MAX_PP, &nl, &st)) && pp && pp != nl)
+        rc = llm_err(&st, LLM_EUSAGE, "--pp %d but --pp-layers lists %d stages", pp, nl);
+    if (!rc)
+        rc = llm_shard_split(pos.v[0], tp, ppl ? nl : pp ? pp : 1, ppl ? layers : NULL, out, &st);
+    llm_strlist_free(&pos);
+    return done(rc, &st);
+}
+
+static int cmd_merge(int argc, char **argv)
+{
+    const char *out = NULL;
+    int ret;
+    const llm_opt opts[] = {
+        {"output", 'o', LLM_OPT_STR, &out, "OUT", "the merged checkpoint, - for stdout (required)"},
+        {0}};
+    const llm_cli cli = {"llm-shard merge", "SHARD... -o OUT", "Reassemble the shards of a split.", opts, 1, -1};
+    llm_strlist pos = {0};
+    if (!parse(&cli, argc, argv, &pos, &ret))
+        return ret;
+    llm_status st = {0};
+    int rc = out ? llm_shard_merge(pos.v, pos.n, out, &st) : llm_err(&st, LLM_EUSAGE, "-o OUT is required");
+    llm_strlist_free(&pos);
+    return done(rc, &st);
+}
+
 static const llm_subcmd subcmds[] = {
     {"info", "print the header and tensor table of a checkpoint", cmd_info},
     {"verify", "check a checkpoint's structure and every crc32", cmd_verify},
     {"convert", "convert llm.c GPT-2 checkpoints to and from .llmk", cmd_convert},
+    {"split", "split a checkpoint into tensor/pipeline-parallel shards", cmd_split},
+    {"merge", "reassemble shards into one checkpoint", cmd_merge},
     {0},
 };
 
