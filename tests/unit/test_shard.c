@@ -20,9 +20,9 @@ static int setup(void **state)
     dir = tu_tmpdir();
     snprintf(src, sizeof src, "%s/m.llmk", dir);
     snprintf(srcq, sizeof srcq, "%s/q.llmk", dir);
-    fx_spec s = {3, 4, 64, 100, 16, 0, 1, 0};
+    fx_spec s = {3, 4, 64, 100, 16, 0, 1, 0, NULL};
     fx_write(src, &s, 1);
-    fx_spec q = {3, 4, 64, 100, 16, 1, 0, 0};
+    fx_spec q = {3, 4, 64, 100, 16, 1, 0, 0, NULL};
     fx_write(srcq, &q, 2);
     return 0;
 }
