@@ -106,53 +106,96 @@ static void input_free(input *in)
         free(in->p);
 }
 
-/* Write buf to path atomically (temp file, fsync, rename), or to stdout for "-". */
+/* An output: stdout, or a temp file beside path renamed over it by sink_commit (fsync
+ * first), so that a failed run leaves nothing behind. */
+typedef struct {
+    const char *path;
+    char *tmp;
+    int fd;
+} sink;
+
+static int sink_open(sink *k, const char *path, llm_status *st)
+{
+    k->path = path;
+    k->tmp = NULL;
+    k->fd = 1;
+    if (!strcmp(path, "-"))
+        return LLM_OK;
+    size_t pl = strlen(path);
+    if (!(k->tmp = malloc(pl + 16)))
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    snprintf(k->tmp, pl + 16, "%s.tmp.XXXXXX", path);
+    k->fd = mkstemp(k->tmp);
+    if (k->fd < 0) {
+        free(k->tmp);
+        k->tmp = NULL;
+        return llm_err(st, LLM_EIO, "cannot create '%s': %s", path, strerror(errno));
+    }
+    return LLM_OK;
+}
+
+static int sink_write(sink *k, const char *buf, size_t n, llm_status *st)
+{
+    while (n) {
+        ssize_t w = write(k->fd, buf, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return llm_err(st, LLM_EIO, "cannot write %s'%s': %s", k->tmp ? "" : "to ",
+                           k->tmp ? k->path : "stdout", strerror(errno));
+        buf += w;
+        n -= (size_t)w;
+    }
+    return LLM_OK;
+}
+
+static void sink_abort(sink *k)
+{
+    if (k->tmp) {
+        close(k->fd);
+        unlink(k->tmp);
+        free(k->tmp);
+        k->tmp = NULL;
+    }
+}
+
+static int sink_commit(sink *k, llm_status *st)
+{
+    if (!k->tmp)
+        return LLM_OK;
+    int rc = LLM_OK;
+    if (fchmod(k->fd, 0644) || fsync(k->fd))
+        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", k->path, strerror(errno));
+    if (close(k->fd) && !rc)
+        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", k->path, strerror(errno));
+    if (!rc && rename(k->tmp, k->path))
+        rc = llm_err(st, LLM_EIO, "cannot rename to '%s': %s", k->path, strerror(errno));
+    if (rc) {
+        unlink(k->tmp);
+    } else {
+        char *d = strdup(k->path);
+        int dfd = d ? open(dirname(d), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        free(d);
+    }
+    free(k->tmp);
+    k->tmp = NULL;
+    return rc;
+}
+
 static int write_out(const char *path, const char *buf, size_t n, llm_status *st)
 {
-    if (!strcmp(path, "-")) {
-        if (n && fwrite(buf, 1, n, stdout) != n)
-            return llm_err(st, LLM_EIO, "cannot write to stdout: %s", strerror(errno));
-        if (fflush(stdout))
-            return llm_err(st, LLM_EIO, "cannot write to stdout: %s", strerror(errno));
-        return LLM_OK;
-    }
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16), *dcopy = strdup(path);
-    if (!tmp || !dcopy) {
-        free(tmp);
-        free(dcopy);
-        return llm_err(st, LLM_ENOMEM, "out of memory");
-    }
-    snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp), rc = LLM_OK;
-    if (fd < 0) {
-        rc = llm_err(st, LLM_EIO, "cannot create '%s': %s", path, strerror(errno));
-    } else {
-        for (size_t off = 0; off < n && !rc;) {
-            ssize_t w = write(fd, buf + off, n - off);
-            if (w < 0 && errno != EINTR)
-                rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
-            else if (w > 0)
-                off += (size_t)w;
-        }
-        if (!rc && (fchmod(fd, 0644) || fsync(fd)))
-            rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
-        if (close(fd) && !rc)
-            rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
-        if (!rc && rename(tmp, path))
-            rc = llm_err(st, LLM_EIO, "cannot rename to '%s': %s", path, strerror(errno));
-        if (rc) {
-            unlink(tmp);
-        } else {
-            int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (dfd >= 0) {
-                fsync(dfd);
-                close(dfd);
-            }
-        }
-    }
-    free(tmp);
-    free(dcopy);
+    sink k;
+    int rc = sink_open(&k, path, st);
+    if (!rc)
+        rc = sink_write(&k, buf, n, st);
+    if (!rc)
+        rc = sink_commit(&k, st);
+    else
+        sink_abort(&k);
     return rc;
 }
 
@@ -347,58 +390,86 @@ done:
     return rc;
 }
 
+#define DECODE_CHUNK (1u << 16)
+
+/* Decode: every input is opened and checked first (ids against the vocabulary), then
+ * the text is produced a chunk at a time, so memory stays small for big token files. */
 static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
 {
-    int nin = o->files.n ? o->files.n : 1, vocab = llm_tokenizer_vocab_size(t);
-    llm_ids ids = {0};
-    char *text = NULL;
-    int rc = LLM_OK;
-    /* every input is read and checked before anything is written */
-    for (int i = 0; i < nin && !rc; i++) {
-        const char *path = o->files.n ? o->files.v[i] : "-";
-        if (!strcmp(o->format, "ids")) {
+    int nin = o->files.n ? o->files.n : 1, vocab = llm_tokenizer_vocab_size(t), ids_fmt = !strcmp(o->format, "ids");
+    llm_tokfile *tf = calloc((size_t)nin, sizeof *tf);
+    llm_ids *tx = calloc((size_t)nin, sizeof *tx);
+    uint32_t *chunk = malloc(DECODE_CHUNK * sizeof *chunk);
+    int rc = tf && tx && chunk ? LLM_OK : llm_err(st, LLM_ENOMEM, "out of memory"), got = 0;
+    uint64_t total = 0;
+    for (; got < nin && !rc; got++) {
+        const char *path = o->files.n ? o->files.v[got] : "-";
+        if (ids_fmt) {
             input in;
             rc = input_read(&in, path, st);
             if (rc)
                 break;
-            size_t first = ids.n;
-            rc = text_to_ids(&in, &ids, st);
-            for (size_t k = first; k < ids.n && !rc; k++)
-                if (ids.v[k] >= (uint32_t)vocab)
+            rc = text_to_ids(&in, &tx[got], st);
+            for (size_t k = 0; k < tx[got].n && !rc; k++)
+                if (tx[got].v[k] >= (uint32_t)vocab)
                     rc = llm_err(st, LLM_EDATA, "'%s': token %zu has id %u, out of range for vocabulary size %d",
-                                 in.name, k - first, ids.v[k], vocab);
+                                 in.name, k, tx[got].v[k], vocab);
             input_free(&in);
+            total += tx[got].n;
         } else {
-            llm_tokfile tf;
-            rc = llm_tokfile_open(&tf, path, vocab, st);
+            rc = llm_tokfile_open(&tf[got], path, vocab, st);
             if (rc)
                 break;
-            if (llm_ids_reserve(&ids, tf.ntok)) {
-                rc = llm_err(st, LLM_ENOMEM, "out of memory");
-            } else {
-                for (uint64_t k = 0; k < tf.ntok; k++)
-                    ids.v[ids.n++] = llm_tokfile_at(&tf, k);
-            }
-            llm_tokfile_close(&tf);
+            total += tf[got].ntok;
         }
     }
     if (!rc && o->count) {
-        printf("%zu\n", ids.n);
+        printf("%llu\n", (unsigned long long)total);
         if (fflush(stdout))
             rc = llm_err(st, LLM_EIO, "cannot write to stdout: %s", strerror(errno));
     } else if (!rc) {
-        size_t n = 0;
-        double t0 = now();
-        rc = llm_tokenizer_decode(t, ids.v, ids.n, &text, &n, st);
-        double dt = now() - t0;
-        if (!rc) {
-            llm_debug(&o->lg, "decoded %zu tokens into %zu bytes in %.3f s (%.1f MB/s)", ids.n, n, dt,
-                      dt > 0 ? n / 1e6 / dt : 0.0);
-            rc = write_out(o->out, text, n, st);
+        sink k;
+        double t0 = now(), busy = 0;
+        uint64_t bytes = 0;
+        rc = sink_open(&k, o->out, st);
+        for (int i = 0; i < nin && !rc; i++) {
+            uint64_t n = ids_fmt ? tx[i].n : tf[i].ntok;
+            for (uint64_t at = 0; at < n && !rc; at += DECODE_CHUNK) {
+                size_t m = n - at < DECODE_CHUNK ? (size_t)(n - at) : DECODE_CHUNK;
+                const uint32_t *v = chunk;
+                if (ids_fmt)
+                    v = tx[i].v + at;
+                else
+                    for (size_t j = 0; j < m; j++)
+                        chunk[j] = llm_tokfile_at(&tf[i], at + j);
+                char *text;
+                size_t len;
+                double t1 = now();
+                rc = llm_tokenizer_decode(t, v, m, &text, &len, st);
+                busy += now() - t1;
+                if (!rc) {
+                    rc = sink_write(&k, text, len, st);
+                    bytes += len;
+                    free(text);
+                }
+            }
         }
+        if (!rc)
+            rc = sink_commit(&k, st);
+        else
+            sink_abort(&k);
+        llm_debug(&o->lg, "decoded %llu tokens into %llu bytes in %.3f s (%.1f MB/s; %.3f s in all)",
+                  (unsigned long long)total, (unsigned long long)bytes, busy,
+                  busy > 0 ? bytes / 1e6 / busy : 0.0, now() - t0);
     }
-    free(text);
-    llm_ids_free(&ids);
+    for (int i = 0; i < nin && tf && tx; i++) {
+        if (tf[i].base)
+            llm_tokfile_close(&tf[i]);
+        llm_ids_free(&tx[i]);
+    }
+    free(tf);
+    free(tx);
+    free(chunk);
     return rc;
 }
 

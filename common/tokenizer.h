@@ -1,7 +1,11 @@
 /* tokenizer.h — GPT-2 byte-level BPE and the byte tokenizer.
  *
  * "gpt2": GPT-2's pre-tokenization pattern (PCRE2 with JIT), byte-to-unicode mapping,
- * merges by rank, <|endoftext|> = 50256; vocabulary 50257.
+ * merges by rank, <|endoftext|> = 50256; vocabulary 50257.  The literal text
+ * "<|endoftext|>" in the input is ordinary text (encoded as its characters, as the
+ * shared tokenizer_cases.jsonl requires); only callers add the end-of-text id.  Bytes
+ * that are not valid UTF-8 match no pattern alternative and form pre-tokens of their
+ * own, so any byte string encodes and decodes back to itself.
  * "byte": ids 0..255 are the bytes, 256 is end-of-text; vocabulary 257.
  * A tokenizer is stored in a .llmk file as the header section `tokenizer:` (kind, vocab
  * size, eot) plus tensors (GPT-2: the vocabulary bytes and the merges), so a model file

@@ -509,9 +509,17 @@ static void cache_put(llm_tok_state *s, uint64_t h, const uint8_t *key, size_t k
     s->cn++;
 }
 
-/* Encode one pre-token p[0..n) (n >= 1) onto out. */
+/* The cache key of a pre-token (unused, 0, for single bytes and long words, which are
+ * not cached).  Not altered in any way: equal-length keys <= 8 bytes rely on it being
+ * a bijection. */
+static inline uint64_t word_hash(const uint8_t *p, size_t n)
+{
+    return n >= 2 && n <= CACHE_MAX_KEY ? hash_bytes(p, n) : 0;
+}
+
+/* Encode one pre-token p[0..n) (n >= 1) onto out; h = word_hash(p, n). */
 static int encode_word(const llm_tokenizer *t, llm_tok_state *s, const uint8_t *p, size_t n,
-                       llm_ids *out)
+                       uint64_t h, llm_ids *out)
 {
     if (out->cap - out->n < n && llm_ids_reserve(out, n))
         return -1;
@@ -519,9 +527,7 @@ static int encode_word(const llm_tokenizer *t, llm_tok_state *s, const uint8_t *
         out->v[out->n++] = t->byte_id[p[0]];
         return 0;
     }
-    uint64_t h = 0;
     if (n <= CACHE_MAX_KEY) {
-        h = hash_bytes(p, n);
         for (size_t j = (size_t)h & s->cmask; s->ce[j].klen; j = (j + 1) & s->cmask) {
             const centry *c = &s->ce[j];
             if (c->h != h || c->klen != n)
@@ -640,8 +646,17 @@ int llm_tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, llm
         return llm_err(st, LLM_ENOMEM, "out of memory");
     const uint8_t *p = (const uint8_t *)text;
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
-    size_t pos = 0;
+    size_t pos = 0, qa = 0, qn = 0; /* the pending pre-token [qa, qa + qn) */
+    uint64_t qh = 0;
     int rc = LLM_OK;
+    /* Each pre-token is encoded one step late: its cache slot is prefetched while the
+     * next match is found, hiding the cache miss behind the pattern matching. */
+#define FLUSH()                                                      \
+    do {                                                             \
+        if (qn && encode_word(t, s, p + qa, qn, qh, out))            \
+            goto oom;                                                \
+        qn = 0;                                                      \
+    } while (0)
     while (pos < len) {
         size_t a = pos, b = t->fast ? ascii_match(t->acls, p, len, pos) : 0;
         int m = b ? 1
@@ -660,24 +675,33 @@ int llm_tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, llm
             a = ov[0];
             b = ov[1];
         }
+        if (b <= pos) { /* no progress (cannot happen with this pattern): take one byte */
+            a = pos;
+            b = pos + 1;
+        }
         /* Bytes no alternative matches (invalid UTF-8) form a pre-token of their own. */
-        if (a > pos && encode_word(t, s, p + pos, a - pos, out)) {
-            rc = llm_err(st, LLM_ENOMEM, "out of memory");
-            break;
+        if (a > pos) {
+            FLUSH();
+            if (encode_word(t, s, p + pos, a - pos, word_hash(p + pos, a - pos), out))
+                goto oom;
         }
-        if (b > a && encode_word(t, s, p + a, b - a, out)) {
-            rc = llm_err(st, LLM_ENOMEM, "out of memory");
-            break;
+        if (b > a) {
+            uint64_t h = word_hash(p + a, b - a);
+            if (b - a >= 2)
+                __builtin_prefetch(&s->ce[h & s->cmask]);
+            FLUSH();
+            qa = a;
+            qn = b - a;
+            qh = h;
         }
-        if (b > pos) {
-            pos = b;
-        } else { /* no progress (cannot happen with this pattern): take one byte */
-            if (encode_word(t, s, p + pos, 1, out)) {
-                rc = llm_err(st, LLM_ENOMEM, "out of memory");
-                break;
-            }
-            pos++;
-        }
+        pos = b;
+    }
+    if (!rc)
+        FLUSH();
+#undef FLUSH
+    if (0) {
+oom:
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
     }
     if (state_put(t, s) && !rc)
         rc = llm_err(st, LLM_ENOMEM, "out of memory");

@@ -182,7 +182,8 @@ int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
         for (size_t i = b[k].p0; i < b[k].p1; i++)
             if (pc[i].first && starts)
                 starts[pc[i].doc] = base + rel[pc[i].doc];
-        memcpy(out->v + out->n, b[k].ids.v, b[k].ids.n * sizeof *out->v);
+        if (b[k].ids.n) /* an empty batch has no buffer (and out may have none) */
+            memcpy(out->v + out->n, b[k].ids.v, b[k].ids.n * sizeof *out->v);
         out->n += b[k].ids.n;
     }
 done:

@@ -1,0 +1,366 @@
+/* llm-bench — GEMM, memory bandwidth, collectives, train and infer throughput, one schema. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bench.h"
+#include "common/bench_model.h"
+#include "common/ckpt.h"
+#include "common/config.h"
+#include "common/tree.h"
+#include "common/cli.h"
+#include "common/log.h"
+
+typedef struct {
+    const char *format, *device, *out;
+    int reps, warmup, threads, quiet, verbose;
+    const char *sizes, *dtypes, *ops, *size, *minb, *maxb;
+    double peak, factor;
+} opts;
+
+static void opts_default(opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->format = "table";
+    o->device = "cpu";
+    o->out = "-";
+    o->reps = 5;
+    o->warmup = 2;
+    o->factor = 4;
+}
+
+#define COMMON_OPTS(o)                                                                     \
+    {"format", 'F', LLM_OPT_STR, &(o).format, "FMT", "table, csv, json or jsonl (default: table)"}, \
+    {"reps", 'r', LLM_OPT_INT, &(o).reps, "N", "timed repetitions (default: 5; train, infer: 3)"},           \
+    {"warmup", 'w', LLM_OPT_INT, &(o).warmup, "N", "untimed warm-up runs (default: 2; train, infer: 1)"},    \
+    {"threads", 'j', LLM_OPT_INT, &(o).threads, "N", "CPU threads (default: all cores)"},    \
+    {"device", 'd', LLM_OPT_STR, &(o).device, "DEV", "cpu or cuda; train, infer: also cpu-ref (default: cpu)"},          \
+    {"output", 'o', LLM_OPT_STR, &(o).out, "FILE", "write results to FILE (default: stdout)"}, \
+    {"quiet", 'q', LLM_OPT_FLAG, &(o).quiet, NULL, "errors only on stderr"},                 \
+    {"verbose", 'v', LLM_OPT_COUNT, &(o).verbose, NULL, "more diagnostics"}
+
+/* Validate the options every subcommand shares; returns 0 or an exit status.
+ * model: the subcommand runs through kernels/backend.h (train, infer), so any device
+ * the backend knows is fine; the others have CPU code only so far. */
+static int check_common(const char *prog, const opts *o, llm_bench_format *fmt, int model)
+{
+    if (llm_bench_format_parse(o->format, fmt)) {
+        fprintf(stderr, "%s: format '%s': use table, csv, json or jsonl\n", prog, o->format);
+        return 64;
+    }
+    if (o->reps < 1 || o->reps > 100000 || o->warmup < 0 || o->warmup > 100000) {
+        fprintf(stderr, "%s: --reps must be in 1..100000 and --warmup in 0..100000\n", prog);
+        return 64;
+    }
+    if (o->threads < 0 || o->threads > 4096) {
+        fprintf(stderr, "%s: --threads must be in 0..4096\n", prog);
+        return 64;
+    }
+    if (model && (!strcmp(o->device, "cpu") || !strcmp(o->device, "cpu-ref") || !strcmp(o->device, "cuda")))
+        return 0;
+    if (strcmp(o->device, "cpu") != 0) {
+        if (strcmp(o->device, "cuda") == 0) {
+#ifdef LLM_CUDA
+            fprintf(stderr, "%s: device 'cuda': not implemented yet for this benchmark (cuBLASLt/CUDA "
+                            "path pending)\n", prog);
+#else
+            fprintf(stderr, "%s: device 'cuda': not available in this build (CPU only)\n", prog);
+#endif
+            return 69;
+        }
+        fprintf(stderr, "%s: device '%s': use cpu or cuda\n", prog, o->device);
+        return 64;
+    }
+    return 0;
+}
+
+static int emit(const char *prog, const opts *o, llm_bench_format fmt, llm_bench_rows *rows)
+{
+    FILE *f = stdout;
+    if (strcmp(o->out, "-") != 0 && !(f = fopen(o->out, "w"))) {
+        fprintf(stderr, "%s: cannot open '%s': %s\n", prog, o->out, strerror(errno));
+        return 74;
+    }
+    int rc = llm_bench_write(f, fmt, rows->v, rows->n);
+    int err = errno;
+    if (f != stdout && fclose(f) != 0) rc = -1;
+    if (rc != 0) {
+        if (f == stdout && llm_cli_stdout_closed(err)) return 0;
+        fprintf(stderr, "%s: write failed: %s\n", prog, strerror(err));
+        return 74;
+    }
+    return 0;
+}
+
+/* Split a comma-separated list in place: up to cap items. */
+static int split(char *s, char **items, int cap)
+{
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(s, ",", &save); t && n < cap; t = strtok_r(NULL, ",", &save))
+        items[n++] = t;
+    return n;
+}
+
+static int run_gemm(int argc, char **argv)
+{
+    const char *prog = "llm-bench gemm";
+    opts o;
+    opts_default(&o);
+    o.sizes = "256,512,1024";
+    o.dtypes = "f32";
+    const llm_opt table[] = {
+        COMMON_OPTS(o),
+        {"sizes", 's', LLM_OPT_STR, &o.sizes, "LIST", "N (square) or MxNxK, comma-separated (default: 256,512,1024)"},
+        {"dtype", 't', LLM_OPT_STR, &o.dtypes, "LIST", "f32, f64, bf16, comma-separated (default: f32)"},
+        {"peak", 0, LLM_OPT_DOUBLE, &o.peak, "GFLOPS", "f32 peak for peak_pct (default: measured)"},
+        {0},
+    };
+    const llm_cli cli = {prog, "[options]", "Time C = A B with OpenBLAS for each size and dtype.",
+                         table, 0, 0};
+    int r = llm_cli_parse(&cli, argc, argv, NULL);
+    if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
+    llm_bench_format fmt;
+    if ((r = check_common(prog, &o, &fmt, 0))) return r;
+    llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
+    char sbuf[1024], dbuf[256];
+    snprintf(sbuf, sizeof sbuf, "%s", o.sizes);
+    snprintf(dbuf, sizeof dbuf, "%s", o.dtypes);
+    char *sz[64], *dt[8];
+    int nsz = split(sbuf, sz, 64), ndt = split(dbuf, dt, 8);
+    if (nsz == 0 || ndt == 0) { llm_error(&lg, "empty --sizes or --dtype"); return 64; }
+    double peak = o.peak > 0 ? o.peak : llm_bench_cpu_peak_gflops(o.threads);
+    llm_debug(&lg, "measured f32 FMA peak: %.1f GFLOP/s", peak);
+    llm_bench_rows rows = {0};
+    llm_status st = {0};
+    for (int d = 0; d < ndt; d++)
+        for (int i = 0; i < nsz; i++) {
+            int M, N, K;
+            char tail;
+            if (sscanf(sz[i], "%dx%dx%d%c", &M, &N, &K, &tail) == 3) {
+            } else if (sscanf(sz[i], "%d%c", &M, &tail) == 1) {
+                N = K = M;
+            } else {
+                llm_error(&lg, "size '%s': use N or MxNxK", sz[i]);
+                llm_bench_rows_free(&rows);
+                return 64;
+            }
+            llm_bench_gemm_opts g = {M, N, K, dt[d], o.threads, o.warmup, o.reps, peak};
+            llm_bench_row row;
+            if (llm_bench_gemm(&g, &row, &st) || llm_bench_rows_push(&rows, &row, &st)) {
+                llm_error(&lg, "%s", st.msg);
+                llm_bench_rows_free(&rows);
+                return llm_exit_code(st.code);
+            }
+        }
+    r = emit(prog, &o, fmt, &rows);
+    llm_bench_rows_free(&rows);
+    return r;
+}
+
+static int run_mem(int argc, char **argv)
+{
+    const char *prog = "llm-bench mem";
+    opts o;
+    opts_default(&o);
+    o.size = "64M";
+    o.ops = "copy,triad";
+    const llm_opt table[] = {
+        COMMON_OPTS(o),
+        {"size", 's', LLM_OPT_STR, &o.size, "BYTES", "bytes per array, K/M/G suffixes (default: 64M)"},
+        {"op", 0, LLM_OPT_STR, &o.ops, "LIST", "copy, triad, comma-separated (default: copy,triad)"},
+        {0},
+    };
+    const llm_cli cli = {prog, "[options]", "STREAM-style copy and triad bandwidth.", table, 0, 0};
+    int r = llm_cli_parse(&cli, argc, argv, NULL);
+    if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
+    llm_bench_format fmt;
+    if ((r = check_common(prog, &o, &fmt, 0))) return r;
+    llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
+    size_t bytes;
+    if (llm_bench_parse_size(o.size, &bytes) || bytes < 4) {
+        llm_error(&lg, "size '%s': use a byte count like 64M", o.size);
+        return 64;
+    }
+    char obuf[128];
+    snprintf(obuf, sizeof obuf, "%s", o.ops);
+    char *ops[8];
+    int nops = split(obuf, ops, 8);
+    llm_bench_rows rows = {0};
+    llm_status st = {0};
+    for (int i = 0; i < nops; i++) {
+        llm_bench_row row;
+        if (llm_bench_mem(ops[i], bytes, o.threads, o.warmup, o.reps, &row, &st) ||
+            llm_bench_rows_push(&rows, &row, &st)) {
+            llm_error(&lg, "%s", st.msg);
+            llm_bench_rows_free(&rows);
+            return llm_exit_code(st.code);
+        }
+    }
+    r = emit(prog, &o, fmt, &rows);
+    llm_bench_rows_free(&rows);
+    return r;
+}
+
+static int run_coll(const char *coll, int argc, char **argv)
+{
+    char prog[64];
+    snprintf(prog, sizeof prog, "llm-bench %s", coll);
+    opts o;
+    opts_default(&o);
+    o.minb = "1K";
+    o.maxb = "16M";
+    const llm_opt table[] = {
+        COMMON_OPTS(o),
+        {"minbytes", 'b', LLM_OPT_STR, &o.minb, "BYTES", "smallest size (default: 1K)"},
+        {"maxbytes", 'e', LLM_OPT_STR, &o.maxb, "BYTES", "largest size (default: 16M)"},
+        {"stepfactor", 'f', LLM_OPT_DOUBLE, &o.factor, "F", "size multiplier between rows (default: 4)"},
+        {0},
+    };
+    const llm_cli cli = {prog, "[options]",
+                         "Collective bandwidth with nccl-tests' size, time, algbw and busbw.",
+                         table, 0, 0};
+    int r = llm_cli_parse(&cli, argc, argv, NULL);
+    if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
+    llm_bench_format fmt;
+    if ((r = check_common(prog, &o, &fmt, 0))) return r;
+    llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
+    size_t lo, hi;
+    if (llm_bench_parse_size(o.minb, &lo) || llm_bench_parse_size(o.maxb, &hi) || lo < 4 || hi < lo) {
+        llm_error(&lg, "sizes '%s'..'%s': need 4 <= minbytes <= maxbytes", o.minb, o.maxb);
+        return 64;
+    }
+    if (!(o.factor > 1.0) || o.factor > 1024) {
+        llm_error(&lg, "--stepfactor must be in (1, 1024]");
+        return 64;
+    }
+    llm_warn(&lg, "1 rank (no communicator in this build): timing the local copy path");
+    llm_bench_rows rows = {0};
+    llm_status st = {0};
+    for (double s = (double)lo; s <= (double)hi * (1 + 1e-9); s *= o.factor) {
+        llm_bench_row row;
+        if (llm_bench_collective(coll, (size_t)s, o.warmup, o.reps, &row, &st) ||
+            llm_bench_rows_push(&rows, &row, &st)) {
+            llm_error(&lg, "%s", st.msg);
+            llm_bench_rows_free(&rows);
+            return llm_exit_code(st.code);
+        }
+    }
+    r = emit(prog, &o, fmt, &rows);
+    llm_bench_rows_free(&rows);
+    return r;
+}
+
+/* train and infer: MODEL.llmk or --config FILE, a list of batch sizes. */
+static int run_model(int train, int argc, char **argv)
+{
+    const char *prog = train ? "llm-bench train" : "llm-bench infer";
+    opts o;
+    opts_default(&o);
+    o.reps = 3;
+    o.warmup = 1;
+    const char *config = NULL, *batches = train ? "4" : "1,2,4";
+    int T = 0, gen = 16;
+    const llm_opt table_train[] = {
+        COMMON_OPTS(o),
+        {"config", 'c', LLM_OPT_STR, &config, "FILE", "llm-train config: random-init model of its shape"},
+        {"batch", 'b', LLM_OPT_STR, &batches, "LIST", "batch sizes, comma-separated (default: 4)"},
+        {"seq", 's', LLM_OPT_INT, &T, "T", "sequence length (default: train.seq_len or max_seq_len)"},
+        {"peak", 0, LLM_OPT_DOUBLE, &o.peak, "GFLOPS", "peak for MFU (default: measured FMA peak)"},
+        {0},
+    };
+    const llm_opt table_infer[] = {
+        COMMON_OPTS(o),
+        {"batch", 'b', LLM_OPT_STR, &batches, "LIST", "batch sizes, comma-separated (default: 1,2,4)"},
+        {"seq", 's', LLM_OPT_INT, &T, "T", "prompt tokens per sequence (default: max_seq_len/2)"},
+        {"gen", 'g', LLM_OPT_INT, &gen, "N", "decode steps timed per repetition (default: 16)"},
+        {0},
+    };
+    const llm_cli cli = {prog, train ? "MODEL.llmk | --config FILE [options]" : "MODEL.llmk [options]",
+                         train ? "Training throughput: tokens/s, ms/step and MFU per batch size."
+                               : "Prefill and decode tokens/s, time to first token and per output token.",
+                         train ? table_train : table_infer, 0, 1};
+    llm_strlist pos = {0};
+    int r = llm_cli_parse(&cli, argc, argv, &pos);
+    const char *model = pos.n ? pos.v[0] : NULL;
+    llm_strlist_free(&pos);
+    if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
+    llm_bench_format fmt;
+    if ((r = check_common(prog, &o, &fmt, 1))) return r;
+    llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
+    if (!!model == !!config) { llm_error(&lg, "give a model file%s", train ? " or --config FILE (one of them)" : ""); return 64; }
+    llm_status st = {0};
+    llm_train_config tc;
+    llm_model_config mc;
+    int maxT = 0;
+    if (config) {
+        llm_config_defaults(&tc);
+        if (llm_config_load(&tc, config, &st)) { llm_error(&lg, "%s", st.msg); return llm_exit_code(st.code); }
+        memset(&mc, 0, sizeof mc);
+        snprintf(mc.arch, sizeof mc.arch, "%.15s", tc.arch);
+        mc.n_layer = tc.n_layer; mc.n_head = tc.n_head; mc.n_embd = tc.n_embd;
+        mc.vocab_size = tc.vocab_size; mc.max_seq_len = tc.max_seq_len;
+        mc.padded_vocab = tc.padded_vocab_size ? tc.padded_vocab_size : (tc.vocab_size + 127) / 128 * 128;
+        if (!T) T = tc.seq_len;
+    } else {
+        llm_ckpt *ck;
+        if (llm_ckpt_open(&ck, model, LLM_CKPT_HEADER_ONLY, &st)) { llm_error(&lg, "%s", st.msg); return llm_exit_code(st.code); }
+        const llm_node *sec = llm_ckpt_section(ck, "model");
+        const llm_node *mt = sec ? llm_node_get(sec, "max_seq_len") : NULL;
+        if (mt) llm_node_int(mt, &maxT);
+        llm_ckpt_close(ck);
+        if (!T) T = train ? maxT : maxT / 2;
+    }
+    if (T < 1) { llm_error(&lg, "cannot tell the sequence length: give --seq"); return 64; }
+    if (!train && gen < 1) { llm_error(&lg, "--gen must be >= 1"); return 64; }
+    char bbuf[256];
+    snprintf(bbuf, sizeof bbuf, "%s", batches);
+    char *bl[32];
+    int nb = split(bbuf, bl, 32);
+    llm_bench_rows rows = {0};
+    for (int i = 0; i < nb; i++) {
+        int B;
+        if (llm_parse_int(bl[i], &B) || B < 1 || B > 4096) {
+            llm_error(&lg, "batch '%s': use integers in 1..4096", bl[i]);
+            llm_bench_rows_free(&rows);
+            return 64;
+        }
+        llm_bench_model_opts mo = {model, config ? &mc : NULL, o.device, o.threads, o.warmup, o.reps,
+                                   B, T, gen, o.peak};
+        llm_bench_row out[2];
+        int rc = train ? llm_bench_train(&mo, &out[0], &st) : llm_bench_infer(&mo, out, &st);
+        for (int k = 0; !rc && k < (train ? 1 : 2); k++) rc = llm_bench_rows_push(&rows, &out[k], &st);
+        if (rc) {
+            llm_error(&lg, "%s", st.msg);
+            llm_bench_rows_free(&rows);
+            return llm_exit_code(st.code);
+        }
+    }
+    r = emit(prog, &o, fmt, &rows);
+    llm_bench_rows_free(&rows);
+    return r;
+}
+
+static int run_train(int c, char **v) { return run_model(1, c, v); }
+static int run_infer(int c, char **v) { return run_model(0, c, v); }
+static int run_allreduce(int c, char **v) { return run_coll("allreduce", c, v); }
+static int run_allgather(int c, char **v) { return run_coll("allgather", c, v); }
+static int run_reducescatter(int c, char **v) { return run_coll("reducescatter", c, v); }
+static int run_broadcast(int c, char **v) { return run_coll("broadcast", c, v); }
+
+int main(int argc, char **argv)
+{
+    llm_cli_quiet_sigpipe();
+    static const llm_subcmd subs[] = {
+        {"gemm", "GEMM GFLOP/s and % of the measured peak (OpenBLAS)", run_gemm},
+        {"mem", "memory bandwidth: copy and triad GB/s", run_mem},
+        {"allreduce", "allreduce size, time, algbw, busbw", run_allreduce},
+        {"allgather", "allgather size, time, algbw, busbw", run_allgather},
+        {"reducescatter", "reducescatter size, time, algbw, busbw", run_reducescatter},
+        {"broadcast", "broadcast size, time, algbw, busbw", run_broadcast},
+        {"train", "training tokens/s, ms/step, MFU per batch size", run_train},
+        {"infer", "prefill/decode tokens/s, TTFT, TPOT per batch size", run_infer},
+        {0},
+    };
+    return llm_cli_dispatch("llm-bench", "Benchmarks with one result schema.", subs, argc, argv);
+}

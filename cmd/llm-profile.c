@@ -1,0 +1,166 @@
+/* llm-profile — where time and memory go, per op and per layer; the memory planner. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/bench.h"
+#include "common/cli.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "common/plan.h"
+#include "common/profile_run.h"
+
+static int load_config(const char *prog, const char *path, llm_train_config *tc, llm_model_config *mc)
+{
+    llm_status st = {0};
+    llm_config_defaults(tc);
+    if (llm_config_load(tc, path, &st) || llm_profile_config_model(tc, mc, &st)) {
+        fprintf(stderr, "%s: %s\n", prog, st.msg);
+        return llm_exit_code(st.code);
+    }
+    return 0;
+}
+
+static int run_plan(int argc, char **argv)
+{
+    const char *prog = "llm-profile plan";
+    const char *config = NULL, *mem = NULL, *prec = "bf16", *rec = "none", *mode = "train",
+               *device = "cuda";
+    int gpus = 1, zero = 0, tp = 1, pp = 1, B = 0, T = 0, json = 0, quiet = 0, verbose = 0;
+    const llm_opt table[] = {
+        {"config", 'c', LLM_OPT_STR, &config, "FILE", "llm-train YAML config (model: and train: sections)"},
+        {"gpus", 'g', LLM_OPT_INT, &gpus, "N", "devices in all (default: 1)"},
+        {"gpu-mem", 0, LLM_OPT_STR, &mem, "BYTES", "memory per device, K/M/G suffixes (binary), e.g. 80G"},
+        {"precision", 'p', LLM_OPT_STR, &prec, "P", "fp32, bf16 or fp16 (default: bf16)"},
+        {"zero", 'z', LLM_OPT_INT, &zero, "N", "ZeRO stage 0..3 (default: 0)"},
+        {"tp", 0, LLM_OPT_INT, &tp, "N", "tensor-parallel size (default: 1)"},
+        {"pp", 0, LLM_OPT_INT, &pp, "N", "pipeline-parallel size (default: 1)"},
+        {"recompute", 0, LLM_OPT_STR, &rec, "R", "none, selective or full (default: none)"},
+        {"batch", 'b', LLM_OPT_INT, &B, "B", "micro-batch (default: train.batch_size)"},
+        {"seq", 't', LLM_OPT_INT, &T, "T", "sequence length (default: train.seq_len)"},
+        {"mode", 'm', LLM_OPT_STR, &mode, "M", "train or infer (default: train)"},
+        {"device", 'd', LLM_OPT_STR, &device, "DEV", "cuda or cpu (default: cuda)"},
+        {"json", 0, LLM_OPT_FLAG, &json, NULL, "one JSON document on stdout"},
+        {"quiet", 'q', LLM_OPT_FLAG, &quiet, NULL, "errors only on stderr"},
+        {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
+        {0},
+    };
+    const llm_cli cli = {prog, "--config FILE [options]",
+                         "Predict per-device memory for a model, batch and parallel layout.", table, 0, 0};
+    int r = llm_cli_parse(&cli, argc, argv, NULL);
+    if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
+    llm_log lg = llm_log_make(prog, quiet, verbose);
+    if (!config) { llm_error(&lg, "--config FILE is required (try '%s --help')", prog); return 64; }
+    llm_plan_config pc = {.gpus = gpus, .tp = tp, .pp = pp, .zero = zero};
+    if (llm_plan_precision_parse(prec, &pc.precision)) { llm_error(&lg, "precision '%s': use fp32, bf16 or fp16", prec); return 64; }
+    if (llm_plan_recompute_parse(rec, &pc.recompute)) { llm_error(&lg, "recompute '%s': use none, selective or full", rec); return 64; }
+    if (strcmp(mode, "train") && strcmp(mode, "infer")) { llm_error(&lg, "mode '%s': use train or infer", mode); return 64; }
+    if (strcmp(device, "cuda") && strcmp(device, "cpu")) { llm_error(&lg, "device '%s': use cuda or cpu", device); return 64; }
+    pc.train = !strcmp(mode, "train");
+    pc.cpu = !strcmp(device, "cpu");
+    if (mem) {
+        size_t b;
+        if (llm_bench_parse_size(mem, &b) || b == 0) { llm_error(&lg, "gpu-mem '%s': use a size like 80G", mem); return 64; }
+        pc.device_mem = (double)b;
+    }
+    llm_train_config tc;
+    if ((r = load_config(prog, config, &tc, &pc.model))) return r;
+    pc.batch = B > 0 ? B : tc.batch_size;
+    pc.seq = T > 0 ? T : (pc.train ? tc.seq_len : pc.model.max_seq_len);
+    llm_plan plan;
+    llm_status st = {0};
+    if (llm_plan_compute(&pc, &plan, &st)) { llm_error(&lg, "%s", st.msg); return llm_exit_code(st.code); }
+    if (json) {
+        llm_json j;
+        llm_json_init(&j, stdout, 1);
+        llm_plan_write_json(&pc, &plan, &j);
+        fputc('\n', stdout);
+    } else {
+        llm_plan_write_table(&pc, &plan, stdout);
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) return 74;
+    return 0;
+}
+
+static int run_profile(int argc, char **argv)
+{
+    const char *prog = "llm-profile";
+    const char *config = NULL, *device = "cpu", *mode = "train", *trace = NULL, *peaks = NULL;
+    int threads = 0, B = 0, T = 0, steps = 0, warmup = 1, per_layer = 0, json = 0, quiet = 0, verbose = 0;
+    double pg = 0, pb = 0;
+    long long seed = 1234;
+    const llm_opt table[] = {
+        {"config", 'c', LLM_OPT_STR, &config, "FILE", "profile a random-init model of this llm-train config"},
+        {"device", 'd', LLM_OPT_STR, &device, "DEV", "cpu, cpu-ref or cuda (default: cpu)"},
+        {"threads", 'j', LLM_OPT_INT, &threads, "N", "CPU threads (default: all cores)"},
+        {"batch", 'b', LLM_OPT_INT, &B, "B", "batch size (default: 4)"},
+        {"seq", 't', LLM_OPT_INT, &T, "T", "sequence length (default: max_seq_len)"},
+        {"mode", 'm', LLM_OPT_STR, &mode, "M", "train, prefill or decode (default: train)"},
+        {"steps", 's', LLM_OPT_INT, &steps, "N", "train steps, prefill runs or decode tokens"},
+        {"warmup", 'w', LLM_OPT_INT, &warmup, "N", "untimed steps first (default: 1)"},
+        {"per-layer", 'l', LLM_OPT_FLAG, &per_layer, NULL, "one row per layer instead of folding layers"},
+        {"json", 0, LLM_OPT_FLAG, &json, NULL, "one JSON document on stdout"},
+        {"trace", 0, LLM_OPT_STR, &trace, "FILE", "write Chrome trace-event JSON to FILE"},
+        {"peaks", 0, LLM_OPT_STR, &peaks, "FILE", "peaks from llm-bench JSON (measured and saved if absent)"},
+        {"peak-gflops", 0, LLM_OPT_DOUBLE, &pg, "X", "compute peak in GFLOP/s"},
+        {"peak-gbs", 0, LLM_OPT_DOUBLE, &pb, "X", "memory bandwidth peak in GB/s"},
+        {"seed", 0, LLM_OPT_I64, &seed, "N", "seed of the random tokens and init (default: 1234)"},
+        {"quiet", 'q', LLM_OPT_FLAG, &quiet, NULL, "errors only on stderr"},
+        {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
+        {0},
+    };
+    const llm_cli cli = {prog, "MODEL.llmk | --config FILE [options]\n       llm-profile plan --config FILE [options]",
+                         "Time every kernel call of training steps, a prefill or decode tokens; "
+                         "memory predicted and measured.", table, 0, 1};
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            llm_cli_help(&cli, stdout);
+            printf("\ncommands:\n  plan          per-device memory plan ('llm-profile plan --help')\n\n");
+            return 0;
+        }
+    llm_strlist pos = {0};
+    int r = llm_cli_parse(&cli, argc, argv, &pos);
+    if (r != LLM_CLI_RUN) { llm_strlist_free(&pos); return r == LLM_CLI_EXIT ? 0 : 64; }
+    llm_log lg = llm_log_make(prog, quiet, verbose);
+    const char *model = pos.n ? pos.v[0] : NULL;
+    llm_strlist_free(&pos);
+    llm_profile_run_opts o = {.model_path = model, .device = device, .threads = threads, .B = B, .T = T,
+                              .steps = steps, .warmup = warmup, .per_layer = per_layer, .json = json,
+                              .trace_path = trace, .peaks = {pg, pb}, .seed = (unsigned long long)seed};
+    if (!strcmp(mode, "train")) o.mode = LLM_PROFILE_TRAIN;
+    else if (!strcmp(mode, "prefill")) o.mode = LLM_PROFILE_PREFILL;
+    else if (!strcmp(mode, "decode")) o.mode = LLM_PROFILE_DECODE;
+    else { llm_error(&lg, "mode '%s': use train, prefill or decode", mode); return 64; }
+    if (!!model == !!config) { llm_error(&lg, "give a model file or --config FILE (one of them)"); return 64; }
+    if (B < 0 || T < 0 || steps < 0 || steps > 1000000 || warmup < 0 || warmup > 1000 || threads < 0) {
+        llm_error(&lg, "-b, -t, --steps, --warmup and --threads must be >= 0");
+        return 64;
+    }
+    llm_train_config tc;
+    llm_model_config mc;
+    if (config) {
+        if ((r = load_config(prog, config, &tc, &mc))) return r;
+        o.config = &mc;
+        if (!B) o.B = tc.batch_size;
+        if (!T) o.T = tc.seq_len;
+    }
+    llm_status st = {0};
+    if (llm_profile_peaks_get(&o.peaks, peaks, threads, &st)) {
+        llm_error(&lg, "%s", st.msg);
+        return llm_exit_code(st.code);
+    }
+    llm_debug(&lg, "peaks: %.1f GFLOP/s, %.1f GB/s", o.peaks.gflops, o.peaks.gbs);
+    if (llm_profile_run(&o, stdout, &lg, &st)) {
+        if (st.code == LLM_EIO && llm_cli_stdout_closed(errno)) return 0;
+        llm_error(&lg, "%s", st.msg);
+        return llm_exit_code(st.code);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    llm_cli_quiet_sigpipe();
+    if (argc > 1 && !strcmp(argv[1], "plan")) return run_plan(argc - 1, argv + 1);
+    return run_profile(argc, argv);
+}

@@ -1,0 +1,120 @@
+/* bench.h — one result schema for every benchmark, its writers, and the timing loop.
+ *
+ * A row records what ran (benchmark, op, device, dtype, shape, threads, ranks), how it
+ * was timed (warm-up runs, repetitions, min/median/max seconds per repetition), the work
+ * per repetition and the rate it implies (work / median time), where the code came from
+ * (git commit of the build, host, UTC date) and optional extra numbers (nccl-tests'
+ * algbw/busbw, MFU, time to first token, ...).  Writers emit a table, CSV, one JSON
+ * document ({"results": [...]}) or JSON lines; every row carries every field.
+ */
+#ifndef LLM_BENCH_H
+#define LLM_BENCH_H
+
+#include <stdio.h>
+
+#include "common/status.h"
+
+#define LLM_BENCH_MAX_KV 10
+
+typedef struct {
+    char key[24];
+    double v;
+} llm_bench_kv;
+
+typedef struct {
+    char bench[24];     /* "gemm", "mem", "allreduce", "train", "infer", ... */
+    char op[24];        /* variant: "sgemm", "copy", "triad", "step", "prefill", "decode" */
+    char device[16];    /* "cpu", "cuda" */
+    char dtype[8];      /* "f32", "f64", "bf16", ... */
+    char shape[80];     /* "M=512,N=512,K=512", "bytes=1048576", "B=4,T=64" */
+    int threads;        /* CPU threads (0: not applicable) */
+    int ranks;          /* processes taking part (1 without a communicator) */
+    int warmup, reps;
+    double t_min, t_med, t_max;   /* seconds per repetition */
+    double work;        /* per repetition, in units of unit's numerator (flop, byte, token) */
+    double rate;        /* work / t_med, scaled to unit */
+    char unit[16];      /* "GFLOP/s", "GB/s", "tokens/s" */
+    double peak_pct;    /* rate as % of the peak; negative when no peak applies */
+    int nkv;
+    llm_bench_kv kv[LLM_BENCH_MAX_KV];
+    char note[120];     /* free text, e.g. "1 rank: local copy path" */
+    char commit[48], host[64], date[32];
+} llm_bench_row;
+
+typedef enum { LLM_BENCH_TABLE, LLM_BENCH_CSV, LLM_BENCH_JSON, LLM_BENCH_JSONL } llm_bench_format;
+
+/* "table", "csv", "json", "jsonl" -> *out; 0, or -1 for an unknown name. */
+int llm_bench_format_parse(const char *name, llm_bench_format *out);
+
+/* Fill r's commit (the build's git describe), host (gethostname) and date (UTC,
+ * ISO 8601) and zero the rest; peak_pct starts at -1. */
+void llm_bench_row_init(llm_bench_row *r, const char *bench, const char *op);
+
+/* Append an extra number; silently ignored once LLM_BENCH_MAX_KV are set. */
+void llm_bench_row_kv(llm_bench_row *r, const char *key, double v);
+/* Value of an extra number, or def when absent. */
+double llm_bench_row_get(const llm_bench_row *r, const char *key, double def);
+
+/* Set t_min/t_med/t_max from t[0..n-1] (sorted in place) and rate = work/t_med / scale. */
+void llm_bench_row_times(llm_bench_row *r, double *t, int n, double work, double scale,
+                         const char *unit);
+
+/* Write rows in format fmt to f.  Returns 0, or -1 when a write failed (errno set). */
+int llm_bench_write(FILE *f, llm_bench_format fmt, const llm_bench_row *rows, int n);
+
+/* A byte size: decimal digits with an optional binary suffix K, M, G (KiB, MiB, GiB;
+ * a trailing B or iB is accepted).  0, or -1 when malformed or above 1 TiB. */
+int llm_bench_parse_size(const char *s, size_t *out);
+
+/* Monotonic clock in seconds. */
+double llm_bench_now(void);
+
+/* Run fn(ctx) warmup times untimed, then reps times, each timed with the monotonic
+ * clock; t (reps entries, caller's) receives the seconds of each repetition. */
+void llm_bench_time(void (*fn)(void *ctx), void *ctx, int warmup, int reps, double *t);
+
+/* A growable list of rows. */
+typedef struct {
+    llm_bench_row *v;
+    int n, cap;
+} llm_bench_rows;
+/* Append a copy of r; LLM_ENOMEM on failure. */
+int llm_bench_rows_push(llm_bench_rows *l, const llm_bench_row *r, llm_status *st);
+void llm_bench_rows_free(llm_bench_rows *l);
+
+/* ---- benchmarks (bench_gemm.c, bench_mem.c) ---- */
+
+/* Single-precision FMA peak of threads CPU threads in GFLOP/s: one thread's measured
+ * rate (a register-only loop of independent fused multiply-adds, AVX2 when the CPU has
+ * it; best of 12 runs of ~1 ms) times threads.  Assumes a thread per physical core. */
+double llm_bench_cpu_peak_gflops(int threads);
+
+typedef struct {
+    int M, N, K;
+    const char *dtype;   /* "f32", "f64", "bf16" */
+    int threads, warmup, reps;
+    double peak_gflops;  /* f32 peak for % of peak (<= 0: measure it) */
+} llm_bench_gemm_opts;
+
+/* C(M,N) = A(M,K) B(K,N) with OpenBLAS; one row (2MNK flop per repetition).
+ * LLM_EUSAGE for an unknown dtype or bad sizes, LLM_ENOMEM. */
+int llm_bench_gemm(const llm_bench_gemm_opts *o, llm_bench_row *row, llm_status *st);
+
+/* STREAM-style bandwidth on float arrays of bytes each: op "copy" (a = b, 2 arrays of
+ * traffic) or "triad" (a = b + s c, 3).  One row in GB/s. */
+int llm_bench_mem(const char *op, size_t bytes, int threads, int warmup, int reps,
+                  llm_bench_row *row, llm_status *st);
+
+/* A collective ("allreduce", "allgather", "reducescatter", "broadcast") with nccl-tests'
+ * definitions: size = bytes per rank's buffer (allgather: the gathered output,
+ * reducescatter: the input), algbw = size / time, busbw = algbw * factor
+ * (allreduce 2(n-1)/n, allgather and reducescatter (n-1)/n, broadcast 1).  Without a
+ * communicator there is one rank and the local copy path (out-of-place copy of the
+ * buffer) is what is timed; the row's note says so.  One row per call. */
+int llm_bench_collective(const char *coll, size_t bytes, int warmup, int reps,
+                         llm_bench_row *row, llm_status *st);
+
+/* The nccl-tests bus-bandwidth factor for coll at n ranks; -1 for an unknown name. */
+double llm_bench_busbw_factor(const char *coll, int n);
+
+#endif

@@ -1,0 +1,637 @@
+/* profile.c — the forwarding backend that times and counts every kernel call. */
+#include "common/profile_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- small hash maps ---- */
+
+static size_t hash_ptr(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+/* Memory blocks: open addressing, deleted slots marked with size SIZE_MAX. */
+static int blocks_put(llm_profile *p, void *ptr, size_t bytes)
+{
+    if (2 * (p->nblocks + p->ndead + 1) > p->cblocks) {
+        size_t cap = p->cblocks ? 2 * p->cblocks : 256;
+        while (2 * (p->nblocks + 1) > cap) cap *= 2;
+        mem_block *nb = calloc(cap, sizeof *nb);
+        if (!nb) return -1;
+        for (size_t i = 0; i < p->cblocks; i++) {
+            mem_block b = p->blocks[i];
+            if (!b.ptr || b.bytes == SIZE_MAX) continue;
+            size_t h = hash_ptr(b.ptr) & (cap - 1);
+            while (nb[h].ptr) h = (h + 1) & (cap - 1);
+            nb[h] = b;
+        }
+        free(p->blocks);
+        p->blocks = nb;
+        p->cblocks = cap;
+        p->ndead = 0;
+    }
+    size_t h = hash_ptr(ptr) & (p->cblocks - 1);
+    while (p->blocks[h].ptr && p->blocks[h].bytes != SIZE_MAX) h = (h + 1) & (p->cblocks - 1);
+    if (p->blocks[h].ptr) p->ndead--;
+    p->blocks[h] = (mem_block){ptr, bytes};
+    p->nblocks++;
+    return 0;
+}
+
+static size_t blocks_take(llm_profile *p, void *ptr)
+{
+    if (!p->cblocks) return 0;
+    size_t h = hash_ptr(ptr) & (p->cblocks - 1);
+    while (p->blocks[h].ptr) {
+        if (p->blocks[h].ptr == ptr && p->blocks[h].bytes != SIZE_MAX) {
+            size_t b = p->blocks[h].bytes;
+            p->blocks[h].bytes = SIZE_MAX;
+            p->nblocks--;
+            p->ndead++;
+            return b;
+        }
+        h = (h + 1) & (p->cblocks - 1);
+    }
+    return 0;
+}
+
+/* Aggregates keyed by (op, site, layer). */
+static size_t agg_hash(int op, int site, int layer)
+{
+    return ((size_t)op * 1000003u) ^ ((size_t)site * 7919u) ^ ((size_t)(layer + 1) * 104729u);
+}
+
+static agg_entry *agg_get(llm_profile *p, int op, int site, int layer)
+{
+    if (2 * (p->nagg + 1) > p->cagg) {
+        size_t cap = p->cagg ? 2 * p->cagg : 512;
+        agg_entry *na = calloc(cap, sizeof *na);
+        if (!na) return NULL;
+        for (size_t i = 0; i < p->cagg; i++) {
+            if (!p->agg[i].used) continue;
+            agg_entry *e = &p->agg[i];
+            size_t h = agg_hash(e->op, e->site, e->layer) & (cap - 1);
+            while (na[h].used) h = (h + 1) & (cap - 1);
+            na[h] = *e;
+        }
+        free(p->agg);
+        p->agg = na;
+        p->cagg = cap;
+    }
+    size_t h = agg_hash(op, site, layer) & (p->cagg - 1);
+    while (p->agg[h].used) {
+        agg_entry *e = &p->agg[h];
+        if (e->op == op && e->site == site && e->layer == layer) return e;
+        h = (h + 1) & (p->cagg - 1);
+    }
+    agg_entry *e = &p->agg[h];
+    memset(e, 0, sizeof *e);
+    e->used = 1;
+    e->op = op;
+    e->site = site;
+    e->layer = layer;
+    p->nagg++;
+    return e;
+}
+
+/* ---- regions (named parameter tensors) ---- */
+
+static int site_intern(llm_profile *p, const char *name)
+{
+    for (int i = 0; i < p->nsites; i++)
+        if (strcmp(p->sites[i], name) == 0) return i;
+    if (p->nsites == p->csites) {
+        int cap = p->csites ? 2 * p->csites : 32;
+        char (*ns)[40] = realloc(p->sites, (size_t)cap * sizeof *ns);
+        if (!ns) return -1;
+        p->sites = ns;
+        p->csites = cap;
+    }
+    snprintf(p->sites[p->nsites], sizeof p->sites[0], "%s", name);
+    return p->nsites++;
+}
+
+int llm_profile_add_region(llm_profile *p, const void *ptr, size_t bytes, const char *name,
+                           llm_status *st)
+{
+    if (!ptr || !bytes) return 0;
+    /* "h.12.attn.c_attn.weight" -> layer 12, site "attn.c_attn"; "ln_f.bias" -> "ln_f". */
+    int layer = -1;
+    const char *rest = name;
+    if (strncmp(name, "h.", 2) == 0) {
+        char *end;
+        long l = strtol(name + 2, &end, 10);
+        if (end != name + 2 && *end == '.' && l >= 0 && l < 100000) {
+            layer = (int)l;
+            rest = end + 1;
+        }
+    }
+    char site[40];
+    snprintf(site, sizeof site, "%s", rest);
+    size_t len = strlen(site);
+    if (len > 7 && strcmp(site + len - 7, ".weight") == 0) site[len - 7] = 0;
+    else if (len > 5 && strcmp(site + len - 5, ".bias") == 0) site[len - 5] = 0;
+    int s = site_intern(p, site);
+    if (s < 0) return llm_err(st, LLM_ENOMEM, "out of memory for profile regions");
+    if (p->nregions == p->cregions) {
+        size_t cap = p->cregions ? 2 * p->cregions : 64;
+        region *nr = realloc(p->regions, cap * sizeof *nr);
+        if (!nr) return llm_err(st, LLM_ENOMEM, "out of memory for profile regions");
+        p->regions = nr;
+        p->cregions = cap;
+    }
+    /* Keep the array sorted by start address (insertion: regions come in order). */
+    size_t i = p->nregions;
+    while (i > 0 && (uintptr_t)p->regions[i - 1].start > (uintptr_t)ptr) {
+        p->regions[i] = p->regions[i - 1];
+        i--;
+    }
+    p->regions[i] = (region){(uintptr_t)ptr, bytes, layer, s};
+    p->nregions++;
+    return 0;
+}
+
+static const region *region_of(const llm_profile *p, const void *ptr)
+{
+    uintptr_t a = (uintptr_t)ptr;
+    size_t lo = 0, hi = p->nregions;
+    while (lo < hi) {   /* first region starting after a */
+        size_t mid = (lo + hi) / 2;
+        if (p->regions[mid].start <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return NULL;
+    const region *r = &p->regions[lo - 1];
+    return a < r->start + r->bytes ? r : NULL;
+}
+
+/* ---- recording ---- */
+
+/* Site and layer for an op: from its weight pointer when it has one (and that pointer
+ * is registered), else the context left by the latest weighted op. */
+static void attribute(llm_profile *p, const void *weight, int *site, int *layer)
+{
+    const region *r = weight ? region_of(p, weight) : NULL;
+    if (r) {
+        p->ctx_layer = r->layer;
+        *site = r->site;
+        *layer = r->layer;
+        return;
+    }
+    *site = p->site_none;
+    *layer = p->ctx_layer;
+}
+
+void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t0,
+                        llm_op_cost c)
+{
+    double t1 = now_s();
+    double dur = llm_profile_dev_end(p, t0, t1);
+    agg_entry *e = agg_get(p, op, site, layer);
+    if (e) {
+        e->calls++;
+        e->seconds += dur;
+        e->flop += c.flop;
+        e->bytes += c.bytes;
+    }
+    p->total_s += dur;
+    p->nevents++;
+    if (p->ntrace < p->trace_cap)
+        p->trace[p->ntrace++] = (trace_event){t0 - p->t_origin, dur, c.flop, c.bytes,
+                                              (int16_t)op, (int16_t)layer, site};
+}
+
+#define BEGIN(OP) double t0_ = llm_profile_dev_begin(p, (OP), now_s())
+#define END(OP, SITE, LAYER, COST) llm_profile_op_end(p, (OP), (SITE), (LAYER), t0_, (COST))
+
+#define P(be) ((llm_profile *)(be)->ctx)
+#define IN(p) ((p)->inner)
+
+static void *w_alloc(llm_backend *be, size_t bytes)
+{
+    llm_profile *p = P(be);
+    void *ptr = IN(p)->alloc(IN(p), bytes);
+    if (ptr && blocks_put(p, ptr, bytes) == 0) {
+        p->live += bytes;
+        if (p->live > p->peak) p->peak = p->live;
+    }
+    return ptr;
+}
+
+static void w_free(llm_backend *be, void *ptr)
+{
+    llm_profile *p = P(be);
+    if (ptr) p->live -= blocks_take(p, ptr);
+    IN(p)->free(IN(p), ptr);
+}
+
+static void w_to_device(llm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_TO_DEVICE);
+    IN(p)->to_device(IN(p), dst, src, bytes);
+    END(LLM_OP_TO_DEVICE, p->site_mem, -1, ((llm_op_cost){0, 2.0 * (double)bytes}));
+}
+
+static void w_to_host(llm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_TO_HOST);
+    IN(p)->to_host(IN(p), dst, src, bytes);
+    END(LLM_OP_TO_HOST, p->site_mem, -1, ((llm_op_cost){0, 2.0 * (double)bytes}));
+}
+
+static void w_copy(llm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_COPY);
+    IN(p)->copy(IN(p), dst, src, bytes);
+    END(LLM_OP_COPY, p->site_mem, -1, ((llm_op_cost){0, 2.0 * (double)bytes}));
+}
+
+static void w_zero(llm_backend *be, void *ptr, size_t bytes)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_ZERO);
+    IN(p)->zero(IN(p), ptr, bytes);
+    END(LLM_OP_ZERO, p->site_mem, -1, ((llm_op_cost){0, (double)bytes}));
+}
+
+static void w_sync(llm_backend *be)
+{
+    llm_profile *p = P(be);
+    IN(p)->sync(IN(p));
+}
+
+static void w_embed_forward(llm_backend *be, float *out, const int32_t *inp, const float *wte,
+                            const float *wpe, int B, int T, int C)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, wte, &site, &layer);
+    BEGIN(LLM_OP_EMBED_FWD);
+    IN(p)->embed_forward(IN(p), out, inp, wte, wpe, B, T, C);
+    END(LLM_OP_EMBED_FWD, site, layer, llm_cost_embed_forward(B, T, C));
+}
+
+static void w_layernorm_forward(llm_backend *be, float *out, float *mean, float *rstd,
+                                const float *inp, const float *w, const float *b, int N, int C)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, w, &site, &layer);
+    BEGIN(LLM_OP_LAYERNORM_FWD);
+    IN(p)->layernorm_forward(IN(p), out, mean, rstd, inp, w, b, N, C);
+    END(LLM_OP_LAYERNORM_FWD, site, layer, llm_cost_layernorm_forward(N, C));
+}
+
+static int lm_head_site(llm_profile *p, int site)
+{
+    /* The tied output projection reads wte: show it as the lm_head. */
+    return site == p->site_wte ? p->site_lm_head : site;
+}
+
+static void w_matmul_forward(llm_backend *be, float *out, const float *inp, const float *w,
+                             const float *bias, int N, int C, int OC)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, w, &site, &layer);
+    site = lm_head_site(p, site);
+    BEGIN(LLM_OP_MATMUL_FWD);
+    IN(p)->matmul_forward(IN(p), out, inp, w, bias, N, C, OC);
+    END(LLM_OP_MATMUL_FWD, site, layer, llm_cost_matmul_forward(N, C, OC, bias != NULL));
+}
+
+static void w_attention_forward(llm_backend *be, float *out, float *att, const float *qkv,
+                                int B, int T, int C, int NH)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_ATTENTION_FWD);
+    IN(p)->attention_forward(IN(p), out, att, qkv, B, T, C, NH);
+    END(LLM_OP_ATTENTION_FWD, site, layer, llm_cost_attention_forward(B, T, C, NH));
+}
+
+static void w_gelu_forward(llm_backend *be, float *out, const float *inp, size_t n)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_GELU_FWD);
+    IN(p)->gelu_forward(IN(p), out, inp, n);
+    END(LLM_OP_GELU_FWD, site, layer, llm_cost_gelu_forward(n));
+}
+
+static void w_residual_forward(llm_backend *be, float *out, const float *a, const float *b,
+                               size_t n)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_RESIDUAL_FWD);
+    IN(p)->residual_forward(IN(p), out, a, b, n);
+    END(LLM_OP_RESIDUAL_FWD, site, layer, llm_cost_residual_forward(n));
+}
+
+static void w_xent_forward(llm_backend *be, float *losses, float *lse, const float *logits,
+                           const int32_t *targets, int N, int V, int Vp)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_XENT_FWD);
+    IN(p)->xent_forward(IN(p), losses, lse, logits, targets, N, V, Vp);
+    END(LLM_OP_XENT_FWD, p->site_none, -1, llm_cost_xent_forward(N, V, Vp));
+}
+
+static void w_embed_backward(llm_backend *be, float *dwte, float *dwpe, const float *dout,
+                             const int32_t *inp, int B, int T, int C)
+{
+    llm_profile *p = P(be);
+    p->ctx_layer = -1;
+    BEGIN(LLM_OP_EMBED_BWD);
+    IN(p)->embed_backward(IN(p), dwte, dwpe, dout, inp, B, T, C);
+    END(LLM_OP_EMBED_BWD, p->site_wte, -1, llm_cost_embed_backward(B, T, C));
+}
+
+static void w_layernorm_backward(llm_backend *be, float *dinp, float *dw, float *db,
+                                 const float *dout, const float *inp, const float *w,
+                                 const float *mean, const float *rstd, int N, int C)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, w, &site, &layer);
+    BEGIN(LLM_OP_LAYERNORM_BWD);
+    IN(p)->layernorm_backward(IN(p), dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    END(LLM_OP_LAYERNORM_BWD, site, layer, llm_cost_layernorm_backward(N, C));
+}
+
+static void w_matmul_backward(llm_backend *be, float *dinp, float *dw, float *dbias,
+                              const float *dout, const float *inp, const float *w, int N,
+                              int C, int OC)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, w, &site, &layer);
+    site = lm_head_site(p, site);
+    BEGIN(LLM_OP_MATMUL_BWD);
+    IN(p)->matmul_backward(IN(p), dinp, dw, dbias, dout, inp, w, N, C, OC);
+    END(LLM_OP_MATMUL_BWD, site, layer, llm_cost_matmul_backward(N, C, OC, dbias != NULL));
+}
+
+static void w_attention_backward(llm_backend *be, float *dqkv, const float *dout,
+                                 const float *qkv, const float *att, int B, int T, int C, int NH)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_ATTENTION_BWD);
+    IN(p)->attention_backward(IN(p), dqkv, dout, qkv, att, B, T, C, NH);
+    END(LLM_OP_ATTENTION_BWD, site, layer, llm_cost_attention_backward(B, T, C, NH));
+}
+
+static void w_gelu_backward(llm_backend *be, float *dinp, const float *inp, const float *dout,
+                            size_t n)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_GELU_BWD);
+    IN(p)->gelu_backward(IN(p), dinp, inp, dout, n);
+    END(LLM_OP_GELU_BWD, site, layer, llm_cost_gelu_backward(n));
+}
+
+static void w_accumulate(llm_backend *be, float *dst, const float *src, size_t n)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_ACCUMULATE);
+    IN(p)->accumulate(IN(p), dst, src, n);
+    END(LLM_OP_ACCUMULATE, site, layer, llm_cost_accumulate(n));
+}
+
+static void w_xent_backward(llm_backend *be, float *dlogits, const float *logits,
+                            const float *lse, const int32_t *targets, float dloss, int N, int V,
+                            int Vp)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_XENT_BWD);
+    IN(p)->xent_backward(IN(p), dlogits, logits, lse, targets, dloss, N, V, Vp);
+    END(LLM_OP_XENT_BWD, p->site_none, -1, llm_cost_xent_backward(N, V, Vp));
+}
+
+static double w_sum_squares(llm_backend *be, const float *g, size_t n)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_SUM_SQUARES);
+    double r = IN(p)->sum_squares(IN(p), g, n);
+    END(LLM_OP_SUM_SQUARES, p->site_opt, -1, llm_cost_sum_squares(n));
+    return r;
+}
+
+static void w_adamw(llm_backend *be, float *par, const float *grad, float *m, float *v, size_t n,
+                    float lr, float b1, float b2, float eps, float wd, int t, float grad_scale)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_ADAMW);
+    IN(p)->adamw(IN(p), par, grad, m, v, n, lr, b1, b2, eps, wd, t, grad_scale);
+    END(LLM_OP_ADAMW, p->site_opt, -1, llm_cost_adamw(n));
+}
+
+static int w_infer_dtype_ok(llm_backend *be, int dt)
+{
+    llm_profile *p = P(be);
+    return IN(p)->infer_dtype_ok(IN(p), dt);
+}
+
+static void w_embed_rows(llm_backend *be, float *out, const int32_t *ids, const int32_t *pos,
+                         const void *wte, int wte_dt, const float *wpe, int N, int C)
+{
+    llm_profile *p = P(be);
+    p->ctx_layer = -1;
+    BEGIN(LLM_OP_EMBED_ROWS);
+    IN(p)->embed_rows(IN(p), out, ids, pos, wte, wte_dt, wpe, N, C);
+    END(LLM_OP_EMBED_ROWS, p->site_wte, -1, llm_cost_embed_rows(N, C, wte_dt));
+}
+
+static void w_matmul_rows(llm_backend *be, float *out, const float *inp, const void *w, int w_dt,
+                          const float *bias, int N, int C, int OC)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, w, &site, &layer);
+    site = lm_head_site(p, site);
+    BEGIN(LLM_OP_MATMUL_ROWS);
+    IN(p)->matmul_rows(IN(p), out, inp, w, w_dt, bias, N, C, OC);
+    END(LLM_OP_MATMUL_ROWS, site, layer, llm_cost_matmul_rows(N, C, OC, w_dt, bias != NULL));
+}
+
+static void w_kv_store(llm_backend *be, float *kcache, float *vcache, const float *qkv,
+                       const int32_t *slot, const int32_t *pos, int N, int C, int maxT)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_KV_STORE);
+    IN(p)->kv_store(IN(p), kcache, vcache, qkv, slot, pos, N, C, maxT);
+    END(LLM_OP_KV_STORE, site, layer, llm_cost_kv_store(N, C));
+}
+
+static void w_attention_rows(llm_backend *be, float *out, const float *qkv, const float *kcache,
+                             const float *vcache, const int32_t *slot, const int32_t *pos, int N,
+                             int C, int NH, int maxT)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    /* The cost depends on the positions: read them (device memory off the CPU). */
+    llm_op_cost c = {0, 0};
+    int32_t small[256], *hp = N <= 256 ? small : malloc((size_t)N * sizeof *hp);
+    if (hp) {
+        if (p->host_mem) memcpy(hp, pos, (size_t)N * sizeof *hp);
+        else IN(p)->to_host(IN(p), hp, pos, (size_t)N * sizeof *hp);
+        c = llm_cost_attention_rows(hp, N, C, NH);
+        if (hp != small) free(hp);
+    }
+    BEGIN(LLM_OP_ATTENTION_ROWS);
+    IN(p)->attention_rows(IN(p), out, qkv, kcache, vcache, slot, pos, N, C, NH, maxT);
+    END(LLM_OP_ATTENTION_ROWS, site, layer, c);
+}
+
+void llm_profile_backend(llm_profile *p, llm_backend *be)
+{
+    *be = (llm_backend){
+        .name = p->name,
+        .ctx = p,
+        .threads = p->inner->threads,
+        .alloc = w_alloc,
+        .free = w_free,
+        .to_device = w_to_device,
+        .to_host = w_to_host,
+        .copy = w_copy,
+        .zero = w_zero,
+        .sync = w_sync,
+        .embed_forward = w_embed_forward,
+        .layernorm_forward = w_layernorm_forward,
+        .matmul_forward = w_matmul_forward,
+        .attention_forward = w_attention_forward,
+        .gelu_forward = w_gelu_forward,
+        .residual_forward = w_residual_forward,
+        .xent_forward = w_xent_forward,
+        .embed_backward = w_embed_backward,
+        .layernorm_backward = w_layernorm_backward,
+        .matmul_backward = w_matmul_backward,
+        .attention_backward = w_attention_backward,
+        .gelu_backward = w_gelu_backward,
+        .accumulate = w_accumulate,
+        .xent_backward = w_xent_backward,
+        .sum_squares = w_sum_squares,
+        .adamw = w_adamw,
+        /* Inference pointers only where the inner backend has them, so that callers
+         * checking for NULL see the same capabilities. */
+        .infer_dtype_ok = p->inner->infer_dtype_ok ? w_infer_dtype_ok : NULL,
+        .embed_rows = p->inner->embed_rows ? w_embed_rows : NULL,
+        .matmul_rows = p->inner->matmul_rows ? w_matmul_rows : NULL,
+        .kv_store = p->inner->kv_store ? w_kv_store : NULL,
+        .attention_rows = p->inner->attention_rows ? w_attention_rows : NULL,
+    };
+}
+
+int llm_profile_new(llm_profile **out, llm_backend *inner, size_t trace_cap, llm_status *st)
+{
+    *out = NULL;
+    if (trace_cap > ((size_t)1 << 26)) trace_cap = (size_t)1 << 26;
+    llm_profile *p = calloc(1, sizeof *p);
+    if (!p) return llm_err(st, LLM_ENOMEM, "out of memory for the profiler");
+    p->inner = inner;
+    p->trace_cap = trace_cap;
+    p->ctx_layer = -1;
+    p->host_mem = inner->name && strncmp(inner->name, "cpu", 3) == 0;
+    snprintf(p->name, sizeof p->name, "profile(%s)", inner->name ? inner->name : "?");
+    if (trace_cap && !(p->trace = malloc(trace_cap * sizeof *p->trace))) {
+        free(p);
+        return llm_err(st, LLM_ENOMEM, "out of memory for %zu trace events", trace_cap);
+    }
+    p->site_none = site_intern(p, "");
+    p->site_mem = site_intern(p, "memory");
+    p->site_opt = site_intern(p, "optimizer");
+    p->site_wte = site_intern(p, "wte");
+    p->site_lm_head = site_intern(p, "lm_head");
+    if (p->site_lm_head < 0 || llm_profile_dev_init(p, st)) {
+        llm_profile_free(p);
+        return st && st->code ? (int)st->code : llm_err(st, LLM_ENOMEM, "out of memory for the profiler");
+    }
+    p->t_origin = now_s();
+    *out = p;
+    return 0;
+}
+
+void llm_profile_free(llm_profile *p)
+{
+    if (!p) return;
+    llm_profile_dev_free(p);
+    free(p->blocks);
+    free(p->agg);
+    free(p->regions);
+    free(p->sites);
+    free(p->trace);
+    free(p->spans);
+    free(p);
+}
+
+void llm_profile_reset(llm_profile *p)
+{
+    free(p->agg);
+    p->agg = NULL;
+    p->cagg = p->nagg = 0;
+    p->ntrace = 0;
+    p->nevents = 0;
+    p->nspans = 0;
+    p->span_open = -1;
+    p->total_s = 0;
+    p->t_origin = now_s();
+}
+
+void llm_profile_span_begin(llm_profile *p, const char *name)
+{
+    if (p->nspans == p->cspans) {
+        size_t cap = p->cspans ? 2 * p->cspans : 64;
+        span *ns = realloc(p->spans, cap * sizeof *ns);
+        if (!ns) return;   /* spans are decoration: losing one loses no timing */
+        p->spans = ns;
+        p->cspans = cap;
+    }
+    span *s = &p->spans[p->nspans];
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->t0 = now_s() - p->t_origin;
+    s->dur = -1;
+    p->span_open = (long)p->nspans++;
+}
+
+void llm_profile_span_end(llm_profile *p)
+{
+    if (p->span_open < 0) return;
+    span *s = &p->spans[p->span_open];
+    s->dur = now_s() - p->t_origin - s->t0;
+    p->span_open = -1;
+}
+
+size_t llm_profile_mem_live(const llm_profile *p) { return p->live; }
+size_t llm_profile_mem_peak(const llm_profile *p) { return p->peak; }
+void llm_profile_mem_reset_peak(llm_profile *p) { p->peak = p->live; }
+double llm_profile_total_seconds(const llm_profile *p) { return p->total_s; }
+size_t llm_profile_nevents(const llm_profile *p) { return p->nevents; }

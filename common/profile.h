@@ -1,0 +1,161 @@
+/* profile.h — a timing wrapper backend: per-op time, FLOP and bytes, memory, traces.
+ *
+ * llm_profile_new() wraps an existing backend; llm_profile_backend() hands out an
+ * llm_backend whose every pointer forwards to the inner backend and records the call:
+ * wall time (host clock around the call; on a GPU the device is synchronised before and
+ * after each op, which is also an NVTX range),
+ * FLOP and bytes moved from the formulas below, and the layer.  Memory calls are
+ * tracked too (bytes live now and at the peak).
+ *
+ * Layers: register the model's parameter tensors with llm_profile_add_region(); an op
+ * whose weight pointer falls in "h.3.attn.c_attn.weight" is attributed to layer 3 and
+ * site "attn.c_attn".  Ops without a weight (attention, gelu, residual, ...) are
+ * attributed to the layer and site of the latest op that had one; site names then get
+ * no change (the site column shows the enclosing weighted op).  Layer -1 means outside
+ * the blocks (embedding, final layernorm, loss, optimizer).
+ *
+ * Counting conventions (fp32, 4 bytes an element; every tensor read or written once;
+ * "tri" = T(T+1)/2 causal score entries per head; hs = C/NH):
+ *   embed_forward       flop BTC            bytes 4(BT + 3BTC)
+ *   layernorm_forward   flop 8NC            bytes 4(2NC + 2C + 2N)
+ *   matmul_forward      flop 2NC*OC (+N*OC bias)  bytes 4(NC + OC*C + N*OC (+OC))
+ *   attention_forward   flop B*NH*tri*(4hs+5)     bytes 4(4BTC + B*NH*T*T)
+ *   gelu_forward        flop 8n             bytes 8n
+ *   residual_forward    flop n              bytes 12n
+ *   xent_forward        flop 4NV            bytes 4(NV + 3N)
+ *   embed_backward      flop 2BTC           bytes 4(BT + 5BTC)
+ *   layernorm_backward  flop 14NC           bytes 4(4NC + 5C + 2N)
+ *   matmul_backward     flop 4NC*OC (+N*OC bias)  bytes 4(N*OC + 3NC + 3OC*C (+2OC))
+ *   attention_backward  flop B*NH*tri*(8hs+4)     bytes 4(10BTC + B*NH*T*T)
+ *   gelu_backward       flop 16n            bytes 16n
+ *   accumulate          flop n              bytes 12n
+ *   xent_backward       flop 3NV            bytes 4(NV + N*Vp + 2N)
+ *   sum_squares         flop 2n             bytes 4n
+ *   adamw               flop 17n            bytes 28n
+ *   copy/to_device/to_host  flop 0  bytes 2*bytes;  zero  flop 0  bytes = bytes
+ * Inference ops (weights may be stored in another dtype: wbytes(n) = its bytes for n):
+ *   embed_rows          flop NC             bytes wbytes(NC) + 4(2N + 2NC)
+ *   matmul_rows         flop 2NC*OC (+N*OC)  bytes wbytes(OC*C) + 4(NC + N*OC (+OC))
+ *   kv_store            flop 0              bytes 4(4NC + 2N)
+ *   attention_rows      flop S(4C + 5NH)    bytes 4(2NC + 2N + 2C*S), S = sum_i (pos[i]+1)
+ */
+#ifndef LLM_PROFILE_H
+#define LLM_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/json.h"
+#include "common/status.h"
+#include "kernels/backend.h"
+
+typedef enum {
+    LLM_OP_EMBED_FWD, LLM_OP_LAYERNORM_FWD, LLM_OP_MATMUL_FWD, LLM_OP_ATTENTION_FWD,
+    LLM_OP_GELU_FWD, LLM_OP_RESIDUAL_FWD, LLM_OP_XENT_FWD,
+    LLM_OP_EMBED_BWD, LLM_OP_LAYERNORM_BWD, LLM_OP_MATMUL_BWD, LLM_OP_ATTENTION_BWD,
+    LLM_OP_GELU_BWD, LLM_OP_ACCUMULATE, LLM_OP_XENT_BWD,
+    LLM_OP_SUM_SQUARES, LLM_OP_ADAMW,
+    LLM_OP_EMBED_ROWS, LLM_OP_MATMUL_ROWS, LLM_OP_KV_STORE, LLM_OP_ATTENTION_ROWS,
+    LLM_OP_COPY, LLM_OP_TO_DEVICE, LLM_OP_TO_HOST, LLM_OP_ZERO, LLM_OP_SYNC,
+    LLM_OP_COUNT
+} llm_op;
+
+/* "matmul_forward", ... (the backend.h member names). */
+const char *llm_op_name(llm_op op);
+
+typedef struct {
+    double flop, bytes;
+} llm_op_cost;
+
+/* The formulas of the table above, one per op (has_bias: the bias pointer was non-NULL). */
+llm_op_cost llm_cost_embed_forward(int B, int T, int C);
+llm_op_cost llm_cost_layernorm_forward(int N, int C);
+llm_op_cost llm_cost_matmul_forward(int N, int C, int OC, int has_bias);
+llm_op_cost llm_cost_attention_forward(int B, int T, int C, int NH);
+llm_op_cost llm_cost_gelu_forward(size_t n);
+llm_op_cost llm_cost_residual_forward(size_t n);
+llm_op_cost llm_cost_xent_forward(int N, int V, int Vp);
+llm_op_cost llm_cost_embed_backward(int B, int T, int C);
+llm_op_cost llm_cost_layernorm_backward(int N, int C);
+llm_op_cost llm_cost_matmul_backward(int N, int C, int OC, int has_bias);
+llm_op_cost llm_cost_attention_backward(int B, int T, int C, int NH);
+llm_op_cost llm_cost_gelu_backward(size_t n);
+llm_op_cost llm_cost_accumulate(size_t n);
+llm_op_cost llm_cost_xent_backward(int N, int V, int Vp);
+llm_op_cost llm_cost_sum_squares(size_t n);
+llm_op_cost llm_cost_adamw(size_t n);
+llm_op_cost llm_cost_embed_rows(int N, int C, int wte_dt);
+llm_op_cost llm_cost_matmul_rows(int N, int C, int OC, int w_dt, int has_bias);
+llm_op_cost llm_cost_kv_store(int N, int C);
+/* pos: host array of the N rows' positions. */
+llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH);
+
+typedef struct llm_profile llm_profile;
+
+/* Wrap inner (not owned; must outlive the profile).  trace_cap: events kept for
+ * llm_profile_write_trace (0: none; beyond the cap events are counted, not kept). */
+int llm_profile_new(llm_profile **out, llm_backend *inner, size_t trace_cap, llm_status *st);
+void llm_profile_free(llm_profile *p);
+
+/* Fill be with the forwarding backend (name "profile(INNER)", ctx = p). */
+void llm_profile_backend(llm_profile *p, llm_backend *be);
+
+/* Name a region of backend memory (a parameter tensor: "h.3.mlp.c_fc.weight") so that
+ * ops reading it are attributed to its layer and site.  name is copied. */
+int llm_profile_add_region(llm_profile *p, const void *ptr, size_t bytes, const char *name,
+                           llm_status *st);
+
+/* Forget the timings and trace recorded so far (memory tracking carries on). */
+void llm_profile_reset(llm_profile *p);
+
+/* A named span in the trace (a training step, a decode token); begin/end pair up. */
+void llm_profile_span_begin(llm_profile *p, const char *name);
+void llm_profile_span_end(llm_profile *p);
+
+/* Bytes allocated through the wrapper now and at the peak; number of live blocks. */
+size_t llm_profile_mem_live(const llm_profile *p);
+size_t llm_profile_mem_peak(const llm_profile *p);
+void llm_profile_mem_reset_peak(llm_profile *p);
+
+/* One aggregated row. */
+typedef struct {
+    llm_op op;
+    char site[40];     /* "attn.c_attn", "ln_1", "wte", "" */
+    int layer;         /* -1: outside the blocks or folded */
+    long calls;
+    double seconds, flop, bytes;
+} llm_profile_entry;
+
+/* Aggregated rows, sorted by time (largest first).  fold: merge every layer into one row
+ * per (op, site) with layer -1.  *out is malloc'd (caller frees). */
+int llm_profile_entries(const llm_profile *p, int fold, llm_profile_entry **out, int *n,
+                        llm_status *st);
+/* Sum of the seconds of every recorded op call. */
+double llm_profile_total_seconds(const llm_profile *p);
+
+/* Peaks for the compute/memory-bound verdict (GFLOP/s and GB/s; <= 0: unknown). */
+typedef struct {
+    double gflops, gbs;
+} llm_profile_peaks;
+
+/* "compute" when flop/bytes exceeds the machine balance peak.gflops/peak.gbs, else
+ * "memory"; "-" when a peak is unknown or the op moves no bytes. */
+const char *llm_profile_bound(double flop, double bytes, const llm_profile_peaks *pk);
+
+/* Table: op, site, layer, calls, total ms, % of the total, GFLOP, GFLOP/s, GB, GB/s, bound.
+ * Ops that were never called are left out. */
+int llm_profile_write_table(const llm_profile *p, FILE *f, int fold, const llm_profile_peaks *pk,
+                            llm_status *st);
+/* The same rows as JSON members "ops": [...] plus "total_ms" (written into an open
+ * object of j; see profile_report.c). */
+int llm_profile_write_json_ops(const llm_profile *p, llm_json *j, int fold,
+                               const llm_profile_peaks *pk, llm_status *st);
+
+/* Chrome trace-event JSON ({"traceEvents": [...]}; "X" complete events in
+ * microseconds, args layer/site/gflop/bytes) that Perfetto and chrome://tracing open. */
+int llm_profile_write_trace(const llm_profile *p, FILE *f, llm_status *st);
+/* Events recorded (kept or not). */
+size_t llm_profile_nevents(const llm_profile *p);
+
+#endif

@@ -1,0 +1,175 @@
+/* profile_cost.c — FLOP and byte counts per op (the conventions are in profile.h). */
+#include "common/profile.h"
+
+#include "common/ckpt.h"
+
+static const char *const op_names[LLM_OP_COUNT] = {
+    [LLM_OP_EMBED_FWD] = "embed_forward",
+    [LLM_OP_LAYERNORM_FWD] = "layernorm_forward",
+    [LLM_OP_MATMUL_FWD] = "matmul_forward",
+    [LLM_OP_ATTENTION_FWD] = "attention_forward",
+    [LLM_OP_GELU_FWD] = "gelu_forward",
+    [LLM_OP_RESIDUAL_FWD] = "residual_forward",
+    [LLM_OP_XENT_FWD] = "xent_forward",
+    [LLM_OP_EMBED_BWD] = "embed_backward",
+    [LLM_OP_LAYERNORM_BWD] = "layernorm_backward",
+    [LLM_OP_MATMUL_BWD] = "matmul_backward",
+    [LLM_OP_ATTENTION_BWD] = "attention_backward",
+    [LLM_OP_GELU_BWD] = "gelu_backward",
+    [LLM_OP_ACCUMULATE] = "accumulate",
+    [LLM_OP_XENT_BWD] = "xent_backward",
+    [LLM_OP_SUM_SQUARES] = "sum_squares",
+    [LLM_OP_ADAMW] = "adamw",
+    [LLM_OP_EMBED_ROWS] = "embed_rows",
+    [LLM_OP_MATMUL_ROWS] = "matmul_rows",
+    [LLM_OP_KV_STORE] = "kv_store",
+    [LLM_OP_ATTENTION_ROWS] = "attention_rows",
+    [LLM_OP_COPY] = "copy",
+    [LLM_OP_TO_DEVICE] = "to_device",
+    [LLM_OP_TO_HOST] = "to_host",
+    [LLM_OP_ZERO] = "zero",
+    [LLM_OP_SYNC] = "sync",
+};
+
+const char *llm_op_name(llm_op op)
+{
+    return (unsigned)op < LLM_OP_COUNT ? op_names[op] : "?";
+}
+
+/* All in double: B*T*C*OC overflows 32-bit (and 64-bit integer products are easy to get
+ * wrong); doubles are exact to 2^53. */
+static llm_op_cost cost(double flop, double elems)
+{
+    return (llm_op_cost){flop, 4.0 * elems};
+}
+
+llm_op_cost llm_cost_embed_forward(int B, int T, int C)
+{
+    double bt = (double)B * T, btc = bt * C;
+    return cost(btc, bt + 3 * btc);
+}
+
+llm_op_cost llm_cost_layernorm_forward(int N, int C)
+{
+    double nc = (double)N * C;
+    return cost(8 * nc, 2 * nc + 2.0 * C + 2.0 * N);
+}
+
+llm_op_cost llm_cost_matmul_forward(int N, int C, int OC, int has_bias)
+{
+    double nc = (double)N * C, noc = (double)N * OC, occ = (double)OC * C;
+    return cost(2 * noc * C + (has_bias ? noc : 0), nc + occ + noc + (has_bias ? OC : 0));
+}
+
+static double tri(int T)
+{
+    return (double)T * (T + 1) / 2;
+}
+
+llm_op_cost llm_cost_attention_forward(int B, int T, int C, int NH)
+{
+    double hs = (double)C / NH, btc = (double)B * T * C, att = (double)B * NH * T * T;
+    return cost((double)B * NH * tri(T) * (4 * hs + 5), 4 * btc + att);
+}
+
+llm_op_cost llm_cost_gelu_forward(size_t n)
+{
+    return cost(8.0 * (double)n, 2.0 * (double)n);
+}
+
+llm_op_cost llm_cost_residual_forward(size_t n)
+{
+    return cost((double)n, 3.0 * (double)n);
+}
+
+llm_op_cost llm_cost_xent_forward(int N, int V, int Vp)
+{
+    (void)Vp;
+    double nv = (double)N * V;
+    return cost(4 * nv, nv + 3.0 * N);
+}
+
+llm_op_cost llm_cost_embed_backward(int B, int T, int C)
+{
+    double bt = (double)B * T, btc = bt * C;
+    return cost(2 * btc, bt + 5 * btc);
+}
+
+llm_op_cost llm_cost_layernorm_backward(int N, int C)
+{
+    double nc = (double)N * C;
+    return cost(14 * nc, 4 * nc + 5.0 * C + 2.0 * N);
+}
+
+llm_op_cost llm_cost_matmul_backward(int N, int C, int OC, int has_bias)
+{
+    double nc = (double)N * C, noc = (double)N * OC, occ = (double)OC * C;
+    return cost(4 * noc * C + (has_bias ? noc : 0), noc + 3 * nc + 3 * occ + (has_bias ? 2.0 * OC : 0));
+}
+
+llm_op_cost llm_cost_attention_backward(int B, int T, int C, int NH)
+{
+    double hs = (double)C / NH, btc = (double)B * T * C, att = (double)B * NH * T * T;
+    return cost((double)B * NH * tri(T) * (8 * hs + 4), 10 * btc + att);
+}
+
+llm_op_cost llm_cost_gelu_backward(size_t n)
+{
+    return cost(16.0 * (double)n, 4.0 * (double)n);
+}
+
+llm_op_cost llm_cost_accumulate(size_t n)
+{
+    return cost((double)n, 3.0 * (double)n);
+}
+
+llm_op_cost llm_cost_xent_backward(int N, int V, int Vp)
+{
+    double nv = (double)N * V;
+    return cost(3 * nv, nv + (double)N * Vp + 2.0 * N);
+}
+
+llm_op_cost llm_cost_sum_squares(size_t n)
+{
+    return cost(2.0 * (double)n, (double)n);
+}
+
+llm_op_cost llm_cost_adamw(size_t n)
+{
+    return cost(17.0 * (double)n, 7.0 * (double)n);
+}
+
+/* Bytes of n weights stored as dtype dt (f32 when the dtype is unknown). */
+static double wbytes(double n, int dt)
+{
+    uint64_t b;
+    if (dt >= 0 && dt < LLM_DT_COUNT && n < 9e15 && llm_dtype_nbytes((llm_dtype)dt, (uint64_t)n, &b) == 0)
+        return (double)b;
+    return 4.0 * n;
+}
+
+llm_op_cost llm_cost_embed_rows(int N, int C, int wte_dt)
+{
+    double nc = (double)N * C;
+    return (llm_op_cost){nc, wbytes(nc, wte_dt) + 4.0 * (2.0 * N + 2 * nc)};
+}
+
+llm_op_cost llm_cost_matmul_rows(int N, int C, int OC, int w_dt, int has_bias)
+{
+    double nc = (double)N * C, noc = (double)N * OC;
+    return (llm_op_cost){2 * noc * C + (has_bias ? noc : 0),
+                         wbytes((double)OC * C, w_dt) + 4.0 * (nc + noc + (has_bias ? OC : 0))};
+}
+
+llm_op_cost llm_cost_kv_store(int N, int C)
+{
+    return cost(0, 4.0 * N * C + 2.0 * N);
+}
+
+llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH)
+{
+    double S = 0;
+    for (int i = 0; i < N; i++) S += (double)pos[i] + 1;
+    double nc = (double)N * C;
+    return cost(S * (4.0 * C + 5.0 * NH), 2 * nc + 2.0 * N + 2.0 * C * S);
+}

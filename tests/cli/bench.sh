@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# llm-bench: every subcommand at tiny sizes; the schema of every format (never speed);
+# nccl-tests arithmetic on the single-rank path; errors and exit codes.
+. "$(dirname "$0")/lib.sh"
+PY=${PYTHON:-python3}
+
+# schema FILE FORMAT [EXPR]: every row has every field; EXPR (python, per row r) holds
+schema() {
+  "$PY" - "$@" <<'P'
+import json, sys
+path, fmt = sys.argv[1], sys.argv[2]
+expr = sys.argv[3] if len(sys.argv) > 3 else "True"
+txt = open(path).read()
+rows = json.loads(txt)["results"] if fmt == "json" else [json.loads(l) for l in txt.splitlines()]
+need = ["benchmark", "op", "device", "dtype", "shape", "threads", "ranks", "warmup", "reps",
+        "time_min_s", "time_median_s", "time_max_s", "work", "rate", "unit", "peak_pct",
+        "note", "commit", "host", "date"]
+assert rows, "no rows"
+for r in rows:
+    miss = [k for k in need if k not in r]
+    assert not miss, "missing %s in %s" % (miss, r)
+    assert r["time_min_s"] <= r["time_median_s"] <= r["time_max_s"], r
+    assert eval(expr), "%s fails on %s" % (expr, r)
+print(len(rows))
+P
+}
+
+expect_exit "--help exits 0" 0 llm-bench --help
+for c in gemm mem allreduce allgather reducescatter broadcast train infer; do
+  grep -q "^  $c " "$TMP/out" || { notok "--help lists $c"; continue; }
+done
+ok "--help lists every subcommand"
+expect_exit "gemm --help" 0 llm-bench gemm --help
+
+llm-bench gemm --sizes 16,8x12x4 --dtype f32,f64 -r 2 -w 1 -j 1 -F json >"$TMP/g.json" 2>"$TMP/err"
+n=$(schema "$TMP/g.json" json 'r["benchmark"]=="gemm" and r["unit"]=="GFLOP/s" and r["peak_pct"] is not None and r["threads"]==1 and r["reps"]==2' 2>&1)
+[ "$n" = 4 ] && ok "gemm json: 4 rows with the schema" || notok "gemm json: $n $(cat "$TMP/err")"
+"$PY" -c "
+import json,sys
+rows=json.load(open('$TMP/g.json'))['results']
+r=[x for x in rows if x['shape']=='M=8,N=12,K=4' and x['dtype']=='f32'][0]
+assert r['work']==2*8*12*4, r['work']
+assert abs(r['rate']-r['work']/r['time_median_s']/1e9) <= 1e-9*r['rate']+1e-12
+" && ok "gemm work = 2MNK, rate = work / median" || notok "gemm arithmetic"
+
+llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 50 -F jsonl >"$TMP/g.jsonl" 2>/dev/null
+n=$(schema "$TMP/g.jsonl" jsonl 2>&1); [ "$n" = 1 ] && ok "gemm jsonl" || notok "gemm jsonl: $n"
+llm-bench gemm --sizes 8,16 -r 1 -w 0 -j 1 --peak 50 -F csv >"$TMP/g.csv" 2>/dev/null
+"$PY" -c "
+import csv
+rows=list(csv.DictReader(open('$TMP/g.csv')))
+assert len(rows)==2 and rows[0]['device']=='cpu' and rows[0]['dtype']=='f32' and 'peak_gflops' in rows[0] and rows[1]['commit']
+" && ok "gemm csv: header and rows" || notok "gemm csv: $(head -3 "$TMP/g.csv")"
+llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 50 >"$TMP/g.txt" 2>/dev/null
+grep -q '^gemm  *sgemm  *cpu  *f32  *M=8,N=8,K=8' "$TMP/g.txt" && grep -q '^# commit ' "$TMP/g.txt" \
+  && ok "gemm table" || notok "gemm table: $(cat "$TMP/g.txt")"
+llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 50 -F json -o "$TMP/o.json" >"$TMP/out" 2>/dev/null
+[ ! -s "$TMP/out" ] && n=$(schema "$TMP/o.json" json) && [ "$n" = 1 ] && ok "-o FILE" || notok "-o FILE"
+
+llm-bench mem --size 64K -r 2 -w 1 -j 1 -F json >"$TMP/m.json" 2>/dev/null
+n=$(schema "$TMP/m.json" json 'r["unit"]=="GB/s" and r["work"]==(2 if r["op"]=="copy" else 3)*65536' 2>&1)
+[ "$n" = 2 ] && ok "mem copy and triad: bytes moved and schema" || notok "mem: $n"
+
+for c in allreduce allgather reducescatter broadcast; do
+  llm-bench $c -b 1K -e 16K -f 4 -r 2 -w 1 -F jsonl >"$TMP/c.jsonl" 2>"$TMP/err"
+  f=$([ $c = broadcast ] && echo 1 || echo 0)
+  n=$(schema "$TMP/c.jsonl" jsonl "r['benchmark']=='$c' and r['ranks']==1 and r['algbw']==r['rate'] and r['busbw']==r['algbw']*$f and '1 rank' in r['note'] and r['size']==r['work']" 2>&1)
+  [ "$n" = 3 ] && ok "$c: sizes 1K..16K, algbw/busbw by nccl-tests at 1 rank" || notok "$c: $n"
+done
+grep -q "1 rank" "$TMP/err" && ok "collectives say on stderr that there is one rank" || notok "1-rank warning"
+
+expect_exit "bad format exits 64" 64 llm-bench gemm --sizes 8 -F xml
+expect_exit "bad dtype exits 64" 64 llm-bench gemm --sizes 8 --dtype int4
+expect_exit "bad size exits 64" 64 llm-bench gemm --sizes 8x
+expect_exit "zero reps exits 64" 64 llm-bench mem --size 1K -r 0
+expect_exit "bad mem size exits 64" 64 llm-bench mem --size 12Q
+expect_exit "bad step factor exits 64" 64 llm-bench allreduce -f 1
+expect_exit "cuda gemm in a CPU build exits 69" 69 llm-bench gemm --sizes 8 -d cuda
+expect_exit "unknown subcommand exits 64" 64 llm-bench gemmm
+expect_exit "unwritable -o exits 74" 74 llm-bench gemm --sizes 8 -r 1 -w 0 -o /nonexistent/dir/x.json
+llm-bench gemm --sizes 8,8,8,8 -r 1 -w 0 --peak 50 -F jsonl 2>"$TMP/err" | head -c 10 >/dev/null
+[ ! -s "$TMP/err" ] && ok "closed stdout ends quietly" || notok "closed stdout: $(cat "$TMP/err")"
+
+# train and infer on a tiny model (random init from a config; a trained file for infer)
+cat >"$TMP/tiny.yaml" <<Y
+model: {arch: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
+train: {batch_size: 2, seq_len: 16}
+Y
+llm-bench train --config "$TMP/tiny.yaml" -b 1,2 -r 2 -w 1 -j 1 --peak 50 -F json >"$TMP/t.json" 2>"$TMP/err"
+n=$(schema "$TMP/t.json" json 'r["unit"]=="tokens/s" and r["work"]==r["batch"]*16 and r["mfu"]>0 and r["ms_per_step"]>0 and r["flops_per_token"]>0' 2>&1)
+[ "$n" = 2 ] && ok "train --config: tokens/s, ms/step, MFU per batch" || notok "train: $n $(cat "$TMP/err")"
+if command -v gnuplot >/dev/null; then
+  "$ROOT/scripts/plot-throughput.sh" "$TMP/t.json" "$TMP/tp.png" >/dev/null 2>"$TMP/err" &&
+    [ "$(head -c 4 "$TMP/tp.png" | od -An -c | tr -d ' ')" = '211PNG' ] && ok "plot-throughput.sh writes a PNG" ||
+    notok "plot-throughput.sh: $(cat "$TMP/err")"
+  printf '{"step":1,"loss":5.5}\n{"step":2,"loss":4.9}\n{"step":2,"val_loss":5.0}\n{"step":3,"loss":4.1}\n' >"$TMP/m.jsonl"
+  "$ROOT/scripts/plot-loss.sh" "$TMP/m.jsonl" "$TMP/loss.png" >/dev/null 2>"$TMP/err" &&
+    [ "$(head -c 4 "$TMP/loss.png" | od -An -c | tr -d ' ')" = '211PNG' ] && ok "plot-loss.sh writes a PNG" ||
+    notok "plot-loss.sh: $(cat "$TMP/err")"
+  "$ROOT/scripts/plot-loss.sh" "$TMP/g.json" "$TMP/x.png" >/dev/null 2>&1 && notok "plot-loss.sh refuses non-metrics" || ok "plot-loss.sh refuses non-metrics"
+else
+  skip "plot scripts" "gnuplot not installed"
+fi
+expect_exit "train without a model exits 64" 64 llm-bench train
+expect_exit "train with a missing model exits 66" 66 llm-bench train "$TMP/nope.llmk"
+
+if [ -f "$DATA/tinyshakespeare/input.txt" ]; then
+  head -c 20000 "$DATA/tinyshakespeare/input.txt" >"$TMP/in.txt"
+  llm-tokenize --vocab byte -o "$TMP/tok.bin" "$TMP/in.txt" >/dev/null 2>&1
+  cat >"$TMP/train.yaml" <<Y
+model: {arch: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
+data: {train: $TMP/tok.bin, tokenizer: byte}
+train: {batch_size: 2, seq_len: 16, max_steps: 2, warmup_steps: 1, threads: 1}
+Y
+  if llm-train --config "$TMP/train.yaml" -o "$TMP/run" >/dev/null 2>"$TMP/err"; then
+    M=$(ls "$TMP"/run/*.llmk | tail -1)
+    llm-bench infer "$M" -b 1,2 -s 8 --gen 4 -r 2 -w 1 -j 1 -F jsonl >"$TMP/i.jsonl" 2>"$TMP/err"
+    n=$(schema "$TMP/i.jsonl" jsonl '(r["op"]=="prefill" and r["ttft_ms"]>0 and r["work"]==r["batch"]*8) or (r["op"]=="decode" and r["tpot_ms"]>0 and r["work"]==r["batch"] and r["reps"]==8)' 2>&1)
+    [ "$n" = 4 ] && ok "infer: prefill and decode rows per batch, TTFT and TPOT" || notok "infer: $n $(cat "$TMP/err")"
+    expect_exit "infer past max_seq_len exits 64" 64 llm-bench infer "$M" -s 30 --gen 8
+  else
+    notok "tiny training for infer failed: $(tail -c 300 "$TMP/err")"
+  fi
+else
+  skip "infer" "no shared data"
+fi
+echo "1..$_n"

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# llm-profile: per-op table and JSON in train/prefill/decode, Chrome trace, memory
+# predicted vs measured, the planner (table, JSON, errors), peaks files, exit codes.
+. "$(dirname "$0")/lib.sh"
+PY=${PYTHON:-python3}
+PK="--peak-gflops 50 --peak-gbs 10"   # fixed peaks: no measuring in tests
+
+expect_exit "--help exits 0" 0 llm-profile --help
+grep -q '^  plan ' "$TMP/out" && ok "--help lists plan" || notok "--help lists plan"
+expect_exit "plan --help exits 0" 0 llm-profile plan --help
+expect_exit "no model exits 64" 64 llm-profile
+expect_exit "missing model exits 66" 66 llm-profile "$TMP/nope.llmk" $PK
+expect_exit "bad mode exits 64" 64 llm-profile --config /dev/null --mode sideways
+
+cat >"$TMP/cfg.yaml" <<Y
+model: {arch: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
+train: {batch_size: 2, seq_len: 16}
+Y
+llm-profile --config "$TMP/cfg.yaml" -j 1 $PK >"$TMP/p.txt" 2>"$TMP/err"
+grep -qE '^matmul_forward +attn.c_attn +all ' "$TMP/p.txt" && grep -qE '^matmul_backward +lm_head ' "$TMP/p.txt" \
+  && grep -qE '^adamw +optimizer ' "$TMP/p.txt" && ok "--config: table names matmul sites and the optimizer" \
+  || notok "--config table: $(head -5 "$TMP/p.txt") $(cat "$TMP/err")"
+grep -qE '^allocated +[0-9]+ +[0-9]+ +\(\+0\.00%' "$TMP/p.txt" && ok "memory: predicted equals measured allocations" \
+  || notok "memory line: $(grep allocated "$TMP/p.txt")"
+
+llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --json --per-layer >"$TMP/p.json" 2>"$TMP/err"
+"$PY" - "$TMP/p.json" <<'P' && ok "--json: ops per layer, FLOP counts, memory within 10%" || notok "--json $(cat "$TMP/err")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["mode"] == "train" and d["steps"] == 2 and d["batch"] == 2 and d["seq"] == 16
+ops = d["ops"]
+layers = {o["layer"] for o in ops if o["op"] == "matmul_forward" and o["site"] == "mlp.c_fc"}
+assert layers == {0, 1}, layers
+# matmul_forward of mlp.c_fc per layer: 2 steps x 2 N C 4C + N 4C (bias), N = 32, C = 32
+fc = [o for o in ops if o["op"] == "matmul_forward" and o["site"] == "mlp.c_fc" and o["layer"] == 0][0]
+N, C = 32, 32
+assert fc["calls"] == 2
+assert abs(fc["gflop"] * 1e9 - 2 * (2 * N * C * 4 * C + N * 4 * C)) < 1e-3, fc
+assert all(o["bound"] in ("compute", "memory") for o in ops)
+assert abs(sum(o["pct"] for o in ops) - 100) < 1e-6
+m = d["memory"]
+assert abs(m["error_pct"]) < 10, m
+assert m["measured"]["peak_rss"] > 0
+P
+if command -v gnuplot >/dev/null; then
+  "$ROOT/scripts/plot-roofline.sh" "$TMP/p.json" "$TMP/roof.png" >/dev/null 2>"$TMP/err" &&
+    [ "$(head -c 4 "$TMP/roof.png" | od -An -c | tr -d ' ')" = '211PNG' ] && ok "plot-roofline.sh writes a PNG" ||
+    notok "plot-roofline.sh: $(cat "$TMP/err")"
+else
+  skip "plot-roofline.sh" "gnuplot not installed"
+fi
+
+if [ -f "$DATA/tinyshakespeare/input.txt" ]; then
+  head -c 20000 "$DATA/tinyshakespeare/input.txt" >"$TMP/in.txt"
+  llm-tokenize --vocab byte -o "$TMP/tok.bin" "$TMP/in.txt" >/dev/null 2>&1
+  cat >"$TMP/train.yaml" <<Y
+model: {arch: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
+data: {train: $TMP/tok.bin, tokenizer: byte}
+train: {batch_size: 2, seq_len: 16, max_steps: 2, warmup_steps: 1, threads: 1}
+Y
+  if llm-train --config "$TMP/train.yaml" -o "$TMP/run" >/dev/null 2>"$TMP/err"; then
+    M=$(ls "$TMP"/run/*.llmk | tail -1)
+    expect_exit "train on a model file" 0 llm-profile "$M" -b 2 -t 32 -j 1 $PK
+    grep -q '^matmul_backward ' "$TMP/out" && ok "model file: table names matmul" || notok "model file table"
+    expect_exit "prefill" 0 llm-profile "$M" -b 2 -t 16 --mode prefill -j 1 $PK --json
+    "$PY" - "$TMP/out" <<'P' && ok "prefill: matmul_rows, attention_rows; KV + activations match" || notok "prefill json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = {o["op"] for o in d["ops"]}
+assert {"matmul_rows", "attention_rows", "kv_store", "embed_rows"} <= names, names
+m = d["memory"]
+assert m["predicted"]["kv_cache"] == 2 * 2 * 2 * 32 * 32 * 4, m
+assert abs(m["error_pct"]) < 10, m
+P
+    llm-profile "$M" -b 2 -t 32 --mode decode --trace "$TMP/t.json" -j 1 $PK >"$TMP/d.txt" 2>"$TMP/err"
+    "$PY" - "$TMP/t.json" <<'P' && ok "decode --trace: Chrome trace with op and token events" || notok "trace: $(cat "$TMP/err")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+x = [e for e in ev if e["ph"] == "X"]
+assert len(x) > 10
+tokens = [e for e in x if e["name"].startswith("token ")]
+assert len(tokens) == 16, len(tokens)              # T - T/2 decode steps
+ops = [e for e in x if e.get("cat") == "op"]
+assert all(e["dur"] >= 0 and "layer" in e["args"] for e in ops)
+assert any(e["name"] == "attention_rows" for e in ops)
+P
+    grep -q 'mode decode' "$TMP/d.txt" && ok "decode table heading" || notok "decode table"
+    expect_exit "decode past max_seq_len exits 64" 64 llm-profile "$M" -t 32 --mode decode -s 40 $PK
+  else
+    notok "tiny training failed: $(tail -c 300 "$TMP/err")"
+  fi
+else
+  skip "model-file modes" "no shared data"
+fi
+expect_exit "decode needs a model file" 64 llm-profile --config "$TMP/cfg.yaml" --mode decode $PK
+
+# peaks: measured once and saved, then read back
+llm-profile --config "$TMP/cfg.yaml" -j 1 -s 1 --peaks "$TMP/peaks.json" --json >"$TMP/a.json" 2>/dev/null
+"$PY" - "$TMP/peaks.json" "$TMP/a.json" <<'P' && ok "--peaks FILE: measured, saved as llm-bench JSON, used" || notok "--peaks"
+import json, sys
+rows = json.load(open(sys.argv[1]))["results"]
+assert {r["benchmark"] for r in rows} == {"gemm", "mem"}
+d = json.load(open(sys.argv[2]))
+g = [r["rate"] for r in rows if r["benchmark"] == "gemm"][0]
+assert d["peaks"]["gflops"] == g
+P
+
+# the planner
+llm-profile plan --config "$TMP/cfg.yaml" --gpus 8 --zero 1 --json >"$TMP/plan.json" 2>"$TMP/err"
+"$PY" - "$TMP/plan.json" <<'P' && ok "plan --json: every field; ZeRO-1 divides the optimizer by dp" || notok "plan json $(cat "$TMP/err")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ["model", "gpus", "dp", "tp", "pp", "zero", "precision", "recompute", "batch", "seq", "bytes", "fits", "max_batch"]:
+    assert k in d, k
+b = d["bytes"]
+P = d["params_per_device"]
+assert d["dp"] == 8 and b["optimizer"] == P * 12 / 8 and b["params"] == P * 2
+assert abs(b["total"] - sum(b[k] for k in ["params", "grads", "optimizer", "activations", "kv_cache", "workspace"])) < 1
+P
+llm-profile plan --config "$TMP/cfg.yaml" --gpus 4 --tp 2 --gpu-mem 80G >"$TMP/plan.txt" 2>&1
+grep -q 'fits in 80.00 GiB: yes; largest micro-batch that fits: [0-9]' "$TMP/plan.txt" && ok "plan table: fit verdict" \
+  || notok "plan table: $(cat "$TMP/plan.txt")"
+expect_exit "plan --mode infer" 0 llm-profile plan --config "$TMP/cfg.yaml" --mode infer --json
+"$PY" -c "import json,sys; d=json.load(open('$TMP/out')); assert d['bytes']['kv_cache']>0 and d['bytes']['grads']==0" \
+  && ok "plan infer: KV cache, no grads" || notok "plan infer"
+expect_exit "plan without --config exits 64" 64 llm-profile plan --gpus 8
+expect_exit "plan gpus not a multiple of tp*pp exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --gpus 6 --tp 4
+expect_exit "plan bad precision exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --precision int3
+expect_exit "plan bad zero exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --zero 5
+expect_exit "plan bad gpu-mem exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --gpu-mem lots
+expect_exit "plan missing config exits 66" 66 llm-profile plan --config "$TMP/none.yaml"
+printf 'model: {n_layer: [1]}\n' >"$TMP/bad.yaml"
+llm-profile plan --config "$TMP/bad.yaml" >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc = 65 ] || [ $rc = 78 ] && ok "plan malformed config exits 65/78" || notok "plan malformed config: exit $rc"
+echo "1..$_n"

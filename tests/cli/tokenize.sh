@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# CLI tests for llm-tokenize and scripts/get-data.sh.
+. "$(dirname "$0")/lib.sh"
+T=llm-tokenize
+G="--vocab gpt2 --vocab-dir $DATA/gpt2"
+
+# ---- usage ----
+expect_exit "help exits 0" 0 $T --help
+grep -q -- '--val-fraction' "$TMP/out" && ok "help lists --val-fraction" || notok "help lists --val-fraction"
+expect_exit "version exits 0" 0 $T --version
+expect_exit "unknown option is 64" 64 $T --bogus
+expect_exit "bad --format is 64" 64 $T --vocab byte --format xml
+expect_exit "--val-fraction without -o is 64" 64 $T --vocab byte --val-fraction 0.1
+expect_exit "--val-fraction 1 is 64" 64 $T --vocab byte --val-fraction 1 -o "$TMP/x"
+expect_exit "unknown vocabulary is 66" 66 $T --vocab gpt3 --count /dev/null
+
+# ---- byte tokenizer: files, pipes, ids ----
+printf 'Hello\0\xff\xfe world\n' >"$TMP/small.txt"
+check "byte encode to file" $T --vocab byte -o "$TMP/small.bin" "$TMP/small.txt"
+sz=$(stat -c %s "$TMP/small.bin")
+[ "$sz" = $((1024 + 2 * 15)) ] && ok "byte token file size" || notok "byte token file size ($sz)"
+$T --vocab byte -d "$TMP/small.bin" >"$TMP/small.out" && cmp -s "$TMP/small.txt" "$TMP/small.out" &&
+  ok "byte decode round trip" || notok "byte decode round trip"
+head -c 300000 /dev/urandom >"$TMP/big.raw"
+$T --vocab byte -j 2 -o "$TMP/big.bin" "$TMP/big.raw" && $T --vocab byte -d -o "$TMP/big.dec" "$TMP/big.bin" &&
+  cmp -s "$TMP/big.raw" "$TMP/big.dec" && ok "byte round trip over several chunks" || notok "byte round trip over several chunks"
+out=$(printf 'AB' | $T --vocab byte --format ids)
+[ "$out" = "65 66" ] && ok "byte ids" || notok "byte ids ($out)"
+out=$(printf 'AB' | $T --vocab byte --eot --format ids)
+[ "$out" = "256 65 66" ] && ok "byte --eot" || notok "byte --eot ($out)"
+out=$(echo "72 105" | $T --vocab byte -d --format ids)
+[ "$out" = "Hi" ] && ok "decode --format ids" || notok "decode --format ids ($out)"
+cat "$TMP/small.txt" | $T --vocab byte -o - | $T --vocab byte -d - >"$TMP/pipe.out" &&
+  cmp -s "$TMP/small.txt" "$TMP/pipe.out" && ok "pipe round trip" || notok "pipe round trip"
+out=$($T --vocab byte --count "$TMP/small.txt" "$TMP/small.txt")
+[ "$out" = 30 ] && ok "--count over two files" || notok "--count over two files ($out)"
+out=$($T --vocab byte -d --count "$TMP/small.bin")
+[ "$out" = 15 ] && ok "decode --count" || notok "decode --count ($out)"
+
+# ---- documents, --eot, --split-docs, --val-fraction ----
+printf 'one\n\ntwo\n\n\nthree\n' >"$TMP/docs.txt"
+out=$($T --vocab byte --eot --split-docs --format ids "$TMP/docs.txt" | tr ' ' '\n' | grep -c '^256$')
+[ "$out" = 3 ] && ok "--split-docs finds 3 documents" || notok "--split-docs finds 3 documents ($out)"
+$T --vocab byte --eot --split-docs --format ids "$TMP/docs.txt" | $T --vocab byte -d --format ids >"$TMP/docs.out"
+[ "$(cat "$TMP/docs.out")" = "$(printf '<|endoftext|>one\n\n<|endoftext|>two\n\n\n<|endoftext|>three\n')" ] &&
+  ok "documents keep their blank lines" || notok "documents keep their blank lines"
+for i in $(seq 1 40); do printf 'document %d says hello\n\n' "$i"; done >"$TMP/many.txt"
+check "--val-fraction writes two files" $T --vocab byte --eot --split-docs --val-fraction 0.25 -o "$TMP/split" "$TMP/many.txt"
+tr=$($T --vocab byte -d --count "$TMP/split_train.bin"); va=$($T --vocab byte -d --count "$TMP/split_val.bin")
+all=$($T --vocab byte --eot --split-docs --count "$TMP/many.txt")
+[ $((tr + va)) = "$all" ] && ok "train + val = all tokens" || notok "train + val = all tokens ($tr + $va != $all)"
+first=$($T --vocab byte -d "$TMP/split_val.bin" | head -c 13)
+[ "$first" = "<|endoftext|>" ] && ok "val starts at a document" || notok "val starts at a document ($first)"
+[ "$va" -gt $((all / 5)) ] && [ "$va" -lt $((all * 3 / 10)) ] && ok "val is about 25%" || notok "val is about 25% ($va of $all)"
+check "--val-fraction on one document" $T --vocab byte --val-fraction 0.5 -o "$TMP/one" "$TMP/small.txt"
+cat "$TMP/one_train.bin" >/dev/null && [ "$($T --vocab byte -d --count "$TMP/one_val.bin")" = 8 ] &&
+  ok "single document cut at the token" || notok "single document cut at the token"
+
+# ---- GPT-2 ----
+if have_data gpt2/encoder.json && have_data tinyshakespeare/input.gpt2.u16; then
+  out=$(printf 'Hello world' | $T $G --format ids)
+  [ "$out" = "15496 995" ] && ok "gpt2 Hello world" || notok "gpt2 Hello world ($out)"
+  out=$(printf '<|endoftext|>' | $T $G --format ids)
+  [ "$out" = "27 91 437 1659 5239 91 29" ] && ok "literal <|endoftext|> is text" || notok "literal <|endoftext|> is text ($out)"
+  out=$(printf 'a' | $T $G --eot --format ids)
+  [ "$out" = "50256 64" ] && ok "gpt2 --eot is 50256" || notok "gpt2 --eot is 50256 ($out)"
+  LLMKIT_DATA=$DATA $T --format ids </dev/null >/dev/null && ok "vocab found through LLMKIT_DATA" ||
+    notok "vocab found through LLMKIT_DATA"
+  $T $G -j 1 -o "$TMP/ts1.bin" "$DATA/tinyshakespeare/input.txt" &&
+    tail -c +1025 "$TMP/ts1.bin" | cmp -s - "$DATA/tinyshakespeare/input.gpt2.u16" &&
+    ok "tiny shakespeare exact" || notok "tiny shakespeare exact"
+  $T $G -j 3 -o "$TMP/ts3.bin" "$DATA/tinyshakespeare/input.txt" && cmp -s "$TMP/ts1.bin" "$TMP/ts3.bin" &&
+    ok "-j 3 gives the same file" || notok "-j 3 gives the same file"
+  $T $G -d "$TMP/ts1.bin" | cmp -s - "$DATA/tinyshakespeare/input.txt" && ok "gpt2 decode round trip" ||
+    notok "gpt2 decode round trip"
+  head -c 100000 /dev/urandom >"$TMP/rnd"
+  $T $G -o "$TMP/rnd.bin" "$TMP/rnd" && $T $G -d "$TMP/rnd.bin" | cmp -s - "$TMP/rnd" &&
+    ok "random bytes round trip" || notok "random bytes round trip"
+  expect_exit "gpt2 ids out of range for byte vocab is 65" 65 $T --vocab byte -d "$TMP/ts1.bin"
+  grep -q "out of range" "$TMP/err" && ok "out-of-range message" || notok "out-of-range message"
+  # closed stdout ends quietly
+  $T $G --format ids "$DATA/tinyshakespeare/input.txt" 2>"$TMP/pipe.err" | head -c 10 >/dev/null
+  [ ! -s "$TMP/pipe.err" ] && ok "closed stdout is quiet" || notok "closed stdout is quiet ($(head -c 200 "$TMP/pipe.err"))"
+  # corrupt vocabularies
+  mkdir -p "$TMP/badv"
+  cp "$DATA/gpt2/vocab.bpe" "$TMP/badv/"
+  head -c 5000 "$DATA/gpt2/encoder.json" >"$TMP/badv/encoder.json"
+  expect_exit "truncated encoder.json is 65" 65 $T --vocab gpt2 --vocab-dir "$TMP/badv" --count /dev/null
+  [ "$(wc -l <"$TMP/err")" = 1 ] && ok "one error line" || notok "one error line ($(cat "$TMP/err"))"
+  expect_exit "missing vocab dir is 66" 66 $T --vocab gpt2 --vocab-dir "$TMP/nope" --count /dev/null
+else
+  skip "gpt2 tests" "shared data not found (set LLM_DATA)"
+fi
+
+# ---- bad input, nothing half-written ----
+printf 'garbage-not-a-token-file-0123456789' >"$TMP/garbage.bin"
+expect_exit "garbage token file is 65" 65 $T --vocab byte -d "$TMP/garbage.bin"
+head -c 1030 "$TMP/small.bin" >"$TMP/trunc.bin"
+expect_exit "truncated token file is 65" 65 $T --vocab byte -d "$TMP/trunc.bin"
+grep -q "tokens" "$TMP/err" && ok "size mismatch named" || notok "size mismatch named"
+expect_exit "missing input is 66" 66 $T --vocab byte -o "$TMP/never.bin" "$TMP/missing.txt"
+[ ! -e "$TMP/never.bin" ] && ok "no output after a missing input" || notok "no output after a missing input"
+echo keep >"$TMP/keep.txt"
+expect_exit "decode error keeps -o file" 65 $T --vocab byte -d -o "$TMP/keep.txt" "$TMP/garbage.bin"
+[ "$(cat "$TMP/keep.txt")" = keep ] && ok "existing file untouched" || notok "existing file untouched"
+echo "1 2 x3" >"$TMP/badids.txt"
+expect_exit "non-numeric ids are 65" 65 $T --vocab byte -d --format ids "$TMP/badids.txt"
+echo "1 2 257" >"$TMP/bigid.txt"
+expect_exit "id 257 for byte vocab is 65" 65 $T --vocab byte -d --format ids -o "$TMP/dec.txt" "$TMP/bigid.txt"
+[ ! -e "$TMP/dec.txt" ] && ok "no decode output on a bad id" || notok "no decode output on a bad id"
+mkdir -p "$TMP/ro"
+expect_exit "unwritable output is 74" 74 $T --vocab byte -o "$TMP/ro/no/such/dir.bin" "$TMP/small.txt"
+ls "$TMP/ro" | grep -q tmp && notok "no temp file left" || ok "no temp file left"
+
+# ---- scripts/get-data.sh ----
+GD=$ROOT/scripts/get-data.sh
+mkdir -p "$TMP/fakebin"
+printf '#!/bin/sh\necho "curl: (6) Could not resolve host: example" >&2\nexit 6\n' >"$TMP/fakebin/curl"
+chmod +x "$TMP/fakebin/curl"
+(cd "$TMP" && env -u LLMKIT_DATA PATH="$TMP/fakebin:$PATH" "$GD" "$TMP/gd-off" >"$TMP/gd.out" 2>"$TMP/gd.err")
+rc=$?
+[ "$rc" = 69 ] && grep -q offline "$TMP/gd.err" && grep -q "resolve host" "$TMP/gd.err" &&
+  ok "get-data offline: exit 69 with an explanation" || notok "get-data offline (rc $rc: $(head -c 300 "$TMP/gd.err"))"
+ls -R "$TMP/gd-off" 2>/dev/null | grep -q 'part\|json\|txt' && notok "offline leaves no files" || ok "offline leaves no files"
+if have_data gpt2/encoder.json && have_data tinyshakespeare/input.txt; then
+  LLMKIT_DATA=$DATA PATH="$TMP/fakebin:$PATH" "$GD" -q "$TMP/gd" 2>"$TMP/gd.err" &&
+    cmp -s "$TMP/gd/gpt2/encoder.json" "$DATA/gpt2/encoder.json" &&
+    cmp -s "$TMP/gd/tinyshakespeare/input.txt" "$DATA/tinyshakespeare/input.txt" &&
+    ok "get-data copies from LLMKIT_DATA" || notok "get-data copies from LLMKIT_DATA ($(cat "$TMP/gd.err"))"
+  LLMKIT_DATA=$TMP/gd $T --format ids </dev/null >/dev/null && ok "fetched data is usable" || notok "fetched data is usable"
+else
+  skip "get-data copy" "shared data not found"
+fi
+echo "1..$_n"

@@ -1,0 +1,264 @@
+/* Unit tests for the memory planner: the CPU prediction against measured allocations
+ * (three configurations, within 10%), ZeRO/TP/PP arithmetic, the fit verdict, JSON. */
+#include "tests/unit/testutil.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/model.h"
+#include "common/plan.h"
+#include "common/profile.h"
+
+static llm_model_config cfg_of(int L, int NH, int C, int V, int maxT)
+{
+    llm_model_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.arch, sizeof c.arch, "gpt2");
+    c.n_layer = L;
+    c.n_head = NH;
+    c.n_embd = C;
+    c.vocab_size = V;
+    c.padded_vocab = (V + 127) / 128 * 128;
+    c.max_seq_len = maxT;
+    return c;
+}
+
+static llm_plan_config cpu_plan(llm_model_config m, int B, int T)
+{
+    llm_plan_config p = {.model = m, .batch = B, .seq = T, .gpus = 1, .tp = 1, .pp = 1,
+                         .precision = LLM_PREC_FP32, .recompute = LLM_RECOMPUTE_NONE,
+                         .train = 1, .cpu = 1};
+    return p;
+}
+
+/* Run one training step through the profiling wrapper; return the tracked peak. */
+static double measure_train_peak(const llm_model_config *mc, int B, int T, int steps)
+{
+    llm_backend inner, be;
+    char err[128];
+    assert_int_equal(llm_backend_init(&inner, "cpu", 1, err, sizeof err), 0);
+    llm_profile *p;
+    llm_status st = {0};
+    assert_int_equal(llm_profile_new(&p, &inner, 0, &st), 0);
+    llm_profile_backend(p, &be);
+    llm_model *m;
+    assert_int_equal(llm_model_new(&m, mc, &be, &st), 0);
+    llm_model_init_gpt2(m, 1);
+    size_t n = (size_t)B * T;
+    int32_t *ids = malloc(n * sizeof *ids), *tgt = malloc(n * sizeof *tgt);
+    tu_rng r = {5};
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = (int32_t)(tu_next(&r) % (uint64_t)mc->vocab_size);
+        tgt[i] = (int32_t)(tu_next(&r) % (uint64_t)mc->vocab_size);
+    }
+    llm_adamw_config hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
+    for (int s = 1; s <= steps; s++) {
+        float loss;
+        assert_int_equal(llm_model_zero_grad(m, &st), 0);
+        assert_int_equal(llm_model_forward(m, ids, tgt, B, T, &loss, &st), 0);
+        assert_true(isfinite(loss));
+        assert_int_equal(llm_model_backward(m, 1.0f, &st), 0);
+        assert_int_equal(llm_model_update(m, &hp, s, NULL, NULL, &st), 0);
+    }
+    double peak = (double)llm_profile_mem_peak(p);
+    llm_model_free(m);
+    assert_int_equal(llm_profile_mem_live(p), 0);   /* everything allocated was freed */
+    llm_profile_free(p);
+    llm_backend_free(&inner);
+    free(ids);
+    free(tgt);
+    return peak;
+}
+
+static void check_config(llm_model_config mc, int B, int T)
+{
+    llm_plan_config pc = cpu_plan(mc, B, T);
+    llm_plan plan;
+    llm_status st = {0};
+    assert_int_equal(llm_plan_compute(&pc, &plan, &st), 0);
+    double measured = measure_train_peak(&mc, B, T, 2);
+    double err = fabs(measured - plan.total) / measured;
+    printf("# L=%d C=%d NH=%d V=%d B=%d T=%d: predicted %.0f measured %.0f (%.3f%%)\n", mc.n_layer,
+           mc.n_embd, mc.n_head, mc.vocab_size, B, T, plan.total, measured, 100 * err);
+    assert_true(err < 0.10);
+}
+
+static void test_predicted_vs_measured(void **state)
+{
+    (void)state;
+    check_config(cfg_of(2, 2, 64, 257, 64), 4, 64);
+    check_config(cfg_of(3, 4, 96, 1000, 128), 2, 128);
+    check_config(cfg_of(1, 1, 32, 50, 32), 8, 16);   /* T < max_seq_len */
+}
+
+static void test_num_params(void **state)
+{
+    (void)state;
+    llm_model_config c = cfg_of(12, 12, 768, 50257, 1024);
+    assert_true(llm_plan_num_params(&c) == (double)llm_model_num_params(&c));
+    /* GPT-2 small with the padded vocabulary (50304): 124,475,904 parameters */
+    assert_true(llm_plan_num_params(&c) == 124475904.0);
+}
+
+static void test_zero_tp_pp(void **state)
+{
+    (void)state;
+    llm_model_config c = cfg_of(12, 12, 768, 50257, 1024);
+    llm_plan_config pc = cpu_plan(c, 8, 1024);
+    pc.cpu = 0;
+    pc.precision = LLM_PREC_BF16;
+    pc.gpus = 8;
+    llm_plan p0, p1, p2, p3;
+    llm_status st = {0};
+    pc.zero = 0;
+    assert_int_equal(llm_plan_compute(&pc, &p0, &st), 0);
+    pc.zero = 1;
+    assert_int_equal(llm_plan_compute(&pc, &p1, &st), 0);
+    pc.zero = 2;
+    assert_int_equal(llm_plan_compute(&pc, &p2, &st), 0);
+    pc.zero = 3;
+    assert_int_equal(llm_plan_compute(&pc, &p3, &st), 0);
+    double P = 124475904.0;
+    assert_int_equal(p0.dp, 8);
+    assert_true(p0.params == 2 * P && p0.grads == 2 * P && p0.optimizer == 12 * P);
+    assert_true(p1.optimizer == 12 * P / 8 && p1.grads == 2 * P && p1.params == 2 * P);
+    assert_true(p2.grads == 2 * P / 8 && p2.params == 2 * P);
+    assert_true(p3.params == 2 * P / 8);
+    assert_true(p0.activations == p3.activations);
+    assert_true(p0.workspace == 32.0 * 1024 * 1024);
+
+    /* tp splits the per-device parameters; pp the layers */
+    pc.zero = 0;
+    pc.tp = 4;
+    llm_plan pt;
+    assert_int_equal(llm_plan_compute(&pc, &pt, &st), 0);
+    assert_int_equal(pt.dp, 2);
+    assert_true(fabs(pt.n_params_dev - P / 4) < 1);
+    assert_true(pt.activations < p0.activations);
+    pc.tp = 1;
+    pc.pp = 4;
+    llm_plan pp;
+    assert_int_equal(llm_plan_compute(&pc, &pp, &st), 0);
+    assert_int_equal(pp.layers_per_stage, 3);
+    assert_true(pp.n_params_dev < P);
+
+    /* recompute lowers activations, in order */
+    pc.pp = 1;
+    llm_plan rs, rf;
+    pc.recompute = LLM_RECOMPUTE_SELECTIVE;
+    assert_int_equal(llm_plan_compute(&pc, &rs, &st), 0);
+    pc.recompute = LLM_RECOMPUTE_FULL;
+    assert_int_equal(llm_plan_compute(&pc, &rf, &st), 0);
+    assert_true(rf.activations < rs.activations && rs.activations < p0.activations);
+
+    /* bad layouts are usage errors naming the value */
+    pc.recompute = LLM_RECOMPUTE_NONE;
+    pc.tp = 3;
+    pc.gpus = 8;
+    assert_int_equal(llm_plan_compute(&pc, &pt, &st), LLM_EUSAGE);
+    assert_non_null(strstr(st.msg, "8"));
+    pc.tp = 5;
+    pc.gpus = 5;
+    assert_int_equal(llm_plan_compute(&pc, &pt, &st), LLM_EUSAGE);   /* 5 does not divide 12 heads */
+    pc.tp = 1;
+    pc.zero = 4;
+    assert_int_equal(llm_plan_compute(&pc, &pt, &st), LLM_EUSAGE);
+    pc.zero = 0;
+    pc.seq = 2048;
+    assert_int_equal(llm_plan_compute(&pc, &pt, &st), LLM_EUSAGE);
+}
+
+static void test_fit_and_max_batch(void **state)
+{
+    (void)state;
+    llm_model_config c = cfg_of(12, 12, 768, 50257, 1024);
+    llm_plan_config pc = cpu_plan(c, 4, 1024);
+    pc.cpu = 0;
+    pc.precision = LLM_PREC_BF16;
+    pc.device_mem = 16.0 * 1024 * 1024 * 1024;
+    llm_plan p;
+    llm_status st = {0};
+    assert_int_equal(llm_plan_compute(&pc, &p, &st), 0);
+    assert_true(p.max_batch > 0);
+    /* the largest batch fits, one more does not */
+    pc.batch = (int)p.max_batch;
+    llm_plan q;
+    assert_int_equal(llm_plan_compute(&pc, &q, &st), 0);
+    assert_int_equal(q.fits, 1);
+    pc.batch = (int)p.max_batch + 1;
+    assert_int_equal(llm_plan_compute(&pc, &q, &st), 0);
+    assert_int_equal(q.fits, 0);
+    /* nothing fits in 100 MiB */
+    pc.device_mem = 100.0 * 1024 * 1024;
+    assert_int_equal(llm_plan_compute(&pc, &q, &st), 0);
+    assert_int_equal(q.fits, 0);
+    assert_int_equal(q.max_batch, 0);
+    /* unknown memory: no verdict */
+    pc.device_mem = 0;
+    assert_int_equal(llm_plan_compute(&pc, &q, &st), 0);
+    assert_int_equal(q.fits, -1);
+    /* inference: KV cache 2 L B T C elements, no grads or optimizer */
+    pc.train = 0;
+    pc.batch = 2;
+    pc.seq = 1024;
+    assert_int_equal(llm_plan_compute(&pc, &q, &st), 0);
+    assert_true(q.kv_cache == 2.0 * 12 * 2 * 1024 * 768 * 2);
+    assert_true(q.grads == 0 && q.optimizer == 0);
+}
+
+static void test_json(void **state)
+{
+    (void)state;
+    llm_plan_config pc = cpu_plan(cfg_of(2, 2, 64, 257, 64), 8, 64);
+    pc.gpus = 8;
+    pc.zero = 1;
+    pc.device_mem = 1e9;
+    llm_plan p;
+    llm_status st = {0};
+    assert_int_equal(llm_plan_compute(&pc, &p, &st), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    llm_json j;
+    llm_json_init(&j, f, 1);
+    llm_plan_write_json(&pc, &p, &j);
+    fclose(f);
+    json_error_t e;
+    json_t *d = json_loads(buf, 0, &e);
+    assert_non_null(d);
+    const char *top[] = {"model", "mode", "device", "gpus", "dp", "tp", "pp", "zero", "precision",
+                         "recompute", "batch", "seq", "layers_per_stage", "params_per_device",
+                         "bytes", "device_mem", "fits", "max_batch"};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (!json_object_get(d, top[i])) fail_msg("plan JSON lacks '%s'", top[i]);
+    const char *bytes[] = {"params", "grads", "optimizer", "activations", "activations_per_layer",
+                           "activations_global", "kv_cache", "workspace", "total"};
+    json_t *b = json_object_get(d, "bytes");
+    for (size_t i = 0; i < sizeof bytes / sizeof bytes[0]; i++)
+        if (!json_is_number(json_object_get(b, bytes[i]))) fail_msg("plan JSON lacks bytes.%s", bytes[i]);
+    assert_true(json_number_value(json_object_get(b, "total")) == p.total);
+    assert_true(json_is_true(json_object_get(d, "fits")));
+    json_decref(d);
+    free(buf);
+
+    llm_precision pr;
+    llm_recompute rc;
+    assert_int_equal(llm_plan_precision_parse("bf16", &pr), 0);
+    assert_int_equal(pr, LLM_PREC_BF16);
+    assert_int_equal(llm_plan_precision_parse("int8", &pr), -1);
+    assert_int_equal(llm_plan_recompute_parse("selective", &rc), 0);
+    assert_int_equal(llm_plan_recompute_parse("some", &rc), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_predicted_vs_measured), cmocka_unit_test(test_num_params),
+        cmocka_unit_test(test_zero_tp_pp),            cmocka_unit_test(test_fit_and_max_batch),
+        cmocka_unit_test(test_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,390 @@
+/* Unit tests for the profiling wrapper backend: forwarding, FLOP/byte counts against
+ * hand-derived numbers, layer attribution, memory tracking, table/JSON/trace output. */
+#include "tests/unit/testutil.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ckpt.h"
+#include "common/profile.h"
+
+/* ---- a stub inner backend: counts calls, remembers the last shape ---- */
+
+typedef struct {
+    int calls[LLM_OP_COUNT];
+    int lastN, lastC, lastOC;
+    size_t allocs, frees;
+} stub;
+
+#define S(be) ((stub *)(be)->ctx)
+static void *s_alloc(llm_backend *be, size_t n) { S(be)->allocs++; return calloc(1, n ? n : 1); }
+static void s_free(llm_backend *be, void *p) { if (p) S(be)->frees++; free(p); }
+static void s_to_device(llm_backend *be, void *d, const void *s, size_t n) { S(be)->calls[LLM_OP_TO_DEVICE]++; memcpy(d, s, n); }
+static void s_to_host(llm_backend *be, void *d, const void *s, size_t n) { S(be)->calls[LLM_OP_TO_HOST]++; memcpy(d, s, n); }
+static void s_copy(llm_backend *be, void *d, const void *s, size_t n) { S(be)->calls[LLM_OP_COPY]++; memcpy(d, s, n); }
+static void s_zero(llm_backend *be, void *p, size_t n) { S(be)->calls[LLM_OP_ZERO]++; memset(p, 0, n); }
+static void s_sync(llm_backend *be) { S(be)->calls[LLM_OP_SYNC]++; }
+static void s_embed_f(llm_backend *be, float *o, const int32_t *i, const float *a, const float *b, int B, int T, int C) { (void)o; (void)i; (void)a; (void)b; (void)B; (void)T; (void)C; S(be)->calls[LLM_OP_EMBED_FWD]++; }
+static void s_ln_f(llm_backend *be, float *o, float *m, float *r, const float *i, const float *w, const float *b, int N, int C) { (void)o; (void)m; (void)r; (void)i; (void)w; (void)b; S(be)->calls[LLM_OP_LAYERNORM_FWD]++; S(be)->lastN = N; S(be)->lastC = C; }
+static void s_mm_f(llm_backend *be, float *o, const float *i, const float *w, const float *b, int N, int C, int OC) { (void)o; (void)i; (void)w; (void)b; stub *s = S(be); s->calls[LLM_OP_MATMUL_FWD]++; s->lastN = N; s->lastC = C; s->lastOC = OC; }
+static void s_att_f(llm_backend *be, float *o, float *a, const float *q, int B, int T, int C, int NH) { (void)o; (void)a; (void)q; (void)B; (void)T; (void)C; (void)NH; S(be)->calls[LLM_OP_ATTENTION_FWD]++; }
+static void s_gelu_f(llm_backend *be, float *o, const float *i, size_t n) { (void)o; (void)i; (void)n; S(be)->calls[LLM_OP_GELU_FWD]++; }
+static void s_res_f(llm_backend *be, float *o, const float *a, const float *b, size_t n) { (void)o; (void)a; (void)b; (void)n; S(be)->calls[LLM_OP_RESIDUAL_FWD]++; }
+static void s_xent_f(llm_backend *be, float *l, float *s, const float *g, const int32_t *t, int N, int V, int Vp) { (void)l; (void)s; (void)g; (void)t; (void)N; (void)V; (void)Vp; S(be)->calls[LLM_OP_XENT_FWD]++; }
+static void s_embed_b(llm_backend *be, float *a, float *b, const float *d, const int32_t *i, int B, int T, int C) { (void)a; (void)b; (void)d; (void)i; (void)B; (void)T; (void)C; S(be)->calls[LLM_OP_EMBED_BWD]++; }
+static void s_ln_b(llm_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w, const float *m, const float *r, int N, int C) { (void)di; (void)dw; (void)db; (void)d; (void)i; (void)w; (void)m; (void)r; (void)N; (void)C; S(be)->calls[LLM_OP_LAYERNORM_BWD]++; }
+static void s_mm_b(llm_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w, int N, int C, int OC) { (void)di; (void)dw; (void)db; (void)d; (void)i; (void)w; (void)N; (void)C; (void)OC; S(be)->calls[LLM_OP_MATMUL_BWD]++; }
+static void s_att_b(llm_backend *be, float *dq, const float *d, const float *q, const float *a, int B, int T, int C, int NH) { (void)dq; (void)d; (void)q; (void)a; (void)B; (void)T; (void)C; (void)NH; S(be)->calls[LLM_OP_ATTENTION_BWD]++; }
+static void s_gelu_b(llm_backend *be, float *di, const float *i, const float *d, size_t n) { (void)di; (void)i; (void)d; (void)n; S(be)->calls[LLM_OP_GELU_BWD]++; }
+static void s_acc(llm_backend *be, float *d, const float *s, size_t n) { (void)d; (void)s; (void)n; S(be)->calls[LLM_OP_ACCUMULATE]++; }
+static void s_xent_b(llm_backend *be, float *dl, const float *l, const float *s, const int32_t *t, float dloss, int N, int V, int Vp) { (void)dl; (void)l; (void)s; (void)t; (void)dloss; (void)N; (void)V; (void)Vp; S(be)->calls[LLM_OP_XENT_BWD]++; }
+static double s_ss(llm_backend *be, const float *g, size_t n) { (void)g; S(be)->calls[LLM_OP_SUM_SQUARES]++; return (double)n; }
+static void s_adamw(llm_backend *be, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2, float eps, float wd, int t, float gs) { (void)p; (void)g; (void)m; (void)v; (void)n; (void)lr; (void)b1; (void)b2; (void)eps; (void)wd; (void)t; (void)gs; S(be)->calls[LLM_OP_ADAMW]++; }
+
+static void stub_init(llm_backend *be, stub *s)
+{
+    memset(s, 0, sizeof *s);
+    *be = (llm_backend){
+        .name = "stub", .ctx = s, .threads = 1,
+        .alloc = s_alloc, .free = s_free, .to_device = s_to_device, .to_host = s_to_host,
+        .copy = s_copy, .zero = s_zero, .sync = s_sync,
+        .embed_forward = s_embed_f, .layernorm_forward = s_ln_f, .matmul_forward = s_mm_f,
+        .attention_forward = s_att_f, .gelu_forward = s_gelu_f, .residual_forward = s_res_f,
+        .xent_forward = s_xent_f, .embed_backward = s_embed_b, .layernorm_backward = s_ln_b,
+        .matmul_backward = s_mm_b, .attention_backward = s_att_b, .gelu_backward = s_gelu_b,
+        .accumulate = s_acc, .xent_backward = s_xent_b, .sum_squares = s_ss, .adamw = s_adamw,
+    };
+}
+
+static const llm_profile_entry *find(const llm_profile_entry *v, int n, llm_op op, const char *site,
+                                     int layer)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i].op == op && strcmp(v[i].site, site) == 0 && v[i].layer == layer) return &v[i];
+    return NULL;
+}
+
+/* Hand-derived counts on small shapes (fp32: bytes = 4 x elements touched). */
+static void test_cost_formulas(void **state)
+{
+    (void)state;
+    llm_op_cost c;
+    /* matmul N=4 C=3 OC=5 + bias: 2*4*3*5 = 120 mul-adds x2 ... = 120 + bias 20 = 140;
+     * elements: inp 12 + w 15 + out 20 + bias 5 = 52 -> 208 bytes. */
+    c = llm_cost_matmul_forward(4, 3, 5, 1);
+    assert_true(c.flop == 140 && c.bytes == 208);
+    c = llm_cost_matmul_forward(4, 3, 5, 0);
+    assert_true(c.flop == 120 && c.bytes == 188);
+    /* matmul backward: dinp (4x5 @ 5x3) 120 + dw (5x4 @ 4x3) 120 + dbias 20 = 260;
+     * elements: dout 20 + inp 12 + dinp r/w 24 + w 15 + dw r/w 30 + dbias r/w 10 = 111. */
+    c = llm_cost_matmul_backward(4, 3, 5, 1);
+    assert_true(c.flop == 260 && c.bytes == 444);
+    /* layernorm N=2 C=4: 8 per element = 64; elements in 8 + out 8 + w,b 8 + mean,rstd 4. */
+    c = llm_cost_layernorm_forward(2, 4);
+    assert_true(c.flop == 64 && c.bytes == 112);
+    /* layernorm backward N=2 C=4: 14*8 = 112; dout 8 + inp 8 + dinp r/w 16 + w 4 +
+     * dw,db r/w 16 + mean,rstd 4 = 56 -> 224. */
+    c = llm_cost_layernorm_backward(2, 4);
+    assert_true(c.flop == 112 && c.bytes == 224);
+    /* attention B=1 T=3 C=4 NH=2 (hs 2): causal entries 6 per head; per entry QK dot 2hs=4,
+     * softmax 5, AV 2hs=4 -> 13; 2 heads -> 156.  qkv 36 + out 12 + att 18 = 66 -> 264. */
+    c = llm_cost_attention_forward(1, 3, 4, 2);
+    assert_true(c.flop == 156 && c.bytes == 264);
+    /* attention backward: per entry 4 matmul terms 8hs=16 + softmax 4 = 20; 12 entries
+     * -> 240.  dout 12 + qkv 36 + dqkv r/w 72 + att 18 = 138 -> 552. */
+    c = llm_cost_attention_backward(1, 3, 4, 2);
+    assert_true(c.flop == 240 && c.bytes == 552);
+    /* embed B=2 T=3 C=4: adds 24; ids 6 + wte rows 24 + wpe rows 24 + out 24 = 78. */
+    c = llm_cost_embed_forward(2, 3, 4);
+    assert_true(c.flop == 24 && c.bytes == 312);
+    c = llm_cost_embed_backward(2, 3, 4);
+    assert_true(c.flop == 48 && c.bytes == 4 * (6 + 120));
+    /* xent N=2 V=5 Vp=8: 4 per logit = 40; logits 10 + targets 2 + losses 2 + lse 2. */
+    c = llm_cost_xent_forward(2, 5, 8);
+    assert_true(c.flop == 40 && c.bytes == 64);
+    /* xent backward: 3 per logit = 30; logits 10 + dlogits 16 (padded too) + targets,lse 4. */
+    c = llm_cost_xent_backward(2, 5, 8);
+    assert_true(c.flop == 30 && c.bytes == 120);
+    c = llm_cost_gelu_forward(10);
+    assert_true(c.flop == 80 && c.bytes == 80);
+    c = llm_cost_gelu_backward(10);
+    assert_true(c.flop == 160 && c.bytes == 160);
+    c = llm_cost_residual_forward(10);
+    assert_true(c.flop == 10 && c.bytes == 120);
+    c = llm_cost_accumulate(10);
+    assert_true(c.flop == 10 && c.bytes == 120);
+    c = llm_cost_sum_squares(10);
+    assert_true(c.flop == 20 && c.bytes == 40);
+    /* adamw: 17 flop per parameter; reads p g m v, writes p m v = 7 floats. */
+    c = llm_cost_adamw(10);
+    assert_true(c.flop == 170 && c.bytes == 280);
+    /* Inference ops.  matmul_rows N=2 C=3 OC=4 f32 + bias: 2*2*3*4 + 8 = 56 flop;
+     * weights 12 floats = 48 bytes, inp 6 + out 8 + bias 4 = 18 floats = 72 bytes. */
+    c = llm_cost_matmul_rows(2, 3, 4, LLM_DT_F32, 1);
+    assert_true(c.flop == 56 && c.bytes == 120);
+    /* q8_0 weights (2 x 32): 2 blocks of 34 bytes; inp 32 + out 2 floats. */
+    c = llm_cost_matmul_rows(1, 32, 2, LLM_DT_Q8_0, 0);
+    assert_true(c.flop == 128 && c.bytes == 68 + 136);
+    /* kv_store N=2 C=4: read k,v (16) write k,v (16), slot+pos (4) = 36 floats. */
+    c = llm_cost_kv_store(2, 4);
+    assert_true(c.flop == 0 && c.bytes == 144);
+    /* attention_rows at positions 0 and 2 (S = 1 + 3 = 4 cached positions), C=4 NH=2:
+     * per position q.k 2C + softmax 5 per head + p.v 2C = 4C + 5NH = 26 -> 104;
+     * q 8 + out 8 + slot/pos 4 + K,V rows 2*4*4 = 32 -> 52 floats. */
+    int32_t pos[2] = {0, 2};
+    c = llm_cost_attention_rows(pos, 2, 4, 2);
+    assert_true(c.flop == 104 && c.bytes == 208);
+    /* embed_rows N=2 C=4 f32: 8 adds; wte rows 8 floats, ids+pos 4, wpe rows 8, out 8. */
+    c = llm_cost_embed_rows(2, 4, LLM_DT_F32);
+    assert_true(c.flop == 8 && c.bytes == 112);
+    /* No 32-bit overflow on GPT-2 XL sized shapes. */
+    c = llm_cost_matmul_forward(8 * 1024, 1600, 4 * 1600, 0);
+    assert_true(c.flop == 2.0 * 8192 * 1600 * 6400);
+}
+
+typedef struct {
+    llm_backend inner, be;
+    stub s;
+    llm_profile *p;
+    float *params;   /* fake parameter buffer: 2 layers of c_attn weights, then wte */
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    stub_init(&f->inner, &f->s);
+    llm_status st = {0};
+    assert_int_equal(llm_profile_new(&f->p, &f->inner, 1000, &st), 0);
+    llm_profile_backend(f->p, &f->be);
+    f->params = calloc(300, sizeof(float));
+    assert_int_equal(llm_profile_add_region(f->p, f->params + 200, 100 * 4, "wte", &st), 0);
+    assert_int_equal(llm_profile_add_region(f->p, f->params, 60 * 4, "h.0.attn.c_attn.weight", &st), 0);
+    assert_int_equal(llm_profile_add_region(f->p, f->params + 60, 20 * 4, "h.0.ln_1.weight", &st), 0);
+    assert_int_equal(llm_profile_add_region(f->p, f->params + 100, 60 * 4, "h.1.attn.c_attn.weight", &st), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    llm_profile_free(f->p);
+    free(f->params);
+    free(f);
+    return 0;
+}
+
+static void run_ops(fixture *f)
+{
+    llm_backend *be = &f->be;
+    be->matmul_forward(be, NULL, NULL, f->params + 10, f->params, 4, 3, 5);   /* layer 0 */
+    be->attention_forward(be, NULL, NULL, NULL, 1, 3, 4, 2);                    /* -> layer 0 */
+    be->layernorm_forward(be, NULL, NULL, NULL, NULL, f->params + 61, NULL, 2, 4);
+    be->matmul_forward(be, NULL, NULL, f->params + 100, NULL, 4, 3, 5);        /* layer 1 */
+    be->gelu_forward(be, NULL, NULL, 10);                                        /* -> layer 1 */
+    be->matmul_forward(be, NULL, NULL, f->params + 250, NULL, 2, 4, 8);        /* lm_head */
+    be->xent_forward(be, NULL, NULL, NULL, NULL, 2, 5, 8);
+    be->adamw(be, f->params, NULL, NULL, NULL, 300, 1e-3f, 0.9f, 0.95f, 1e-8f, 0, 1, 1);
+}
+
+static void test_forwarding_and_counts(void **state)
+{
+    fixture *f = *state;
+    run_ops(f);
+    assert_int_equal(f->s.calls[LLM_OP_MATMUL_FWD], 3);
+    assert_int_equal(f->s.calls[LLM_OP_ATTENTION_FWD], 1);
+    assert_int_equal(f->s.lastN, 2);
+    assert_int_equal(f->s.lastOC, 8);
+    llm_profile_entry *v;
+    int n;
+    llm_status st = {0};
+    assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
+    assert_int_equal(n, 8);
+    const llm_profile_entry *e = find(v, n, LLM_OP_MATMUL_FWD, "attn.c_attn", 0);
+    assert_non_null(e);
+    assert_true(e->calls == 1 && e->flop == 140 && e->bytes == 208);
+    e = find(v, n, LLM_OP_MATMUL_FWD, "attn.c_attn", 1);
+    assert_non_null(e);
+    assert_true(e->flop == 120 && e->bytes == 188);
+    e = find(v, n, LLM_OP_ATTENTION_FWD, "", 0);
+    assert_non_null(e);
+    assert_true(e->flop == 156);
+    assert_non_null(find(v, n, LLM_OP_LAYERNORM_FWD, "ln_1", 0));
+    assert_non_null(find(v, n, LLM_OP_GELU_FWD, "", 1));
+    /* The tied output projection reads wte and is reported as the lm_head. */
+    e = find(v, n, LLM_OP_MATMUL_FWD, "lm_head", -1);
+    assert_non_null(e);
+    assert_true(e->flop == 2.0 * 2 * 4 * 8);
+    assert_non_null(find(v, n, LLM_OP_XENT_FWD, "", -1));
+    assert_non_null(find(v, n, LLM_OP_ADAMW, "optimizer", -1));
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += v[i].seconds;
+    assert_true(sum > 0 && sum <= llm_profile_total_seconds(f->p) * (1 + 1e-9));
+    free(v);
+
+    /* Folded: both c_attn matmuls in one row. */
+    assert_int_equal(llm_profile_entries(f->p, 1, &v, &n, &st), 0);
+    e = find(v, n, LLM_OP_MATMUL_FWD, "attn.c_attn", -1);
+    assert_non_null(e);
+    assert_true(e->calls == 2 && e->flop == 260 && e->bytes == 396);
+    free(v);
+
+    llm_profile_reset(f->p);
+    assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
+    assert_int_equal(n, 0);
+    free(v);
+}
+
+static void test_memory_tracking(void **state)
+{
+    fixture *f = *state;
+    llm_backend *be = &f->be;
+    void *a = be->alloc(be, 100), *b = be->alloc(be, 200);
+    assert_non_null(a);
+    assert_int_equal(llm_profile_mem_live(f->p), 300);
+    be->free(be, a);
+    assert_int_equal(llm_profile_mem_live(f->p), 200);
+    assert_int_equal(llm_profile_mem_peak(f->p), 300);
+    void *many[2000];
+    for (int i = 0; i < 2000; i++) many[i] = be->alloc(be, 8);
+    assert_int_equal(llm_profile_mem_live(f->p), 200 + 16000);
+    for (int i = 0; i < 2000; i++) be->free(be, many[i]);
+    be->free(be, b);
+    be->free(be, NULL);
+    assert_int_equal(llm_profile_mem_live(f->p), 0);
+    assert_int_equal(llm_profile_mem_peak(f->p), 16200);
+    assert_int_equal(f->s.allocs, f->s.frees);
+    llm_profile_mem_reset_peak(f->p);
+    assert_int_equal(llm_profile_mem_peak(f->p), 0);
+    /* memory ops forward and are timed */
+    char x[16] = "abc", y[16];
+    be->copy(be, y, x, 16);
+    assert_string_equal(y, "abc");
+    assert_int_equal(f->s.calls[LLM_OP_COPY], 1);
+}
+
+static char *capture(int (*fn)(fixture *, FILE *), fixture *f)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    assert_int_equal(fn(f, m), 0);
+    fclose(m);
+    return buf;
+}
+
+static int do_trace(fixture *f, FILE *m)
+{
+    llm_status st = {0};
+    return llm_profile_write_trace(f->p, m, &st);
+}
+
+static int do_table(fixture *f, FILE *m)
+{
+    llm_status st = {0};
+    llm_profile_peaks pk = {100, 10};
+    return llm_profile_write_table(f->p, m, 0, &pk, &st);
+}
+
+static int do_json(fixture *f, FILE *m)
+{
+    llm_status st = {0};
+    llm_json j;
+    llm_json_init(&j, m, 0);
+    llm_json_obj_begin(&j);
+    int rc = llm_profile_write_json_ops(f->p, &j, 1, NULL, &st);
+    llm_json_obj_end(&j);
+    return rc;
+}
+
+static void test_outputs(void **state)
+{
+    fixture *f = *state;
+    llm_profile_span_begin(f->p, "step 1");
+    run_ops(f);
+    llm_profile_span_end(f->p);
+
+    char *t = capture(do_trace, f);
+    json_error_t err;
+    json_t *doc = json_loads(t, 0, &err);
+    assert_non_null(doc);
+    json_t *ev = json_object_get(doc, "traceEvents");
+    assert_true(json_is_array(ev));
+    /* 3 metadata + 1 span + 8 ops */
+    assert_int_equal(json_array_size(ev), 12);
+    json_t *last = json_array_get(ev, 11);
+    assert_string_equal(json_string_value(json_object_get(last, "ph")), "X");
+    assert_string_equal(json_string_value(json_object_get(last, "name")), "adamw");
+    assert_true(json_is_number(json_object_get(last, "dur")));
+    json_decref(doc);
+    free(t);
+
+    char *tab = capture(do_table, f);
+    assert_non_null(strstr(tab, "matmul_forward"));
+    assert_non_null(strstr(tab, "attn.c_attn"));
+    /* adamw: 17 flop / 28 bytes < balance 10 -> memory; matmul 140/208 also memory */
+    assert_non_null(strstr(tab, "memory"));
+    free(tab);
+
+    char *js = capture(do_json, f);
+    doc = json_loads(js, 0, &err);
+    assert_non_null(doc);
+    json_t *ops = json_object_get(doc, "ops");
+    assert_true(json_array_size(ops) == 7);   /* folded: both c_attn matmuls merged */
+    assert_true(json_is_number(json_object_get(doc, "total_ms")));
+    json_decref(doc);
+    free(js);
+}
+
+static void test_bound(void **state)
+{
+    (void)state;
+    llm_profile_peaks pk = {1000, 100};   /* balance 10 flop/byte */
+    assert_string_equal(llm_profile_bound(2000, 100, &pk), "compute");
+    assert_string_equal(llm_profile_bound(500, 100, &pk), "memory");
+    assert_string_equal(llm_profile_bound(500, 0, &pk), "-");
+    assert_string_equal(llm_profile_bound(500, 100, NULL), "-");
+}
+
+static void test_trace_cap(void **state)
+{
+    (void)state;
+    llm_backend inner, be;
+    stub s;
+    stub_init(&inner, &s);
+    llm_profile *p;
+    llm_status st = {0};
+    assert_int_equal(llm_profile_new(&p, &inner, 4, &st), 0);
+    llm_profile_backend(p, &be);
+    for (int i = 0; i < 10; i++) be.gelu_forward(&be, NULL, NULL, 4);
+    assert_int_equal(llm_profile_nevents(p), 10);
+    assert_int_equal(s.calls[LLM_OP_GELU_FWD], 10);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    assert_int_equal(llm_profile_write_trace(p, m, &st), 0);
+    fclose(m);
+    json_error_t err;
+    json_t *doc = json_loads(buf, 0, &err);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(json_object_get(doc, "traceEvents")), 3 + 4);
+    assert_int_equal(json_integer_value(json_object_get(doc, "droppedEvents")), 6);
+    json_decref(doc);
+    free(buf);
+    llm_profile_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cost_formulas),
+        cmocka_unit_test_setup_teardown(test_forwarding_and_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memory_tracking, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_outputs, setup, teardown),
+        cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_trace_cap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

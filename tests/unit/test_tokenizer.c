@@ -1,0 +1,615 @@
+/* Unit tests for the tokenizers (common/tokenizer*.c).  The GPT-2 tests read the shared
+ * data through tu_data() and skip, saying so, when it is absent. */
+#include "tests/unit/testutil.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/ckpt.h"
+#include "common/tokenizer.h"
+#include "common/tokenizer_int.h"
+
+static char *dir;
+static llm_tokenizer *gpt2; /* NULL when the shared data is absent */
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = tu_tmpdir();
+    const char *enc = tu_data("gpt2/encoder.json");
+    if (enc) {
+        char d[1024];
+        snprintf(d, sizeof d, "%s", enc);
+        *strrchr(d, '/') = '\0';
+        llm_status st = {0};
+        if (llm_tokenizer_gpt2(&gpt2, d, &st)) {
+            fprintf(stderr, "loading GPT-2 from %s: %s\n", d, st.msg);
+            return -1;
+        }
+    }
+    return dir ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    llm_tokenizer_free(gpt2);
+    tu_rmdir(dir);
+    free(dir);
+    return 0;
+}
+
+#define NEED_GPT2()                                                                          \
+    do {                                                                                     \
+        if (!gpt2) {                                                                         \
+            printf("# SKIP: shared GPT-2 data not found (set LLM_DATA)\n");                  \
+            skip();                                                                          \
+        }                                                                                    \
+    } while (0)
+
+static char *read_all(const char *p, size_t *n)
+{
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    char *b = malloc((size_t)len + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static void roundtrip(const llm_tokenizer *t, const char *text, size_t n)
+{
+    llm_status st = {0};
+    llm_ids ids = {0};
+    assert_int_equal(llm_tokenizer_encode(t, text, n, &ids, &st), LLM_OK);
+    char *out;
+    size_t m;
+    assert_int_equal(llm_tokenizer_decode(t, ids.v, ids.n, &out, &m, &st), LLM_OK);
+    assert_int_equal(m, n);
+    assert_memory_equal(out, text, n);
+    free(out);
+    llm_ids_free(&ids);
+}
+
+/* ---- byte tokenizer ---- */
+
+static void test_byte(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    llm_tokenizer *t;
+    assert_int_equal(llm_tokenizer_byte(&t, &st), LLM_OK);
+    assert_string_equal(llm_tokenizer_kind(t), "byte");
+    assert_int_equal(llm_tokenizer_vocab_size(t), 257);
+    assert_int_equal(llm_tokenizer_eot(t), 256);
+    llm_ids ids = {0};
+    assert_int_equal(llm_tokenizer_encode(t, "A\xff\0z", 4, &ids, &st), LLM_OK);
+    assert_int_equal(ids.n, 4);
+    assert_int_equal(ids.v[0], 65);
+    assert_int_equal(ids.v[1], 255);
+    assert_int_equal(ids.v[2], 0);
+    assert_int_equal(ids.v[3], 'z');
+    assert_int_equal(llm_ids_push(&ids, 256), 0);
+    char *out;
+    size_t n;
+    assert_int_equal(llm_tokenizer_decode(t, ids.v, ids.n, &out, &n, &st), LLM_OK);
+    assert_int_equal(n, 4 + 13);
+    assert_memory_equal(out, "A\xff\0z<|endoftext|>", n);
+    free(out);
+    const char *b;
+    size_t bl;
+    assert_int_equal(llm_tokenizer_token_bytes(t, 200, &b, &bl, &st), LLM_OK);
+    assert_int_equal(bl, 1);
+    assert_int_equal((unsigned char)b[0], 200);
+    assert_int_equal(llm_tokenizer_token_bytes(t, 257, &b, &bl, &st), LLM_EDATA);
+    ids.v[1] = 300;
+    assert_int_equal(llm_tokenizer_decode(t, ids.v, ids.n, &out, &n, &st), LLM_EDATA);
+    assert_non_null(strstr(st.msg, "token 1"));
+    llm_ids_free(&ids);
+    llm_tokenizer_free(t);
+}
+
+/* ---- a tiny BPE written to files: exercises loading and merge order without data ---- */
+
+/* GPT-2's byte -> code point spelling, written out independently of the library */
+static int spell(int b)
+{
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF))
+        return b;
+    int n = 0;
+    for (int c = 0; c < b; c++)
+        if (!((c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || (c >= 0xAE && c <= 0xFF)))
+            n++;
+    return 256 + n;
+}
+
+static void put_spelled(FILE *f, const char *bytes, int json)
+{
+    for (const unsigned char *p = (const unsigned char *)bytes; *p; p++) {
+        int cp = spell(*p);
+        if (json && (cp == '"' || cp == '\\'))
+            fputc('\\', f);
+        if (cp < 0x80) {
+            fputc(cp, f);
+        } else {
+            fputc(0xC0 | (cp >> 6), f);
+            fputc(0x80 | (cp & 0x3F), f);
+        }
+    }
+}
+
+/* tokens: the 256 bytes (id = byte, except 0 which is written last... as id 0), then
+ * ab bc aa abc aaaa, then <|endoftext|>; merges in rank order */
+static void write_tiny(const char *d, const char *merges, int with_eot, int extra_bad)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/encoder.json", d);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    fputs("{", f);
+    for (int b = 1; b < 256; b++) {
+        char s[2] = {(char)b, 0};
+        fputs("\"", f);
+        put_spelled(f, s, 1);
+        fprintf(f, "\": %d, ", b);
+    }
+    fputs("\"", f);
+    fputs("\xc4\x80", f); /* byte 0 spelled U+0100 */
+    fputs("\": 0", f);
+    const char *multi[] = {"ab", "bc", "aa", "abc", "aaaa"};
+    for (int i = 0; i < 5; i++) {
+        fputs(", \"", f);
+        put_spelled(f, multi[i], 1);
+        fprintf(f, "\": %d", 256 + i);
+    }
+    if (with_eot)
+        fputs(", \"<|endoftext|>\": 261", f);
+    if (extra_bad)
+        fputs(", \"xyz\": 3", f);
+    fputs("}\n", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/vocab.bpe", d);
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    fputs("#version: 0.2\n", f);
+    fputs(merges, f);
+    fclose(f);
+}
+
+static const char tiny_merges[] = "a b\nb c\na a\nab c\naa aa\n";
+
+static void expect_ids(const llm_tokenizer *t, const char *text, const uint32_t *want, size_t n)
+{
+    llm_status st = {0};
+    llm_ids ids = {0};
+    assert_int_equal(llm_tokenizer_encode(t, text, strlen(text), &ids, &st), LLM_OK);
+    if (ids.n != n)
+        fail_msg("'%s': %zu ids, want %zu", text, ids.n, n);
+    for (size_t i = 0; i < n; i++)
+        if (ids.v[i] != want[i])
+            fail_msg("'%s': id %zu is %u, want %u", text, i, ids.v[i], want[i]);
+    llm_ids_free(&ids);
+}
+
+static void test_tiny_bpe_merge_order(void **state)
+{
+    (void)state;
+    char d[600];
+    snprintf(d, sizeof d, "%s/tiny", dir);
+    assert_int_equal(mkdir(d, 0755), 0);
+    write_tiny(d, tiny_merges, 1, 0);
+    llm_status st = {0};
+    llm_tokenizer *t;
+    if (llm_tokenizer_gpt2(&t, d, &st))
+        fail_msg("%s", st.msg);
+    assert_int_equal(llm_tokenizer_vocab_size(t), 262);
+    assert_int_equal(llm_tokenizer_eot(t), 261);
+    /* lowest rank first: ab (0) before bc (1), then ab+c (3) */
+    expect_ids(t, "abc", (uint32_t[]){259}, 1);
+    expect_ids(t, "bca", (uint32_t[]){257, 'a'}, 2);
+    /* equal ranks merge leftmost first */
+    expect_ids(t, "aaa", (uint32_t[]){258, 'a'}, 2);
+    expect_ids(t, "aaaa", (uint32_t[]){260}, 1);
+    expect_ids(t, "aaaaa", (uint32_t[]){260, 'a'}, 2);
+    /* pre-tokens are merged separately; a space joins the following word */
+    expect_ids(t, "abc abc", (uint32_t[]){259, ' ', 259}, 3);
+    expect_ids(t, "abc'sab", (uint32_t[]){259, '\'', 's', 256}, 4);
+    expect_ids(t, "", (uint32_t[]){0}, 0);
+    /* a long word takes the uncached path; it must give the same ids as a short one */
+    char longw[400];
+    memset(longw, 'a', 399);
+    longw[399] = 0;
+    llm_ids ids = {0};
+    assert_int_equal(llm_tokenizer_encode(t, longw, 399, &ids, &st), LLM_OK);
+    assert_int_equal(ids.n, 101); /* 399 = 99 x aaaa + aa + a */
+    for (int i = 0; i < 99; i++)
+        assert_int_equal(ids.v[i], 260);
+    assert_int_equal(ids.v[99], 258);
+    assert_int_equal(ids.v[100], 'a');
+    llm_ids_free(&ids);
+    roundtrip(t, "\0abc\xff", 5);
+    llm_tokenizer_free(t);
+}
+
+static void expect_load_error(const char *name, const char *merges, int eot, int bad, int code,
+                              const char *needle)
+{
+    char d[600];
+    snprintf(d, sizeof d, "%s/%s", dir, name);
+    assert_int_equal(mkdir(d, 0755), 0);
+    write_tiny(d, merges, eot, bad);
+    llm_status st = {0};
+    llm_tokenizer *t = NULL;
+    assert_int_equal(llm_tokenizer_gpt2(&t, d, &st), code);
+    assert_null(t);
+    if (!strstr(st.msg, needle))
+        fail_msg("'%s' lacks '%s'", st.msg, needle);
+}
+
+static void test_bad_vocabularies(void **state)
+{
+    (void)state;
+    expect_load_error("noeot", tiny_merges, 0, 0, LLM_EDATA, "endoftext");
+    expect_load_error("dupid", tiny_merges, 1, 1, LLM_EDATA, "twice");
+    expect_load_error("unknown", "a b\nzz q\n", 1, 0, LLM_EDATA, "line 3");
+    expect_load_error("nores", "a b\nc c\n", 1, 0, LLM_EDATA, "merge 2");
+    expect_load_error("notpair", "a b c\n", 1, 0, LLM_EDATA, "line 2");
+    char d[600], p[700];
+    snprintf(d, sizeof d, "%s/broken", dir);
+    assert_int_equal(mkdir(d, 0755), 0);
+    write_tiny(d, tiny_merges, 1, 0);
+    snprintf(p, sizeof p, "%s/encoder.json", d);
+    FILE *f = fopen(p, "wb");
+    fputs("{\"a\": 1,", f);
+    fclose(f);
+    llm_status st = {0};
+    llm_tokenizer *t = NULL;
+    assert_int_equal(llm_tokenizer_gpt2(&t, d, &st), LLM_EDATA);
+    assert_non_null(strstr(st.msg, "encoder.json"));
+    snprintf(p, sizeof p, "%s/vocab.bpe", d);
+    unlink(p);
+    assert_int_equal(llm_tokenizer_gpt2(&t, d, &st), LLM_ENOINPUT);
+    assert_non_null(strstr(st.msg, "vocab.bpe"));
+    assert_int_equal(llm_tokenizer_gpt2(&t, "/nonexistent/dir", &st), LLM_ENOINPUT);
+    assert_int_equal(llm_tokenizer_load(&t, "no-such-model.llmk", NULL, &st), LLM_ENOINPUT);
+}
+
+/* ---- GPT-2 on the shared data ---- */
+
+static void test_gpt2_cases(void **state)
+{
+    (void)state;
+    NEED_GPT2();
+    const char *p = tu_data("gpt2/tokenizer_cases.jsonl");
+    assert_non_null(p);
+    FILE *f = fopen(p, "rb");
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0, saw_eot_text = 0;
+    llm_status st = {0};
+    while (getline(&line, &cap, f) > 0) {
+        json_error_t je;
+        json_t *c = json_loads(line, 0, &je);
+        assert_non_null(c);
+        json_t *text = json_object_get(c, "text"), *want = json_object_get(c, "ids");
+        const char *s = json_string_value(text);
+        size_t len = json_string_length(text);
+        saw_eot_text |= strstr(s, "<|endoftext|>") != NULL;
+        llm_ids ids = {0};
+        assert_int_equal(llm_tokenizer_encode(gpt2, s, len, &ids, &st), LLM_OK);
+        if (ids.n != json_array_size(want))
+            fail_msg("case %d: %zu ids, want %zu", n + 1, ids.n, json_array_size(want));
+        for (size_t i = 0; i < ids.n; i++)
+            if (ids.v[i] != (uint32_t)json_integer_value(json_array_get(want, i)))
+                fail_msg("case %d: id %zu is %u", n + 1, i, ids.v[i]);
+        roundtrip(gpt2, s, len);
+        llm_ids_free(&ids);
+        json_decref(c);
+        n++;
+    }
+    free(line);
+    fclose(f);
+    assert_true(n >= 10);
+    assert_true(saw_eot_text); /* the literal text is ordinary text (a case checks it) */
+    printf("# %d tokenizer cases exact\n", n);
+}
+
+static void test_gpt2_shakespeare(void **state)
+{
+    (void)state;
+    NEED_GPT2();
+    char pt[1024], pr[1024]; /* tu_data returns a static buffer: copy each path */
+    const char *q = tu_data("tinyshakespeare/input.txt");
+    snprintf(pt, sizeof pt, "%s", q ? q : "");
+    q = tu_data("tinyshakespeare/input.gpt2.u16");
+    snprintf(pr, sizeof pr, "%s", q ? q : "");
+    if (!*pt || !*pr) {
+        printf("# SKIP: tinyshakespeare data not found\n");
+        skip();
+    }
+    size_t n, rn;
+    char *text = read_all(pt, &n);
+    unsigned char *ref = (unsigned char *)read_all(pr, &rn);
+    assert_int_equal(rn, 338025 * 2);
+    llm_status st = {0};
+    for (int fast = 1; fast >= 0; fast--) {
+        /* the ASCII fast path and PCRE2 alone must both give the reference ids */
+        gpt2->fast = fast;
+        llm_ids ids = {0};
+        assert_int_equal(llm_tokenizer_encode(gpt2, text, n, &ids, &st), LLM_OK);
+        assert_int_equal(ids.n, rn / 2);
+        for (size_t i = 0; i < ids.n; i++)
+            if (ids.v[i] != (uint32_t)(ref[2 * i] | ref[2 * i + 1] << 8))
+                fail_msg("fast=%d: token %zu is %u, want %u", fast, i, ids.v[i],
+                         ref[2 * i] | ref[2 * i + 1] << 8);
+        char *out;
+        size_t m;
+        assert_int_equal(llm_tokenizer_decode(gpt2, ids.v, ids.n, &out, &m, &st), LLM_OK);
+        assert_int_equal(m, n);
+        assert_memory_equal(out, text, n);
+        free(out);
+        llm_ids_free(&ids);
+    }
+    gpt2->fast = 1;
+    /* threads: same ids for any count, with documents and end-of-text ids */
+    llm_ids one = {0};
+    const char *docs[3] = {text, text + 1000, text + 400000};
+    size_t lens[3] = {1000, 399000, n - 400000}, s1[3], s4[3];
+    assert_int_equal(llm_tokenizer_encode_docs(gpt2, docs, lens, 3, 1, 1, &one, s1, &st), LLM_OK);
+    for (int th = 2; th <= 4; th++) {
+        llm_ids many = {0};
+        assert_int_equal(llm_tokenizer_encode_docs(gpt2, docs, lens, 3, 1, th, &many, s4, &st), LLM_OK);
+        assert_int_equal(many.n, one.n);
+        assert_memory_equal(many.v, one.v, one.n * sizeof *one.v);
+        assert_memory_equal(s1, s4, sizeof s1);
+        llm_ids_free(&many);
+    }
+    assert_int_equal(s1[0], 0);
+    for (int d = 0; d < 3; d++)
+        assert_int_equal(one.v[s1[d]], 50256);
+    llm_ids_free(&one);
+    llm_ids whole = {0}, mt = {0};
+    assert_int_equal(llm_tokenizer_encode(gpt2, text, n, &whole, &st), LLM_OK);
+    assert_int_equal(llm_tokenizer_encode_mt(gpt2, text, n, 3, &mt, &st), LLM_OK);
+    assert_int_equal(mt.n, whole.n);
+    assert_memory_equal(mt.v, whole.v, whole.n * sizeof *whole.v);
+    llm_ids_free(&whole);
+    llm_ids_free(&mt);
+    free(text);
+    free(ref);
+}
+
+/* random text from pieces that stress the pattern: contractions, runs of each class,
+ * Unicode letters/digits/spaces, emoji, and invalid UTF-8 */
+static size_t random_text(tu_rng *r, char *buf, size_t cap)
+{
+    static const char *const pieces[] = {
+        "a", "Z", "q", "7", "0", " ", " ", "  ", "\n", "\n\n", "\t", "\r\n", "'s", "'t", "'re",
+        "'ve", "'m", "'ll", "'d", "'S", "'", "!", "...", "-", "\"", "(", "\x01", "\x1f", "\x7f",
+        "\xc3\xa9", "\xc2\xb2", "\xc2\xa0", "\xe3\x80\x80", "\xe6\x97\xa5", "\xf0\x9f\x98\x80",
+        "\xe2\x80\x94", "\xe2\x80\xa8", "\xff", "\xc3", "\xe2\x80", "\x80", "\xf0\x9f", "\xed\xa0\x80",
+        "hello", " world", "1234", " 42", "don't", "\xd9\xa3",
+    };
+    size_t n = 0, np = sizeof pieces / sizeof *pieces;
+    while (n + 8 < cap) {
+        uint64_t x = tu_next(r);
+        if (x % 11 == 0) {
+            buf[n++] = (char)(x >> 8);
+        } else {
+            const char *p = pieces[(x >> 8) % np];
+            size_t l = strlen(p);
+            memcpy(buf + n, p, l);
+            n += l;
+        }
+        if ((x >> 40) % 97 == 0)
+            break;
+    }
+    return n;
+}
+
+static void test_gpt2_random_roundtrip_and_fast_path(void **state)
+{
+    (void)state;
+    NEED_GPT2();
+    tu_rng r = {7};
+    char buf[4096];
+    llm_status st = {0};
+    for (int it = 0; it < 3000; it++) {
+        size_t n;
+        if (it % 3 == 0) {
+            n = tu_next(&r) % 600;
+            for (size_t i = 0; i < n; i++)
+                buf[i] = (char)tu_next(&r);
+        } else {
+            n = random_text(&r, buf, sizeof buf);
+        }
+        roundtrip(gpt2, buf, n);
+        llm_ids a = {0}, b = {0};
+        gpt2->fast = 1;
+        assert_int_equal(llm_tokenizer_encode(gpt2, buf, n, &a, &st), LLM_OK);
+        gpt2->fast = 0;
+        assert_int_equal(llm_tokenizer_encode(gpt2, buf, n, &b, &st), LLM_OK);
+        gpt2->fast = 1;
+        if (a.n != b.n || (a.n && memcmp(a.v, b.v, a.n * sizeof *a.v)))
+            fail_msg("iteration %d: the ASCII fast path and PCRE2 disagree", it);
+        llm_ids_free(&a);
+        llm_ids_free(&b);
+    }
+    /* big inputs: long runs (JIT stack, uncached words) and a large random block */
+    size_t big = 300000;
+    char *x = malloc(big);
+    memset(x, ' ', big);
+    roundtrip(gpt2, x, big);
+    memset(x, 'a', big);
+    roundtrip(gpt2, x, big);
+    memset(x, '!', big);
+    roundtrip(gpt2, x, big);
+    for (size_t i = 0; i < big; i++)
+        x[i] = (char)tu_next(&r);
+    roundtrip(gpt2, x, big);
+    llm_ids one = {0}, mt = {0};
+    assert_int_equal(llm_tokenizer_encode(gpt2, x, big, &one, &st), LLM_OK);
+    assert_int_equal(llm_tokenizer_encode_mt(gpt2, x, big, 4, &mt, &st), LLM_OK);
+    assert_int_equal(one.n, mt.n);
+    assert_memory_equal(one.v, mt.v, one.n * sizeof *one.v);
+    llm_ids_free(&one);
+    llm_ids_free(&mt);
+    free(x);
+}
+
+typedef struct {
+    const char *text;
+    size_t n;
+    const llm_ids *want;
+    int ok;
+} conc_arg;
+
+static void *conc_worker(void *p)
+{
+    conc_arg *a = p;
+    llm_status st = {0};
+    a->ok = 1;
+    for (int rep = 0; rep < 3; rep++) {
+        llm_ids ids = {0};
+        if (llm_tokenizer_encode(gpt2, a->text, a->n, &ids, &st) || ids.n != a->want->n ||
+            memcmp(ids.v, a->want->v, ids.n * sizeof *ids.v))
+            a->ok = 0;
+        llm_ids_free(&ids);
+    }
+    return NULL;
+}
+
+static void test_gpt2_concurrent_encode(void **state)
+{
+    (void)state;
+    NEED_GPT2();
+    tu_rng r = {99};
+    size_t n = 0, cap = 200000;
+    char *text = malloc(cap);
+    while (n + 5000 < cap)
+        n += random_text(&r, text + n, 4096);
+    llm_ids want = {0};
+    llm_status st = {0};
+    assert_int_equal(llm_tokenizer_encode(gpt2, text, n, &want, &st), LLM_OK);
+    pthread_t th[4];
+    conc_arg a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (conc_arg){text, n, &want, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, conc_worker, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_true(a[i].ok);
+    }
+    llm_ids_free(&want);
+    free(text);
+}
+
+/* ---- storage in a .llmk file ---- */
+
+static void ckpt_roundtrip(llm_tokenizer *t, const char *name)
+{
+    llm_status st = {0};
+    llm_ckpt_writer *w;
+    assert_int_equal(llm_ckpt_writer_new(&w, &st), LLM_OK);
+    if (llm_tokenizer_save(t, w, &st))
+        fail_msg("%s", st.msg);
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (llm_ckpt_write(w, p, &st))
+        fail_msg("%s", st.msg);
+    llm_ckpt_writer_free(w);
+    llm_tokenizer *u;
+    if (llm_tokenizer_load(&u, p, NULL, &st))
+        fail_msg("%s", st.msg);
+    assert_string_equal(llm_tokenizer_kind(u), llm_tokenizer_kind(t));
+    assert_int_equal(llm_tokenizer_vocab_size(u), llm_tokenizer_vocab_size(t));
+    assert_int_equal(llm_tokenizer_eot(u), llm_tokenizer_eot(t));
+    for (int id = 0; id < llm_tokenizer_vocab_size(t); id++) {
+        const char *a, *b;
+        size_t la, lb;
+        assert_int_equal(llm_tokenizer_token_bytes(t, (uint32_t)id, &a, &la, &st), LLM_OK);
+        assert_int_equal(llm_tokenizer_token_bytes(u, (uint32_t)id, &b, &lb, &st), LLM_OK);
+        assert_int_equal(la, lb);
+        assert_memory_equal(a, b, la);
+    }
+    static const char sample[] = "Hello, world! It's 2026 \xe2\x80\x94 caf\xc3\xa9 \xff\xfe  \n\n";
+    llm_ids x = {0}, y = {0};
+    assert_int_equal(llm_tokenizer_encode(t, sample, sizeof sample - 1, &x, &st), LLM_OK);
+    assert_int_equal(llm_tokenizer_encode(u, sample, sizeof sample - 1, &y, &st), LLM_OK);
+    assert_int_equal(x.n, y.n);
+    assert_memory_equal(x.v, y.v, x.n * sizeof *x.v);
+    llm_ids_free(&x);
+    llm_ids_free(&y);
+    llm_tokenizer_free(u);
+}
+
+static void test_ckpt_storage(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    llm_tokenizer *b;
+    assert_int_equal(llm_tokenizer_byte(&b, &st), LLM_OK);
+    ckpt_roundtrip(b, "byte.llmk");
+    llm_tokenizer_free(b);
+    char d[600];
+    snprintf(d, sizeof d, "%s/tinyck", dir);
+    assert_int_equal(mkdir(d, 0755), 0);
+    write_tiny(d, tiny_merges, 1, 0);
+    llm_tokenizer *t;
+    assert_int_equal(llm_tokenizer_gpt2(&t, d, &st), LLM_OK);
+    ckpt_roundtrip(t, "tiny.llmk");
+    llm_tokenizer_free(t);
+    if (gpt2)
+        ckpt_roundtrip(gpt2, "gpt2.llmk");
+    /* a checkpoint without a tokenizer section, and one with a broken section */
+    llm_ckpt_writer *w;
+    assert_int_equal(llm_ckpt_writer_new(&w, &st), LLM_OK);
+    float x[4] = {0};
+    int64_t shape[1] = {4};
+    assert_int_equal(llm_ckpt_add(w, "w", LLM_DT_F32, 1, shape, x, 0, &st), LLM_OK);
+    char p[600];
+    snprintf(p, sizeof p, "%s/none.llmk", dir);
+    assert_int_equal(llm_ckpt_write(w, p, &st), LLM_OK);
+    llm_ckpt_writer_free(w);
+    llm_tokenizer *u = NULL;
+    assert_int_equal(llm_tokenizer_load(&u, p, NULL, &st), LLM_EDATA);
+    assert_non_null(strstr(st.msg, "no tokenizer"));
+    assert_int_equal(llm_ckpt_writer_new(&w, &st), LLM_OK);
+    llm_node *sec = llm_node_new_map();
+    llm_node_set_str(sec, "kind", "gpt2");
+    llm_node_set_int(sec, "vocab_size", 262);
+    llm_node_set_int(sec, "eot", 261);
+    assert_int_equal(llm_ckpt_set_section(w, "tokenizer", sec, &st), LLM_OK);
+    snprintf(p, sizeof p, "%s/broken.llmk", dir);
+    assert_int_equal(llm_ckpt_write(w, p, &st), LLM_OK);
+    llm_ckpt_writer_free(w);
+    assert_int_equal(llm_tokenizer_load(&u, p, NULL, &st), LLM_EDATA);
+    assert_non_null(strstr(st.msg, "missing"));
+    assert_null(u);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_byte),
+        cmocka_unit_test(test_tiny_bpe_merge_order),
+        cmocka_unit_test(test_bad_vocabularies),
+        cmocka_unit_test(test_gpt2_cases),
+        cmocka_unit_test(test_gpt2_shakespeare),
+        cmocka_unit_test(test_gpt2_random_roundtrip_and_fast_path),
+        cmocka_unit_test(test_gpt2_concurrent_encode),
+        cmocka_unit_test(test_ckpt_storage),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

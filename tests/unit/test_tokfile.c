@@ -1,0 +1,212 @@
+/* Unit tests for token files (common/tokfile.c). */
+#include "tests/unit/testutil.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/tokfile.h"
+
+static char *dir;
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = tu_tmpdir();
+    return dir ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tu_rmdir(dir);
+    free(dir);
+    return 0;
+}
+
+static const char *path(const char *name)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s/%s", dir, name);
+    return buf;
+}
+
+static void put_file(const char *name, const void *data, size_t n)
+{
+    FILE *f = fopen(path(name), "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+static long file_size(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) ? -1 : (long)sb.st_size;
+}
+
+/* a hand-built header, independent of the writer */
+static void header(unsigned char *h, uint32_t magic, uint32_t version, uint32_t n)
+{
+    memset(h, 0, LLM_TOKFILE_HEADER_BYTES);
+    uint32_t v[3] = {magic, version, n};
+    for (int i = 0; i < 3; i++)
+        for (int b = 0; b < 4; b++)
+            h[4 * i + b] = (unsigned char)(v[i] >> (8 * b));
+}
+
+static void test_roundtrip_v1_v2(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    tu_rng r = {42};
+    uint32_t ids[1000];
+    for (int i = 0; i < 1000; i++)
+        ids[i] = (uint32_t)(tu_next(&r) % 50257);
+    assert_int_equal(llm_tokfile_write(path("a.bin"), ids, 1000, 0, &st), LLM_OK);
+    assert_int_equal(file_size(path("a.bin")), 1024 + 2 * 1000);
+    llm_tokfile tf;
+    assert_int_equal(llm_tokfile_open(&tf, path("a.bin"), 50257, &st), LLM_OK);
+    assert_int_equal(tf.version, 1);
+    assert_int_equal(tf.ntok, 1000);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(llm_tokfile_at(&tf, (uint64_t)i), ids[i]);
+    int32_t part[10];
+    llm_tokfile_read(&tf, 500, 10, part);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(part[i], (int32_t)ids[500 + i]);
+    llm_tokfile_close(&tf);
+
+    ids[7] = 70000; /* forces version 2 */
+    assert_int_equal(llm_tokfile_write(path("b.bin"), ids, 1000, 0, &st), LLM_OK);
+    assert_int_equal(file_size(path("b.bin")), 1024 + 4 * 1000);
+    assert_int_equal(llm_tokfile_open(&tf, path("b.bin"), 0, &st), LLM_OK);
+    assert_int_equal(tf.version, 2);
+    assert_int_equal(llm_tokfile_at(&tf, 7), 70000);
+    llm_tokfile_read(&tf, 5, 3, part);
+    assert_int_equal(part[2], 70000);
+    llm_tokfile_close(&tf);
+    /* asking for version 1 with a big id is a usage error, and writes nothing */
+    assert_int_equal(llm_tokfile_write(path("c.bin"), ids, 1000, 1, &st), LLM_EUSAGE);
+    assert_int_equal(file_size(path("c.bin")), -1);
+    /* version 2 on request */
+    ids[7] = 1;
+    assert_int_equal(llm_tokfile_write(path("d.bin"), ids, 1000, 2, &st), LLM_OK);
+    assert_int_equal(file_size(path("d.bin")), 1024 + 4 * 1000);
+    /* empty */
+    assert_int_equal(llm_tokfile_write(path("e.bin"), ids, 0, 0, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_open(&tf, path("e.bin"), 10, &st), LLM_OK);
+    assert_int_equal(tf.ntok, 0);
+    llm_tokfile_close(&tf);
+}
+
+static void test_reads_handmade_file(void **state)
+{
+    (void)state;
+    unsigned char buf[1024 + 6];
+    header(buf, 20240520, 1, 3);
+    unsigned char t[6] = {0x01, 0x00, 0x50, 0xc3, 0xff, 0xff}; /* 1, 50000, 65535 */
+    memcpy(buf + 1024, t, 6);
+    put_file("hand.bin", buf, sizeof buf);
+    llm_tokfile tf;
+    llm_status st = {0};
+    assert_int_equal(llm_tokfile_open(&tf, path("hand.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_at(&tf, 0), 1);
+    assert_int_equal(llm_tokfile_at(&tf, 1), 50000);
+    assert_int_equal(llm_tokfile_at(&tf, 2), 65535);
+    llm_tokfile_close(&tf);
+    /* the vocabulary check names the first bad position */
+    assert_int_equal(llm_tokfile_open(&tf, path("hand.bin"), 50257, &st), LLM_EDATA);
+    assert_non_null(strstr(st.msg, "token 2"));
+    assert_null(tf.base);
+}
+
+static void expect_bad(const char *name, const void *data, size_t n, const char *needle)
+{
+    put_file(name, data, n);
+    llm_tokfile tf;
+    llm_status st = {0};
+    assert_int_equal(llm_tokfile_open(&tf, path(name), 0, &st), LLM_EDATA);
+    if (!strstr(st.msg, needle))
+        fail_msg("message '%s' lacks '%s'", st.msg, needle);
+    assert_non_null(strstr(st.msg, name));
+}
+
+static void test_rejects_bad_files(void **state)
+{
+    (void)state;
+    unsigned char buf[1024 + 8];
+    memset(buf, 0, sizeof buf);
+    expect_bad("short.bin", "garbage", 7, "header");
+    header(buf, 12345, 1, 4);
+    expect_bad("magic.bin", buf, 1024 + 8, "magic");
+    header(buf, 20240520, 3, 4);
+    expect_bad("version.bin", buf, 1024 + 8, "version");
+    header(buf, 20240520, 1, 5);
+    expect_bad("count.bin", buf, 1024 + 8, "5 tokens");
+    header(buf, 20240520, 1, 4);
+    expect_bad("trunc.bin", buf, 1024 + 7, "tokens");
+    header(buf, 20240520, 2, 4);
+    expect_bad("v2size.bin", buf, 1024 + 8, "tokens");
+    header(buf, 20240520, 1, 0xffffffffu); /* huge count: no overflow, no big allocation */
+    expect_bad("huge.bin", buf, 1024 + 8, "tokens");
+    llm_tokfile tf;
+    llm_status st = {0};
+    assert_int_equal(llm_tokfile_open(&tf, path("missing.bin"), 0, &st), LLM_ENOINPUT);
+    assert_int_equal(llm_tokfile_open(&tf, dir, 0, &st), LLM_ENOINPUT);
+}
+
+static int count_entries(const char *d)
+{
+    DIR *dp = opendir(d);
+    int n = 0;
+    for (struct dirent *e; dp && (e = readdir(dp));)
+        n += e->d_name[0] != '.';
+    if (dp)
+        closedir(dp);
+    return n;
+}
+
+static void test_atomic_write(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    uint32_t ids[4] = {1, 2, 3, 4};
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s/atomic", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    char target[600];
+    snprintf(target, sizeof target, "%s/out.bin", sub);
+    assert_int_equal(llm_tokfile_write(target, ids, 4, 0, &st), LLM_OK);
+    assert_int_equal(count_entries(sub), 1); /* no temp file left */
+    /* a failed write (target is a directory) keeps the old state and leaves no temp */
+    char blocker[600];
+    snprintf(blocker, sizeof blocker, "%s/dir.bin", sub);
+    assert_int_equal(mkdir(blocker, 0755), 0);
+    assert_int_equal(llm_tokfile_write(blocker, ids, 4, 0, &st), LLM_EIO);
+    assert_int_equal(count_entries(sub), 2);
+    /* a missing folder: an error naming the file */
+    char nodir[600];
+    snprintf(nodir, sizeof nodir, "%s/no/such/out.bin", sub);
+    assert_int_equal(llm_tokfile_write(nodir, ids, 4, 0, &st), LLM_EIO);
+    assert_non_null(strstr(st.msg, "out.bin"));
+    /* overwriting replaces the whole file */
+    uint32_t more[100] = {0};
+    assert_int_equal(llm_tokfile_write(target, more, 100, 0, &st), LLM_OK);
+    assert_int_equal(file_size(target), 1024 + 200);
+    assert_int_equal(count_entries(sub), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip_v1_v2),
+        cmocka_unit_test(test_reads_handmade_file),
+        cmocka_unit_test(test_rejects_bad_files),
+        cmocka_unit_test(test_atomic_write),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
