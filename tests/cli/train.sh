@@ -3,6 +3,8 @@
 # steps, refusal of mismatched checkpoints, gradient accumulation, metrics.
 . "$(dirname "$0")/lib.sh"
 PY=python3
+# other processes share the cores: let idle OpenMP threads sleep instead of spinning
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 if ! have_data tinyshakespeare/input.txt; then skip "llm-train tests" "no $DATA/tinyshakespeare"; exit 0; fi
 cd "$TMP" || exit 1
 
