@@ -174,9 +174,9 @@ static int finish(run_t *r, slot_t *s, const char *reason, const char *error, ll
     }
     /* the rest of the text (held back while it could begin a stop string) */
     if (r->io->token && !error && s->emitted < s->tlen &&
-        r->io->token(r->io->u, &s->req, s->text + s->emitted, s->tlen - s->emitted, st))
+        r->io->token(r->io->out, &s->req, s->text + s->emitted, s->tlen - s->emitted, st))
         return io_fail(st);
-    int rc = r->io->done(r->io->u, &res, st);
+    int rc = r->io->done(r->io->out, &res, st);
     slot_clear(s);
     if (rc)
         return io_fail(st);
@@ -262,7 +262,7 @@ static int on_token(run_t *r, slot_t *s, int tok, int *done, llm_status *st)
     if (r->io->token) {
         size_t safe = s->tlen > s->max_stop ? s->tlen - s->max_stop : 0;
         if (safe > s->emitted) {
-            if (r->io->token(r->io->u, &s->req, s->text + s->emitted, safe - s->emitted, st))
+            if (r->io->token(r->io->out, &s->req, s->text + s->emitted, safe - s->emitted, st))
                 return io_fail(st);
             s->emitted = safe;
         }
@@ -363,7 +363,7 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
                 continue;
             llm_infer_request req;
             memset(&req, 0, sizeof req);
-            int g = io->next(io->u, &req, st);
+            int g = io->next(io->in, &req, st);
             if (g == 0) {
                 eof = 1;
                 break;

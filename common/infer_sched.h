@@ -62,7 +62,8 @@ typedef struct {
     int (*token)(void *u, const llm_infer_request *req, const char *bytes, size_t n,
                  llm_status *st);
     int (*done)(void *u, const llm_infer_result *res, llm_status *st);
-    void *u;
+    void *in;    /* passed to next */
+    void *out;   /* passed to token and done */
 } llm_infer_io;
 
 /* Totals over a run (llm_infer_stats_free releases tpot). */

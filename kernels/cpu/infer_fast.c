@@ -21,6 +21,8 @@
 /* N at or above which matmul_rows uses sgemm: prefill-sized batches are compute-bound
  * and BLAS wins there; below it the weight stream dominates and tiles win. */
 #define SGEMM_MIN_ROWS 32
+/* Multiply-adds below which a kernel runs on the calling thread only. */
+#define PAR_MIN_WORK (1 << 18)
 
 static int nthreads(const llm_backend *be)
 {
@@ -41,34 +43,99 @@ __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* Dot products of MR weight rows with NR input rows (MR <= 4, NR <= 2), C floats each.
- * Inlined with constant MR/NR so the accumulators stay in registers. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-tile(const float *w, const float *x, int C, int MR, int NR, float res[4][2])
+/* Dot products of 4 weight rows with 2 input rows (and the 4x1, 1x2, 1x1 edge cases),
+ * C floats each, written out with named accumulators so they stay in registers.  Every
+ * (weight row, input row) pair accumulates the same lanes in the same order in all four
+ * variants, which keeps results independent of how rows are grouped. */
+#define FIN(acc, wr, xr)                                                                  \
+    do {                                                                                  \
+        float s_ = hsum8(acc);                                                            \
+        for (int k = c; k < C; k++)                                                       \
+            s_ += (wr)[k] * (xr)[k];                                                      \
+        *(outp) = s_;                                                                     \
+    } while (0)
+
+__attribute__((target("avx2,fma"))) static void
+tile4x2(const float *w, const float *x, int C, float r[4][2])
 {
-    __m256 acc[4][2];
-    for (int m = 0; m < MR; m++)
-        for (int r = 0; r < NR; r++)
-            acc[m][r] = _mm256_setzero_ps();
+    const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
+    const float *x0 = x, *x1 = x + C;
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
+           a30 = a00, a31 = a00;
     int c = 0;
     for (; c + 8 <= C; c += 8) {
-        __m256 wv[4];
-        for (int m = 0; m < MR; m++)
-            wv[m] = _mm256_loadu_ps(w + (size_t)m * C + c);
-        for (int r = 0; r < NR; r++) {
-            __m256 xv = _mm256_loadu_ps(x + (size_t)r * C + c);
-            for (int m = 0; m < MR; m++)
-                acc[m][r] = _mm256_fmadd_ps(wv[m], xv, acc[m][r]);
-        }
+        __m256 v0 = _mm256_loadu_ps(x0 + c), v1 = _mm256_loadu_ps(x1 + c);
+        __m256 u = _mm256_loadu_ps(w0 + c);
+        a00 = _mm256_fmadd_ps(u, v0, a00);
+        a01 = _mm256_fmadd_ps(u, v1, a01);
+        u = _mm256_loadu_ps(w1 + c);
+        a10 = _mm256_fmadd_ps(u, v0, a10);
+        a11 = _mm256_fmadd_ps(u, v1, a11);
+        u = _mm256_loadu_ps(w2 + c);
+        a20 = _mm256_fmadd_ps(u, v0, a20);
+        a21 = _mm256_fmadd_ps(u, v1, a21);
+        u = _mm256_loadu_ps(w3 + c);
+        a30 = _mm256_fmadd_ps(u, v0, a30);
+        a31 = _mm256_fmadd_ps(u, v1, a31);
     }
-    for (int m = 0; m < MR; m++)
-        for (int r = 0; r < NR; r++) {
-            float s = hsum8(acc[m][r]);
-            for (int k = c; k < C; k++)
-                s += w[(size_t)m * C + k] * x[(size_t)r * C + k];
-            res[m][r] = s;
-        }
+    float *outp;
+    outp = &r[0][0]; FIN(a00, w0, x0);
+    outp = &r[0][1]; FIN(a01, w0, x1);
+    outp = &r[1][0]; FIN(a10, w1, x0);
+    outp = &r[1][1]; FIN(a11, w1, x1);
+    outp = &r[2][0]; FIN(a20, w2, x0);
+    outp = &r[2][1]; FIN(a21, w2, x1);
+    outp = &r[3][0]; FIN(a30, w3, x0);
+    outp = &r[3][1]; FIN(a31, w3, x1);
 }
+
+__attribute__((target("avx2,fma"))) static void
+tile4x1(const float *w, const float *x, int C, float r[4][2])
+{
+    const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int c = 0;
+    for (; c + 8 <= C; c += 8) {
+        __m256 v = _mm256_loadu_ps(x + c);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c), v, a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c), v, a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c), v, a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), v, a3);
+    }
+    float *outp;
+    outp = &r[0][0]; FIN(a0, w0, x);
+    outp = &r[1][0]; FIN(a1, w1, x);
+    outp = &r[2][0]; FIN(a2, w2, x);
+    outp = &r[3][0]; FIN(a3, w3, x);
+}
+
+__attribute__((target("avx2,fma"))) static void
+tile1x2(const float *w, const float *x, int C, float r[2])
+{
+    const float *x0 = x, *x1 = x + C;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int c = 0;
+    for (; c + 8 <= C; c += 8) {
+        __m256 u = _mm256_loadu_ps(w + c);
+        a0 = _mm256_fmadd_ps(u, _mm256_loadu_ps(x0 + c), a0);
+        a1 = _mm256_fmadd_ps(u, _mm256_loadu_ps(x1 + c), a1);
+    }
+    float *outp;
+    outp = &r[0]; FIN(a0, w, x0);
+    outp = &r[1]; FIN(a1, w, x1);
+}
+
+__attribute__((target("avx2,fma"))) static float tile1x1(const float *w, const float *x, int C)
+{
+    __m256 a0 = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 8 <= C; c += 8)
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), a0);
+    float res, *outp = &res;
+    FIN(a0, w, x);
+    return res;
+}
+#undef FIN
 
 __attribute__((target("avx2,fma"))) static void
 block_rows(float *out, const float *inp, const float *W, const float *bias, int N, int C,
@@ -79,21 +146,18 @@ block_rows(float *out, const float *inp, const float *W, const float *bias, int 
     for (int n = 0; n < N; n += 2) {
         int NR = N - n >= 2 ? 2 : 1;
         const float *x = inp + (size_t)n * C;
-        if (MR == 4 && NR == 2) tile(w, x, C, 4, 2, res);
-        else if (MR == 4)       tile(w, x, C, 4, 1, res);
+        if (MR == 4 && NR == 2) tile4x2(w, x, C, res);
+        else if (MR == 4)       tile4x1(w, x, C, res);
         else if (NR == 2) {
             for (int m = 0; m < MR; m++) {
-                float r1[4][2];
-                tile(w + (size_t)m * C, x, C, 1, 2, r1);
-                res[m][0] = r1[0][0];
-                res[m][1] = r1[0][1];
+                float r2[2];
+                tile1x2(w + (size_t)m * C, x, C, r2);
+                res[m][0] = r2[0];
+                res[m][1] = r2[1];
             }
         } else {
-            for (int m = 0; m < MR; m++) {
-                float r1[4][2];
-                tile(w + (size_t)m * C, x, C, 1, 1, r1);
-                res[m][0] = r1[0][0];
-            }
+            for (int m = 0; m < MR; m++)
+                res[m][0] = tile1x1(w + (size_t)m * C, x, C);
         }
         for (int r = 0; r < NR; r++)
             for (int m = 0; m < MR; m++)
@@ -105,7 +169,9 @@ static void matmul_tiles(llm_backend *be, float *out, const float *inp, const fl
                          const float *bias, int N, int C, int OC)
 {
     int nblk = (OC + 3) / 4;
-#pragma omp parallel for schedule(static) num_threads(nthreads(be))
+    /* tiny products are not worth waking threads for */
+    int par = (double)N * OC * C >= PAR_MIN_WORK;
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (par)
     for (int b = 0; b < nblk; b++) {
         int o0 = b * 4;
         int MR = OC - o0 >= 4 ? 4 : OC - o0;
@@ -124,12 +190,24 @@ static void fast_matmul_rows(llm_backend *be, float *out, const float *inp, cons
         matmul_tiles(be, out, inp, w, bias, N, C, OC);
         return;
     }
-    if (bias) {
-        for (int n = 0; n < N; n++)
-            memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+    /* BLAS stays single-threaded (see cpu_backend.c); each OpenMP thread multiplies its
+     * own slice of output columns. */
+    int nt = nthreads(be);
+    int per;
+    if ((double)N * OC * C < PAR_MIN_WORK)
+        nt = 1;
+    per = ((OC + nt - 1) / nt + 15) / 16 * 16;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int t = 0; t < nt; t++) {
+        int o0 = t * per, oc = OC - o0 < per ? OC - o0 : per;
+        if (oc <= 0)
+            continue;
+        if (bias)
+            for (int n = 0; n < N; n++)
+                memcpy(out + (size_t)n * OC + o0, bias + o0, (size_t)oc * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, oc, C, 1.0f, inp, C,
+                    (const float *)w + (size_t)o0 * C, C, bias ? 1.0f : 0.0f, out + o0, OC);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C,
-                bias ? 1.0f : 0.0f, out, OC);
 }
 
 __attribute__((target("avx2,fma"))) static float dot_avx(const float *a, const float *b, int n)
@@ -170,7 +248,9 @@ static void fast_attention_rows(llm_backend *be, float *out, const float *qkv,
         llm_infer_ref_attention_rows(be, out, qkv, kcache, vcache, slot, pos, N, C, NH, maxT);
         return;
     }
-#pragma omp parallel num_threads(nt)
+    /* short attention spans are not worth waking threads for */
+    int par = (double)N * C * (pos[0] + 1) >= PAR_MIN_WORK;
+#pragma omp parallel num_threads(nt) if (par)
     {
         float *sc = scores + (size_t)omp_get_thread_num() * maxT;
 #pragma omp for schedule(dynamic, 4)
@@ -214,6 +294,6 @@ void llm_backend_cpu_infer_init(llm_backend *be, int reference)
     } else {
         be->matmul_rows = fast_matmul_rows;
         be->attention_rows = fast_attention_rows;
-        openblas_set_num_threads(nthreads(be));
+        openblas_set_num_threads(1);   /* threads come from OpenMP slices */
     }
 }
