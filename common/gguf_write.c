@@ -166,7 +166,7 @@ int llm_gguf_export(const char *in, const char *out, llm_status *st)
     if ((rc = llm_model_config_parse(ms, &cfg, st)))
         goto out;
     int L = cfg.n_layer;
-    T = calloc((size_t)(12 * L + 6), sizeof *T);
+    T = calloc((size_t)(12 * L + 5), sizeof *T);
     if (!T) {
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto out;
@@ -179,9 +179,9 @@ int llm_gguf_export(const char *in, const char *out, llm_status *st)
         {"mlp.c_fc.weight", "ffn_up.weight"}, {"mlp.c_fc.bias", "ffn_up.bias"},
         {"mlp.c_proj.weight", "ffn_down.weight"}, {"mlp.c_proj.bias", "ffn_down.bias"}};
     char src[128];
-    for (int i = 0; i < 12 * L + 6; i++) {
+    for (int i = 0; i < 12 * L + 5; i++) {
         gt *g = &T[nt];
-        if (i == 0 || i == 12 * L + 5)
+        if (i == 0 || i == 12 * L + 4)
             snprintf(src, sizeof src, "wte"), snprintf(g->name, sizeof g->name, i ? "output.weight" : "token_embd.weight");
         else if (i == 1)
             snprintf(src, sizeof src, "wpe"), snprintf(g->name, sizeof g->name, "position_embd.weight");

@@ -142,7 +142,10 @@ static void check_export(int q8)
     size_t data;
     uint32_t vocab = 0, ctx = 0;
     int nt = parse(p, n, ti, 64, &data, &vocab, &ctx);
-    assert_int_equal(nt, 12 * 2 + 6);
+    assert_int_equal(nt, 12 * 2 + 5);
+    for (int i = 0; i < nt; i++)   /* names are unique */
+        for (int j = 0; j < i; j++)
+            assert_string_not_equal(ti[i].name, ti[j].name);
     assert_int_equal(vocab, 257);
     assert_int_equal(ctx, 32);
     llm_ckpt *c;
