@@ -147,7 +147,7 @@ def nll(W, H, ids, ctx):
 if __name__ == "__main__":
     kind, path, tok, want = sys.argv[1:5]
     W, H = from_hf(path) if kind == "hf" else from_gguf(path)
-    b = open(tok, "rb").read(); ids = list(np.frombuffer(b[1024:], dtype="<u2").astype(np.int64))
+    b = open(tok, "rb").read(); ids = [int(v) for v in np.frombuffer(b[1024:], dtype="<u2")]
     got = nll(W, H, ids, 64)
     rel = abs(got - float(want)) / abs(float(want))
     print("%s: torch nll %.9f, llm-infer %s, rel %.2e" % (kind, got, want, rel))
@@ -158,6 +158,29 @@ if "$TPY" -c "import torch, numpy" 2>/dev/null && [ -n "$base" ]; then
   check "gguf: PyTorch GPT-2 from the GGUF tensors = llm-infer --eval" "$TPY" "$TMP/ref.py" gguf "$TMP/m.gguf" "$TMP/tok.bin" "$base"
 else
   skip "safetensors PyTorch check" "no torch at $TPY"; skip "gguf PyTorch check" "no torch at $TPY"
+fi
+
+# llama.cpp's own GGUF reader (gguf-py), when installed: names in its GPT-2 tensor list,
+# and its HF -> GGUF name map gives our names
+GPY=""
+for p in "$TPY" python3; do if "$p" -c "import gguf, numpy" 2>/dev/null; then GPY=$p; break; fi; done
+if [ -n "$GPY" ]; then
+  check "gguf-py reads the export; names and HF mapping agree" "$GPY" - "$TMP/m.gguf" "$TMP/hf/model.safetensors" <<'PY'
+import json, re, struct, sys
+from gguf import GGUFReader, MODEL_ARCH, MODEL_TENSORS, TensorNameMap
+from gguf.constants import TENSOR_NAMES
+r = GGUFReader(sys.argv[1]); names = [t.name for t in r.tensors]
+allowed = {TENSOR_NAMES[t] for t in MODEL_TENSORS[MODEL_ARCH.GPT2]}
+assert all(re.sub(r"blk\.\d+\.", "blk.{bid}.", n.rsplit(".", 1)[0]) in allowed for n in names), names
+assert r.fields["general.architecture"].contents() == "gpt2"
+b = open(sys.argv[2], "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+L = r.fields["gpt2.block_count"].contents(); tm = TensorNameMap(MODEL_ARCH.GPT2, L)
+for k in json.loads(b[8:8 + n]):
+    if k != "__metadata__":
+        assert tm.get_name(k, try_suffixes=(".weight", ".bias")) in names, k
+PY
+else
+  skip "gguf-py check" "python module gguf not installed"
 fi
 
 # HF -> llmk: exact, and the same perplexity
