@@ -199,6 +199,31 @@ static void test_refusals(void **state)
     assert_non_null(strstr(st.msg, "not a shard"));
 }
 
+/* q4_0 (18-byte blocks of 32): cuts only at multiples of 32 elements, whole blocks moved */
+static void test_blocks(void **state)
+{
+    (void)state;
+    int64_t sh[2] = {2, 64}, ps[2];
+    assert_int_equal(llm_shard_piece_ok(LLM_DT_Q4_0, 2, sh, LLM_SPLIT_COLS, 1, 32, 64, ps), 0);
+    assert_int_equal(ps[1], 32);
+    assert_int_equal(llm_shard_piece_ok(LLM_DT_Q4_0, 2, sh, LLM_SPLIT_COLS, 1, 0, 16, ps), -1);
+    assert_int_equal(llm_shard_piece_ok(LLM_DT_Q4_0, 2, sh, LLM_SPLIT_ROWS, 1, 1, 2, ps), 0);
+    int64_t odd[2] = {3, 48};
+    assert_int_equal(llm_shard_piece_ok(LLM_DT_Q4_0, 2, odd, LLM_SPLIT_ROWS, 1, 0, 1, ps), -1);
+    assert_int_equal(llm_shard_piece_ok(LLM_DT_F32, 2, odd, LLM_SPLIT_ROWS, 1, 0, 1, ps), 0);
+    assert_int_equal(llm_shard_piece_ok(LLM_DT_F32, 2, odd, LLM_SPLIT_ROWS, 3, 0, 2, ps), -1);
+    unsigned char full[4 * 18], piece[2 * 18], back[4 * 18];
+    for (int i = 0; i < 4 * 18; i++)
+        full[i] = (unsigned char)i;
+    llm_shard_copy_piece(full, piece, LLM_DT_Q4_0, 2, sh, LLM_SPLIT_COLS, 1, 32, 64, 1);
+    assert_memory_equal(piece, full + 18, 18);        /* row 0, block 1 */
+    assert_memory_equal(piece + 18, full + 54, 18);   /* row 1, block 1 */
+    memset(back, 0, sizeof back);
+    llm_shard_copy_piece(back, piece, LLM_DT_Q4_0, 2, sh, LLM_SPLIT_COLS, 1, 32, 64, 0);
+    assert_memory_equal(back + 18, full + 18, 18);
+    assert_memory_equal(back + 54, full + 54, 18);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_q8),
         cmocka_unit_test(test_pieces),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_blocks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
