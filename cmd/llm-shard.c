@@ -7,7 +7,10 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/gguf.h"
 #include "common/llmc.h"
+#include "common/safetensors.h"
+#include "common/shard.h"
 #include "common/shard_info.h"
 #include "common/status.h"
 
@@ -66,12 +69,12 @@ static int cmd_convert(int argc, char **argv)
 {
     const char *from = NULL, *to = NULL, *out = NULL;
     const llm_opt opts[] = {
-        {"from", 0, LLM_OPT_STR, &from, "FMT", "read FILE in format FMT (llmc) and write .llmk"},
+        {"from", 0, LLM_OPT_STR, &from, "FMT", "read FILE in format FMT (llmc, safetensors: a directory) and write .llmk"},
         {"to", 0, LLM_OPT_STR, &to, "FMT", "read the .llmk FILE and write format FMT (llmc)"},
         {"output", 'o', LLM_OPT_STR, &out, "OUT", "output file, - for stdout (required)"},
         {0}};
-    const llm_cli cli = {"llm-shard convert", "--from llmc|--to llmc [options] FILE|- -o OUT",
-                         "Convert llm.c GPT-2 checkpoints to and from .llmk.", opts, 1, 1};
+    const llm_cli cli = {"llm-shard convert", "--from llmc|safetensors|--to llmc [options] FILE|DIR -o OUT",
+                         "Convert llm.c and Hugging Face GPT-2 checkpoints to and from .llmk.", opts, 1, 1};
     llm_strlist pos = {0};
     int r = llm_cli_parse(&cli, argc, argv, &pos);
     if (r != LLM_CLI_RUN) {
@@ -79,16 +82,104 @@ static int cmd_convert(int argc, char **argv)
         return r == LLM_CLI_EXIT ? 0 : 64;
     }
     const char *fmt = from ? from : to;
-    if (!out || (from && to) || !fmt || strcmp(fmt, "llmc") != 0) {
+    int st_in = from && !strcmp(from, "safetensors");
+    if (!out || (from && to) || !fmt || (strcmp(fmt, "llmc") != 0 && !st_in)) {
         fprintf(stderr, "llm-shard convert: %s\n",
                 !out ? "-o OUT is required"
-                     : (from && to) || !fmt ? "give exactly one of --from llmc and --to llmc"
-                                            : "unknown format (the one format is 'llmc')");
+                     : (from && to) || !fmt ? "give exactly one of --from FMT and --to FMT"
+                                            : "unknown format (--from llmc|safetensors, --to llmc; "
+                                              "use export for gguf and safetensors output)");
         llm_strlist_free(&pos);
         return 64;
     }
     llm_status st = {0};
-    int rc = from ? llm_llmc_import(pos.v[0], out, &st) : llm_llmc_export(pos.v[0], out, &st);
+    int rc = st_in  ? llm_hf_import(pos.v[0], out, &st)
+             : from ? llm_llmc_import(pos.v[0], out, &st)
+                    : llm_llmc_export(pos.v[0], out, &st);
+    llm_strlist_free(&pos);
+    return done(rc, &st);
+}
+
+static int cmd_export(int argc, char **argv)
+{
+    const char *to = NULL, *out = NULL;
+    const llm_opt opts[] = {
+        {"to", 0, LLM_OPT_STR, &to, "FMT", "gguf (a file) or safetensors (a directory) (required)"},
+        {"output", 'o', LLM_OPT_STR, &out, "OUT", "the GGUF file or the Hugging Face directory (required)"},
+        {0}};
+    const llm_cli cli = {"llm-shard export", "--to gguf|safetensors FILE -o OUT",
+                         "Export a GPT-2 checkpoint for llama.cpp (GGUF) or Hugging Face (safetensors).", opts, 1, 1};
+    llm_strlist pos = {0};
+    int r = llm_cli_parse(&cli, argc, argv, &pos);
+    if (r != LLM_CLI_RUN) {
+        llm_strlist_free(&pos);
+        return r == LLM_CLI_EXIT ? 0 : 64;
+    }
+    llm_status st = {0};
+    int rc;
+    if (!to || !out)
+        rc = llm_err(&st, LLM_EUSAGE, "--to FMT and -o OUT are required");
+    else if (!strcmp(to, "gguf"))
+        rc = llm_gguf_export(pos.v[0], out, &st);
+    else if (!strcmp(to, "safetensors"))
+        rc = llm_hf_export(pos.v[0], out, &st);
+    else
+        rc = llm_err(&st, LLM_EUSAGE, "unknown export format '%s' (gguf, safetensors)", to);
+    llm_strlist_free(&pos);
+    return done(rc, &st);
+}
+
+/* Parse the common shape: options, then run; returns 64 on usage errors. */
+static int parse(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, int *ret)
+{
+    int r = llm_cli_parse(cli, argc, argv, pos);
+    if (r == LLM_CLI_RUN)
+        return 1;
+    llm_strlist_free(pos);
+    *ret = r == LLM_CLI_EXIT ? 0 : 64;
+    return 0;
+}
+
+static int cmd_split(int argc, char **argv)
+{
+    int tp = 1, pp = 0, ret, layers[LLM_SHARD_MAX_PP], nl = 0;
+    const char *out = NULL, *ppl = NULL;
+    const llm_opt opts[] = {
+        {"tp", 0, LLM_OPT_INT, &tp, "N", "tensor-parallel ranks (default: 1)"},
+        {"pp", 0, LLM_OPT_INT, &pp, "M", "pipeline stages (default: 1, or the --pp-layers count)"},
+        {"pp-layers", 0, LLM_OPT_STR, &ppl, "L1,L2,...", "layers per pipeline stage (default: even)"},
+        {"output", 'o', LLM_OPT_STR, &out, "PREFIX", "write PREFIX-tp{i}-pp{j}.llmk (required)"},
+        {0}};
+    const llm_cli cli = {"llm-shard split", "--tp N [--pp M] [--pp-layers L,...] FILE -o PREFIX",
+                         "Split a checkpoint into tensor- and pipeline-parallel shards.", opts, 1, 1};
+    llm_strlist pos = {0};
+    if (!parse(&cli, argc, argv, &pos, &ret))
+        return ret;
+    llm_status st = {0};
+    int rc = LLM_OK;
+    if (!out)
+        rc = llm_err(&st, LLM_EUSAGE, "-o PREFIX is required");
+    else if (ppl && !(rc = llm_shard_parse_layers(ppl, layers, LLM_SHARD_MAX_PP, &nl, &st)) && pp && pp != nl)
+        rc = llm_err(&st, LLM_EUSAGE, "--pp %d but --pp-layers lists %d stages", pp, nl);
+    if (!rc)
+        rc = llm_shard_split(pos.v[0], tp, ppl ? nl : pp ? pp : 1, ppl ? layers : NULL, out, &st);
+    llm_strlist_free(&pos);
+    return done(rc, &st);
+}
+
+static int cmd_merge(int argc, char **argv)
+{
+    const char *out = NULL;
+    int ret;
+    const llm_opt opts[] = {
+        {"output", 'o', LLM_OPT_STR, &out, "OUT", "the merged checkpoint, - for stdout (required)"},
+        {0}};
+    const llm_cli cli = {"llm-shard merge", "SHARD... -o OUT", "Reassemble the shards of a split.", opts, 1, -1};
+    llm_strlist pos = {0};
+    if (!parse(&cli, argc, argv, &pos, &ret))
+        return ret;
+    llm_status st = {0};
+    int rc = out ? llm_shard_merge(pos.v, pos.n, out, &st) : llm_err(&st, LLM_EUSAGE, "-o OUT is required");
     llm_strlist_free(&pos);
     return done(rc, &st);
 }
@@ -96,12 +187,15 @@ static int cmd_convert(int argc, char **argv)
 static const llm_subcmd subcmds[] = {
     {"info", "print the header and tensor table of a checkpoint", cmd_info},
     {"verify", "check a checkpoint's structure and every crc32", cmd_verify},
-    {"convert", "convert llm.c GPT-2 checkpoints to and from .llmk", cmd_convert},
+    {"convert", "convert llm.c and Hugging Face GPT-2 checkpoints to and from .llmk", cmd_convert},
+    {"export", "export a checkpoint as GGUF (llama.cpp) or safetensors (Hugging Face)", cmd_export},
+    {"split", "split a checkpoint into tensor/pipeline-parallel shards", cmd_split},
+    {"merge", "reassemble shards into one checkpoint", cmd_merge},
     {0},
 };
 
 int main(int argc, char **argv)
 {
     llm_cli_quiet_sigpipe();
-    return llm_cli_dispatch("llm-shard", "Inspect, verify and convert .llmk checkpoints.", subcmds, argc, argv);
+    return llm_cli_dispatch("llm-shard", "Inspect, verify, split, merge, convert and export .llmk checkpoints.", subcmds, argc, argv);
 }
