@@ -70,9 +70,9 @@ LLM_AVX2 static void gelu_bwd_avx2(float *dinp, const float *x, const float *dou
                                               _mm256_loadu_ps(dinp + i)));
     if (i < hi) {
         __m256i m = llm_mask8((int)(hi - i));
-        _mm256_maskstore_ps(dinp + i, m,
-                            gelu_grad8(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(dout + i, m),
-                                       _mm256_maskload_ps(dinp + i, m)));
+        __m256 g = gelu_grad8(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(dout + i, m),
+                              _mm256_maskload_ps(dinp + i, m));
+        _mm256_maskstore_ps(dinp + i, m, g);
     }
 }
 
