@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "common/metrics.h"
-#include "common/sample.h"
+#include "common/sampler.h"
 #include "common/schedule.h"
 
 typedef struct {
@@ -227,8 +227,15 @@ static int print_sample(trainer *t, llm_status *st)
         free(row);
         return llm_err(st, LLM_ENOMEM, "out of memory");
     }
-    uint64_t rng = (uint64_t)t->cfg->seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->step;
-    llm_sample_params sp = {0.8f, 40, 1.0f};
+    llm_sampler_params sp = {0.8f, 40, 1.0f,
+                             (uint64_t)t->cfg->seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->step};
+    llm_sampler smp;
+    llm_sampler_scratch scratch = {0};
+    if (llm_sampler_init(&smp, &sp, st)) {
+        free(ctx);
+        free(row);
+        return st->code;
+    }
     int len = 0;
     ctx[len++] = (int32_t)llm_tokenizer_eot(t->tok);
     char *text = NULL;
@@ -241,7 +248,7 @@ static int print_sample(trainer *t, llm_status *st)
             break;
         t->be.to_host(&t->be, row, llm_model_logits(t->m) + (size_t)(w - 1) * mc->padded_vocab,
                       (size_t)mc->padded_vocab * sizeof *row);
-        int id = llm_sample(row, mc->vocab_size, &sp, &rng);
+        int id = llm_sampler_sample(&smp, row, mc->vocab_size, &scratch);
         if (id < 0) {
             rc = llm_err(st, LLM_ENOMEM, "out of memory");
             break;
@@ -264,6 +271,7 @@ static int print_sample(trainer *t, llm_status *st)
     free(text);
     free(ctx);
     free(row);
+    llm_sampler_scratch_free(&scratch);
     return rc;
 }
 
