@@ -17,6 +17,8 @@
 # Every tool: median of STEPS timed steps after 2 warm-up steps; peak RSS of its process.
 # PyTorch gets its best setting: torch.set_num_threads(THREADS), OMP_WAIT_POLICY=PASSIVE,
 # foreach AdamW.  llmkit and PyTorch clip the gradient norm to 1 (llm.c does not clip).
+# All three run with OMP_WAIT_POLICY=$WAIT (default PASSIVE): on a shared, oversubscribed
+# machine spinning OpenMP workers cost any tool up to ~1.5x (measured on llmkit).
 set -euo pipefail
 ROUNDS=2 THREADS=2 STEPS=10 MODELS="124m small" OUT=
 while getopts r:t:s:m:o:h o; do
@@ -32,6 +34,7 @@ TORCH_PY=${TORCH_PY:-/usr/bin/python3}
 BENCH=$ROOT/build/bench/bench_step
 [ -x "$BENCH" ] || { echo "bench-peers: build $BENCH first (make bench CUDA=0)" >&2; exit 66; }
 [ -f "$LLMC_SRC/train_gpt2.c" ] || { echo "bench-peers: no llm.c source in $LLMC_SRC" >&2; exit 66; }
+WAIT=${WAIT:-PASSIVE}
 mkdir -p "$WORK"
 
 # ---- llm.c: a timing driver that includes train_gpt2.c (TESTING skips its main) ----
@@ -156,13 +159,13 @@ done
 
 res=$WORK/results.jsonl
 : >"$res"
-echo "# $(date -u +%FT%TZ) threads=$THREADS steps=$STEPS rounds=$ROUNDS load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "# $(date -u +%FT%TZ) OMP_WAIT_POLICY=$WAIT threads=$THREADS steps=$STEPS rounds=$ROUNDS load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq 1 "$ROUNDS"); do
   for m in $MODELS; do
     read -r L NH C B T <<<"$(shape "$m")"
-    { "$BENCH" "$m" --threads "$THREADS" --steps "$STEPS" --json | sed "s/^{/{\"tool\":\"llmkit\",\"round\":$r,/"
-      OMP_NUM_THREADS=$THREADS "$WORK/llmc_step" "$WORK/gpt2_$m.bin" "$B" "$T" "$STEPS" "$m" | tail -1 | sed "s/^{/{\"round\":$r,/"
-      OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=PASSIVE "$TORCH_PY" "$WORK/torch_step.py" "$m" "$L" "$NH" "$C" "$B" "$T" "$STEPS" "$THREADS" | sed "s/^{/{\"round\":$r,/"
+    { OMP_WAIT_POLICY=$WAIT "$BENCH" "$m" --threads "$THREADS" --steps "$STEPS" --json | sed "s/^{/{\"tool\":\"llmkit\",\"round\":$r,/"
+      OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=$WAIT "$WORK/llmc_step" "$WORK/gpt2_$m.bin" "$B" "$T" "$STEPS" "$m" | tail -1 | sed "s/^{/{\"round\":$r,/"
+      OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=$WAIT "$TORCH_PY" "$WORK/torch_step.py" "$m" "$L" "$NH" "$C" "$B" "$T" "$STEPS" "$THREADS" | sed "s/^{/{\"round\":$r,/"
     } | tee -a "$res" >&2
   done
 done
