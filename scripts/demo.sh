@@ -5,7 +5,9 @@
 #   2. tokenize it byte by byte (llm-tokenize --vocab byte),
 #   3. train a small GPT-2 (scripts/demo.yaml) for about 3 minutes on 2 CPU cores,
 #      showing the validation loss fall,
-#   4. print a sample from the model.
+#   4. print a sample from the model (llm-infer),
+#   5. quantize it (llm-quantize q8_0, q4_0) and compare perplexity on the held-out text,
+#   6. print a short profile of one training step (llm-profile).
 # Environment: DEMO_DIR (default ./demo) holds everything the demo writes;
 # DEMO_SECONDS (default 240) stops training early (with a checkpoint) on a slow machine;
 # DEMO_STEPS overrides train.max_steps; LLMKIT_DATA as for scripts/get-data.sh.
@@ -16,7 +18,7 @@ OUT=${DEMO_DIR:-demo}
 SECS=${DEMO_SECONDS:-240}
 say() { printf '\n== %s\n' "$*"; }
 die() { echo "demo.sh: $*" >&2; exit 1; }
-for p in llm-tokenize llm-train; do [ -x "$BIN/$p" ] || die "$BIN/$p is missing: run 'make' first"; done
+for p in llm-tokenize llm-train llm-infer llm-profile; do [ -x "$BIN/$p" ] || die "$BIN/$p is missing: run 'make' first"; done
 mkdir -p "$OUT" || die "cannot create '$OUT'"
 
 say "1. data"
@@ -76,8 +78,30 @@ vals=$(grep '"val_loss"' "$OUT/metrics.jsonl" | sed 's/.*"val_loss":\([^}]*\)}.*
 echo "trained $((SECONDS - start)) s: first loss $(printf %.3f "$first"), validation loss $(echo $vals | awk '{printf "%.3f -> %.3f", $1, $NF}')"
 echo "checkpoints: $(ls "$OUT/run" | tr '\n' ' ')"
 
-say "4. a sample (temperature 0.8, top-k 40) from the last evaluation"
-awk '/^---- sample at step/ { buf = $0 "\n"; on = 1; next } on && /^----$/ { last = buf; on = 0; next }
-     on { buf = buf $0 "\n" } END { printf "%s", last }' "$OUT/train.log"
+say "4. a sample from the model (llm-infer, temperature 0.8, top-k 40)"
+MODEL=$(ls "$OUT"/run/step-*.llmk 2>/dev/null | sort | tail -1)
+[ -n "$MODEL" ] || die "no checkpoint in $OUT/run"
+"$BIN/llm-infer" "$MODEL" -p "ROMEO:" -n 300 --temperature 0.8 --top-k 40 --seed 1 --threads 2 ||
+  die "llm-infer failed"
 echo
-echo "Everything is in $OUT/ (metrics.jsonl, train.log, run/*.llmk)."
+
+say "5. quantize and compare perplexity on the held-out text"
+printf '  %-6s %10s %10s\n' format bytes ppl
+ppl() { "$BIN/llm-infer" "$1" --eval "$OUT/tokens_val.bin" --ctx 128 --stride 128 --threads 2 2>/dev/null |
+        sed 's/.*"ppl": *\([0-9.eE+-]*\).*/\1/'; }
+printf '  %-6s %10d %10.4f\n' f32 "$(stat -c %s "$MODEL")" "$(ppl "$MODEL")"
+if [ -x "$BIN/llm-quantize" ]; then
+  for ty in q8_0 q4_0; do
+    "$BIN/llm-quantize" -q "$MODEL" "$OUT/model-$ty.llmk" --type $ty 2>>"$OUT/quantize.log" ||
+      { echo "  $ty: quantize failed (see $OUT/quantize.log)"; continue; }
+    printf '  %-6s %10d %10.4f\n' $ty "$(stat -c %s "$OUT/model-$ty.llmk")" "$(ppl "$OUT/model-$ty.llmk")"
+  done
+else
+  echo "  (llm-quantize is not built)"
+fi
+
+say "6. where one training step's time goes (llm-profile)"
+"$BIN/llm-profile" "$MODEL" -b 16 -t 128 --mode train --steps 2 --threads 2 --peaks "$OUT/peaks.json" 2>/dev/null | head -25 ||
+  echo "  (profile failed)"
+echo
+echo "Everything is in $OUT/ (metrics.jsonl, train.log, run/*.llmk, model-*.llmk)."
