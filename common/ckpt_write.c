@@ -235,12 +235,24 @@ static void reason(char *buf, size_t n, int err)
         buf[0] = (char)(buf[0] - 'A' + 'a');
 }
 
+/* Test hook (llm-train.1, ENVIRONMENT): with LLM_FAULT_WRITE_LIMIT=N, writing past byte
+ * N of a regular file fails with ENOSPC, as on a full disk.  Stateless: the file offset
+ * tells how much was written. */
+static int fault_nospace(int fd, size_t k)
+{
+    const char *lim = getenv("LLM_FAULT_WRITE_LIMIT");
+    if (!lim || !*lim)
+        return 0;
+    off_t at = lseek(fd, 0, SEEK_CUR);
+    return at >= 0 && (unsigned long long)at + k > strtoull(lim, NULL, 10);
+}
+
 static int put(int fd, const void *p, uint64_t n, const char *path, llm_status *st)
 {
     const unsigned char *b = p;
     while (n > 0) {
         size_t k = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        ssize_t r = write(fd, b, k);
+        ssize_t r = fault_nospace(fd, k) ? (errno = ENOSPC, -1) : write(fd, b, k);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {

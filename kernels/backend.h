@@ -113,6 +113,39 @@ struct llm_backend {
      *   p -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd * p ). */
     void (*adamw)(llm_backend *be, float *p, const float *grad, float *m, float *v, size_t n,
                   float lr, float b1, float b2, float eps, float wd, int t, float grad_scale);
+
+    /* ---- inference (decode-shaped; added for llm-infer) ----
+     * Every pointer below may be NULL: a backend without them cannot run llm-infer,
+     * which refuses with a message (llm_infer_backend_ready).  The CPU backends get
+     * them from llm_backend_cpu_infer_init().  Rows are independent sequences'
+     * positions: row i of an (N,...) tensor belongs to cache slot slot[i] at position
+     * pos[i].  KV caches are one layer's (S,maxT,C) fp32 (S slots).  Weight pointers
+     * carry a dtype (llm_dtype values from common/ckpt.h: f32 now; bf16/f16/q8_0/q4_0
+     * later) and may point straight into an mmap'd checkpoint.  For a given row, the
+     * result must not depend on N or on the other rows (batched == one at a time). */
+
+    /* 1 when embed_rows / matmul_rows accept weights of dtype dt (an llm_dtype). */
+    int (*infer_dtype_ok)(llm_backend *be, int dt);
+
+    /* out(N,C) = wte[ids[i]] + wpe[pos[i]]; wte (Vp,C) of dtype wte_dt, wpe (maxT,C) f32. */
+    void (*embed_rows)(llm_backend *be, float *out, const int32_t *ids, const int32_t *pos,
+                       const void *wte, int wte_dt, const float *wpe, int N, int C);
+
+    /* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias(OC); w of dtype w_dt, bias f32 or NULL.
+     * Tuned for small N (decode: one weight read serves every row) and large N (prefill). */
+    void (*matmul_rows)(llm_backend *be, float *out, const float *inp, const void *w,
+                        int w_dt, const float *bias, int N, int C, int OC);
+
+    /* Store k and v of qkv(N,3C) into kcache/vcache (S,maxT,C) at [slot[i], pos[i]]. */
+    void (*kv_store)(llm_backend *be, float *kcache, float *vcache, const float *qkv,
+                     const int32_t *slot, const int32_t *pos, int N, int C, int maxT);
+
+    /* Causal attention of the q part of qkv(N,3C) against the cached keys/values of
+     * slot[i] at positions 0..pos[i] (inclusive; stored by kv_store first).  out (N,C).
+     * Heads as in attention_forward, scale 1/sqrt(C/NH). */
+    void (*attention_rows)(llm_backend *be, float *out, const float *qkv, const float *kcache,
+                           const float *vcache, const int32_t *slot, const int32_t *pos,
+                           int N, int C, int NH, int maxT);
 };
 
 /* Fill be for device "cpu" (fast kernels), "cpu-ref" (reference kernels) or "cuda"
@@ -125,5 +158,10 @@ void llm_backend_free(llm_backend *be);
 /* The CPU backends (kernels/cpu). */
 int llm_backend_cpu_init(llm_backend *be, int threads, int reference);
 void llm_backend_cpu_free(llm_backend *be);
+
+/* Fill the inference pointers (infer_dtype_ok .. attention_rows) of a CPU backend:
+ * reference != 0 the plain reference kernels, else the fast ones (SIMD, OpenMP with
+ * be->threads threads, BLAS for large N).  Other fields are untouched. */
+void llm_backend_cpu_infer_init(llm_backend *be, int reference);
 
 #endif

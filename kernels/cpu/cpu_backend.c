@@ -76,6 +76,10 @@ int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
         threads = n > 0 ? (int)n : 1;
     }
     ctx->threads = threads;
+    /* GEMM threading (see llm_cpu_gemm): our OpenMP threads by default, so that a single
+     * pool of worker threads serves every op; LLM_CPU_GEMM=blas lets OpenBLAS thread. */
+    const char *g = getenv("LLM_CPU_GEMM");
+    ctx->gemm_omp = !(g && strcmp(g, "blas") == 0);
     __builtin_cpu_init();
     ctx->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     *be = reference ? ref : fast;

@@ -13,6 +13,8 @@ typedef struct {
     int avx2;         /* the CPU has AVX2 and FMA: take the vectorised paths */
     float *scratch;   /* grow-only work space (a backend is used by one thread at a time) */
     size_t scratch_n; /* its size in floats */
+    int gemm_omp;     /* 1: GEMMs split over our OpenMP threads, OpenBLAS at 1 thread;
+                       * 0: one OpenBLAS call with be->threads threads (LLM_CPU_GEMM) */
 } llm_cpu_ctx;
 
 static inline int llm_cpu_avx2(const llm_backend *be)
@@ -27,6 +29,13 @@ static inline int llm_cpu_threads(const llm_backend *be)
 
 /* At least n floats of scratch owned by the backend, or NULL when out of memory. */
 float *llm_cpu_scratch(llm_backend *be, size_t n);
+
+/* C(M,N) = alpha op(A) op(B) + beta C, row-major, op = transpose when ta/tb.  Called
+ * outside OpenMP regions; it keeps BLAS threads x OpenMP threads <= be->threads either by
+ * splitting C across be->threads OpenMP threads that each call a 1-thread OpenBLAS
+ * (gemm_omp) or by one OpenBLAS call on be->threads threads. */
+void llm_cpu_gemm(llm_backend *be, int ta, int tb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* Set OpenBLAS's thread count (process-wide in OpenBLAS; set before every use). */
 void llm_cpu_blas_threads(int n);

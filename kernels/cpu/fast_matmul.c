@@ -1,8 +1,5 @@
-/* fast_matmul.c — "cpu" matmul forward/backward on OpenBLAS cblas_sgemm.
- *
- * Threads: the GEMMs run outside any OpenMP region with OpenBLAS set to be->threads
- * threads; the small non-GEMM parts (bias broadcast, dbias column sums) run in an OpenMP
- * region of be->threads.  The two never overlap, so at most be->threads threads work. */
+/* fast_matmul.c — "cpu" matmul forward/backward on OpenBLAS cblas_sgemm, and the GEMM
+ * helper every fast kernel uses (see llm_cpu_gemm in cpu_ops.h for the threading). */
 #include <cblas.h>
 #include <string.h>
 
@@ -17,6 +14,39 @@ void llm_cpu_blas_threads(int n)
 {
     if (openblas_get_num_threads() != n)
         openblas_set_num_threads(n);
+}
+
+void llm_cpu_gemm(llm_backend *be, int ta, int tb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    llm_cpu_ctx *ctx = be->ctx;
+    int nt = ctx->threads;
+    if (!ctx->gemm_omp || nt == 1 || (double)M * N * K < 1e6) {
+        llm_cpu_blas_threads(ctx->gemm_omp ? 1 : nt);
+        cblas_sgemm(CblasRowMajor, TA, TB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    /* one OpenBLAS call per OpenMP thread on a slice of C (along its longer side) */
+    llm_cpu_blas_threads(1);
+    int by_rows = M >= N;
+#pragma omp parallel num_threads(nt)
+    {
+        size_t lo, hi;
+        llm_cpu_split(by_rows ? (size_t)M : (size_t)N, omp_get_thread_num(),
+                      omp_get_num_threads(), &lo, &hi);
+        if (hi > lo) {
+            if (by_rows)
+                cblas_sgemm(CblasRowMajor, TA, TB, (int)(hi - lo), N, K, alpha,
+                            ta ? A + lo : A + lo * (size_t)lda, lda, B, ldb, beta,
+                            C + lo * (size_t)ldc, ldc);
+            else
+                cblas_sgemm(CblasRowMajor, TA, TB, M, (int)(hi - lo), K, alpha, A, lda,
+                            tb ? B + lo * (size_t)ldb : B + lo, ldb, beta, C + lo, ldc);
+        }
+    }
 }
 
 static int ld(int n)
@@ -36,9 +66,7 @@ void llm_fast_matmul_forward(llm_backend *be, float *out, const float *inp, cons
         for (int i = 0; i < N; i++)
             memcpy(out + (size_t)i * OC, bias, sizeof(float) * (size_t)OC);
     }
-    llm_cpu_blas_threads(nt);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, ld(C), w,
-                ld(C), bias ? 1.0f : 0.0f, out, OC);
+    llm_cpu_gemm(be, 0, 1, N, OC, C, 1.0f, inp, ld(C), w, ld(C), bias ? 1.0f : 0.0f, out, OC);
 }
 
 /* dbias[o0..o1) += column sums of dout(N,OC) over all rows, in row order. */
@@ -92,9 +120,6 @@ void llm_fast_matmul_backward(llm_backend *be, float *dinp, float *dw, float *db
     }
     if (C <= 0)
         return;
-    llm_cpu_blas_threads(nt);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C,
-                1.0f, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C,
-                1.0f, dw, C);
+    llm_cpu_gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
+    llm_cpu_gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
 }

@@ -1,0 +1,253 @@
+/* llm-infer — generate, score (perplexity) and serve from a checkpoint (man 1 llm-infer). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cli.h"
+#include "common/infer.h"
+#include "common/infer_eval.h"
+#include "common/infer_io.h"
+#include "common/infer_sched.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/tokfile.h"
+
+#define MAX_PROMPT_FILE (64u << 20)
+
+/* Whole file (or stdin for "-") as one NUL-terminated prompt. */
+static int read_file(const char *path, char **out, llm_status *st)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f)
+        return llm_err(st, LLM_ENOINPUT, "cannot open '%s': %s", path, strerror(errno));
+    size_t n = 0, cap = 4096;
+    char *b = malloc(cap);
+    int rc = LLM_OK;
+    while (b) {
+        if (n + 1 >= cap) {
+            if (cap > MAX_PROMPT_FILE) {
+                rc = llm_err(st, LLM_EDATA, "'%s': prompt file larger than 64 MiB", path);
+                break;
+            }
+            char *p = realloc(b, cap * 2);
+            if (!p)
+                break;
+            b = p;
+            cap *= 2;
+        }
+        size_t r = fread(b + n, 1, cap - 1 - n, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    if (!b)
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
+    else if (!rc && ferror(f))
+        rc = llm_err(st, LLM_EIO, "reading '%s': %s", path, strerror(errno));
+    if (f != stdin)
+        fclose(f);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    b[n] = 0;
+    *out = b;
+    return LLM_OK;
+}
+
+static int backend(llm_backend *be, const char *device, int threads, llm_status *st)
+{
+    char err[256];
+    if (llm_backend_init(be, device, threads, err, sizeof err) != 0)
+        return llm_err(st, LLM_ENODEV, "device '%s': %s", device, err);
+    if (strcmp(device, "auto") == 0 && llm_infer_backend_ready(be, st) != LLM_OK) {
+        /* a GPU backend without inference kernels: the CPU can still serve */
+        llm_status_clear(st);
+        llm_backend_free(be);
+        if (llm_backend_init(be, "cpu", threads, err, sizeof err) != 0)
+            return llm_err(st, LLM_ENODEV, "device 'cpu': %s", err);
+    }
+    if (llm_infer_backend_ready(be, st)) {
+        llm_backend_free(be);
+        return st->code;
+    }
+    return LLM_OK;
+}
+
+int main(int argc, char **argv)
+{
+    const char *prompt = NULL, *file = NULL, *eval = NULL, *device = "cpu";
+    int max_tokens = 128, top_k = 0, jsonl = 0, batch = 1, ctx = 0, stride = 0, stats = 0;
+    int threads = 0, quiet = 0, verbose = 0;
+    int64_t seed = -1;
+    double temperature = 1.0, top_p = 1.0;
+    llm_strlist stops = {0}, pos = {0};
+    const llm_opt opts[] = {
+        {"prompt", 'p', LLM_OPT_STR, &prompt, "TEXT", "generate from this prompt"},
+        {"file", 'f', LLM_OPT_STR, &file, "FILE", "generate from the whole of FILE as one prompt"},
+        {"max-tokens", 'n', LLM_OPT_INT, &max_tokens, "N", "tokens to generate at most (default: 128)"},
+        {"seed", 0, LLM_OPT_I64, &seed, "N", "sampling seed (default: random); request i uses N+i"},
+        {"temperature", 0, LLM_OPT_DOUBLE, &temperature, "T", "softmax temperature; 0 is greedy (default: 1)"},
+        {"top-k", 0, LLM_OPT_INT, &top_k, "K", "sample from the K most likely tokens (default: 0, off)"},
+        {"top-p", 0, LLM_OPT_DOUBLE, &top_p, "P", "nucleus sampling mass (default: 1, off)"},
+        {"stop", 0, LLM_OPT_STRS, &stops, "TEXT", "stop when TEXT is generated (repeatable)"},
+        {"jsonl", 0, LLM_OPT_FLAG, &jsonl, NULL, "stdin holds JSON request objects, stdout gets responses"},
+        {"batch", 0, LLM_OPT_INT, &batch, "N", "decode up to N requests together (default: 1)"},
+        {"eval", 0, LLM_OPT_STR, &eval, "TOKENS.bin", "print the perplexity over a token file"},
+        {"ctx", 0, LLM_OPT_INT, &ctx, "N", "--eval window length (default: the model's context)"},
+        {"stride", 0, LLM_OPT_INT, &stride, "S", "--eval window step (default: --ctx)"},
+        {"stats", 0, LLM_OPT_FLAG, &stats, NULL, "one JSON line of throughput and latency on stderr"},
+        {"threads", 't', LLM_OPT_INT, &threads, "N", "CPU threads (default: all cores)"},
+        {"device", 0, LLM_OPT_STR, &device, "DEV", "cpu, cpu-ref, cuda or auto (default: cpu)"},
+        {"quiet", 'q', LLM_OPT_FLAG, &quiet, NULL, "errors only on stderr"},
+        {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
+        {0},
+    };
+    const llm_cli cli = {"llm-infer", "MODEL.llmk [options]",
+                         "Generate text, score perplexity or serve requests from a model file.",
+                         opts, 1, 1};
+    int r = llm_cli_parse(&cli, argc, argv, &pos);
+    if (r != LLM_CLI_RUN) {
+        llm_strlist_free(&stops);
+        llm_strlist_free(&pos);
+        return r == LLM_CLI_EXIT ? 0 : 64;
+    }
+    llm_log lg = llm_log_make("llm-infer", quiet, verbose);
+    const char *model_path = pos.v[0];
+    const char *bad = NULL;
+    if (prompt && file) bad = "-p and -f exclude each other";
+    else if (eval && (prompt || file || jsonl)) bad = "--eval excludes -p, -f and --jsonl";
+    else if (jsonl && (prompt || file)) bad = "--jsonl reads stdin; it excludes -p and -f";
+    else if (!eval && (ctx || stride)) bad = "--ctx and --stride go with --eval";
+    else if (max_tokens < 0) bad = "-n must be >= 0";
+    else if (batch < 1 || batch > 1024) bad = "--batch must be in 1..1024";
+    else if (threads < 0) bad = "--threads must be >= 0";
+    else if (top_k < 0) bad = "--top-k must be >= 0";
+    else if (!(top_p > 0 && top_p <= 1)) bad = "--top-p must be in (0, 1]";
+    else if (!(temperature >= 0)) bad = "--temperature must be >= 0";
+    else if (ctx < 0 || stride < 0) bad = "--ctx and --stride must be positive";
+    for (int i = 0; !bad && i < stops.n; i++)
+        if (!stops.v[i][0] || strlen(stops.v[i]) > LLM_INFER_MAX_STOP_LEN)
+            bad = "--stop needs 1..256 bytes";
+    if (!bad && stops.n > LLM_INFER_MAX_STOPS)
+        bad = "at most 16 --stop strings";
+    if (bad) {
+        llm_error(&lg, "%s (see --help)", bad);
+        llm_strlist_free(&stops);
+        llm_strlist_free(&pos);
+        return 64;
+    }
+    llm_cli_quiet_sigpipe();
+    if (seed < 0)
+        seed = (int64_t)(((uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid()) >> 1);
+
+    llm_status st = {0};
+    llm_backend be;
+    llm_infer_model *m = NULL;
+    llm_infer_ctx *c = NULL;
+    char *file_text = NULL;
+    int rc = backend(&be, device, threads, &st);
+    int have_be = rc == LLM_OK, exit_code = 0;
+    if (!rc)
+        rc = llm_infer_model_open(&m, model_path, &be, 1, &st);
+    if (!rc)
+        llm_debug(&lg, "%s: %d layers, %d heads, %d channels, context %d, %.1f MB of weights; "
+                 "device %s, %d thread(s)", model_path, m->cfg.n_layer, m->cfg.n_head,
+                 m->cfg.n_embd, m->cfg.max_seq_len, m->weight_bytes / 1e6, be.name, be.threads);
+    if (!rc && eval) {
+        llm_tokfile tf;
+        int T = m->cfg.max_seq_len;
+        if (!ctx) ctx = T;
+        if (!stride) stride = ctx;
+        rc = llm_tokfile_open(&tf, eval, m->cfg.vocab_size, &st);
+        if (!rc) {
+            llm_infer_eval_result er;
+            rc = llm_infer_ctx_new(&c, m, 1, ctx < 512 ? ctx : 512, &st);
+            if (!rc)
+                rc = llm_infer_eval(c, m, &tf, ctx, stride, &er, &st);
+            if (!rc) {
+                llm_json j;
+                llm_json_init(&j, stdout, 0);
+                llm_json_obj_begin(&j);
+                llm_json_kint(&j, "tokens", (int64_t)er.tokens);
+                llm_json_knum(&j, "nll", er.nll);
+                llm_json_knum(&j, "ppl", er.ppl);
+                llm_json_kint(&j, "ctx", ctx);
+                llm_json_kint(&j, "stride", stride);
+                llm_json_knum(&j, "tokens_per_s", er.seconds > 0 ? er.tokens / er.seconds : 0.0);
+                llm_json_obj_end(&j);
+                putchar('\n');
+                if (fflush(stdout) != 0 || ferror(stdout)) {
+                    if (!llm_cli_stdout_closed(errno))
+                        rc = llm_err(&st, LLM_EIO, "writing output: %s", strerror(errno));
+                }
+            }
+            llm_tokfile_close(&tf);
+        }
+    } else if (!rc) {
+        const char *one[1];
+        llm_infer_source src = {0};
+        src.tok = m->tok;
+        src.vocab = m->cfg.vocab_size;
+        src.max_tokens = max_tokens;
+        src.sp = (llm_sampler_params){(float)temperature, top_k, (float)top_p, (uint64_t)seed};
+        src.stops = stops.v;
+        src.n_stops = stops.n;
+        src.jsonl = jsonl;
+        if (file)
+            rc = read_file(file, &file_text, &st);
+        if (prompt || file) {
+            one[0] = prompt ? prompt : file_text;
+            src.prompts = one;
+            src.n_prompts = 1;
+        } else {
+            src.in = stdin;
+        }
+        llm_infer_sink sink = {.out = stdout, .jsonl = jsonl, .err = stderr, .prog = "llm-infer"};
+        sink.stream = src.n_prompts == 1 && !jsonl && isatty(STDOUT_FILENO);
+        llm_infer_io io = {llm_infer_source_next, llm_infer_sink_token, llm_infer_sink_done,
+                           &src, &sink};
+        llm_infer_stats stt = {0};
+        int T = m->cfg.max_seq_len;
+        if (!rc)
+            rc = llm_infer_ctx_new(&c, m, batch, T < 512 ? T : 512, &st);
+        if (!rc) {
+            llm_debug(&lg, "KV cache and activations: %.1f MB; seed %lld",
+                     llm_infer_ctx_bytes(c) / 1e6, (long long)seed);
+        }
+        if (!rc) {
+            rc = llm_infer_run(c, m, batch, &io, &stt, &st);
+            if (rc == LLM_OK || !sink.closed) {
+                llm_status st2 = {0};
+                if (llm_infer_sink_flush(&sink, &st2) && !rc) {
+                    rc = st2.code;
+                    st = st2;
+                }
+            }
+            if (stats)
+                llm_infer_stats_write(&stt, stderr);
+            if (sink.closed)
+                rc = LLM_OK, exit_code = 0;
+            else if (!rc && !jsonl && sink.errors)
+                exit_code = 65;
+        }
+        llm_infer_stats_free(&stt);
+        llm_infer_sink_free(&sink);
+        llm_infer_source_free(&src);
+    }
+    if (rc) {
+        llm_error(&lg, "%s", st.msg);
+        exit_code = llm_exit_code(st.code);
+    }
+    free(file_text);
+    llm_infer_ctx_free(c);
+    llm_infer_model_free(m);
+    if (have_be)
+        llm_backend_free(&be);
+    llm_strlist_free(&stops);
+    llm_strlist_free(&pos);
+    return exit_code;
+}

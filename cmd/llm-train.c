@@ -1,0 +1,121 @@
+/* llm-train — train a GPT-2 style model from a YAML config (man 1 llm-train). */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/cli.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "common/train.h"
+
+/* The one piece of global state: what the signal handlers tell the loop. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    /* a second SIGINT means "now": the last complete checkpoint is never touched by this,
+     * since checkpoints only appear by rename once complete */
+    if (sig == SIGINT && stop_requested)
+        _exit(130);
+    stop_requested = sig;
+}
+
+int main(int argc, char **argv)
+{
+    const char *config = NULL, *out = NULL, *resume = NULL, *metrics = NULL, *prom = NULL;
+    int print = 0, quiet = 0, verbose = 0;
+    llm_strlist sets = {0};
+    const llm_opt opts[] = {
+        {"config", 'c', LLM_OPT_STR, &config, "FILE", "the training config (YAML)"},
+        {"set", 's', LLM_OPT_STRS, &sets, "KEY=VALUE", "override a config key (repeatable)"},
+        {"output", 'o', LLM_OPT_STR, &out, "DIR", "checkpoint directory (output.dir)"},
+        {"resume", 'r', LLM_OPT_STR, &resume, "auto|FILE",
+         "continue from the newest checkpoint in DIR, or from FILE"},
+        {"metrics", 'm', LLM_OPT_STR, &metrics, "FILE", "JSON lines here (output.metrics)"},
+        {"prom", 0, LLM_OPT_STR, &prom, "FILE", "Prometheus textfile (output.prom)"},
+        {"print-config", 0, LLM_OPT_FLAG, &print, NULL, "print the resolved config and exit"},
+        {"quiet", 'q', LLM_OPT_FLAG, &quiet, NULL, "errors only on stderr"},
+        {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
+        {0},
+    };
+    const llm_cli cli = {"llm-train", "--config FILE [options]",
+                         "Train a GPT-2 style model as a YAML config describes.", opts, 0, 0};
+    int r = llm_cli_parse(&cli, argc, argv, NULL);
+    if (r != LLM_CLI_RUN) {
+        llm_strlist_free(&sets);
+        return r == LLM_CLI_EXIT ? 0 : 64;
+    }
+    llm_log lg = llm_log_make("llm-train", quiet, verbose);
+    llm_status st = {0};
+    llm_train_config cfg;
+    llm_config_defaults(&cfg);
+    if (!config && !print) {
+        llm_error(&lg, "--config FILE is required (see --help)");
+        llm_strlist_free(&sets);
+        return 64;
+    }
+    int rc = config ? llm_config_load(&cfg, config, &st) : 0;
+    for (int i = 0; !rc && i < sets.n; i++)
+        rc = llm_config_set(&cfg, sets.v[i], &st);
+    llm_strlist_free(&sets);
+    char a[LLM_CFG_PATH_MAX + 32];
+    if (!rc && out) {
+        snprintf(a, sizeof a, "output.dir=%s", out);
+        rc = llm_config_set(&cfg, a, &st);
+    }
+    if (!rc && metrics) {
+        snprintf(a, sizeof a, "output.metrics=%s", metrics);
+        rc = llm_config_set(&cfg, a, &st);
+    }
+    if (!rc && prom) {
+        snprintf(a, sizeof a, "output.prom=%s", prom);
+        rc = llm_config_set(&cfg, a, &st);
+    }
+    if (!rc && print) {
+        llm_cli_quiet_sigpipe();
+        rc = llm_config_print(&cfg, stdout, &st);
+        if (rc && st.code == LLM_EIO && llm_cli_stdout_closed(errno))
+            return 0;
+    }
+    if (!rc && !print)
+        rc = llm_config_validate(&cfg, &st);
+    if (rc) {
+        llm_error(&lg, "%s", st.msg);
+        return llm_exit_code(st.code);
+    }
+    if (print)
+        return 0;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    llm_cli_quiet_sigpipe();
+
+    llm_train_opts o = {resume, &stop_requested, &lg, isatty(2) && !quiet};
+    llm_train_result res;
+    rc = llm_train_run(&cfg, &o, &res, &st);
+    if (rc) {
+        llm_error(&lg, "%s", st.msg);
+        return llm_exit_code(st.code);
+    }
+    if (res.diverged)
+        return LLM_TRAIN_EXIT_DIVERGED;
+    if (res.last_step >= res.first_step && res.step_seconds > 0)
+    {
+        char val[64] = "";
+        if (isfinite(res.last_val_loss))
+            snprintf(val, sizeof val, ", val loss %.4f", res.last_val_loss);
+        llm_info(&lg, "steps %lld..%lld: loss %.4f%s, %.1f s, data wait %.3f%% of step time",
+                 (long long)res.first_step, (long long)res.last_step, res.last_loss, val,
+                 res.step_seconds, 100.0 * res.data_seconds / res.step_seconds);
+    }
+    return 0;
+}

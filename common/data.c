@@ -1,0 +1,309 @@
+/* data.c — batches over token files, with an optional prefetch thread (see data.h). */
+#include "common/data.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/tokfile.h"
+
+#define MAX_FILES 100000
+
+struct llm_data {
+    llm_tokfile *files;
+    uint64_t *starts;     /* random: cumulative count of window starts before file i */
+    int nfiles;
+    uint64_t nwin;        /* window starts over all files */
+    uint64_t ntok;
+    int B, T, sequential, prefetch;
+
+    llm_data_pos pos;     /* producer position (after the read-ahead) */
+    llm_data_pos handed;  /* position after the batches handed out */
+
+    /* one-slot prefetch buffer */
+    int32_t *slot;        /* B*(T+1) tokens */
+    llm_data_pos slot_pos;
+    int full, quit, running;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+
+    double wait_s;
+};
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Fill rows (B x (T+1)) from *p and advance it. */
+static void produce(const llm_data *d, llm_data_pos *p, int32_t *rows)
+{
+    size_t W = (size_t)d->T + 1;
+    for (int b = 0; b < d->B; b++) {
+        int f;
+        uint64_t off;
+        if (d->sequential) {
+            /* skip files too short for one more window; at least one file has a window */
+            while (p->offset + W > d->files[p->file].ntok) {
+                p->offset = 0;
+                if (++p->file == (uint64_t)d->nfiles) {
+                    p->file = 0;
+                    p->epoch++;
+                }
+            }
+            f = (int)p->file;
+            off = p->offset;
+            p->offset += (uint64_t)d->T;
+        } else {
+            /* multiply-shift maps 64 random bits onto [0, nwin) without a division */
+            uint64_t r = (uint64_t)(((unsigned __int128)splitmix(&p->rng) * d->nwin) >> 64);
+            int lo = 0, hi = d->nfiles - 1;
+            while (lo < hi) { /* last file with starts[f] <= r */
+                int mid = (lo + hi + 1) / 2;
+                if (d->starts[mid] <= r)
+                    lo = mid;
+                else
+                    hi = mid - 1;
+            }
+            f = lo;
+            off = r - d->starts[f];
+        }
+        llm_tokfile_read(&d->files[f], off, W, rows + (size_t)b * W);
+    }
+    p->batches++;
+}
+
+static void *worker(void *arg)
+{
+    llm_data *d = arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (d->full && !d->quit)
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (d->quit)
+            break;
+        llm_data_pos p = d->pos;
+        pthread_mutex_unlock(&d->mu);
+        produce(d, &p, d->slot);   /* the slot is ours while !full */
+        pthread_mutex_lock(&d->mu);
+        d->pos = p;
+        d->slot_pos = p;
+        d->full = 1;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+static void stop_thread(llm_data *d)
+{
+    if (!d->running)
+        return;
+    pthread_mutex_lock(&d->mu);
+    d->quit = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    pthread_join(d->th, NULL);
+    d->running = 0;
+    d->quit = 0;
+    d->full = 0;
+}
+
+static int start_thread(llm_data *d)
+{
+    d->full = 0;
+    d->quit = 0;
+    if (pthread_create(&d->th, NULL, worker, d))
+        return -1;
+    d->running = 1;
+    return 0;
+}
+
+int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
+{
+    *out = NULL;
+    if (o->B < 1 || o->T < 1)
+        return llm_err(st, LLM_EUSAGE, "data: batch size and sequence length must be positive");
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int gr = glob(o->pattern, GLOB_ERR, NULL, &g);
+    if (gr == GLOB_NOMATCH || (gr == 0 && g.gl_pathc == 0)) {
+        globfree(&g);
+        if (!strpbrk(o->pattern, "*?["))
+            return llm_err(st, LLM_ENOINPUT, "cannot open '%s': %s", o->pattern,
+                           strerror(ENOENT));
+        return llm_err(st, LLM_ENOINPUT, "no file matches '%s'", o->pattern);
+    }
+    if (gr) {
+        globfree(&g);
+        return llm_err(st, gr == GLOB_NOSPACE ? LLM_ENOMEM : LLM_ENOINPUT,
+                       "cannot list '%s'", o->pattern);
+    }
+    if (g.gl_pathc > MAX_FILES) {
+        globfree(&g);
+        return llm_err(st, LLM_EDATA, "'%s' matches more than %d files", o->pattern, MAX_FILES);
+    }
+    llm_data *d = calloc(1, sizeof *d);
+    int n = (int)g.gl_pathc;
+    if (!d || !(d->files = calloc((size_t)n, sizeof *d->files)) ||
+        !(d->starts = calloc((size_t)n, sizeof *d->starts)) ||
+        !(d->slot = malloc((size_t)o->B * ((size_t)o->T + 1) * sizeof(int32_t)))) {
+        globfree(&g);
+        llm_data_free(d);
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    }
+    d->B = o->B;
+    d->T = o->T;
+    d->sequential = o->sequential;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    for (int i = 0; i < n; i++) {
+        if (llm_tokfile_open(&d->files[i], g.gl_pathv[i], o->vocab, st)) {
+            globfree(&g);
+            llm_data_free(d);
+            return st->code;
+        }
+        d->nfiles = i + 1;
+        d->starts[i] = d->nwin;
+        uint64_t nt = d->files[i].ntok;
+        d->ntok += nt;
+        if (nt > (uint64_t)o->T)
+            d->nwin += nt - (uint64_t)o->T;
+    }
+    if (d->nwin == 0) {
+        llm_err(st, LLM_EDATA, "'%s': no file holds %d tokens (seq_len + 1)", o->pattern, o->T + 1);
+        globfree(&g);
+        llm_data_free(d);
+        return st->code;
+    }
+    globfree(&g);
+    /* mix the seed once so that seeds 1, 2, 3 start far apart */
+    uint64_t s = o->seed;
+    d->pos.rng = splitmix(&s);
+    d->handed = d->pos;
+    d->prefetch = o->prefetch;
+    if (d->prefetch && start_thread(d)) {
+        llm_data_free(d);
+        return llm_err(st, LLM_ESOFTWARE, "cannot start the prefetch thread");
+    }
+    *out = d;
+    return 0;
+}
+
+void llm_data_free(llm_data *d)
+{
+    if (!d)
+        return;
+    stop_thread(d);
+    if (d->files) {
+        for (int i = 0; i < d->nfiles; i++)
+            llm_tokfile_close(&d->files[i]);
+        pthread_mutex_destroy(&d->mu);
+        pthread_cond_destroy(&d->cv);
+    }
+    free(d->files);
+    free(d->starts);
+    free(d->slot);
+    free(d);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void split(const llm_data *d, const int32_t *rows, int32_t *in, int32_t *tg)
+{
+    size_t T = (size_t)d->T, W = T + 1;
+    for (int b = 0; b < d->B; b++) {
+        memcpy(in + (size_t)b * T, rows + (size_t)b * W, T * sizeof *in);
+        memcpy(tg + (size_t)b * T, rows + (size_t)b * W + 1, T * sizeof *tg);
+    }
+}
+
+void llm_data_next(llm_data *d, int32_t *inputs, int32_t *targets)
+{
+    double t0 = now_s();
+    if (!d->prefetch) {
+        produce(d, &d->pos, d->slot);
+        split(d, d->slot, inputs, targets);
+        d->handed = d->pos;
+    } else {
+        pthread_mutex_lock(&d->mu);
+        while (!d->full)
+            pthread_cond_wait(&d->cv, &d->mu);
+        split(d, d->slot, inputs, targets);
+        d->handed = d->slot_pos;
+        d->full = 0;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+    }
+    d->wait_s += now_s() - t0;
+}
+
+llm_data_pos llm_data_tell(const llm_data *d)
+{
+    return d->handed;
+}
+
+int llm_data_seek(llm_data *d, const llm_data_pos *p, llm_status *st)
+{
+    if (p->file >= (uint64_t)d->nfiles || p->offset > d->files[p->file].ntok)
+        return llm_err(st, LLM_EDATA, "data position (file %" PRIu64 ", offset %" PRIu64
+                       ") is outside the %d data file(s)", p->file, p->offset, d->nfiles);
+    int was = d->running;
+    stop_thread(d);
+    d->pos = *p;
+    d->handed = *p;
+    if (was && start_thread(d))
+        return llm_err(st, LLM_ESOFTWARE, "cannot start the prefetch thread");
+    return 0;
+}
+
+int llm_data_nfiles(const llm_data *d) { return d->nfiles; }
+uint64_t llm_data_ntok(const llm_data *d) { return d->ntok; }
+double llm_data_wait_seconds(const llm_data *d) { return d->wait_s; }
+
+static const char *pos_keys[] = {"rng", "file", "offset", "epoch", "batches"};
+
+llm_node *llm_data_pos_node(const llm_data_pos *p)
+{
+    const uint64_t v[] = {p->rng, p->file, p->offset, p->epoch, p->batches};
+    llm_node *m = llm_node_new_map();
+    for (int i = 0; m && i < 5; i++) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%" PRIu64, v[i]);
+        if (llm_node_set_str(m, pos_keys[i], buf)) {
+            llm_node_free(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+int llm_data_pos_parse(const llm_node *map, llm_data_pos *p, llm_status *st)
+{
+    uint64_t v[5];
+    if (!map || map->kind != LLM_NODE_MAP)
+        return llm_err(st, LLM_EDATA, "data position: not a mapping");
+    for (int i = 0; i < 5; i++) {
+        const char *s = llm_node_str(llm_node_get(map, pos_keys[i]));
+        char *end;
+        errno = 0;
+        if (!s || !*s || *s == '-' || (v[i] = strtoull(s, &end, 10), errno || *end))
+            return llm_err(st, LLM_EDATA, "data position: bad or missing '%s'", pos_keys[i]);
+    }
+    *p = (llm_data_pos){v[0], v[1], v[2], v[3], v[4]};
+    return 0;
+}

@@ -1,0 +1,87 @@
+/* infer.h — inference engine: weights table over an mmap'd checkpoint, KV cache,
+ * prefill/decode forward, logits for selected rows.
+ *
+ * The model file is opened with llm_ckpt_open (uncompressed tensors point into the
+ * mapping) and each weight is referenced in place together with its dtype, so f32 files
+ * need no copy and quantized dtypes only need kernels (backend infer_dtype_ok).
+ * Everything runs through the inference pointers of kernels/backend.h.
+ *
+ * The scheduler (requests, sampling, batching) is in infer_sched.h; request parsing and
+ * response writing in infer_io.h; perplexity in infer_eval.h.
+ */
+#ifndef LLM_INFER_H
+#define LLM_INFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/ckpt.h"
+#include "common/model.h"
+#include "common/status.h"
+#include "common/tokenizer.h"
+#include "kernels/backend.h"
+
+/* A weight used in place: data (in the checkpoint mapping) and its llm_dtype. */
+typedef struct {
+    const void *p;
+    int dtype;
+} llm_wref;
+
+typedef struct {
+    llm_wref ln1_w, ln1_b, qkv_w, qkv_b, attn_proj_w, attn_proj_b;
+    llm_wref ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+} llm_infer_layer;
+
+typedef struct {
+    llm_model_config cfg;
+    llm_ckpt *ck;            /* owned: keeps the mapping alive */
+    llm_tokenizer *tok;      /* owned; NULL when the file has none (ids only) */
+    llm_backend *be;         /* not owned */
+    llm_wref wte, wpe, lnf_w, lnf_b;
+    llm_infer_layer *layers; /* n_layer */
+    uint64_t weight_bytes;   /* bytes of all weights (what a decode step streams) */
+} llm_infer_model;
+
+/* Check that be has the inference kernels; a CPU backend ("cpu", "cpu-ref") without them
+ * gets them (llm_backend_cpu_infer_init).  LLM_ENODEV for a backend that has none (the
+ * CUDA backend so far), naming it. */
+int llm_infer_backend_ready(llm_backend *be, llm_status *st);
+
+/* Open a model file and build the weights table.  Errors: LLM_ENOINPUT (missing file),
+ * LLM_EDATA (corrupt file, missing tensor, wrong shape, dtype the backend cannot use:
+ * the tensor is named), LLM_ENODEV (backend without inference kernels), LLM_ENOMEM.
+ * verify != 0 checks every crc32.  A file without a tokenizer opens (tok NULL). */
+int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *be, int verify,
+                         llm_status *st);
+void llm_infer_model_free(llm_infer_model *m);
+
+/* One position to run: token id at position pos of cache slot slot. */
+typedef struct {
+    int32_t id, slot, pos;
+} llm_infer_row;
+
+typedef struct llm_infer_ctx llm_infer_ctx;
+
+/* KV cache for `slots` sequences of up to max_seq_len positions each
+ * (slots x n_layer x maxT x C floats for K and V, allocated zeroed so pages are only
+ * touched as positions fill) plus activations for up to max_rows rows per forward.
+ * m must outlive the context. */
+int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int max_rows,
+                      llm_status *st);
+void llm_infer_ctx_free(llm_infer_ctx *c);
+int llm_infer_ctx_max_rows(const llm_infer_ctx *c);
+/* Bytes held by the KV cache and activations. */
+size_t llm_infer_ctx_bytes(const llm_infer_ctx *c);
+
+/* Run rows[0..n) through the layers (n <= max_rows), storing their K/V in the cache.
+ * Each row attends to its slot's positions 0..pos, so positions before pos of that slot
+ * must have been run earlier or earlier in this same call; rows of one slot in one call
+ * must have distinct positions.  Ids must be < vocab_size, pos < max_seq_len, slot < slots
+ * (LLM_EUSAGE otherwise).  The final hidden states stay for llm_infer_logits. */
+int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_status *st);
+
+/* Logits (n, Vp) into out (host memory) for rows which[0..n) of the last forward: final
+ * layernorm + the tied output projection, computed only for those rows.  n <= max_rows. */
+int llm_infer_logits(llm_infer_ctx *c, const int *which, int n, float *out, llm_status *st);
+
+#endif

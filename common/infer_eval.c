@@ -1,0 +1,99 @@
+/* infer_eval.c — perplexity over a token file with the inference forward. */
+#include "common/infer_eval.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* Rows of logits held at once. */
+#define EVAL_CHUNK 64
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* -log softmax(logits[0..V))[target], in double for the sum. */
+static double row_nll(const float *lg, int V, uint32_t target)
+{
+    float mx = lg[0];
+    for (int i = 1; i < V; i++)
+        if (lg[i] > mx)
+            mx = lg[i];
+    double s = 0.0;
+    for (int i = 0; i < V; i++)
+        s += exp((double)lg[i] - mx);
+    return log(s) + mx - lg[target];
+}
+
+int llm_infer_eval(llm_infer_ctx *c, const llm_infer_model *m, const llm_tokfile *tf, int ctx,
+                   int stride, llm_infer_eval_result *res, llm_status *st)
+{
+    const llm_model_config *cfg = &m->cfg;
+    if (ctx < 1 || ctx > cfg->max_seq_len)
+        return llm_err(st, LLM_EUSAGE, "--ctx must be in 1..%d (got %d)", cfg->max_seq_len, ctx);
+    if (stride < 1 || stride > ctx)
+        return llm_err(st, LLM_EUSAGE, "--stride must be in 1..%d (got %d)", ctx, stride);
+    if (tf->ntok < 2)
+        return llm_err(st, LLM_EDATA, "token file has %llu token(s); need at least 2",
+                       (unsigned long long)tf->ntok);
+    int R = llm_infer_ctx_max_rows(c), V = cfg->vocab_size, Vp = cfg->padded_vocab;
+    llm_infer_row *rows = malloc((size_t)R * sizeof *rows);
+    int *which = malloc((size_t)R * sizeof *which);
+    float *logits = malloc((size_t)EVAL_CHUNK * Vp * sizeof(float));
+    int32_t *win = malloc(((size_t)ctx + 1) * sizeof *win);
+    int rc = LLM_OK;
+    if (!rows || !which || !logits || !win) {
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
+        goto out;
+    }
+    double t0 = now_s(), sum = 0.0;
+    uint64_t scored_to = 0;   /* targets with index <= scored_to are done (0 is never one) */
+    uint64_t count = 0, last = tf->ntok - 1;
+    for (uint64_t b = 0; scored_to < last; b += (uint64_t)stride) {
+        int len = last - b < (uint64_t)ctx ? (int)(last - b) : ctx;
+        llm_tokfile_read(tf, b, (size_t)len + 1, win);
+        for (int i = 0; i <= len; i++)
+            if (win[i] < 0 || win[i] >= V) {
+                rc = llm_err(st, LLM_EDATA, "token %llu: id %d >= vocabulary %d",
+                             (unsigned long long)(b + i), win[i], V);
+                goto out;
+            }
+        for (int p0 = 0; p0 < len; p0 += R) {
+            int k = len - p0 < R ? len - p0 : R, nw = 0;
+            for (int i = 0; i < k; i++) {
+                rows[i] = (llm_infer_row){win[p0 + i], 0, p0 + i};
+                /* row p0+i predicts target b+p0+i+1 */
+                if (b + (uint64_t)p0 + i + 1 > scored_to)
+                    which[nw++] = i;
+            }
+            if ((rc = llm_infer_forward(c, rows, k, st)))
+                goto out;
+            if (nw == 0)
+                continue;
+            for (int j0 = 0; j0 < nw; j0 += EVAL_CHUNK) {
+                int q = nw - j0 < EVAL_CHUNK ? nw - j0 : EVAL_CHUNK;
+                if ((rc = llm_infer_logits(c, which + j0, q, logits, st)))
+                    goto out;
+                for (int j = 0; j < q; j++) {
+                    int row = which[j0 + j];
+                    sum += row_nll(logits + (size_t)j * Vp, V, (uint32_t)win[p0 + row + 1]);
+                    count++;
+                }
+            }
+        }
+        scored_to = b + (uint64_t)len;
+    }
+    res->tokens = count;
+    res->nll = sum / (double)count;
+    res->ppl = exp(res->nll);
+    res->seconds = now_s() - t0;
+out:
+    free(rows);
+    free(which);
+    free(logits);
+    free(win);
+    return rc;
+}

@@ -1,0 +1,164 @@
+/* infer_forward.c — KV cache and the prefill/decode forward over cache slots. */
+#include "common/infer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows of logits computed per output-projection call (bounds the logits buffer when
+ * --eval asks for every position of a long window). */
+#define LOGIT_CHUNK 64
+
+struct llm_infer_ctx {
+    llm_infer_model *m;
+    llm_backend *be;
+    int slots, max_rows, n_last;
+    float *kc, *vc;                       /* (L, S, maxT, C) each */
+    float *x, *ln, *qkv, *att, *proj, *fc, *fca, *logits;
+    int32_t *ids, *slot, *pos;            /* backend copies of the rows */
+    int32_t *h_ids, *h_slot, *h_pos;      /* host staging */
+    size_t bytes;
+};
+
+static void *balloc(llm_infer_ctx *c, size_t bytes)
+{
+    c->bytes += bytes;
+    return c->be->alloc(c->be, bytes ? bytes : 1);
+}
+
+void llm_infer_ctx_free(llm_infer_ctx *c)
+{
+    if (!c)
+        return;
+    llm_backend *be = c->be;
+    void *bufs[] = {c->kc, c->vc, c->x, c->ln, c->qkv, c->att, c->proj, c->fc, c->fca,
+                    c->logits, c->ids, c->slot, c->pos};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i])
+            be->free(be, bufs[i]);
+    free(c->h_ids);
+    free(c->h_slot);
+    free(c->h_pos);
+    free(c);
+}
+
+int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int max_rows,
+                      llm_status *st)
+{
+    *out = NULL;
+    const llm_model_config *cfg = &m->cfg;
+    if (slots < 1 || slots > 4096)
+        return llm_err(st, LLM_EUSAGE, "batch must be in 1..4096 (got %d)", slots);
+    if (max_rows < 1)
+        return llm_err(st, LLM_EUSAGE, "max_rows must be >= 1");
+    if (max_rows < slots)
+        max_rows = slots;
+    llm_infer_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    c->m = m;
+    c->be = m->be;
+    c->slots = slots;
+    c->max_rows = max_rows;
+    size_t C = (size_t)cfg->n_embd, R = (size_t)max_rows;
+    size_t kv = (size_t)cfg->n_layer * slots * cfg->max_seq_len * C * sizeof(float);
+    size_t lr = R > LOGIT_CHUNK ? LOGIT_CHUNK : R;
+    c->kc = balloc(c, kv);
+    c->vc = balloc(c, kv);
+    c->x = balloc(c, R * C * sizeof(float));
+    c->ln = balloc(c, R * C * sizeof(float));
+    c->qkv = balloc(c, R * 3 * C * sizeof(float));
+    c->att = balloc(c, R * C * sizeof(float));
+    c->proj = balloc(c, R * C * sizeof(float));
+    c->fc = balloc(c, R * 4 * C * sizeof(float));
+    c->fca = balloc(c, R * 4 * C * sizeof(float));
+    c->logits = balloc(c, lr * (size_t)cfg->padded_vocab * sizeof(float));
+    c->ids = balloc(c, R * sizeof(int32_t));
+    c->slot = balloc(c, R * sizeof(int32_t));
+    c->pos = balloc(c, R * sizeof(int32_t));
+    c->h_ids = malloc(R * sizeof(int32_t));
+    c->h_slot = malloc(R * sizeof(int32_t));
+    c->h_pos = malloc(R * sizeof(int32_t));
+    if (!c->kc || !c->vc || !c->x || !c->ln || !c->qkv || !c->att || !c->proj || !c->fc ||
+        !c->fca || !c->logits || !c->ids || !c->slot || !c->pos || !c->h_ids || !c->h_slot ||
+        !c->h_pos) {
+        llm_infer_ctx_free(c);
+        return llm_err(st, LLM_ENOMEM, "out of memory for a KV cache of %d slot(s) x %d positions",
+                       slots, cfg->max_seq_len);
+    }
+    *out = c;
+    return LLM_OK;
+}
+
+int llm_infer_ctx_max_rows(const llm_infer_ctx *c) { return c->max_rows; }
+size_t llm_infer_ctx_bytes(const llm_infer_ctx *c) { return c->bytes; }
+
+int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_status *st)
+{
+    const llm_infer_model *m = c->m;
+    const llm_model_config *cfg = &m->cfg;
+    llm_backend *be = c->be;
+    if (n < 1 || n > c->max_rows)
+        return llm_err(st, LLM_EUSAGE, "forward of %d rows (max %d)", n, c->max_rows);
+    for (int i = 0; i < n; i++) {
+        if (rows[i].id < 0 || rows[i].id >= cfg->vocab_size)
+            return llm_err(st, LLM_EUSAGE, "token id %d out of range (vocabulary %d)",
+                           rows[i].id, cfg->vocab_size);
+        if (rows[i].pos < 0 || rows[i].pos >= cfg->max_seq_len)
+            return llm_err(st, LLM_EUSAGE, "position %d beyond the context (%d)", rows[i].pos,
+                           cfg->max_seq_len);
+        if (rows[i].slot < 0 || rows[i].slot >= c->slots)
+            return llm_err(st, LLM_EUSAGE, "slot %d out of range", rows[i].slot);
+        c->h_ids[i] = rows[i].id;
+        c->h_slot[i] = rows[i].slot;
+        c->h_pos[i] = rows[i].pos;
+    }
+    be->to_device(be, c->ids, c->h_ids, (size_t)n * sizeof(int32_t));
+    be->to_device(be, c->slot, c->h_slot, (size_t)n * sizeof(int32_t));
+    be->to_device(be, c->pos, c->h_pos, (size_t)n * sizeof(int32_t));
+
+    int C = cfg->n_embd, NH = cfg->n_head, T = cfg->max_seq_len;
+    size_t layer_kv = (size_t)c->slots * T * C;
+    size_t nc = (size_t)n * C;
+    be->embed_rows(be, c->x, c->ids, c->pos, m->wte.p, m->wte.dtype, m->wpe.p, n, C);
+    for (int l = 0; l < cfg->n_layer; l++) {
+        const llm_infer_layer *L = &m->layers[l];
+        float *kc = c->kc + l * layer_kv, *vc = c->vc + l * layer_kv;
+        be->layernorm_forward(be, c->ln, NULL, NULL, c->x, L->ln1_w.p, L->ln1_b.p, n, C);
+        be->matmul_rows(be, c->qkv, c->ln, L->qkv_w.p, L->qkv_w.dtype, L->qkv_b.p, n, C, 3 * C);
+        be->kv_store(be, kc, vc, c->qkv, c->slot, c->pos, n, C, T);
+        be->attention_rows(be, c->att, c->qkv, kc, vc, c->slot, c->pos, n, C, NH, T);
+        be->matmul_rows(be, c->proj, c->att, L->attn_proj_w.p, L->attn_proj_w.dtype,
+                        L->attn_proj_b.p, n, C, C);
+        be->residual_forward(be, c->x, c->x, c->proj, nc);
+        be->layernorm_forward(be, c->ln, NULL, NULL, c->x, L->ln2_w.p, L->ln2_b.p, n, C);
+        be->matmul_rows(be, c->fc, c->ln, L->fc_w.p, L->fc_w.dtype, L->fc_b.p, n, C, 4 * C);
+        be->gelu_forward(be, c->fca, c->fc, nc * 4);
+        be->matmul_rows(be, c->proj, c->fca, L->fc_proj_w.p, L->fc_proj_w.dtype,
+                        L->fc_proj_b.p, n, 4 * C, C);
+        be->residual_forward(be, c->x, c->x, c->proj, nc);
+    }
+    c->n_last = n;
+    return LLM_OK;
+}
+
+int llm_infer_logits(llm_infer_ctx *c, const int *which, int n, float *out, llm_status *st)
+{
+    const llm_infer_model *m = c->m;
+    llm_backend *be = c->be;
+    int C = m->cfg.n_embd, Vp = m->cfg.padded_vocab;
+    for (int i = 0; i < n; i++)
+        if (which[i] < 0 || which[i] >= c->n_last)
+            return llm_err(st, LLM_EUSAGE, "logits row %d not in the last forward", which[i]);
+    int chunk = c->max_rows < LOGIT_CHUNK ? c->max_rows : LOGIT_CHUNK;
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int k = n - i0 < chunk ? n - i0 : chunk;
+        /* gather the wanted rows so the projection runs on exactly k rows */
+        for (int i = 0; i < k; i++)
+            be->copy(be, c->proj + (size_t)i * C, c->x + (size_t)which[i0 + i] * C,
+                     (size_t)C * sizeof(float));
+        be->layernorm_forward(be, c->ln, NULL, NULL, c->proj, m->lnf_w.p, m->lnf_b.p, k, C);
+        be->matmul_rows(be, c->logits, c->ln, m->wte.p, m->wte.dtype, NULL, k, C, Vp);
+        be->to_host(be, out + (size_t)i0 * Vp, c->logits, (size_t)k * Vp * sizeof(float));
+    }
+    return LLM_OK;
+}

@@ -1,0 +1,66 @@
+/* infer_io.h — llm-infer's request sources (prompts, lines, JSONL request objects) and
+ * result sinks (plain text in input order, streaming, JSONL response objects).
+ * They plug into llm_infer_run as an llm_infer_io.
+ */
+#ifndef LLM_INFER_IO_H
+#define LLM_INFER_IO_H
+
+#include <stdio.h>
+
+#include "common/infer_sched.h"
+#include "common/tokenizer.h"
+
+#define LLM_INFER_MAX_LINE (16u << 20)   /* bytes per input line */
+#define LLM_INFER_MAX_STOPS 16
+#define LLM_INFER_MAX_STOP_LEN 256
+
+typedef struct {
+    /* configuration (set by the caller) */
+    FILE *in;                   /* lines to read; NULL: use prompts[] */
+    int jsonl;                  /* lines are JSON request objects */
+    const char *const *prompts; /* -p / -f texts when in is NULL */
+    int n_prompts;
+    const llm_tokenizer *tok;   /* NULL: only "tokens" requests work */
+    int vocab;                  /* model vocabulary (ids must be below) */
+    int max_tokens;             /* defaults for fields a request leaves out */
+    llm_sampler_params sp;      /* sp.seed: base; request i defaults to base + i */
+    const char *const *stops;
+    int n_stops;
+    /* state */
+    long index;
+    char *line;
+    size_t cap;
+} llm_infer_source;
+
+/* llm_infer_io.next for a source.  A request that cannot be parsed is returned with
+ * req->error set (and its id when one could be read), so it is answered, not fatal.
+ * Fatal: LLM_EIO when reading fails, LLM_ENOMEM. */
+int llm_infer_source_next(void *src, llm_infer_request *req, llm_status *st);
+void llm_infer_source_free(llm_infer_source *s);
+
+typedef struct {
+    /* configuration */
+    FILE *out;
+    int jsonl;       /* one response object per request, as each completes */
+    int stream;      /* plain text streamed token by token (one request at a time) */
+    FILE *err;       /* where plain mode reports failed requests ("PROG: prompt N: ...") */
+    const char *prog;
+    /* state */
+    long next_index; /* plain mode: results are printed in input order */
+    struct llm_infer_pending *pending;
+    int n_pending, cap_pending;
+    long errors;     /* requests that ended in "error" */
+    int closed;      /* stdout was closed (EPIPE): end quietly */
+} llm_infer_sink;
+
+int llm_infer_sink_token(void *sink, const llm_infer_request *req, const char *b, size_t n,
+                         llm_status *st);
+int llm_infer_sink_done(void *sink, const llm_infer_result *res, llm_status *st);
+/* Print what plain mode still holds back (after a fatal error: everything finished). */
+int llm_infer_sink_flush(llm_infer_sink *s, llm_status *st);
+void llm_infer_sink_free(llm_infer_sink *s);
+
+/* Write one response object (no newline) for res. */
+void llm_infer_result_json(const llm_infer_result *res, FILE *f);
+
+#endif

@@ -1,0 +1,140 @@
+/* infer_model.c — the weights table: tensors of an mmap'd checkpoint used in place. */
+#include "common/infer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int llm_infer_backend_ready(llm_backend *be, llm_status *st)
+{
+    if (!be->matmul_rows && be->name && strncmp(be->name, "cpu", 3) == 0)
+        llm_backend_cpu_infer_init(be, strcmp(be->name, "cpu-ref") == 0);
+    if (!be->infer_dtype_ok || !be->embed_rows || !be->matmul_rows || !be->kv_store ||
+        !be->attention_rows || !be->layernorm_forward || !be->gelu_forward ||
+        !be->residual_forward)
+        return llm_err(st, LLM_ENODEV, "device '%s' has no inference kernels yet (use --device cpu)",
+                       be->name ? be->name : "?");
+    return LLM_OK;
+}
+
+/* Find name with the given shape; f32only: dtype must be f32, else any dtype the
+ * backend's matmul accepts. */
+static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int64_t d0,
+                int64_t d1, int f32only, llm_status *st)
+{
+    const llm_tensor *t = llm_ckpt_find(m->ck, name);
+    if (!t)
+        return llm_err(st, LLM_EDATA, "tensor '%s': missing", name);
+    int64_t want[2] = {d0, d1};
+    int okshape = t->ndim == ndim;
+    for (int i = 0; okshape && i < ndim; i++)
+        okshape = t->shape[i] == want[i];
+    if (!okshape) {
+        if (ndim == 1)
+            return llm_err(st, LLM_EDATA, "tensor '%s': expected shape [%lld]", name, (long long)d0);
+        return llm_err(st, LLM_EDATA, "tensor '%s': expected shape [%lld, %lld]", name,
+                       (long long)d0, (long long)d1);
+    }
+    if (f32only ? t->dtype != LLM_DT_F32 : !m->be->infer_dtype_ok(m->be, (int)t->dtype))
+        return llm_err(st, LLM_EDATA, "tensor '%s': dtype %s not supported for inference%s", name,
+                       llm_dtype_name(t->dtype), f32only ? " (must be f32)" : " on this device");
+    if (!t->data)
+        return llm_err(st, LLM_EDATA, "tensor '%s': no data", name);
+    w->p = t->data;
+    w->dtype = (int)t->dtype;
+    m->weight_bytes += t->nbytes;
+    return LLM_OK;
+}
+
+static int build_table(llm_infer_model *m, llm_status *st)
+{
+    const llm_model_config *c = &m->cfg;
+    int64_t C = c->n_embd;
+    char nm[96];
+#define B(w, name, nd, a, b, f) \
+    do { if (bind(m, (w), (name), (nd), (a), (b), (f), st)) return st->code; } while (0)
+    B(&m->wte, "wte", 2, c->padded_vocab, C, 0);
+    B(&m->wpe, "wpe", 2, c->max_seq_len, C, 1);
+    for (int l = 0; l < c->n_layer; l++) {
+        llm_infer_layer *L = &m->layers[l];
+#define BL(field, suffix, nd, a, b, f) \
+        do { snprintf(nm, sizeof nm, "h.%d.%s", l, suffix); B(&L->field, nm, nd, a, b, f); } while (0)
+        BL(ln1_w, "ln_1.weight", 1, C, 0, 1);
+        BL(ln1_b, "ln_1.bias", 1, C, 0, 1);
+        BL(qkv_w, "attn.c_attn.weight", 2, 3 * C, C, 0);
+        BL(qkv_b, "attn.c_attn.bias", 1, 3 * C, 0, 1);
+        BL(attn_proj_w, "attn.c_proj.weight", 2, C, C, 0);
+        BL(attn_proj_b, "attn.c_proj.bias", 1, C, 0, 1);
+        BL(ln2_w, "ln_2.weight", 1, C, 0, 1);
+        BL(ln2_b, "ln_2.bias", 1, C, 0, 1);
+        BL(fc_w, "mlp.c_fc.weight", 2, 4 * C, C, 0);
+        BL(fc_b, "mlp.c_fc.bias", 1, 4 * C, 0, 1);
+        BL(fc_proj_w, "mlp.c_proj.weight", 2, C, 4 * C, 0);
+        BL(fc_proj_b, "mlp.c_proj.bias", 1, C, 0, 1);
+#undef BL
+    }
+    B(&m->lnf_w, "ln_f.weight", 1, C, 0, 1);
+    B(&m->lnf_b, "ln_f.bias", 1, C, 0, 1);
+#undef B
+    return LLM_OK;
+}
+
+int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *be, int verify,
+                         llm_status *st)
+{
+    *out = NULL;
+    if (llm_infer_backend_ready(be, st))
+        return st->code;
+    llm_infer_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    m->be = be;
+    if (llm_ckpt_open(&m->ck, path, verify ? 0 : LLM_CKPT_NOVERIFY, st))
+        goto fail;
+    const llm_node *sec = llm_ckpt_section(m->ck, "model");
+    if (!sec) {
+        llm_err(st, LLM_EDATA, "no 'model' section");
+        goto fail;
+    }
+    if (llm_model_config_parse(sec, &m->cfg, st))
+        goto fail;
+    if (strcmp(m->cfg.arch, "gpt2") != 0) {
+        llm_err(st, LLM_EDATA, "arch '%s' not supported (gpt2 only)", m->cfg.arch);
+        goto fail;
+    }
+    m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        llm_err(st, LLM_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (build_table(m, st))
+        goto fail;
+    if (llm_ckpt_section(m->ck, "tokenizer")) {
+        if (llm_tokenizer_from_ckpt(&m->tok, m->ck, st))
+            goto fail;
+        if (llm_tokenizer_vocab_size(m->tok) > m->cfg.vocab_size) {
+            llm_err(st, LLM_EDATA, "tokenizer vocabulary %d exceeds the model's %d",
+                    llm_tokenizer_vocab_size(m->tok), m->cfg.vocab_size);
+            goto fail;
+        }
+    }
+    *out = m;
+    return LLM_OK;
+fail:
+    if (path)
+        llm_err_prefix(st, "%s", path);
+    llm_infer_model_free(m);
+    return st->code;
+}
+
+void llm_infer_model_free(llm_infer_model *m)
+{
+    if (!m)
+        return;
+    if (m->tok)
+        llm_tokenizer_free(m->tok);
+    if (m->ck)
+        llm_ckpt_close(m->ck);
+    free(m->layers);
+    free(m);
+}

@@ -1,0 +1,49 @@
+/* sampler.h — next-token sampling: greedy, temperature, top-k, top-p, seeded.
+ *
+ * Each request owns a sampler (its own RNG stream), so the tokens drawn for a request
+ * depend only on its seed and its logits, never on what else is in the batch.
+ */
+#ifndef LLM_SAMPLER_H
+#define LLM_SAMPLER_H
+
+#include <stdint.h>
+
+#include "common/status.h"
+
+typedef struct {
+    float temperature;   /* 0: greedy (argmax, lowest id on ties) */
+    int top_k;           /* 0: off; else keep the k most likely */
+    float top_p;         /* 1: off; else the smallest set with mass >= top_p */
+    uint64_t seed;
+} llm_sampler_params;
+
+typedef struct {
+    llm_sampler_params p;
+    uint64_t s[4];       /* xoshiro256** state */
+} llm_sampler;
+
+/* Scratch buffers shared by the samplers of one thread (reused across calls). */
+typedef struct {
+    float *prob;
+    float *tmp;
+    int32_t *idx;
+    int cap;
+} llm_sampler_scratch;
+
+/* Validate p (temperature >= 0 finite, top_k >= 0, 0 < top_p <= 1): LLM_EUSAGE naming
+ * the field otherwise.  Seeds the RNG from p->seed. */
+int llm_sampler_init(llm_sampler *s, const llm_sampler_params *p, llm_status *st);
+
+/* Draw a token from logits[0..V).  Uses one RNG draw per call unless greedy.
+ * Returns the id, or -1 when scratch cannot be allocated. */
+int llm_sampler_sample(llm_sampler *s, const float *logits, int V, llm_sampler_scratch *sc);
+
+void llm_sampler_scratch_free(llm_sampler_scratch *sc);
+
+/* Index of the largest of x[0..n) (the lowest index among equals). */
+int llm_argmax(const float *x, int n);
+
+/* Uniform double in [0,1) from the sampler's stream. */
+double llm_sampler_uniform(llm_sampler *s);
+
+#endif

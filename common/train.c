@@ -1,0 +1,494 @@
+/* train.c — the training loop (see train.h). */
+#include "common/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/metrics.h"
+#include "common/sample.h"
+#include "common/schedule.h"
+
+typedef struct {
+    const llm_train_config *cfg;
+    const llm_train_opts *o;
+    const llm_log *log;
+    llm_backend be;
+    int have_be;
+    llm_model *m;
+    llm_tokenizer *tok;
+    llm_data *train, *val;
+    llm_metrics *met;
+    llm_schedule sched;
+    int32_t *in, *tg;
+    int64_t step;          /* last completed step */
+    int64_t skipped_total; /* over the whole run, resumes included (from the checkpoint) */
+} trainer;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int mkdirs(const char *path, llm_status *st)
+{
+    char buf[LLM_CFG_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || !*p) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0777) && errno != EEXIST)
+                return llm_err(st, LLM_EIO, "cannot create directory '%s': %s", buf,
+                               strerror(errno));
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    return 0;
+}
+
+static int file_exists(const char *dir, const char *name)
+{
+    char p[LLM_CFG_PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+/* data.tokenizer: byte | gpt2 (encoder.json + vocab.bpe from $LLMKIT_DATA/gpt2,
+ * $LLM_DATA/gpt2 or data/gpt2) | a directory holding them | a .llmk file. */
+static int load_tokenizer(trainer *t, llm_status *st)
+{
+    const char *spec = t->cfg->tokenizer;
+    if (!strcmp(spec, "byte"))
+        return llm_tokenizer_byte(&t->tok, st);
+    struct stat sb;
+    if (!strcmp(spec, "gpt2")) {
+        const char *envs[] = {"LLMKIT_DATA", "LLM_DATA"};
+        char dir[LLM_CFG_PATH_MAX];
+        for (int i = 0; i < 3; i++) {
+            const char *base = i < 2 ? getenv(envs[i]) : "data";
+            if (!base || !*base)
+                continue;
+            snprintf(dir, sizeof dir, "%s/gpt2", base);
+            if (file_exists(dir, "encoder.json") && file_exists(dir, "vocab.bpe"))
+                return llm_tokenizer_gpt2(&t->tok, dir, st);
+        }
+        return llm_err(st, LLM_ENOINPUT, "tokenizer 'gpt2': encoder.json and vocab.bpe not "
+                       "found in $LLMKIT_DATA/gpt2, $LLM_DATA/gpt2 or data/gpt2; set "
+                       "data.tokenizer to their directory");
+    }
+    if (stat(spec, &sb))
+        return llm_err(st, LLM_ENOINPUT, "tokenizer '%s': %s", spec, strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return llm_tokenizer_gpt2(&t->tok, spec, st);
+    llm_ckpt *ck;
+    if (llm_ckpt_open(&ck, spec, LLM_CKPT_NOVERIFY, st))
+        return st->code;
+    int rc = llm_tokenizer_from_ckpt(&t->tok, ck, st);
+    llm_ckpt_close(ck);
+    return rc;
+}
+
+/* The model config: from the config's model section, or from model.init_from's
+ * checkpoint (then any model key the config gives must agree with it). */
+static int model_config(trainer *t, llm_model_config *mc, llm_ckpt **init, llm_status *st)
+{
+    const llm_train_config *c = t->cfg;
+    llm_node *n = llm_node_new_map();
+    if (!n || llm_node_set_str(n, "arch", c->arch) || llm_node_set_int(n, "n_layer", c->n_layer) ||
+        llm_node_set_int(n, "n_head", c->n_head) || llm_node_set_int(n, "n_embd", c->n_embd) ||
+        llm_node_set_int(n, "vocab_size", c->vocab_size) ||
+        llm_node_set_int(n, "max_seq_len", c->max_seq_len) ||
+        (c->padded_vocab_size && llm_node_set_int(n, "padded_vocab_size", c->padded_vocab_size))) {
+        llm_node_free(n);
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    }
+    int rc = llm_model_config_parse(n, mc, st);
+    llm_node_free(n);
+    if (rc || !c->init_from[0])
+        return rc;
+    if (llm_ckpt_open(init, c->init_from, 0, st))
+        return llm_err_prefix(st, "model.init_from");
+    llm_model_config ic;
+    const llm_node *ms = llm_ckpt_section(*init, "model");
+    if (!ms)
+        return llm_err(st, LLM_EDATA, "model.init_from '%s' has no model section", c->init_from);
+    if ((rc = llm_model_config_parse(ms, &ic, st)))
+        return llm_err_prefix(st, "model.init_from '%s'", c->init_from);
+    static const char *keys[] = {"model.n_layer", "model.n_head", "model.n_embd",
+                                 "model.vocab_size", "model.max_seq_len"};
+    const int a[] = {ic.n_layer, ic.n_head, ic.n_embd, ic.vocab_size, ic.max_seq_len};
+    const int b[] = {mc->n_layer, mc->n_head, mc->n_embd, mc->vocab_size, mc->max_seq_len};
+    for (int i = 0; i < 5; i++)
+        if (llm_config_given(c, keys[i]) && a[i] != b[i])
+            return llm_err(st, LLM_EDATA, "'%s' is %d in the config but %d in model.init_from '%s'",
+                           keys[i], b[i], a[i], c->init_from);
+    if (c->seq_len > ic.max_seq_len)
+        return llm_err(st, LLM_EDATA, "'train.seq_len' (%d) exceeds the max_seq_len (%d) of "
+                       "model.init_from '%s'", c->seq_len, ic.max_seq_len, c->init_from);
+    *mc = ic;
+    return 0;
+}
+
+/* Find and load the checkpoint to resume from; *step = 0 when starting fresh. */
+static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
+{
+    const char *r = t->o->resume;
+    char path[LLM_CFG_PATH_MAX + 32];
+    int64_t *steps = NULL;
+    int n = 1;
+    if (!strcmp(r, "auto")) {
+        n = llm_train_list_ckpts(t->cfg->out_dir, &steps);
+        if (n < 0)
+            return llm_err(st, LLM_EIO, "cannot read '%s': %s", t->cfg->out_dir, strerror(errno));
+        if (n == 0)
+            llm_info(t->log, "no checkpoint in '%s': starting from step 0", t->cfg->out_dir);
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (steps)
+            llm_train_ckpt_path(path, sizeof path, t->cfg->out_dir, steps[i]);
+        else
+            snprintf(path, sizeof path, "%s", r);
+        llm_ckpt *ck = NULL;
+        if ((rc = llm_ckpt_open(&ck, path, 0, st))) {
+            if (!steps)
+                break;
+            /* a damaged newest file must not end a requeued job: take the one before */
+            llm_warn(t->log, "skipping checkpoint '%s': %s", path, st->msg);
+            llm_status_clear(st);
+            continue;
+        }
+        const llm_node *tr = llm_ckpt_section(ck, "train");
+        llm_data_pos pos;
+        int64_t step = -1, skipped = 0;
+        if ((rc = llm_train_check_compat(ck, path, mc, t->cfg, st)) ||
+            (rc = llm_model_load(t->m, ck, 1, st))) {
+            llm_ckpt_close(ck);
+            break;
+        }
+        if (llm_node_i64(llm_node_get(tr, "step"), &step) || step < 0 ||
+            llm_node_i64(llm_node_get(tr, "skipped"), &skipped) ||
+            llm_data_pos_parse(llm_node_get(tr, "data"), &pos, st) ||
+            llm_data_seek(t->train, &pos, st)) {
+            rc = llm_err(st, LLM_EDATA, "checkpoint '%s': bad train section%s%s", path,
+                         st->msg[0] ? ": " : "", st->msg);
+            llm_ckpt_close(ck);
+            break;
+        }
+        llm_ckpt_close(ck);
+        t->step = step;
+        t->skipped_total = skipped;
+        llm_info(t->log, "resuming from '%s' (step %lld)", path, (long long)step);
+        break;
+    }
+    free(steps);
+    return rc;
+}
+
+static int evaluate(trainer *t, double *val_loss, llm_status *st)
+{
+    const llm_train_config *c = t->cfg;
+    llm_data_pos zero = {0};
+    if (llm_data_seek(t->val, &zero, st))
+        return st->code;
+    double sum = 0;
+    for (int64_t i = 0; i < c->eval_batches; i++) {
+        float loss = 0;
+        llm_data_next(t->val, t->in, t->tg);
+        if (llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &loss, st))
+            return st->code;
+        sum += loss;
+    }
+    *val_loss = sum / (double)c->eval_batches;
+    return 0;
+}
+
+/* A sample on stderr: temperature 0.8, top-k 40, seeded by train.seed and the step. */
+static int print_sample(trainer *t, llm_status *st)
+{
+    const llm_model_config *mc = llm_model_cfg(t->m);
+    int n = t->cfg->sample_tokens, T = t->cfg->seq_len;
+    int32_t *ctx = malloc(((size_t)n + 1) * sizeof *ctx);
+    float *row = malloc((size_t)mc->padded_vocab * sizeof *row);
+    if (!ctx || !row) {
+        free(ctx);
+        free(row);
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    }
+    uint64_t rng = (uint64_t)t->cfg->seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->step;
+    llm_sample_params sp = {0.8f, 40, 1.0f};
+    int len = 0;
+    ctx[len++] = (int32_t)llm_tokenizer_eot(t->tok);
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *mf = open_memstream(&text, &tlen);
+    int rc = 0;
+    for (int i = 0; i < n && mf; i++) {
+        int start = len > T ? len - T : 0, w = len - start;
+        if ((rc = llm_model_forward(t->m, ctx + start, NULL, 1, w, NULL, st)))
+            break;
+        t->be.to_host(&t->be, row, llm_model_logits(t->m) + (size_t)(w - 1) * mc->padded_vocab,
+                      (size_t)mc->padded_vocab * sizeof *row);
+        int id = llm_sample(row, mc->vocab_size, &sp, &rng);
+        if (id < 0) {
+            rc = llm_err(st, LLM_ENOMEM, "out of memory");
+            break;
+        }
+        if ((uint32_t)id == llm_tokenizer_eot(t->tok))
+            break;
+        ctx[len++] = id;
+        const char *b;
+        size_t bl;
+        if (!llm_tokenizer_token_bytes(t->tok, (uint32_t)id, &b, &bl, st))
+            fwrite(b, 1, bl, mf);
+    }
+    if (mf)
+        fclose(mf);
+    if (!rc && text) {
+        llm_metrics_progress_clear(t->met);
+        fprintf(stderr, "---- sample at step %lld ----\n%s\n----\n", (long long)t->step, text);
+        fflush(stderr);
+    }
+    free(text);
+    free(ctx);
+    free(row);
+    return rc;
+}
+
+static int save(trainer *t, llm_train_result *res, llm_status *st)
+{
+    char path[LLM_CFG_PATH_MAX + 32];
+    llm_train_ckpt_path(path, sizeof path, t->cfg->out_dir, t->step);
+    llm_data_pos pos = llm_data_tell(t->train);
+    if (llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, &pos, st))
+        return llm_err_prefix(st, "checkpoint '%s' not written", path);
+    snprintf(res->last_ckpt, sizeof res->last_ckpt, "%s", path);
+    llm_metrics_progress_clear(t->met);
+    llm_info(t->log, "saved '%s'", path);
+    llm_train_prune(t->cfg->out_dir, t->cfg->keep_last, t->step, t->log);
+    return 0;
+}
+
+static int setup(trainer *t, llm_status *st)
+{
+    const llm_train_config *c = t->cfg;
+    char err[256] = "";
+    if (llm_backend_init(&t->be, c->device, c->threads, err, sizeof err))
+        return llm_err(st, LLM_ENODEV, "device '%s': %s", c->device, err);
+    t->have_be = 1;
+    llm_model_config mc;
+    llm_ckpt *init = NULL;
+    int rc;
+    if ((rc = model_config(t, &mc, &init, st)) || (rc = llm_model_new(&t->m, &mc, &t->be, st)))
+        goto out;
+    if (init) {
+        if ((rc = llm_model_load(t->m, init, 0, st)))
+            goto out;
+    } else {
+        llm_model_init_gpt2(t->m, (uint64_t)c->seed);
+    }
+    if ((rc = load_tokenizer(t, st)))
+        goto out;
+    if (llm_tokenizer_vocab_size(t->tok) > mc.vocab_size) {
+        rc = llm_err(st, LLM_EDATA, "tokenizer '%s' has %d tokens but model.vocab_size is %d",
+                     c->tokenizer, llm_tokenizer_vocab_size(t->tok), mc.vocab_size);
+        goto out;
+    }
+    llm_data_opts dopt = {c->train_data, c->batch_size, c->seq_len, mc.vocab_size,
+                          !strcmp(c->sampling, "sequential"), (uint64_t)c->seed, c->prefetch};
+    if ((rc = llm_data_open(&t->train, &dopt, st)))
+        goto out;
+    if (c->val_data[0]) {
+        llm_data_opts vopt = {c->val_data, c->batch_size, c->seq_len, mc.vocab_size, 1, 0, 0};
+        if ((rc = llm_data_open(&t->val, &vopt, st)))
+            goto out;
+    }
+    if ((rc = llm_schedule_init(&t->sched, c->schedule, c->lr, c->min_lr, c->warmup_steps,
+                                c->max_steps, c->decay_fraction, st)))
+        goto out;
+    size_t bt = (size_t)c->batch_size * (size_t)c->seq_len;
+    t->in = malloc(bt * sizeof *t->in);
+    t->tg = malloc(bt * sizeof *t->tg);
+    if (!t->in || !t->tg) {
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = mkdirs(c->out_dir, st)))
+        goto out;
+    llm_train_clean_temps(c->out_dir, t->log);
+    if (t->o->resume && (rc = resume(t, &mc, st)))
+        goto out;
+    rc = llm_metrics_open(&t->met, c->metrics, c->prom, t->o->progress, st);
+out:
+    llm_ckpt_close(init);
+    return rc;
+}
+
+static void teardown(trainer *t)
+{
+    llm_metrics_close(t->met);
+    llm_data_free(t->train);
+    llm_data_free(t->val);
+    llm_model_free(t->m);
+    llm_tokenizer_free(t->tok);
+    if (t->have_be)
+        llm_backend_free(&t->be);
+    free(t->in);
+    free(t->tg);
+}
+
+/* Test hook (documented in llm-train.1): LLM_TRAIN_FAULT_NAN=N makes the loss of every
+ * step >= N non-finite, to exercise skipping and the max_skips abort. */
+static int64_t fault_nan_step(void)
+{
+    const char *s = getenv("LLM_TRAIN_FAULT_NAN");
+    return s && *s ? strtoll(s, NULL, 10) : 0;
+}
+
+/* One optimizer step over accum micro-batches. */
+static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *gnorm,
+                    int *skipped, llm_status *st)
+{
+    const llm_train_config *c = t->cfg;
+    if (llm_model_zero_grad(t->m, st))
+        return st->code;
+    double sum = 0;
+    for (int64_t a = 0; a < accum; a++) {
+        float l = 0;
+        llm_data_next(t->train, t->in, t->tg);
+        if (llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &l, st) ||
+            llm_model_backward(t->m, 1.0f / (float)accum, st))
+            return st->code;
+        sum += l;
+    }
+    *loss = sum / (double)accum;
+    int64_t fault = fault_nan_step();
+    if (fault > 0 && t->step + 1 >= fault)
+        *loss = NAN;
+    *skipped = 0;
+    *gnorm = NAN;
+    if (!isfinite(*loss)) {
+        *skipped = 1;  /* the update is not applied: weights and moments stay as they are */
+        return 0;
+    }
+    llm_adamw_config hp = {(float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                           (float)c->weight_decay, (float)c->grad_clip};
+    return llm_model_update(t->m, &hp, (int)(t->step + 1), gnorm, skipped, st);
+}
+
+int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_result *res,
+                  llm_status *st)
+{
+    llm_log deflog = llm_log_make("llm-train", 0, 0);
+    trainer t = {.cfg = c, .o = o, .log = o->log ? o->log : &deflog};
+    memset(res, 0, sizeof *res);
+    res->last_loss = res->last_val_loss = NAN;
+    int rc = setup(&t, st);
+    if (rc) {
+        teardown(&t);
+        return rc;
+    }
+    res->first_step = t.step + 1;
+    res->last_step = t.step;
+    if (t.step >= c->max_steps)
+        llm_info(t.log, "step %lld reached train.max_steps: nothing to do", (long long)t.step);
+
+    const llm_model_config *mc = llm_model_cfg(t.m);
+    int64_t accum = llm_config_accum_steps(c);
+    double tokens = (double)accum * c->batch_size * c->seq_len;
+    double flops = tokens * (6.0 * (double)llm_model_num_params(mc) +
+                             12.0 * mc->n_layer * (double)mc->n_embd * c->seq_len);
+    /* a rough peak when none is configured: 80 GFLOP/s per CPU thread (AVX2 FMA at
+     * 2.5 GHz), 60 TFLOP/s for a GPU (fp32) */
+    double peak = c->peak_flops > 0 ? c->peak_flops
+                  : strcmp(t.be.name, "cuda") ? 80e9 * (t.be.threads > 0 ? t.be.threads : 1)
+                                              : 60e12;
+    int in_a_row = 0, ran = 0, save_failed = 0;
+    while (t.step < c->max_steps) {
+        double t0 = now_s(), w0 = llm_data_wait_seconds(t.train);
+        double lr = llm_schedule_lr(&t.sched, t.step + 1), loss = 0, gn = 0;
+        int skipped;
+        if ((rc = one_step(&t, accum, lr, &loss, &gn, &skipped, st)))
+            break;
+        t.step++;
+        ran++;
+        double dt = now_s() - t0, wait = llm_data_wait_seconds(t.train) - w0;
+        res->step_seconds += dt;
+        res->data_seconds += wait;
+        res->last_step = t.step;
+        res->last_loss = loss;
+        in_a_row = skipped ? in_a_row + 1 : 0;
+        t.skipped_total += skipped;
+        res->skipped += skipped;
+        llm_step_metrics sm = {t.step, c->max_steps, loss, lr, gn, tokens / dt, dt * 1e3,
+                               flops / dt / peak, llm_peak_rss_mb(), t.skipped_total, wait * 1e3};
+        int stop_now = 0;
+        if (llm_metrics_step(t.met, &sm, st)) {
+            if (st->code == LLM_EINTR) /* stdout closed: stop quietly with a checkpoint */
+                stop_now = 1;
+            else
+                llm_warn(t.log, "%s", st->msg);
+            llm_status_clear(st);
+        }
+        if (skipped) {
+            llm_metrics_progress_clear(t.met);
+            llm_warn(t.log, "step %lld: non-finite loss or gradient norm, update skipped "
+                     "(%d in a row)", (long long)t.step, in_a_row);
+        }
+        if (in_a_row >= c->max_skips) {
+            llm_error(t.log, "%d non-finite steps in a row (train.max_skips): giving up at "
+                      "step %lld", in_a_row, (long long)t.step);
+            res->diverged = 1;
+            break;
+        }
+        int last = t.step == c->max_steps;
+        if (t.val && ((c->eval_every && t.step % c->eval_every == 0) || last)) {
+            double vl = 0;
+            if ((rc = evaluate(&t, &vl, st)))
+                break;
+            res->last_val_loss = vl;
+            if (llm_metrics_eval(t.met, t.step, vl, st)) {
+                stop_now |= st->code == LLM_EINTR;
+                llm_status_clear(st);
+            }
+            if (c->sample_tokens > 0 && (rc = print_sample(&t, st)))
+                break;
+        }
+        if ((o->stop && *o->stop) || (c->exit_after && ran >= c->exit_after))
+            stop_now = 1;
+        if (t.step % c->save_every == 0 || last || stop_now) {
+            if (save(&t, res, st)) {
+                llm_metrics_progress_clear(t.met);
+                llm_error(t.log, "%s", st->msg);
+                save_failed = 1;
+                /* a failed periodic save is not the end: the next one may succeed */
+                if (last || stop_now) {
+                    rc = st->code;
+                    break;
+                }
+                llm_status_clear(st);
+            } else {
+                save_failed = 0;
+            }
+        }
+        if (stop_now) {
+            res->stopped = 1;
+            if (o->stop && *o->stop)
+                llm_info(t.log, "stopping at step %lld on a signal", (long long)t.step);
+            break;
+        }
+    }
+    (void)save_failed;
+    teardown(&t);
+    return rc;
+}

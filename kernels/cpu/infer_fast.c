@@ -1,0 +1,237 @@
+/* infer_fast.c — fast CPU kernels for inference: AVX2/FMA matmul tiles for decode-sized
+ * N (each weight row is read once for all rows), OpenBLAS sgemm for prefill-sized N,
+ * attention over the KV cache parallel over (row, head).  Threads: be->threads (OpenMP).
+ *
+ * Determinism: the value of out[n][o] is computed by the same sequence of operations
+ * whatever N is and wherever row n sits in the batch (tiles only change which rows share
+ * a weight load, never the order of a dot product), so batched decoding equals decoding
+ * one sequence at a time bit for bit.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/infer_kern.h"
+
+/* N at or above which matmul_rows uses sgemm: prefill-sized batches are compute-bound
+ * and BLAS wins there; below it the weight stream dominates and tiles win. */
+#define SGEMM_MIN_ROWS 32
+/* Multiply-adds below which a kernel runs on the calling thread only. */
+#define PAR_MIN_WORK (1 << 18)
+
+static int nthreads(const llm_backend *be)
+{
+    return be->threads > 0 ? be->threads : 1;
+}
+
+static int have_avx2(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+__attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v)
+{
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    __m128 s = _mm_add_ps(lo, hi);
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Dot products of MR weight rows with NR input rows (MR <= 4, NR <= 2), C floats each.
+ * Inlined with constant MR/NR so the accumulators stay in registers. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+tile(const float *w, const float *x, int C, int MR, int NR, float res[4][2])
+{
+    __m256 acc[4][2];
+    for (int m = 0; m < MR; m++)
+        for (int r = 0; r < NR; r++)
+            acc[m][r] = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 8 <= C; c += 8) {
+        __m256 wv[4];
+        for (int m = 0; m < MR; m++)
+            wv[m] = _mm256_loadu_ps(w + (size_t)m * C + c);
+        for (int r = 0; r < NR; r++) {
+            __m256 xv = _mm256_loadu_ps(x + (size_t)r * C + c);
+            for (int m = 0; m < MR; m++)
+                acc[m][r] = _mm256_fmadd_ps(wv[m], xv, acc[m][r]);
+        }
+    }
+    for (int m = 0; m < MR; m++)
+        for (int r = 0; r < NR; r++) {
+            float s = hsum8(acc[m][r]);
+            for (int k = c; k < C; k++)
+                s += w[(size_t)m * C + k] * x[(size_t)r * C + k];
+            res[m][r] = s;
+        }
+}
+
+__attribute__((target("avx2,fma"))) static void
+block_rows(float *out, const float *inp, const float *W, const float *bias, int N, int C,
+           int OC, int o0, int MR)
+{
+    float res[4][2];
+    const float *w = W + (size_t)o0 * C;
+    for (int n = 0; n < N; n += 2) {
+        int NR = N - n >= 2 ? 2 : 1;
+        const float *x = inp + (size_t)n * C;
+        if (MR == 4 && NR == 2) tile(w, x, C, 4, 2, res);
+        else if (MR == 4)       tile(w, x, C, 4, 1, res);
+        else if (NR == 2) {
+            for (int m = 0; m < MR; m++) {
+                float r1[4][2];
+                tile(w + (size_t)m * C, x, C, 1, 2, r1);
+                res[m][0] = r1[0][0];
+                res[m][1] = r1[0][1];
+            }
+        } else {
+            for (int m = 0; m < MR; m++) {
+                float r1[4][2];
+                tile(w + (size_t)m * C, x, C, 1, 1, r1);
+                res[m][0] = r1[0][0];
+            }
+        }
+        for (int r = 0; r < NR; r++)
+            for (int m = 0; m < MR; m++)
+                out[(size_t)(n + r) * OC + o0 + m] = res[m][r] + (bias ? bias[o0 + m] : 0.0f);
+    }
+}
+
+static void matmul_tiles(llm_backend *be, float *out, const float *inp, const float *W,
+                         const float *bias, int N, int C, int OC)
+{
+    int nblk = (OC + 3) / 4;
+    /* tiny products are not worth waking threads for */
+    int par = (double)N * OC * C >= PAR_MIN_WORK;
+#pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (par)
+    for (int b = 0; b < nblk; b++) {
+        int o0 = b * 4;
+        int MR = OC - o0 >= 4 ? 4 : OC - o0;
+        block_rows(out, inp, W, bias, N, C, OC, o0, MR);
+    }
+}
+
+static void fast_matmul_rows(llm_backend *be, float *out, const float *inp, const void *w,
+                             int w_dt, const float *bias, int N, int C, int OC)
+{
+    if (w_dt != LLM_IK_F32 || !have_avx2()) {
+        llm_infer_ref_matmul_rows(be, out, inp, w, w_dt, bias, N, C, OC);
+        return;
+    }
+    if (N < SGEMM_MIN_ROWS) {
+        matmul_tiles(be, out, inp, w, bias, N, C, OC);
+        return;
+    }
+    /* BLAS stays single-threaded (see cpu_backend.c); each OpenMP thread multiplies its
+     * own slice of output columns. */
+    int nt = nthreads(be);
+    int per;
+    if ((double)N * OC * C < PAR_MIN_WORK)
+        nt = 1;
+    per = ((OC + nt - 1) / nt + 15) / 16 * 16;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int t = 0; t < nt; t++) {
+        int o0 = t * per, oc = OC - o0 < per ? OC - o0 : per;
+        if (oc <= 0)
+            continue;
+        if (bias)
+            for (int n = 0; n < N; n++)
+                memcpy(out + (size_t)n * OC + o0, bias + o0, (size_t)oc * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, oc, C, 1.0f, inp, C,
+                    (const float *)w + (size_t)o0 * C, C, bias ? 1.0f : 0.0f, out + o0, OC);
+    }
+}
+
+__attribute__((target("avx2,fma"))) static float dot_avx(const float *a, const float *b, int n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int d = 0;
+    for (; d + 8 <= n; d += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), acc);
+    float s = hsum8(acc);
+    for (; d < n; d++)
+        s += a[d] * b[d];
+    return s;
+}
+
+__attribute__((target("avx2,fma"))) static void axpy_avx(float *y, float a, const float *x, int n)
+{
+    __m256 av = _mm256_set1_ps(a);
+    int d = 0;
+    for (; d + 8 <= n; d += 8)
+        _mm256_storeu_ps(y + d, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + d), _mm256_loadu_ps(y + d)));
+    for (; d < n; d++)
+        y[d] += a * x[d];
+}
+
+static void fast_attention_rows(llm_backend *be, float *out, const float *qkv,
+                                const float *kcache, const float *vcache, const int32_t *slot,
+                                const int32_t *pos, int N, int C, int NH, int maxT)
+{
+    if (!have_avx2()) {
+        llm_infer_ref_attention_rows(be, out, qkv, kcache, vcache, slot, pos, N, C, NH, maxT);
+        return;
+    }
+    int hs = C / NH, nt = nthreads(be);
+    float scale = 1.0f / sqrtf((float)hs);
+    long work = (long)N * NH;
+    float *scores = malloc((size_t)nt * maxT * sizeof(float));
+    if (!scores) {  /* ops never fail: the reference needs no buffer */
+        llm_infer_ref_attention_rows(be, out, qkv, kcache, vcache, slot, pos, N, C, NH, maxT);
+        return;
+    }
+    /* short attention spans are not worth waking threads for */
+    int par = (double)N * C * (pos[0] + 1) >= PAR_MIN_WORK;
+#pragma omp parallel num_threads(nt) if (par)
+    {
+        float *sc = scores + (size_t)omp_get_thread_num() * maxT;
+#pragma omp for schedule(dynamic, 4)
+        for (long j = 0; j < work; j++) {
+            int i = (int)(j / NH), h = (int)(j % NH);
+            const float *kb = kcache + (size_t)slot[i] * maxT * C + h * hs;
+            const float *vb = vcache + (size_t)slot[i] * maxT * C + h * hs;
+            const float *q = qkv + (size_t)i * 3 * C + h * hs;
+            float *o = out + (size_t)i * C + h * hs;
+            int T = pos[i] + 1;
+            float mx = -INFINITY;
+            for (int t = 0; t < T; t++) {
+                sc[t] = dot_avx(q, kb + (size_t)t * C, hs) * scale;
+                if (sc[t] > mx)
+                    mx = sc[t];
+            }
+            float sum = 0.0f;
+            for (int t = 0; t < T; t++) {
+                sc[t] = expf(sc[t] - mx);
+                sum += sc[t];
+            }
+            memset(o, 0, (size_t)hs * sizeof(float));
+            for (int t = 0; t < T; t++)
+                axpy_avx(o, sc[t], vb + (size_t)t * C, hs);
+            float inv = 1.0f / sum;
+            for (int d = 0; d < hs; d++)
+                o[d] *= inv;
+        }
+    }
+    free(scores);
+}
+
+void llm_backend_cpu_infer_init(llm_backend *be, int reference)
+{
+    be->infer_dtype_ok = llm_infer_ref_dtype_ok;
+    be->embed_rows = llm_infer_ref_embed_rows;
+    be->kv_store = llm_infer_ref_kv_store;
+    if (reference) {
+        be->matmul_rows = llm_infer_ref_matmul_rows;
+        be->attention_rows = llm_infer_ref_attention_rows;
+    } else {
+        be->matmul_rows = fast_matmul_rows;
+        be->attention_rows = fast_attention_rows;
+        openblas_set_num_threads(1);   /* threads come from OpenMP slices */
+    }
+}

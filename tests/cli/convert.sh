@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# llm-shard convert: llm.c GPT-2 checkpoints (fp32 v3, bf16 v5) <-> .llmk, round trips
+# byte for byte, pipes, and malformed llm.c files refused with exit 65.
+. "$(dirname "$0")/lib.sh"
+PY=${PY:-python3}
+
+# mk OUT [key=value...]: a small llm.c model file; keys override the header/size.
+mk() {
+  "$PY" - "$@" <<'PY'
+import struct, sys, random
+out = sys.argv[1]
+o = dict(a.split("=") for a in sys.argv[2:])
+g = lambda k, d: int(o.get(k, d))
+magic, ver = g("magic", 20240326), g("version", 3)
+L, NH, C, V, maxT = g("L", 2), g("NH", 2), g("C", 8), g("V", 130), g("maxT", 8)
+Vp = g("Vp", (V + 127) // 128 * 128)
+h = [0] * 256; h[:8] = [magic, ver, maxT, V, L, NH, C, Vp]
+n = Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C
+r = random.Random(5)
+es = 4 if ver != 5 else 2
+body = bytearray()
+for i in range(n):
+    x = 0.0 if V * C <= i < Vp * C else r.gauss(0, 0.02)
+    b = struct.pack("<f", x)
+    body += b if es == 4 else b[2:]
+body = bytes(body)
+extra = g("extra", 0)
+cut = g("cut", 0)
+data = struct.pack("<256i", *h) + body + b"\0" * extra
+if cut: data = data[:len(data) - cut]
+open(out, "wb").write(data)
+PY
+}
+
+mk "$TMP/m3.bin"
+expect_exit "v3 import" 0 llm-shard convert --from llmc "$TMP/m3.bin" -o "$TMP/m3.llmk"
+expect_exit "v3 import verifies" 0 llm-shard verify -q "$TMP/m3.llmk"
+llm-shard info "$TMP/m3.llmk" >"$TMP/info" 2>&1
+check "v3 import: model section and f32 tensors" \
+  grep -q "h.1.mlp.c_proj.weight.*f32" "$TMP/info"
+check "v3 import: padded vocab recorded" grep -q "padded_vocab_size: 256" "$TMP/info"
+expect_exit "v3 export" 0 llm-shard convert --to llmc "$TMP/m3.llmk" -o "$TMP/back3.bin"
+check "v3 round trip byte-identical" cmp -s "$TMP/m3.bin" "$TMP/back3.bin"
+
+mk "$TMP/m5.bin" version=5
+expect_exit "v5 import" 0 llm-shard convert --from llmc "$TMP/m5.bin" -o "$TMP/m5.llmk"
+llm-shard info "$TMP/m5.llmk" >"$TMP/info5" 2>&1
+check "v5 import keeps bf16" grep -q "wte.*bf16" "$TMP/info5"
+expect_exit "v5 export" 0 llm-shard convert --to llmc "$TMP/m5.llmk" -o "$TMP/back5.bin"
+check "v5 round trip byte-identical" cmp -s "$TMP/m5.bin" "$TMP/back5.bin"
+
+pipe_rt() {
+  llm-shard convert --from llmc - -o - <"$TMP/m3.bin" |
+    llm-shard convert --to llmc - -o - | cmp -s - "$TMP/m3.bin"
+}
+check "round trip through pipes" pipe_rt
+
+bad() { # name expected-code mk-args...
+  local name=$1 code=$2; shift 2
+  mk "$TMP/bad.bin" "$@"
+  rm -f "$TMP/bad.llmk"
+  expect_exit "refuses $name" "$code" llm-shard convert --from llmc "$TMP/bad.bin" -o "$TMP/bad.llmk"
+}
+bad "bad magic" 65 magic=20240520
+bad "version 1" 65 version=1
+bad "truncated data" 65 cut=3
+bad "trailing bytes" 65 extra=4
+bad "padded vocab not V rounded to 128" 65 Vp=200
+bad "padded vocab below V" 65 V=300 Vp=256
+bad "channels not divisible by heads" 65 NH=3
+bad "zero layers" 65 L=0
+bad "negative vocab" 65 V=-5 Vp=128
+check "no output left behind after a refusal" test ! -e "$TMP/bad.llmk"
+head -c 100 "$TMP/m3.bin" >"$TMP/short.bin"
+expect_exit "refuses a short header" 65 llm-shard convert --from llmc "$TMP/short.bin" -o "$TMP/x.llmk"
+: >"$TMP/empty.bin"
+expect_exit "refuses an empty file" 65 llm-shard convert --from llmc "$TMP/empty.bin" -o "$TMP/x.llmk"
+expect_exit "refuses an llm.c file as .llmk" 65 llm-shard convert --to llmc "$TMP/m3.bin" -o "$TMP/x.bin"
+check "error names the problem" grep -q "magic\|llmk\|header" "$TMP/err"
+expect_exit "missing input" 66 llm-shard convert --from llmc "$TMP/nope.bin" -o "$TMP/x.llmk"
+expect_exit "usage: no -o" 64 llm-shard convert --from llmc "$TMP/m3.bin"
+expect_exit "usage: --from and --to" 64 llm-shard convert --from llmc --to llmc "$TMP/m3.bin" -o "$TMP/x"
+expect_exit "usage: unknown format" 64 llm-shard convert --from gguf "$TMP/m3.bin" -o "$TMP/x"
+expect_exit "usage: no format" 64 llm-shard convert "$TMP/m3.bin" -o "$TMP/x"
+echo "1..$_n"

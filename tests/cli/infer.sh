@@ -1,0 +1,124 @@
+#!/bin/bash
+# llm-infer: seeded sampling, greedy, stop strings, JSONL (batch == single, bad lines,
+# over-long prompts), plain-mode order, --eval, --stats, exit codes, closed stdout.
+. "$(dirname "$0")/lib.sh"
+PY=python3
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+if ! have_data tinyshakespeare/input.txt; then skip "llm-infer tests" "no $DATA/tinyshakespeare"; exit 0; fi
+cd "$TMP" || exit 1
+
+# a tiny byte-level model: a few training steps are enough for behaviour tests
+$PY - "$DATA/tinyshakespeare/input.txt" <<'PY'
+import struct, sys
+b = open(sys.argv[1], 'rb').read()[:300000]
+def w(p, t):
+    with open(p, 'wb') as f:
+        f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253)))
+        f.write(struct.pack('<%dH' % len(t), *t))
+n = len(b) // 10
+w('val.bin', b[:n]); w('train.bin', b[n:])
+PY
+cat >m.yaml <<Y
+model: {n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 257, max_seq_len: 64}
+data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
+train: {batch_size: 8, seq_len: 64, max_steps: 40, lr: 0.004, warmup_steps: 2, save_every: 100000, seed: 7, threads: 2}
+Y
+if ! llm-train --config m.yaml -o run >/dev/null 2>err; then
+  notok "training a model for the tests: $(tail -c 300 err)"; echo "1..$_n"; exit 1
+fi
+M=$(ls run/*.llmk | sort | tail -1)
+
+check "help" llm-infer --help
+expect_exit "missing model: 66" 66 llm-infer nope.llmk -p hi
+printf 'LLMK\0\r\n\032garbage' >bad.llmk
+expect_exit "corrupt model: 65" 65 llm-infer bad.llmk -p hi
+head -c 2000 "$M" >trunc.llmk
+expect_exit "truncated model: 65" 65 llm-infer trunc.llmk -p hi
+expect_exit "-p with -f: 64" 64 llm-infer "$M" -p a -f b
+expect_exit "bad --top-p: 64" 64 llm-infer "$M" -p a --top-p 0
+expect_exit "missing prompt file: 66" 66 llm-infer "$M" -f nope.txt
+expect_exit "--device cuda without inference kernels: 69" 69 llm-infer "$M" -p a --device cuda
+
+llm-infer "$M" -p "ROMEO:" -n 40 --seed 3 --temperature 0.8 >g1 2>err
+check "generation runs" [ $? = 0 ] 
+llm-infer "$M" -p "ROMEO:" -n 40 --seed 3 --temperature 0.8 >g2 2>/dev/null
+llm-infer "$M" -p "ROMEO:" -n 40 --seed 4 --temperature 0.8 >g3 2>/dev/null
+check "same seed, same text" cmp -s g1 g2
+check "different seed, different text" sh -c "! cmp -s g1 g3"
+check "40 tokens of bytes + newline" [ "$(wc -c <g1)" -ge 20 ] 
+llm-infer "$M" -p "To be" -n 30 --temperature 0 --seed 1 >gr1 2>/dev/null
+llm-infer "$M" -p "To be" -n 30 --temperature 0 --seed 2 --device cpu-ref >gr2 2>/dev/null
+check "greedy ignores the seed; cpu == cpu-ref" cmp -s gr1 gr2
+llm-infer "$M" -p "To be" -n 0 >n0 2>/dev/null
+check "-n 0 prints an empty line" [ "$(cat n0)" = "" ] 
+
+# --stop: text before the first occurrence only
+llm-infer "$M" -p "KING" -n 60 --seed 5 --stop "e" >s1 2>/dev/null
+check "--stop string not in the output" sh -c "! grep -q e s1"
+
+cat >req.jsonl <<'J'
+{"id": "a", "prompt": "First Citizen:", "max_tokens": 30, "temperature": 0.7, "seed": 1}
+{"id": "b", "prompt": "KING", "max_tokens": 25, "temperature": 0.9, "seed": 2, "top_p": 0.9}
+
+this is not json
+{"id": 7, "tokens": [72, 101], "max_tokens": 20, "temperature": 0}
+{"id": "long", "prompt": "0123456789012345678901234567890123456789012345678901234567890123456789", "max_tokens": 5}
+{"id": "d", "prompt": "O", "max_tokens": 20, "temperature": 1.0, "top_k": 5, "seed": 4, "stop": ["\n", "x"]}
+{"id": "ctx", "prompt": "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghij", "max_tokens": 50, "temperature": 0}
+{"id": "e", "prompt": "hi", "bogus": 1}
+J
+llm-infer "$M" --jsonl --batch 1 <req.jsonl >r1.jsonl 2>/dev/null; rc1=$?
+llm-infer "$M" --jsonl --batch 3 --stats <req.jsonl >r3.jsonl 2>stats; rc3=$?
+check "--jsonl exits 0 with bad lines" [ "$rc1$rc3" = 00 ] 
+$PY - r1.jsonl r3.jsonl stats <<'PY' >jres
+import json, sys
+def load(p):
+    return {json.loads(l)["index"]: json.loads(l) for l in open(p)}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+print("count", len(a) == 8 and len(b) == 8)
+print("same", all(a[i]["text"] == b[i]["text"] and a[i]["tokens"] == b[i]["tokens"] for i in a))
+print("badline", a[2]["finish_reason"] == "error" and "JSON" in a[2]["error"] and a[2]["id"] is None)
+print("tokens", a[3]["id"] == 7 and a[3]["prompt_tokens"] == 2 and a[3]["finish_reason"] == "length" and a[3]["completion_tokens"] == 20)
+print("long", a[4]["id"] == "long" and a[4]["finish_reason"] == "error" and "context" in a[4]["error"])
+print("stop", a[5]["finish_reason"] in ("stop", "length") and "\n" not in a[5]["text"] and "x" not in a[5]["text"])
+print("ctx", a[6]["finish_reason"] == "context" and a[6]["prompt_tokens"] + a[6]["completion_tokens"] == 65)
+print("unknown", a[7]["finish_reason"] == "error" and "bogus" in a[7]["error"])
+r = a[0]
+print("fields", all(k in r for k in ("id","text","tokens","prompt_tokens","completion_tokens","finish_reason","ttft_ms","tokens_per_s")))
+print("b", a[1]["id"] == "b" and a[1]["completion_tokens"] == 25 and a[1]["finish_reason"] == "length")
+s = json.loads(open(sys.argv[3]).read().strip().splitlines()[-1])
+print("stats", all(k in s for k in ("prompt_tokens","completion_tokens","prefill_tokens_per_s","decode_tokens_per_s","ttft_ms","tpot_ms_mean","tpot_ms_p50","tpot_ms_p99")) and s["completion_tokens"] > 0)
+PY
+for k in count same badline tokens long stop ctx unknown fields b stats; do
+  check "jsonl: $k" grep -qx "$k True" jres
+done
+
+# plain mode: stdin lines answered in input order whatever the batch
+printf 'KING\nQUEEN\n\nROMEO\n' >lines.txt
+llm-infer "$M" -n 12 --seed 9 --batch 1 <lines.txt >p1 2>/dev/null
+llm-infer "$M" -n 12 --seed 9 --batch 3 <lines.txt >p3 2>/dev/null
+check "stdin prompts: batch 3 output == batch 1 output" cmp -s p1 p3
+check "stdin prompts: 4 answers" [ "$(grep -c '' p1)" -ge 4 ] 
+# plain mode: an over-long prompt is reported, the others answered, exit 65
+printf 'KING\n%0100d\n' 0 >lines2.txt
+llm-infer "$M" -n 5 <lines2.txt >p4 2>err4; rc=$?
+check "plain mode: over-long prompt exits 65 after the others" [ "$rc" = 65 ] && [ -s p4 ] && grep -q "prompt 2" err4
+
+# --eval
+llm-infer "$M" --eval val.bin --ctx 64 --stride 64 >e.json 2>/dev/null
+llm-infer "$M" --eval val.bin --ctx 64 --stride 32 >e2.json 2>/dev/null
+$PY - e.json e2.json <<'PY' >eres
+import json, math, sys
+d = json.load(open(sys.argv[1])); d2 = json.load(open(sys.argv[2]))
+print("eval", d["tokens"] == 29999 and abs(math.exp(d["nll"]) - d["ppl"]) < 1e-6 * d["ppl"] and d["nll"] < math.log(257))
+print("stride", d2["tokens"] == 29999 and abs(math.exp(d2["nll"]) - d2["ppl"]) < 1e-6 * d2["ppl"] and d2["nll"] != d["nll"])
+PY
+check "--eval: every token scored once, ppl = exp(nll) < vocab" grep -qx "eval True" eres
+check "--eval: overlapping windows score every token once too" grep -qx "stride True" eres
+expect_exit "--eval of a missing file: 66" 66 llm-infer "$M" --eval nope.bin
+expect_exit "--eval --ctx beyond the context: 64" 64 llm-infer "$M" --eval val.bin --ctx 65
+
+# closed stdout: quiet
+llm-infer "$M" -p "A" -n 500 2>pipe.err | head -c 1 >/dev/null
+check "closed stdout is quiet" [ ! -s pipe.err ] 
+echo "1..$_n"

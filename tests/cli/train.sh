@@ -1,0 +1,184 @@
+#!/bin/bash
+# llm-train: exact resume, keep_last, signals, kill -9 during saves, full disk, non-finite
+# steps, refusal of mismatched checkpoints, gradient accumulation, metrics.
+. "$(dirname "$0")/lib.sh"
+PY=python3
+# other processes share the cores: let idle OpenMP threads sleep instead of spinning
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+if ! have_data tinyshakespeare/input.txt; then skip "llm-train tests" "no $DATA/tinyshakespeare"; exit 0; fi
+cd "$TMP" || exit 1
+
+# byte-level token files (llm.c format, version 1): 90% train, 10% val
+$PY - "$DATA/tinyshakespeare/input.txt" <<'PY'
+import struct, sys
+b = open(sys.argv[1], 'rb').read()
+def w(p, t):
+    with open(p, 'wb') as f:
+        f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253)))
+        f.write(struct.pack('<%dH' % len(t), *t))
+n = len(b) // 10
+w('val.bin', b[:n]); w('train.bin', b[n:])
+PY
+cat >run.yaml <<Y
+model: {n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 257, max_seq_len: 64}
+data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
+train: {batch_size: 4, seq_len: 64, max_steps: 12, lr: 0.003, warmup_steps: 2, eval_every: 6,
+        eval_batches: 2, save_every: 4, keep_last: 2, seed: 99, threads: 2}
+Y
+# losses FILE...: "step loss" lines of the step records (later files win)
+losses() { $PY - "$@" <<'PY'
+import json, sys
+d = {}
+for p in sys.argv[1:]:
+    for l in open(p):
+        j = json.loads(l)
+        if 'loss' in j: d[j['step']] = repr(j['loss'])
+for s in sorted(d): print(s, d[s])
+PY
+}
+# weights A B: the tensor data of two checkpoints is identical (headers may differ)
+weights() { $PY - "$1" "$2" <<'PY'
+import sys
+def data(p):
+    b = open(p, 'rb').read(); h = int.from_bytes(b[12:20], 'little')
+    return b[(20 + h + 63) // 64 * 64:]
+sys.exit(0 if data(sys.argv[1]) == data(sys.argv[2]) else 1)
+PY
+}
+verify() { if [ -x "$BIN/llm-shard" ]; then llm-shard verify "$1" >/dev/null 2>&1; else [ -s "$1" ]; fi; }
+
+# ---- a straight run: metrics, evals, keep_last, prom ----
+expect_exit "straight run of 12 steps" 0 llm-train --config run.yaml -o a --metrics a.jsonl --prom a.prom
+check "12 step lines" [ "$(losses a.jsonl | wc -l)" = 12 ]
+check "2 eval lines at steps 6 and 12" [ "$(grep -c '"val_loss"' a.jsonl)" = 2 ]
+$PY - a.jsonl <<'PY' && ok "step lines have every key" || notok "step lines lack keys"
+import json, sys
+keys = {"step","loss","lr","grad_norm","tokens_per_s","ms","mfu","rss_mb","skipped"}
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if "loss" in j: assert keys <= set(j), set(j)
+    else: assert set(j) == {"step", "val_loss"}
+PY
+first=$(losses a.jsonl 2>/dev/null | head -1 | cut -d' ' -f2); last=$(losses a.jsonl | tail -1 | cut -d' ' -f2)
+check "first loss near ln(257) ($first)" $PY -c "import sys; sys.exit(abs($first - 5.549) > 0.3)"
+check "loss falls ($first -> $last)" $PY -c "import sys; sys.exit(not $last < $first - 0.5)"
+check "keep_last 2: step 8 and 12 kept" [ "$(ls a)" = "$(printf 'step-00000008.llmk\nstep-00000012.llmk')" ]
+check "checkpoints verify" verify a/step-00000012.llmk
+check "prom file written" grep -qx "llmkit_train_step 12" a.prom
+check "prom has val loss" grep -q "^llmkit_train_val_loss " a.prom
+
+# ---- exact resume: 6 steps + resume == 12 straight ----
+expect_exit "first half (exit_after 6)" 0 llm-train --config run.yaml -o b --set train.exit_after=6 --metrics b1.jsonl
+check "first half stopped at step 6" test -f b/step-00000006.llmk -a ! -f b/step-00000007.llmk
+expect_exit "resume auto" 0 llm-train --config run.yaml -o b --resume auto --metrics b2.jsonl
+check "resume names its checkpoint" grep -q "resuming from 'b/step-00000006.llmk' (step 6)" "$TMP/err"
+check "losses identical bit for bit" diff <(losses a.jsonl) <(losses b1.jsonl b2.jsonl)
+check "final weights and moments identical" weights a/step-00000012.llmk b/step-00000012.llmk
+expect_exit "resume at the end does nothing" 0 llm-train --config run.yaml -o b --resume auto --metrics b3.jsonl
+check "nothing to do" grep -q "nothing to do" "$TMP/err"
+expect_exit "resume from a named file" 0 llm-train --config run.yaml -o b4 --resume a/step-00000008.llmk --metrics b4.jsonl
+check "named-file resume continues the curve" diff <(losses a.jsonl | tail -4) <(losses b4.jsonl)
+expect_exit "resume auto in an empty dir starts fresh" 0 llm-train --config run.yaml -o fresh --resume auto --set train.max_steps=2 --metrics f.jsonl
+check "fresh start equals the straight run" diff <(losses a.jsonl 2>/dev/null | head -2) <(losses f.jsonl)
+
+# ---- refusal of a checkpoint that does not match ----
+expect_exit "resume with another model refused (65)" 65 llm-train --config run.yaml -o b --resume auto --set model.n_embd=32
+check "difference named" grep -q "model.n_embd: 64 in the checkpoint, 32 in the config" "$TMP/err"
+expect_exit "resume with another batch refused (65)" 65 llm-train --config run.yaml -o b --resume auto --set train.batch_size=2 --set train.max_steps=20
+check "batch difference named" grep -q "train.batch_size: 4 in the checkpoint, 2 in the config" "$TMP/err"
+expect_exit "resume from a missing file (66)" 66 llm-train --config run.yaml -o b --resume nope.llmk
+
+# ---- gradient accumulation: B=4 x 2 == B=8 x 1 ----
+expect_exit "B=8 x 1" 0 llm-train --config run.yaml -o g8 --set train.batch_size=8 --set train.max_steps=3 --metrics g8.jsonl
+expect_exit "B=4 x 2" 0 llm-train --config run.yaml -o g4 --set train.total_batch_tokens=512 --set train.max_steps=3 --metrics g4.jsonl
+$PY - g8.jsonl g4.jsonl <<'PY' && ok "accumulated losses equal to 1e-6" || notok "accumulation differs"
+import json, sys
+a, b = [[json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:]]
+assert len(a) == len(b) == 3
+for x, y in zip(a, b): assert abs(x - y) <= 1e-6 * max(1, abs(x)), (x, y)
+PY
+
+# ---- SIGTERM: finish the step, checkpoint, exit 0; the resumed curve continues ----
+llm-train --config run.yaml -o c --set train.save_every=1000 --metrics c1.jsonl 2>c.err &
+pid=$!
+for i in $(seq 1 300); do sleep 0.1; [ "$(grep -c '"loss"' c1.jsonl 2>/dev/null)" -ge 3 ] && break; done
+kill -TERM $pid; wait $pid; rc=$?
+check "SIGTERM: exit 0 (got $rc)" [ $rc = 0 ]
+n=$(ls c 2>/dev/null | grep -c '^step-.*\.llmk$')
+check "SIGTERM: one complete checkpoint" [ "$n" = 1 ]
+ck=$(ls c/step-*.llmk 2>/dev/null | tail -1)
+check "SIGTERM: it verifies" verify "$ck"
+check "SIGTERM: it is the last step logged" [ "$ck" = "c/step-$(printf %08d "$(losses c1.jsonl | tail -1 | cut -d' ' -f1)").llmk" ]
+expect_exit "SIGTERM: resume" 0 llm-train --config run.yaml -o c --resume auto --metrics c2.jsonl
+check "SIGTERM: resumed curve identical to the straight one" diff <(losses a.jsonl) <(losses c1.jsonl c2.jsonl)
+# USR1 as well
+llm-train --config run.yaml -o u --set train.save_every=1000 --metrics u.jsonl 2>/dev/null &
+pid=$!
+for i in $(seq 1 300); do sleep 0.1; [ -s u.jsonl ] && break; done
+kill -USR1 $pid; wait $pid; rc=$?
+check "SIGUSR1: exit 0 with a checkpoint" test $rc = 0 -a -n "$(ls u/step-*.llmk 2>/dev/null)"
+# a second SIGINT ends at once; the last complete checkpoint is unharmed
+llm-train --config run.yaml -o i --set train.save_every=1 --set train.keep_last=0 --metrics i.jsonl 2>/dev/null &
+pid=$!
+for i in $(seq 1 300); do sleep 0.1; [ "$(grep -c '"loss"' i.jsonl 2>/dev/null)" -ge 2 ] && break; done
+kill -INT $pid; kill -INT $pid; wait $pid; rc=$?
+check "double SIGINT: exit 130 or a clean 0 (got $rc)" test $rc = 130 -o $rc = 0
+okv=1; for f in i/step-*.llmk; do verify "$f" || okv=0; done
+check "double SIGINT: every checkpoint verifies" [ $okv = 1 ]
+
+# ---- kill -9 during saves: the newest complete checkpoint always loads ----
+cat >big.yaml <<Y
+model: {n_layer: 2, n_head: 4, n_embd: 128, vocab_size: 257, max_seq_len: 16}
+data: {train: $TMP/train.bin, tokenizer: byte}
+train: {batch_size: 1, seq_len: 16, max_steps: 100000, save_every: 1, keep_last: 2, seed: 5, threads: 2}
+Y
+bad=0; tmps=0
+for round in 1 2 3 4 5; do
+  n0=$(ls k 2>/dev/null | grep -c '^step')
+  llm-train --config big.yaml -o k --resume auto -q --metrics k$round.jsonl 2>/dev/null &
+  pid=$!
+  # let it get going, then kill it at a random moment: often in the middle of a save
+  for i in $(seq 1 300); do sleep 0.1; [ -s k$round.jsonl ] && break; done
+  sleep "0.$((RANDOM % 10))"
+  kill -9 $pid; wait $pid 2>/dev/null
+  newest=$(ls k/step-*.llmk 2>/dev/null | sort | tail -1)
+  { [ -n "$newest" ] && verify "$newest"; } || bad=$((bad + 1))
+  tmps=$((tmps + $(ls k | grep -c '\.tmp\.')))
+done
+check "kill -9 x5: the newest checkpoint always verifies ($bad bad)" [ $bad = 0 ]
+newest=$(ls k/step-*.llmk | sort | tail -1); ns=$((10#$(basename "$newest" .llmk | cut -d- -f2)))
+expect_exit "kill -9: resume auto loads the newest" 0 llm-train --config big.yaml -o k --resume auto --set train.max_steps=$((ns + 1)) --metrics k2.jsonl
+check "kill -9: resumed from $newest" grep -q "resuming from '$newest'" "$TMP/err"
+check "kill -9: no temp file left after a restart ($tmps seen)" [ "$(ls k | grep -c '\.tmp\.')" = 0 ]
+
+# ---- a full disk: clear message, previous checkpoint intact ----
+disk() { # $1 = dir; sets FULL to how the disk is made full
+  mkdir -p "$1"
+  if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=2200k tmpfs "$1" 2>/dev/null; then FULL=tmpfs; else FULL=hook; fi
+}
+disk full
+expect_exit "full disk: the first checkpoint fits" 0 llm-train --config run.yaml -o full --set train.max_steps=4 --set train.keep_last=0 --metrics /dev/null
+sum1=$(cksum <full/step-00000004.llmk)
+if [ $FULL = hook ]; then export LLM_FAULT_WRITE_LIMIT=100000; fi
+expect_exit "full disk ($FULL): the final save fails with exit 74" 74 llm-train --config run.yaml -o full --resume auto --set train.max_steps=8 --set train.save_every=2 --set train.keep_last=0 --metrics /dev/null
+unset LLM_FAULT_WRITE_LIMIT
+check "full disk: message says so" grep -q "checkpoint 'full/step-00000008.llmk' not written: .*no space left on device" "$TMP/err"
+check "full disk: periodic failure did not stop the run" grep -q "step-00000006.llmk' not written" "$TMP/err"
+check "full disk: previous checkpoint intact" [ "$(cksum <full/step-00000004.llmk)" = "$sum1" ]
+check "full disk: it verifies" verify full/step-00000004.llmk
+check "full disk: no partial or temp file" [ "$(ls full)" = step-00000004.llmk ]
+[ $FULL = tmpfs ] && umount full
+
+# ---- non-finite steps: skipped, counted, K in a row ends the run (exit 3) ----
+LLM_TRAIN_FAULT_NAN=3 expect_exit "non-finite steps skipped, run completes" 0 llm-train --config run.yaml -o n --set train.max_steps=4 --set train.save_every=2 --set train.keep_last=0 --metrics n.jsonl
+check "skipped counted" [ "$(grep -o '"skipped":[0-9]*' n.jsonl | tail -1)" = '"skipped":2' ]
+check "skipped warned" grep -q "step 4: non-finite loss or gradient norm, update skipped (2 in a row)" "$TMP/err"
+check "skipped steps leave weights unchanged" weights n/step-00000002.llmk n/step-00000004.llmk
+LLM_TRAIN_FAULT_NAN=3 expect_exit "max_skips in a row: exit 3" 3 llm-train --config run.yaml -o n2 --set train.max_skips=2 --metrics n2.jsonl
+check "max_skips: message" grep -q "2 non-finite steps in a row (train.max_skips): giving up at step 4" "$TMP/err"
+
+# ---- stdout closed: stop quietly with a checkpoint ----
+llm-train --config run.yaml -o p -q | head -2 >/dev/null
+rc=${PIPESTATUS[0]}
+check "closed stdout: exit 0 (got $rc) with a checkpoint" test "$rc" = 0 -a -n "$(ls p/step-*.llmk 2>/dev/null)"
+echo "1..$_n"
