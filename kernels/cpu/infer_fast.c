@@ -44,34 +44,99 @@ __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* Dot products of MR weight rows with NR input rows (MR <= 4, NR <= 2), C floats each.
- * Inlined with constant MR/NR so the accumulators stay in registers. */
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-tile(const float *w, const float *x, int C, int MR, int NR, float res[4][2])
+/* Dot products of 4 weight rows with 2 input rows (and the 4x1, 1x2, 1x1 edge cases),
+ * C floats each, written out with named accumulators so they stay in registers.  Every
+ * (weight row, input row) pair accumulates the same lanes in the same order in all four
+ * variants, which keeps results independent of how rows are grouped. */
+#define FIN(acc, wr, xr)                                                                  \
+    do {                                                                                  \
+        float s_ = hsum8(acc);                                                            \
+        for (int k = c; k < C; k++)                                                       \
+            s_ += (wr)[k] * (xr)[k];                                                      \
+        *(outp) = s_;                                                                     \
+    } while (0)
+
+__attribute__((target("avx2,fma"))) static void
+tile4x2(const float *w, const float *x, int C, float r[4][2])
 {
-    __m256 acc[4][2];
-    for (int m = 0; m < MR; m++)
-        for (int r = 0; r < NR; r++)
-            acc[m][r] = _mm256_setzero_ps();
+    const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
+    const float *x0 = x, *x1 = x + C;
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
+           a30 = a00, a31 = a00;
     int c = 0;
     for (; c + 8 <= C; c += 8) {
-        __m256 wv[4];
-        for (int m = 0; m < MR; m++)
-            wv[m] = _mm256_loadu_ps(w + (size_t)m * C + c);
-        for (int r = 0; r < NR; r++) {
-            __m256 xv = _mm256_loadu_ps(x + (size_t)r * C + c);
-            for (int m = 0; m < MR; m++)
-                acc[m][r] = _mm256_fmadd_ps(wv[m], xv, acc[m][r]);
-        }
+        __m256 v0 = _mm256_loadu_ps(x0 + c), v1 = _mm256_loadu_ps(x1 + c);
+        __m256 u = _mm256_loadu_ps(w0 + c);
+        a00 = _mm256_fmadd_ps(u, v0, a00);
+        a01 = _mm256_fmadd_ps(u, v1, a01);
+        u = _mm256_loadu_ps(w1 + c);
+        a10 = _mm256_fmadd_ps(u, v0, a10);
+        a11 = _mm256_fmadd_ps(u, v1, a11);
+        u = _mm256_loadu_ps(w2 + c);
+        a20 = _mm256_fmadd_ps(u, v0, a20);
+        a21 = _mm256_fmadd_ps(u, v1, a21);
+        u = _mm256_loadu_ps(w3 + c);
+        a30 = _mm256_fmadd_ps(u, v0, a30);
+        a31 = _mm256_fmadd_ps(u, v1, a31);
     }
-    for (int m = 0; m < MR; m++)
-        for (int r = 0; r < NR; r++) {
-            float s = hsum8(acc[m][r]);
-            for (int k = c; k < C; k++)
-                s += w[(size_t)m * C + k] * x[(size_t)r * C + k];
-            res[m][r] = s;
-        }
+    float *outp;
+    outp = &r[0][0]; FIN(a00, w0, x0);
+    outp = &r[0][1]; FIN(a01, w0, x1);
+    outp = &r[1][0]; FIN(a10, w1, x0);
+    outp = &r[1][1]; FIN(a11, w1, x1);
+    outp = &r[2][0]; FIN(a20, w2, x0);
+    outp = &r[2][1]; FIN(a21, w2, x1);
+    outp = &r[3][0]; FIN(a30, w3, x0);
+    outp = &r[3][1]; FIN(a31, w3, x1);
 }
+
+__attribute__((target("avx2,fma"))) static void
+tile4x1(const float *w, const float *x, int C, float r[4][2])
+{
+    const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int c = 0;
+    for (; c + 8 <= C; c += 8) {
+        __m256 v = _mm256_loadu_ps(x + c);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c), v, a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c), v, a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c), v, a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), v, a3);
+    }
+    float *outp;
+    outp = &r[0][0]; FIN(a0, w0, x);
+    outp = &r[1][0]; FIN(a1, w1, x);
+    outp = &r[2][0]; FIN(a2, w2, x);
+    outp = &r[3][0]; FIN(a3, w3, x);
+}
+
+__attribute__((target("avx2,fma"))) static void
+tile1x2(const float *w, const float *x, int C, float r[2])
+{
+    const float *x0 = x, *x1 = x + C;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int c = 0;
+    for (; c + 8 <= C; c += 8) {
+        __m256 u = _mm256_loadu_ps(w + c);
+        a0 = _mm256_fmadd_ps(u, _mm256_loadu_ps(x0 + c), a0);
+        a1 = _mm256_fmadd_ps(u, _mm256_loadu_ps(x1 + c), a1);
+    }
+    float *outp;
+    outp = &r[0]; FIN(a0, w, x0);
+    outp = &r[1]; FIN(a1, w, x1);
+}
+
+__attribute__((target("avx2,fma"))) static float tile1x1(const float *w, const float *x, int C)
+{
+    __m256 a0 = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 8 <= C; c += 8)
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), a0);
+    float res, *outp = &res;
+    FIN(a0, w, x);
+    return res;
+}
+#undef FIN
 
 __attribute__((target("avx2,fma"))) static void
 block_rows(float *out, const float *inp, const float *W, const float *bias, int N, int C,
@@ -82,21 +147,18 @@ block_rows(float *out, const float *inp, const float *W, const float *bias, int 
     for (int n = 0; n < N; n += 2) {
         int NR = N - n >= 2 ? 2 : 1;
         const float *x = inp + (size_t)n * C;
-        if (MR == 4 && NR == 2) tile(w, x, C, 4, 2, res);
-        else if (MR == 4)       tile(w, x, C, 4, 1, res);
+        if (MR == 4 && NR == 2) tile4x2(w, x, C, res);
+        else if (MR == 4)       tile4x1(w, x, C, res);
         else if (NR == 2) {
             for (int m = 0; m < MR; m++) {
-                float r1[4][2];
-                tile(w + (size_t)m * C, x, C, 1, 2, r1);
-                res[m][0] = r1[0][0];
-                res[m][1] = r1[0][1];
+                float r2[2];
+                tile1x2(w + (size_t)m * C, x, C, r2);
+                res[m][0] = r2[0];
+                res[m][1] = r2[1];
             }
         } else {
-            for (int m = 0; m < MR; m++) {
-                float r1[4][2];
-                tile(w + (size_t)m * C, x, C, 1, 1, r1);
-                res[m][0] = r1[0][0];
-            }
+            for (int m = 0; m < MR; m++)
+                res[m][0] = tile1x1(w + (size_t)m * C, x, C);
         }
         for (int r = 0; r < NR; r++)
             for (int m = 0; m < MR; m++)

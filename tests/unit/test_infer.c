@@ -274,6 +274,7 @@ static void test_batched_equals_single(void **state)
     /* a different seed gives a different sample (sanity: the seed is used) */
     llm_infer_request alt = reqs[1];
     alt.sp.seed = 999;
+    alt.index = 0;
     tiu_io other;
     run_reqs(f, 1, &alt, 1, &other);
     assert_true(other.ntok[0] != one.ntok[1] ||

@@ -63,7 +63,8 @@ static inline int tiu_next(void *u, llm_infer_request *req, llm_status *st)
     const llm_infer_request *t = &io->reqs[io->at++];
     *req = *t;
     req->prompt = malloc((size_t)(t->n_prompt ? t->n_prompt : 1) * sizeof(uint32_t));
-    memcpy(req->prompt, t->prompt, (size_t)t->n_prompt * sizeof(uint32_t));
+    if (t->n_prompt)
+        memcpy(req->prompt, t->prompt, (size_t)t->n_prompt * sizeof(uint32_t));
     req->stops = NULL;
     req->n_stops = 0;
     req->id_str = NULL;
@@ -77,7 +78,8 @@ static inline int tiu_done(void *u, const llm_infer_result *r, llm_status *st)
     tiu_io *io = u;
     long i = r->req->index;
     io->toks[i] = malloc((size_t)(r->n_tokens + 1) * sizeof(uint32_t));
-    memcpy(io->toks[i], r->tokens, (size_t)r->n_tokens * sizeof(uint32_t));
+    if (r->n_tokens)
+        memcpy(io->toks[i], r->tokens, (size_t)r->n_tokens * sizeof(uint32_t));
     io->ntok[i] = r->n_tokens;
     io->reason[i] = strdup(r->finish_reason);
     io->ndone++;
