@@ -42,10 +42,12 @@ TGT static inline __m256i load_wblock(const char *wr, int dt, int b, float *d)
 TGT __attribute__((always_inline)) static inline void
 qrow(float *out, int ldo, const char *wr, int dt, const llm_block_q8_0 *xq, int R, int nb, int o)
 {
-    __m256 acc[4];
+    /* two accumulators per row (even and odd blocks) so consecutive FMAs do not wait on
+     * each other; the order is fixed, so a row's result still does not depend on R */
+    __m256 acc[4][2];
     const __m256i ones = _mm256_set1_epi16(1);
     for (int r = 0; r < R; r++)
-        acc[r] = _mm256_setzero_ps();
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         float dw;
         __m256i w = load_wblock(wr, dt, b, &dw);
@@ -57,11 +59,11 @@ qrow(float *out, int ldo, const char *wr, int dt, const llm_block_q8_0 *xq, int 
             __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
             uint16_t hx;
             memcpy(&hx, &xb->d, 2);
-            acc[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * _cvtsh_ss(hx)), acc[r]);
+            acc[r][b & 1] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * _cvtsh_ss(hx)), acc[r][b & 1]);
         }
     }
     for (int r = 0; r < R; r++)
-        out[(size_t)r * ldo + o] = hsum8(acc[r]);
+        out[(size_t)r * ldo + o] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
 }
 
 TGT static inline __m256 load8(const uint16_t *h, int dt)

@@ -12,7 +12,7 @@
  * GPT-2 shapes, large enough that a slice of weights is reused by every row group. */
 #define COLS_PER_ITEM 32
 /* Weight rows dequantized per sgemm call on the prefill path (scratch COLS x C floats). */
-#define GEMM_COLS 64
+#define GEMM_COLS 256
 #define PAR_MIN_WORK (1 << 18)
 
 int llm_qk_isa_ok(int isa)
