@@ -12,6 +12,8 @@ void llm_qk_quantize_row_q8_0(const float *x, llm_block_q8_0 *y, int64_t n)
         for (int j = 0; j < 32; j++)
             amax = fmaxf(amax, fabsf(x[j]));
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (!isfinite(id))   /* d below 2^-128: the f16 scale is 0 anyway */
+            id = 0.0f;
         y[b].d = llm_f32_to_f16(d);
         for (int j = 0; j < 32; j++)
             /* the clamp also maps a NaN activation to a value instead of undefined
@@ -32,6 +34,8 @@ void llm_qk_quantize_row_q4_0(const float *x, llm_block_q4_0 *y, int64_t n)
                 m = x[j];
             }
         float d = m / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (!isfinite(id))   /* d below 2^-128: the f16 scale is 0 anyway */
+            id = 0.0f;
         y[b].d = llm_f32_to_f16(d);
         for (int j = 0; j < 16; j++) {
             float a = floorf(x[j] * id + 8.5f), c = floorf(x[j + 16] * id + 8.5f);
