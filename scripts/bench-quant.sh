@@ -69,3 +69,14 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "{\"bench\":\"infer\",\"type\":\"$ty\",\"round\":$r,\"threads\":$THREADS,\"stats\":$s}"
   done
 done
+
+# the engine alone (no request handling): bench_infer on each file, when built (make bench)
+if [ -x "$ROOT/build/bench/bench_infer" ]; then
+  for r in $(seq 1 "$ROUNDS"); do
+    for ty in f32 q8_0 q4_0; do
+      f=$M; [ $ty = f32 ] || f=$WORK/gpt2_124m.$ty.llmk
+      s=$(OMP_WAIT_POLICY=passive "$ROOT/build/bench/bench_infer" "$f" --threads "$THREADS" --steps 16)
+      echo "{\"bench\":\"bench_infer\",\"type\":\"$ty\",\"round\":$r,\"result\":$s}"
+    done
+  done
+fi
