@@ -88,11 +88,19 @@ MAN5     := $(wildcard man/man5/*.5)
 .PHONY: all test check sample fuzz demo install clean deps units bench
 all: $(PROGS) $(LIB)
 
-$(B)/%.o: %.c
+# CUDA=0 and CUDA=1 share $(B): a stamp per mode makes a switch rebuild every object
+# (they differ in -DLLM_CUDA and in the archive's members).
+# (Made at parse time: with .SECONDARY a missing stamp would not force anything.)
+BUILD_STAMP := $(B)/.stamp-cuda$(CUDA)
+ifeq ($(wildcard $(BUILD_STAMP)),)
+  $(shell mkdir -p $(B) && rm -f $(B)/.stamp-cuda* && touch $(BUILD_STAMP))
+endif
+
+$(B)/%.o: %.c $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(B)/%.cu.o: %.cu
+$(B)/%.cu.o: %.cu $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
@@ -122,6 +130,23 @@ $(B)/bench/%: $(B)/tests/bench/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 bench: $(BENCHES)
+
+# CUDA check program (CUDA=1 only): tests/gpu/*.c + tests/gpu/*.cu -> $(B)/gpu/gpu_check,
+# run by scripts/gpu-check.sh.  It also compares with the cpu-ref backend when kernels/cpu
+# is in the tree.
+ifeq ($(CUDA),1)
+GPU_CHECK := $(B)/gpu/gpu_check
+GPU_OBJ   := $(patsubst %.c,$(B)/%.o,$(wildcard tests/gpu/*.c)) \
+             $(patsubst %.cu,$(B)/%.cu.o,$(wildcard tests/gpu/*.cu))
+$(B)/tests/gpu/gpu_check.o: CPPFLAGS += $(if $(wildcard kernels/cpu/*.c),-DLLM_HAVE_CPU_REF=1)
+$(B)/tests/gpu/gpu_check.o: $(wildcard kernels/cpu/cpu_backend.c)
+$(GPU_CHECK): $(GPU_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $(GPU_OBJ) $(LIB) $(LDLIBS) -o $@
+all: $(GPU_CHECK)
+gpu-check: $(GPU_CHECK)
+.PHONY: gpu-check
+endif
 
 # The test command of the README.  Installs missing Debian packages first (see
 # scripts/install-deps.sh), then runs unit, CLI and lint tests through tests/run.sh.

@@ -12,7 +12,8 @@
 # /tmp/llmkit-gpt2-124m.llmk) is created once and kept.  llama.cpp is not part of llmkit:
 # build it yourself outside the tree and export the GGUF with its gguf-py (see
 # BENCHMARKS.md); nothing of it is committed.  The machine may be shared: compare the
-# numbers measured back to back, and look at the load printed first.
+# numbers measured back to back, and look at the load printed first.  LLAMA_BENCH_ARGS
+# adds options to llama-bench (e.g. "--poll 0" so its idle threads do not spin).
 set -euo pipefail
 ROUNDS=1 THREADS=2 STEPS=32 MODEL=/tmp/llmkit-gpt2-124m.llmk LB="" GGUF=""
 while getopts r:t:s:m:l:g:h o; do
@@ -29,7 +30,8 @@ echo "# $(date -u +%FT%TZ) threads=$THREADS load: $(cut -d' ' -f1-3 /proc/loadav
 for r in $(seq 1 "$ROUNDS"); do
   "$BENCH" "$MODEL" --keep --threads "$THREADS" --steps "$STEPS"
   if [ -n "$LB" ] && [ -n "$GGUF" ]; then
-    "$LB" -m "$GGUF" -t "$THREADS" -p 128 -n 128 -r 2 -o jsonl 2>/dev/null |
+    # shellcheck disable=SC2086
+    "$LB" -m "$GGUF" -t "$THREADS" -p 128 -n 128 -r 2 -o jsonl ${LLAMA_BENCH_ARGS:-} 2>/dev/null |
       python3 -c '
 import json, sys
 for l in sys.stdin:

@@ -1,0 +1,281 @@
+/* cuda_backend.cu — the "cuda" backend: init/free, device memory, errors, scratch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_internal.h"
+extern "C" {
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_ext.h"
+}
+
+#define LC_WS_BYTES (32u << 20)   /* cuBLAS recommends 32 MiB of workspace on Hopper */
+
+static void lc_record(lc_ctx *c, const char *msg)
+{
+    /* Ops return void, so the first failure since the last llm_backend_cuda_status is
+     * kept for it; a broken context fails every later call, so print the first few. */
+    if (!c) { fprintf(stderr, "llmkit cuda: %s\n", msg); return; }
+    if (c->failed < 5) fprintf(stderr, "llmkit cuda: %s\n", msg);
+    else if (c->failed == 5) fprintf(stderr, "llmkit cuda: (further errors not shown)\n");
+    c->failed++;
+    if (c->pending) return;
+    c->pending = 1;
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", msg);
+}
+
+extern "C" int lc_fail_cuda(lc_ctx *c, cudaError_t rc, const char *what, const char *file,
+                            int line)
+{
+    if (rc == cudaSuccess) return 0;
+    char m[256];
+    snprintf(m, sizeof m, "%s:%d: %s: %s", file, line, what, cudaGetErrorString(rc));
+    lc_record(c, m);
+    return 1;
+}
+
+extern "C" int lc_fail_blas(lc_ctx *c, int rc, const char *what, const char *file, int line)
+{
+    if (rc == CUBLAS_STATUS_SUCCESS) return 0;
+    char m[256];
+    snprintf(m, sizeof m, "%s:%d: %s: %s", file, line, what,
+             cublasGetStatusString((cublasStatus_t)rc));
+    lc_record(c, m);
+    return 1;
+}
+
+extern "C" void *lc_scratch(lc_ctx *c, size_t bytes)
+{
+    if (bytes == 0) bytes = 1;
+    if (c->scratch_bytes >= bytes) return c->scratch;
+    if (c->scratch) LC_CK(c, cudaFree(c->scratch));
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    size_t want = bytes + bytes / 4;   /* headroom: shapes grow a little between calls */
+    if (LC_CK(c, cudaMalloc(&c->scratch, want))) { c->scratch = NULL; return NULL; }
+    c->scratch_bytes = want;
+    return c->scratch;
+}
+
+__global__ void lc_fill_kernel(float *x, size_t n, float v)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] = v;
+}
+
+extern "C" const float *lc_ones(lc_ctx *c, size_t n)
+{
+    if (c->ones_n >= n && c->ones) return c->ones;
+    if (c->ones) LC_CK(c, cudaFree(c->ones));
+    c->ones = NULL;
+    c->ones_n = 0;
+    if (LC_CK(c, cudaMalloc((void **)&c->ones, n * sizeof(float)))) { c->ones = NULL; return NULL; }
+    lc_fill_kernel<<<lc_blocks(n, 256, 4096), 256, 0, c->stream>>>(c->ones, n, 1.0f);
+    if (LC_LAUNCHED(c)) return NULL;
+    c->ones_n = n;
+    return c->ones;
+}
+
+/* ---- memory ---- */
+
+static void *lc_alloc(llm_backend *be, size_t bytes)
+{
+    lc_ctx *c = lc_get(be);
+    void *p = NULL;
+    cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 1);
+    if (rc != cudaSuccess) {
+        /* out of memory is the caller's to report (alloc returns NULL); clear it so it is
+         * not mistaken for a sticky kernel error later */
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    /* alloc returns zeroed memory: ordered on our stream and finished before return so
+     * the caller may use it from any stream or copy into it at once */
+    if (LC_CK(c, cudaMemsetAsync(p, 0, bytes, c->stream)) ||
+        LC_CK(c, cudaStreamSynchronize(c->stream))) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void lc_free(llm_backend *be, void *p)
+{
+    if (p) LC_CK(lc_get(be), cudaFree(p));
+}
+
+static void lc_to_device(llm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    lc_ctx *c = lc_get(be);
+    if (!bytes) return;
+    /* synchronous for the caller: the host buffer may be reused as soon as we return */
+    LC_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+    LC_CK(c, cudaStreamSynchronize(c->stream));
+}
+
+static void lc_to_host(llm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    lc_ctx *c = lc_get(be);
+    if (!bytes) return;
+    LC_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    LC_CK(c, cudaStreamSynchronize(c->stream));
+}
+
+static void lc_copy(llm_backend *be, void *dst, const void *src, size_t bytes)
+{
+    lc_ctx *c = lc_get(be);
+    if (!bytes || dst == src) return;
+    LC_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+static void lc_zero(llm_backend *be, void *p, size_t bytes)
+{
+    lc_ctx *c = lc_get(be);
+    if (!bytes) return;
+    LC_CK(c, cudaMemsetAsync(p, 0, bytes, c->stream));
+}
+
+static void lc_sync(llm_backend *be)
+{
+    lc_ctx *c = lc_get(be);
+    LC_CK(c, cudaStreamSynchronize(c->stream));
+}
+
+/* ---- init / free ---- */
+
+static void lc_release(lc_ctx *c)
+{
+    if (!c) return;
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->lt) cublasLtDestroy(c->lt);
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->blas_ws) cudaFree(c->blas_ws);
+    if (c->lt_ws) cudaFree(c->lt_ws);
+    if (c->scratch) cudaFree(c->scratch);
+    if (c->ones) cudaFree(c->ones);
+    if (c->d_buf) cudaFree(c->d_buf);
+    if (c->h_tok) cudaFreeHost(c->h_tok);
+    if (c->h_buf) cudaFreeHost(c->h_buf);
+    free(c->h_tmp);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, size_t errlen)
+{
+    memset(be, 0, sizeof *be);
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(err, errlen, "no CUDA device: %s", cudaGetErrorString(rc));
+        return -1;
+    }
+    if (n <= 0) {
+        snprintf(err, errlen, "no CUDA device: none found");
+        return -1;
+    }
+    int dev = 0;
+    const char *e = getenv("LLM_CUDA_DEVICE");
+    if (e && *e) {
+        char *end;
+        long d = strtol(e, &end, 10);
+        if (*end || d < 0 || d >= n) {
+            snprintf(err, errlen, "LLM_CUDA_DEVICE '%s': not a device in 0..%d", e, n - 1);
+            return -1;
+        }
+        dev = (int)d;
+    }
+    lc_ctx *c = (lc_ctx *)calloc(1, sizeof *c);
+    if (!c) { snprintf(err, errlen, "out of memory"); return -1; }
+    c->device = dev;
+    const char *stage = "";
+#define STEP(what, call) do { stage = what; if ((call) != 0) goto fail; } while (0)
+    STEP("cudaSetDevice", cudaSetDevice(dev));
+    STEP("cudaDeviceGetAttribute", cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev));
+    STEP("cudaStreamCreate", cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    STEP("cublasCreate", (int)cublasCreate(&c->blas));
+    STEP("cublasSetStream", (int)cublasSetStream(c->blas, c->stream));
+    STEP("cublasLtCreate", (int)cublasLtCreate(&c->lt));
+    c->ws_bytes = LC_WS_BYTES;
+    STEP("cudaMalloc(workspace)", cudaMalloc(&c->blas_ws, c->ws_bytes));
+    STEP("cudaMalloc(workspace)", cudaMalloc(&c->lt_ws, c->ws_bytes));
+    STEP("cublasSetWorkspace", (int)cublasSetWorkspace(c->blas, c->blas_ws, c->ws_bytes));
+    /* exact fp32 unless asked: cuBLAS's default math never uses TF32 by itself, but
+     * NVIDIA_TF32_OVERRIDE could; pedantic is not needed for that */
+    e = getenv("LLM_CUDA_TF32");
+    c->tf32 = e && *e == '1';
+    STEP("cublasSetMathMode", (int)cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                       : CUBLAS_DEFAULT_MATH));
+#undef STEP
+    be->name = "cuda";
+    be->ctx = c;
+    be->threads = threads;
+    be->alloc = lc_alloc;
+    be->free = lc_free;
+    be->to_device = lc_to_device;
+    be->to_host = lc_to_host;
+    be->copy = lc_copy;
+    be->zero = lc_zero;
+    be->sync = lc_sync;
+    lc_fill_matmul(be);
+    lc_fill_attention(be);
+    lc_fill_ops(be);
+    lc_fill_optim(be);
+    return 0;
+fail:
+    {
+        cudaError_t last = cudaGetLastError();
+        snprintf(err, errlen, "cuda init: %s failed%s%s", stage, last ? ": " : "",
+                 last ? cudaGetErrorString(last) : "");
+    }
+    lc_release(c);
+    memset(be, 0, sizeof *be);
+    return -1;
+}
+
+extern "C" void llm_backend_cuda_free(llm_backend *be)
+{
+    if (!be || !be->ctx) return;
+    lc_release(lc_get(be));
+    memset(be, 0, sizeof *be);
+}
+
+/* ---- extensions (cuda_ext.h) ---- */
+
+extern "C" int llm_backend_cuda_status(llm_backend *be, char *err, size_t errlen)
+{
+    lc_ctx *c = lc_get(be);
+    if (!c) return 0;
+    /* surface asynchronous kernel faults too */
+    cudaError_t rc = cudaStreamSynchronize(c->stream);
+    if (rc != cudaSuccess) lc_fail_cuda(c, rc, "cudaStreamSynchronize", __FILE__, __LINE__);
+    if (!c->pending) return 0;
+    if (err && errlen) snprintf(err, errlen, "%s", c->errmsg);
+    c->pending = 0;
+    return -1;
+}
+
+extern "C" void llm_backend_cuda_set_tf32(llm_backend *be, int on)
+{
+    lc_ctx *c = lc_get(be);
+    if (!c) return;
+    c->tf32 = on != 0;
+    LC_CKB(c, cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+extern "C" int llm_backend_cuda_device_info(llm_backend *be, char *name, size_t namelen,
+                                            size_t *mem_used, size_t *mem_total)
+{
+    lc_ctx *c = lc_get(be);
+    if (!c) return -1;
+    cudaDeviceProp p;
+    if (LC_CK(c, cudaGetDeviceProperties(&p, c->device))) return -1;
+    if (name && namelen) snprintf(name, namelen, "%s", p.name);
+    size_t fr = 0, tot = 0;
+    if (LC_CK(c, cudaMemGetInfo(&fr, &tot))) return -1;
+    if (mem_used) *mem_used = tot - fr;
+    if (mem_total) *mem_total = tot;
+    return 0;
+}

@@ -1,0 +1,35 @@
+/* cuda_ext.h — additions beyond kernels/backend.h that only the CUDA backend offers.
+ *
+ * Additive: nothing in backend.h changes, and code that never includes this header is
+ * unaffected.  Each function takes a backend filled by llm_backend_cuda_init. */
+#ifndef LLM_CUDA_EXT_H
+#define LLM_CUDA_EXT_H
+
+#include <stddef.h>
+#include "kernels/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ops return void, so a failed CUDA/cuBLAS call is recorded and printed to stderr (the
+ * first few).  This synchronises the backend's stream (surfacing asynchronous faults) and
+ * returns 0 when nothing failed since the previous call, else -1 with the first message
+ * since then in err.  A caller that wants to stop on any failure calls it once per step;
+ * a fault that breaks the CUDA context makes every later op fail, so it shows again. */
+int llm_backend_cuda_status(llm_backend *be, char *err, size_t errlen);
+
+/* Allow (on != 0) or forbid TF32 tensor-core math in fp32 GEMMs.  Default: forbidden,
+ * unless the environment has LLM_CUDA_TF32=1 at init.  TF32 keeps ~10 mantissa bits of
+ * the inputs (relative error near 3e-4 instead of 1e-6). */
+void llm_backend_cuda_set_tf32(llm_backend *be, int on);
+
+/* The device's name and memory in use / in total (bytes, any may be NULL).  0 or -1. */
+int llm_backend_cuda_device_info(llm_backend *be, char *name, size_t namelen,
+                                 size_t *mem_used, size_t *mem_total);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

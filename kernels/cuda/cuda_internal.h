@@ -1,0 +1,87 @@
+/* cuda_internal.h — state and helpers shared by the CUDA backend's .cu files (C++ only). */
+#ifndef LLM_CUDA_INTERNAL_H
+#define LLM_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <cublasLt.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "kernels/backend.h"
+}
+
+/* Backend state behind llm_backend.ctx. */
+typedef struct {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cublasLtHandle_t lt;
+    void *blas_ws;          /* cuBLAS workspace */
+    void *lt_ws;            /* cuBLASLt workspace */
+    size_t ws_bytes;
+    int tf32;               /* 1: GEMMs may use TF32 tensor cores (explicit opt-in) */
+    int sm_count;
+    /* grow-only device scratch for reductions and attention (see lc_scratch) */
+    void *scratch;
+    size_t scratch_bytes;
+    float *ones;            /* device vector of 1.0f for bias gradients (gemv) */
+    size_t ones_n;
+    /* host staging for the deterministic embedding backward */
+    int32_t *h_tok;         /* pinned, N tokens */
+    int32_t *h_buf;         /* pinned, 3N + 1: positions, segment tokens, offsets */
+    int32_t *h_tmp;         /* pageable, 2N radix sort temporaries */
+    size_t h_n;
+    int32_t *d_buf;         /* device copy of h_buf */
+    size_t d_n;
+    /* errors: how many so far (to limit printing), and the first one since the last
+     * llm_backend_cuda_status call */
+    int failed;
+    int pending;
+    char errmsg[256];
+} lc_ctx;
+
+static inline lc_ctx *lc_get(llm_backend *be) { return (lc_ctx *)be->ctx; }
+
+/* Record (first one wins) and print an error; returns nonzero when rc means failure. */
+extern "C" int lc_fail_cuda(lc_ctx *c, cudaError_t rc, const char *what, const char *file, int line);
+extern "C" int lc_fail_blas(lc_ctx *c, int rc, const char *what, const char *file, int line);
+
+#define LC_CK(c, call) lc_fail_cuda((c), (call), #call, __FILE__, __LINE__)
+#define LC_CKB(c, call) lc_fail_blas((c), (int)(call), #call, __FILE__, __LINE__)
+/* after every kernel launch */
+#define LC_LAUNCHED(c) lc_fail_cuda((c), cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+/* Device scratch of at least bytes (contents undefined), or NULL after recording an error.
+ * Growing frees the old block; cudaFree synchronises, so work queued on the old block is
+ * finished first. */
+extern "C" void *lc_scratch(lc_ctx *c, size_t bytes);
+/* Device vector of n ones (grow-only), or NULL. */
+extern "C" const float *lc_ones(lc_ctx *c, size_t n);
+
+/* Blocks for a grid-stride loop over n items with threads per block. */
+static inline unsigned lc_blocks(size_t n, unsigned threads, unsigned cap)
+{
+    size_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > cap) b = cap;
+    return (unsigned)b;
+}
+
+/* Launchers living in the other .cu files; each fills its part of be. */
+extern "C" void lc_fill_matmul(llm_backend *be);
+extern "C" void lc_fill_attention(llm_backend *be);
+extern "C" void lc_fill_ops(llm_backend *be);
+extern "C" void lc_fill_optim(llm_backend *be);
+
+/* Row-major fp32 GEMM helper shared by matmul and attention:
+ * C(m x n, row-major, ldc) = alpha * op(A) op(B) + beta * C, where op(A) is (m x k) and
+ * op(B) is (k x n); ta/tb say whether the row-major A/B are stored transposed.
+ * Batched with strides (in elements) when batch > 1. */
+extern "C" void lc_gemm_rm(lc_ctx *c, int ta, int tb, int m, int n, int k, float alpha,
+                           const float *A, int lda, long long sA,
+                           const float *B, int ldb, long long sB, float beta,
+                           float *C, int ldc, long long sC, int batch);
+
+#endif

@@ -1,0 +1,397 @@
+/* cuda_ops.cu — embedding, layernorm, GELU, residual/accumulate, softmax cross-entropy. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_bucket.h"
+
+#define LC_WARP 32
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
+         i += (size_t)gridDim.x * blockDim.x)
+
+static inline unsigned lc_ew_blocks(size_t n) { return lc_blocks(n, 256, 65535u * 4); }
+
+/* ---- embedding ---- */
+
+__global__ void lc_embed_fwd_kernel(float *out, const int32_t *inp, const float *wte,
+                                    const float *wpe, size_t N, int T, int C)
+{
+    GRID_STRIDE(i, N * (size_t)C) {
+        size_t n = i / C;
+        int c = (int)(i % C);
+        int t = (int)(n % T);
+        out[i] = wte[(size_t)inp[n] * C + c] + wpe[(size_t)t * C + c];
+    }
+}
+
+static void lc_embed_forward(llm_backend *be, float *out, const int32_t *inp, const float *wte,
+                             const float *wpe, int B, int T, int C)
+{
+    lc_ctx *c = lc_get(be);
+    size_t N = (size_t)B * T;
+    if (!N || C <= 0) return;
+    lc_embed_fwd_kernel<<<lc_ew_blocks(N * C), 256, 0, c->stream>>>(out, inp, wte, wpe, N, T, C);
+    LC_LAUNCHED(c);
+}
+
+/* dwpe[t,c] += dout[b,t,c] for b = 0..B-1 in order: each thread owns one (t,c). */
+__global__ void lc_dwpe_kernel(float *dwpe, const float *dout, int B, int T, int C)
+{
+    GRID_STRIDE(i, (size_t)T * C) {
+        float acc = dwpe[i];
+        for (int b = 0; b < B; b++) acc += dout[(size_t)b * T * C + i];
+        dwpe[i] = acc;
+    }
+}
+
+/* One block row per distinct token: dwte[tok,c] += dout[p,c] over the token's positions p
+ * in increasing order, so the sum is the same on every run (and the CPU's order). */
+__global__ void lc_dwte_kernel(float *dwte, const float *dout, const int32_t *pos,
+                               const int32_t *tok, const int32_t *off, int C)
+{
+    int u = blockIdx.x;
+    int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float *dst = dwte + (size_t)tok[u] * C + c;
+    float acc = *dst;
+    for (int i = off[u]; i < off[u + 1]; i++) acc += dout[(size_t)pos[i] * C + c];
+    *dst = acc;
+}
+
+/* Host buffers for n positions; 0 or -1. */
+static int lc_embed_buffers(lc_ctx *c, size_t n)
+{
+    if (c->h_n >= n && c->d_n >= 3 * n + 1) return 0;
+    /* an earlier upload from h_buf may still be in flight */
+    if (LC_CK(c, cudaStreamSynchronize(c->stream))) return -1;
+    if (c->h_tok) cudaFreeHost(c->h_tok);
+    if (c->h_buf) cudaFreeHost(c->h_buf);
+    if (c->d_buf) cudaFree(c->d_buf);
+    free(c->h_tmp);
+    c->h_tok = c->h_buf = c->h_tmp = c->d_buf = NULL;
+    c->h_n = c->d_n = 0;
+    if (LC_CK(c, cudaMallocHost((void **)&c->h_tok, n * sizeof(int32_t))) ||
+        LC_CK(c, cudaMallocHost((void **)&c->h_buf, (3 * n + 1) * sizeof(int32_t))) ||
+        LC_CK(c, cudaMalloc((void **)&c->d_buf, (3 * n + 1) * sizeof(int32_t))))
+        return -1;
+    c->h_tmp = (int32_t *)malloc((n + 65536) * sizeof(int32_t));
+    if (!c->h_tmp) { LC_CK(c, cudaErrorMemoryAllocation); return -1; }
+    c->h_n = n;
+    c->d_n = 3 * n + 1;
+    return 0;
+}
+
+static void lc_embed_backward(llm_backend *be, float *dwte, float *dwpe, const float *dout,
+                              const int32_t *inp, int B, int T, int C)
+{
+    lc_ctx *c = lc_get(be);
+    size_t N = (size_t)B * T;
+    if (!N || C <= 0) return;
+    lc_dwpe_kernel<<<lc_ew_blocks((size_t)T * C), 256, 0, c->stream>>>(dwpe, dout, B, T, C);
+    if (LC_LAUNCHED(c)) return;
+    if (lc_embed_buffers(c, N)) return;
+    /* Bucket positions by token on the host (N is small next to N*C; see
+     * cuda_bucket.h).  The synchronous copy also guarantees the previous call's upload
+     * from h_buf has finished. */
+    if (LC_CK(c, cudaMemcpyAsync(c->h_tok, inp, N * sizeof(int32_t), cudaMemcpyDeviceToHost, c->stream)) ||
+        LC_CK(c, cudaStreamSynchronize(c->stream)))
+        return;
+    int32_t *pos = c->h_buf, *tok = c->h_buf + N, *off = NULL;
+    size_t U = llm_cuda_bucket(c->h_tok, N, pos, tok, &off, c->h_tmp);
+    size_t words = N + 2 * U + 1;
+    if (LC_CK(c, cudaMemcpyAsync(c->d_buf, c->h_buf, words * sizeof(int32_t), cudaMemcpyHostToDevice, c->stream)))
+        return;
+    dim3 grid((unsigned)U, (unsigned)((C + 127) / 128));
+    lc_dwte_kernel<<<grid, 128, 0, c->stream>>>(dwte, dout, c->d_buf, c->d_buf + N,
+                                                 c->d_buf + N + U, C);
+    LC_LAUNCHED(c);
+}
+
+/* ---- layernorm ---- */
+
+__device__ __forceinline__ float lc_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* One warp per row: two passes (mean, then variance about the mean). */
+__global__ void lc_ln_fwd_kernel(float *out, float *mean, float *rstd, const float *inp,
+                                 const float *w, const float *b, int N, int C)
+{
+    int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / LC_WARP);
+    int lane = threadIdx.x % LC_WARP;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C;
+    float s = 0.0f;
+    for (int i = lane; i < C; i += LC_WARP) s += x[i];
+    float m = lc_warp_sum(s) / C;
+    float v = 0.0f;
+    for (int i = lane; i < C; i += LC_WARP) { float d = x[i] - m; v += d * d; }
+    v = lc_warp_sum(v) / C;
+    float r = 1.0f / sqrtf(v + 1e-5f);
+    float *o = out + (size_t)row * C;
+    for (int i = lane; i < C; i += LC_WARP) o[i] = (r * (x[i] - m)) * w[i] + b[i];
+    if (lane == 0) {
+        if (mean) mean[row] = m;
+        if (rstd) rstd[row] = r;
+    }
+}
+
+static void lc_layernorm_forward(llm_backend *be, float *out, float *mean, float *rstd,
+                                 const float *inp, const float *w, const float *b, int N, int C)
+{
+    lc_ctx *c = lc_get(be);
+    if (N <= 0 || C <= 0) return;
+    unsigned blocks = (unsigned)(((size_t)N * LC_WARP + 255) / 256);
+    lc_ln_fwd_kernel<<<blocks, 256, 0, c->stream>>>(out, mean, rstd, inp, w, b, N, C);
+    LC_LAUNCHED(c);
+}
+
+/* dinp per row (one warp per row). */
+__global__ void lc_ln_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp,
+                                      const float *w, const float *mean, const float *rstd,
+                                      int N, int C)
+{
+    int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / LC_WARP);
+    int lane = threadIdx.x % LC_WARP;
+    if (row >= N) return;
+    const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+    float m = mean[row], r = rstd[row];
+    float a = 0.0f, an = 0.0f;
+    for (int i = lane; i < C; i += LC_WARP) {
+        float dn = w[i] * dy[i];
+        a += dn;
+        an += dn * ((x[i] - m) * r);
+    }
+    a = lc_warp_sum(a) / C;
+    an = lc_warp_sum(an) / C;
+    float *dx = dinp + (size_t)row * C;
+    for (int i = lane; i < C; i += LC_WARP) {
+        float n = (x[i] - m) * r;
+        dx[i] += (w[i] * dy[i] - a - n * an) * r;
+    }
+}
+
+#define LC_LN_ROWS 8   /* threadIdx.y extent of the partial-sum kernel */
+
+/* Partial column sums for dw and db over row chunk blockIdx.y (fixed order). */
+__global__ void lc_ln_bwd_partial_kernel(float *pdw, float *pdb, const float *dout,
+                                         const float *inp, const float *mean,
+                                         const float *rstd, int N, int C, int rows_per)
+{
+    __shared__ float sw[LC_LN_ROWS][LC_WARP + 1], sb[LC_LN_ROWS][LC_WARP + 1];
+    int col = blockIdx.x * LC_WARP + threadIdx.x;
+    int r0 = blockIdx.y * rows_per;
+    int r1 = min(N, r0 + rows_per);
+    float aw = 0.0f, ab = 0.0f;
+    if (col < C) {
+        for (int r = r0 + threadIdx.y; r < r1; r += LC_LN_ROWS) {
+            float dy = dout[(size_t)r * C + col];
+            aw += dy * ((inp[(size_t)r * C + col] - mean[r]) * rstd[r]);
+            ab += dy;
+        }
+    }
+    sw[threadIdx.y][threadIdx.x] = aw;
+    sb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < C) {
+        for (int y = 1; y < LC_LN_ROWS; y++) { aw += sw[y][threadIdx.x]; ab += sb[y][threadIdx.x]; }
+        pdw[(size_t)blockIdx.y * C + col] = aw;
+        pdb[(size_t)blockIdx.y * C + col] = ab;
+    }
+}
+
+__global__ void lc_ln_bwd_final_kernel(float *dw, float *db, const float *pdw, const float *pdb,
+                                       int P, int C)
+{
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= C) return;
+    float aw = 0.0f, ab = 0.0f;
+    for (int p = 0; p < P; p++) { aw += pdw[(size_t)p * C + col]; ab += pdb[(size_t)p * C + col]; }
+    dw[col] += aw;
+    db[col] += ab;
+}
+
+static void lc_layernorm_backward(llm_backend *be, float *dinp, float *dw, float *db,
+                                  const float *dout, const float *inp, const float *w,
+                                  const float *mean, const float *rstd, int N, int C)
+{
+    lc_ctx *c = lc_get(be);
+    if (N <= 0 || C <= 0) return;
+    unsigned blocks = (unsigned)(((size_t)N * LC_WARP + 255) / 256);
+    lc_ln_bwd_dinp_kernel<<<blocks, 256, 0, c->stream>>>(dinp, dout, inp, w, mean, rstd, N, C);
+    if (LC_LAUNCHED(c)) return;
+    /* P row chunks of >= 128 rows; P depends only on N, so the sums are reproducible */
+    int P = (N + 127) / 128;
+    if (P > 512) P = 512;
+    int rows_per = (N + P - 1) / P;
+    float *part = (float *)lc_scratch(c, 2 * (size_t)P * C * sizeof(float));
+    if (!part) return;
+    dim3 grid((unsigned)((C + LC_WARP - 1) / LC_WARP), (unsigned)P), blk(LC_WARP, LC_LN_ROWS);
+    lc_ln_bwd_partial_kernel<<<grid, blk, 0, c->stream>>>(part, part + (size_t)P * C, dout, inp,
+                                                          mean, rstd, N, C, rows_per);
+    if (LC_LAUNCHED(c)) return;
+    lc_ln_bwd_final_kernel<<<(C + 255) / 256, 256, 0, c->stream>>>(dw, db, part,
+                                                                   part + (size_t)P * C, P, C);
+    LC_LAUNCHED(c);
+}
+
+/* ---- GELU (tanh form), residual, accumulate ---- */
+
+#define LC_GELU_S 0.7978845608028654f   /* sqrt(2/pi) */
+
+__global__ void lc_gelu_fwd_kernel(float *out, const float *inp, size_t n)
+{
+    GRID_STRIDE(i, n) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(LC_GELU_S * (x + 0.044715f * x * x * x)));
+    }
+}
+
+__global__ void lc_gelu_bwd_kernel(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    GRID_STRIDE(i, n) {
+        float x = inp[i];
+        float u = LC_GELU_S * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float ch = coshf(u);
+        float sech2 = 1.0f / (ch * ch);
+        float g = 0.5f * (1.0f + th) + x * 0.5f * sech2 * LC_GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] += g * dout[i];
+    }
+}
+
+__global__ void lc_add_kernel(float *out, const float *a, const float *b, size_t n)
+{
+    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+static void lc_gelu_forward(llm_backend *be, float *out, const float *inp, size_t n)
+{
+    lc_ctx *c = lc_get(be);
+    if (!n) return;
+    lc_gelu_fwd_kernel<<<lc_ew_blocks(n), 256, 0, c->stream>>>(out, inp, n);
+    LC_LAUNCHED(c);
+}
+
+static void lc_gelu_backward(llm_backend *be, float *dinp, const float *inp, const float *dout,
+                             size_t n)
+{
+    lc_ctx *c = lc_get(be);
+    if (!n) return;
+    lc_gelu_bwd_kernel<<<lc_ew_blocks(n), 256, 0, c->stream>>>(dinp, inp, dout, n);
+    LC_LAUNCHED(c);
+}
+
+static void lc_residual_forward(llm_backend *be, float *out, const float *a, const float *b,
+                                size_t n)
+{
+    lc_ctx *c = lc_get(be);
+    if (!n) return;
+    lc_add_kernel<<<lc_ew_blocks(n), 256, 0, c->stream>>>(out, a, b, n);
+    LC_LAUNCHED(c);
+}
+
+static void lc_accumulate(llm_backend *be, float *dst, const float *src, size_t n)
+{
+    lc_ctx *c = lc_get(be);
+    if (!n) return;
+    lc_add_kernel<<<lc_ew_blocks(n), 256, 0, c->stream>>>(dst, dst, src, n);
+    LC_LAUNCHED(c);
+}
+
+/* ---- softmax cross-entropy over V of Vp columns ---- */
+
+#define LC_XENT_THREADS 512
+
+/* Running (max, sum of exp(x - max)) pairs, merged; empty = (-inf, 0). */
+__device__ __forceinline__ void lc_lse_merge(float &m, float &s, float m2, float s2)
+{
+    if (m2 == -INFINITY) return;
+    if (m == -INFINITY) { m = m2; s = s2; return; }
+    float mx = fmaxf(m, m2);
+    s = s * expf(m - mx) + s2 * expf(m2 - mx);
+    m = mx;
+}
+
+/* One block per row: one pass of an online logsumexp over the first V columns. */
+__global__ void lc_xent_fwd_kernel(float *losses, float *lse, const float *logits,
+                                   const int32_t *targets, int V, int Vp)
+{
+    __shared__ float sm[LC_XENT_THREADS / LC_WARP], ss[LC_XENT_THREADS / LC_WARP];
+    size_t row = blockIdx.x;
+    const float *x = logits + row * (size_t)Vp;
+    float m = -INFINITY, s = 0.0f;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float v = x[j];
+        if (v > m) { s = s * expf(m - v) + 1.0f; m = v; }
+        else s += expf(v - m);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        lc_lse_merge(m, s, m2, s2);
+    }
+    int wid = threadIdx.x / LC_WARP, lane = threadIdx.x % LC_WARP;
+    if (lane == 0) { sm[wid] = m; ss[wid] = s; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float M = sm[0], S = ss[0];
+        for (int w = 1; w < (int)(blockDim.x / LC_WARP); w++) lc_lse_merge(M, S, sm[w], ss[w]);
+        float l = M + logf(S);
+        lse[row] = l;
+        losses[row] = l - x[targets[row]];
+    }
+}
+
+/* One block per row: dlogits = (exp(x - lse) - onehot) * dloss for j < V, 0 after.  Each
+ * element is read and written by the same thread, so dlogits may alias logits. */
+__global__ void lc_xent_bwd_kernel(float *dlogits, const float *logits, const float *lse,
+                                   const int32_t *targets, float dloss, int V, int Vp)
+{
+    size_t row = blockIdx.x;
+    const float *x = logits + row * (size_t)Vp;
+    float *d = dlogits + row * (size_t)Vp;
+    float l = lse[row];
+    int tgt = targets[row];
+    for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
+        float g = 0.0f;
+        if (j < V) g = (expf(x[j] - l) - (j == tgt ? 1.0f : 0.0f)) * dloss;
+        d[j] = g;
+    }
+}
+
+static void lc_xent_forward(llm_backend *be, float *losses, float *lse, const float *logits,
+                            const int32_t *targets, int N, int V, int Vp)
+{
+    lc_ctx *c = lc_get(be);
+    if (N <= 0) return;
+    lc_xent_fwd_kernel<<<(unsigned)N, LC_XENT_THREADS, 0, c->stream>>>(losses, lse, logits, targets, V, Vp);
+    LC_LAUNCHED(c);
+}
+
+static void lc_xent_backward(llm_backend *be, float *dlogits, const float *logits,
+                             const float *lse, const int32_t *targets, float dloss,
+                             int N, int V, int Vp)
+{
+    lc_ctx *c = lc_get(be);
+    if (N <= 0) return;
+    lc_xent_bwd_kernel<<<(unsigned)N, 256, 0, c->stream>>>(dlogits, logits, lse, targets, dloss, V, Vp);
+    LC_LAUNCHED(c);
+}
+
+extern "C" void lc_fill_ops(llm_backend *be)
+{
+    be->embed_forward = lc_embed_forward;
+    be->embed_backward = lc_embed_backward;
+    be->layernorm_forward = lc_layernorm_forward;
+    be->layernorm_backward = lc_layernorm_backward;
+    be->gelu_forward = lc_gelu_forward;
+    be->gelu_backward = lc_gelu_backward;
+    be->residual_forward = lc_residual_forward;
+    be->accumulate = lc_accumulate;
+    be->xent_forward = lc_xent_forward;
+    be->xent_backward = lc_xent_backward;
+}

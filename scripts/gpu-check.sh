@@ -1,0 +1,309 @@
+#!/bin/bash
+# gpu-check.sh — one command that proves the CUDA backend on a lent GPU and times it.
+#
+# Two halves, because the GPU machine may lack libyaml/OpenBLAS/PCRE2/jansson and has no
+# package registry:
+#   here (no GPU):  scripts/gpu-check.sh --prepare
+#       builds with CUDA=1 and fills build/gpu-carry/ (binaries, the non-system shared
+#       libraries they need, small token files); prints the `run` call to use.
+#   on the GPU:     scripts/gpu-check.sh [--sanitize] [--quick]
+#       (with `carry: ["build/gpu-carry"]`) uses the carried binaries (or builds when
+#       there are none and the tools are there), then:
+#         1. gpu_check: every CUDA op against the fp64 reference and cpu-ref
+#         2. 20 training steps of a small model on cuda and cpu, same init: losses <= 1e-4
+#         3. llm-infer: greedy KV-cache decode and --eval on cuda equal to cpu
+#         4. --sanitize: compute-sanitizer memcheck + racecheck over the tiny checks and a
+#            tiny training step
+#         5. timings: cuBLASLt GEMM 4096^3 (fp32, tf32, bf16), per-op times at GPT-2 124M
+#            shapes, GPT-2 124M training tokens/s + MFU at T=1024, decode tokens/s
+#       A summary table is printed last and written to build/gpu-check/report.txt (and to
+#       $OUT/gpu-check-report.txt plus the full log when $OUT is set).
+# Steps whose programs are missing (llm-train, llm-infer) are reported SKIP, not FAIL.
+# Exit status: 0 when nothing FAILed, 1 otherwise; "no GPU" skips everything with 0.
+# Budget: 450 s in all (GPU_CHECK_BUDGET), each step capped by what is left; --quick
+# skips the timings.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+CARRY=$ROOT/build/gpu-carry
+REP_DIR=$ROOT/build/gpu-check
+MODE=run SANITIZE=0 QUICK=0 DRY=0
+for a in "$@"; do
+  case $a in
+    --prepare) MODE=prepare ;;
+    --sanitize) SANITIZE=1 ;;
+    --quick) QUICK=1 ;;
+    --dry-run) DRY=1 QUICK=1 ;;   # plumbing test without a GPU: "cuda" runs use the cpu
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-check: unknown option '$a'" >&2; exit 64 ;;
+  esac
+done
+
+# ---------------------------------------------------------------- prepare (here)
+prepare() {
+  command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
+  echo "gpu-check: building with CUDA=1" >&2
+  make -j2 CUDA=1 all >"$ROOT/build/gpu-carry-build.log" 2>&1 \
+    || { echo "gpu-check: make CUDA=1 failed, see build/gpu-carry-build.log" >&2; return 1; }
+  rm -rf "$CARRY"; mkdir -p "$CARRY/bin" "$CARRY/lib" "$CARRY/data"
+  cp build/gpu/gpu_check "$CARRY/bin/"
+  for p in bin/llm-*; do [ -x "$p" ] && cp "$p" "$CARRY/bin/"; done
+  # shared libraries outside glibc/libstdc++/CUDA (those the GPU machine has, newer)
+  for b in "$CARRY"/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
+  while read -r l; do
+    case $(basename "$l") in
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
+      libcu*|libnv*|libnccl*) ;;
+      *) cp -L "$l" "$CARRY/lib/" ;;
+    esac
+  done
+  # token files (llm.c format, version 1 = uint16): byte-level and GPT-2 Tiny Shakespeare
+  local data=${LLM_DATA:-$ROOT/../shared/data}
+  python3 - "$data" "$CARRY/data" <<'PY' || echo "gpu-check: no token data carried" >&2
+import struct, sys, os
+src, dst = sys.argv[1], sys.argv[2]
+def write(path, toks):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
+        f.write(struct.pack("<%dH" % len(toks), *toks))
+text = open(os.path.join(src, "tinyshakespeare/input.txt"), "rb").read()
+write(os.path.join(dst, "ts_byte.bin"), list(text))
+open(os.path.join(dst, "ts_eval.txt"), "wb").write(text[:2000])
+raw = open(os.path.join(src, "tinyshakespeare/input.gpt2.u16"), "rb").read()
+write(os.path.join(dst, "ts_gpt2.bin"), list(struct.unpack("<%dH" % (len(raw) // 2), raw)))
+PY
+  git rev-parse --short HEAD >"$CARRY/COMMIT" 2>/dev/null
+  du -sh "$CARRY" >&2
+  echo "gpu-check: prepared $CARRY; on the GPU run:" >&2
+  echo "  run(command='bash scripts/gpu-check.sh', carry=['build/gpu-carry'], timeout_s=540)" >&2
+}
+
+if [ "$MODE" = prepare ]; then prepare; exit $?; fi
+
+# ---------------------------------------------------------------- run (GPU machine)
+mkdir -p "$REP_DIR"
+LOG=$REP_DIR/log.txt
+REPORT=$REP_DIR/report.txt
+: >"$LOG"
+ROWS=()
+FAILS=0
+row() { ROWS+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); [ "$2" = FAIL ] && FAILS=$((FAILS + 1)); return 0; }
+log() { echo "$*" | tee -a "$LOG" >&2; }
+T0=$(date +%s)
+# every step runs under `timeout $(tl N)`: N seconds or what is left of the budget
+DEADLINE=$((T0 + ${GPU_CHECK_BUDGET:-450}))
+tl() { local left=$((DEADLINE - $(date +%s) - 5)); [ $left -lt 1 ] && left=1; [ $left -lt $1 ] && echo $left || echo $1; }
+late() { [ $((DEADLINE - $(date +%s))) -lt ${1:-20} ]; }
+
+# binaries: carried ones first, else a local build.  The carried libraries go into
+# LD_LIBRARY_PATH of our programs only (as LDP), never of the machine's own tools.
+LDP=${LD_LIBRARY_PATH:-}
+if [ -x "$CARRY/bin/gpu_check" ]; then
+  BIN=$CARRY/bin
+  LDP=$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  log "gpu-check: carried binaries of commit $(cat "$CARRY/COMMIT" 2>/dev/null)"
+else
+  command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
+  log "gpu-check: no carried binaries; building with CUDA=1"
+  if ! make -j16 CUDA=1 all >>"$LOG" 2>&1; then
+    row build FAIL "make CUDA=1 failed (no --prepare carry? see log)"
+  fi
+  BIN=$ROOT/build/gpu-carry-local
+  mkdir -p "$BIN"
+  cp build/gpu/gpu_check "$BIN/" 2>/dev/null
+  for p in bin/llm-*; do [ -x "$p" ] && cp "$p" "$BIN/"; done
+fi
+# CUDA libraries: rpath /usr/local/cuda/lib64; otherwise look for them
+if [ -x "$BIN/gpu_check" ] && LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -q 'libcublas.*not found'; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib \
+           $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
+    [ -d "$d" ] && ls "$d"/libcu* >/dev/null 2>&1 && LDP=$LDP:$d
+  done
+  if LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -q 'libcublas.*not found'; then
+    d=$(find /usr /opt -name 'libcublasLt.so.1*' 2>/dev/null | head -1)
+    [ -n "$d" ] && LDP=$LDP:$(dirname "$d")
+  fi
+  LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep 'not found' | tee -a "$LOG" >&2
+fi
+DATA=$CARRY/data
+[ -f "$DATA/ts_byte.bin" ] || DATA=
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader >>"$LOG" 2>&1
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+
+# 1. every op --------------------------------------------------------------------
+if [ ! -x "$BIN/gpu_check" ]; then
+  row "ops vs reference" FAIL "no gpu_check binary"
+else
+  env LD_LIBRARY_PATH="$LDP" timeout $(tl 240) "$BIN/gpu_check" --out "$REP_DIR/ops.txt" >"$REP_DIR/ops.log" 2>&1
+  rc=$?
+  cat "$REP_DIR/ops.log" >>"$LOG"
+  if grep -q "no GPU: skipped" "$REP_DIR/ops.log" && [ $DRY = 1 ]; then
+    # the harness itself, with the fast CPU backend standing in for cuda
+    if env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/gpu_check" --device cpu --tiny >"$REP_DIR/ops.log" 2>&1
+    then row "ops harness (cpu for cuda)" PASS "$(grep -m1 '^gpu_check: [0-9]* checks' "$REP_DIR/ops.log" | sed 's/gpu_check: //')"
+    else row "ops harness (cpu for cuda)" FAIL "see ops.log"; fi
+  elif grep -q "no GPU: skipped" "$REP_DIR/ops.log"; then
+    cat "$REP_DIR/ops.log"
+    echo "gpu-check: no GPU: skipped"
+    exit 0
+  else
+    sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$REP_DIR/ops.log")
+    if [ $rc = 0 ]; then row "ops vs reference" PASS "${sum#gpu_check: }"
+    else row "ops vs reference" FAIL "rc=$rc ${sum#gpu_check: }; $(grep -c FAIL "$REP_DIR/ops.log") FAIL rows (ops.txt)"; fi
+    grep "FAIL\|cuda error" "$REP_DIR/ops.log" | head -20 >&2
+    [ -z "$sum" ] && tail -15 "$REP_DIR/ops.log" >&2   # it did not get far: show why
+  fi
+fi
+
+# helpers for llm-train / llm-infer ------------------------------------------------
+have() { [ -x "$BIN/$1" ]; }
+# losses from JSON metric lines (one per step), in step order
+losses() { grep -o '"loss": *[-0-9.eE+naif]*' "$1" | sed 's/.*: *//'; }
+cmp_losses() {  # file_a file_b tol -> prints worst rel diff, returns 0 when <= tol
+  paste <(losses "$1") <(losses "$2") | awk -v tol="$3" '
+    { n++; d = $1 - $2; if (d < 0) d = -d; m = ($2 < 0 ? -$2 : $2); if (m < 1e-30) m = 1e-30;
+      r = d / m; if (r > w || $1 != $1 + 0) w = r }
+    END { printf "%d steps, worst rel %.2e\n", n, w; exit !(n >= 1 && w <= tol) }'
+}
+tiny_cfg() {  # path steps device [extra yaml]
+  cat >"$1" <<Y
+model: {arch: gpt2, n_layer: 2, n_head: 4, n_embd: 128, vocab_size: 257, max_seq_len: 128}
+data: {train: $DATA/ts_byte.bin, val: $DATA/ts_byte.bin, tokenizer: byte}
+train: {batch_size: 4, seq_len: 128, max_steps: $2, lr: 0.001, warmup_steps: 2, save_every: 100000, seed: 7, threads: 8, device: $3, eval_every: 0}
+Y
+}
+
+# 2. training: cuda vs cpu ----------------------------------------------------------
+if ! have llm-train; then row "train 20 steps cuda=cpu" SKIP "no llm-train binary"
+elif [ -z "$DATA" ]; then row "train 20 steps cuda=cpu" SKIP "no token data carried"
+elif ! LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "device\|--set"; then
+  row "train 20 steps cuda=cpu" SKIP "llm-train has no device option"
+else
+  for dev in cpu cuda; do
+    tiny_cfg "$REP_DIR/tiny-$dev.yaml" 20 $([ $DRY = 1 ] && echo cpu || echo $dev)
+    rm -rf "$REP_DIR/tiny-$dev"
+    env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/llm-train" --config "$REP_DIR/tiny-$dev.yaml" -o "$REP_DIR/tiny-$dev" \
+      --metrics "$REP_DIR/tiny-$dev.jsonl" >>"$LOG" 2>&1
+    echo "train $dev rc=$?" >>"$LOG"
+  done
+  if r=$(cmp_losses "$REP_DIR/tiny-cuda.jsonl" "$REP_DIR/tiny-cpu.jsonl" 1e-4); then
+    row "train 20 steps cuda=cpu (fp32)" PASS "$r (bound 1e-4)"
+  else row "train 20 steps cuda=cpu (fp32)" FAIL "$r (bound 1e-4)"; fi
+fi
+
+# 3. inference: KV-cache decode and full forward, cuda vs cpu -----------------------------
+CK=$(ls "$REP_DIR"/tiny-cuda/*.llmk 2>/dev/null | sort | tail -1)
+if ! have llm-infer; then row "infer decode cuda=cpu" SKIP "no llm-infer binary"
+elif [ -z "$CK" ]; then row "infer decode cuda=cpu" SKIP "no checkpoint from step 2"
+else
+  for dev in cpu cuda; do
+    d=$dev; [ $DRY = 1 ] && d=cpu
+    env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d -p "ROMEO:" -n 48 --temperature 0 \
+      >"$REP_DIR/gen-$dev.txt" 2>>"$LOG"
+    env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d --eval -f "$DATA/ts_eval.txt" \
+      >"$REP_DIR/eval-$dev.json" 2>>"$LOG"
+  done
+  if [ -s "$REP_DIR/gen-cpu.txt" ] && cmp -s "$REP_DIR/gen-cpu.txt" "$REP_DIR/gen-cuda.txt"; then
+    row "infer greedy decode cuda=cpu" PASS "48 tokens identical"
+  elif [ -s "$REP_DIR/gen-cpu.txt" ]; then row "infer greedy decode cuda=cpu" FAIL "generations differ (gen-*.txt)"
+  else row "infer greedy decode cuda=cpu" SKIP "llm-infer gave no output (see log)"; fi
+  a=$(grep -o '"nll": *[-0-9.eE+]*' "$REP_DIR/eval-cuda.json" | sed 's/.*: *//')
+  b=$(grep -o '"nll": *[-0-9.eE+]*' "$REP_DIR/eval-cpu.json" | sed 's/.*: *//')
+  if [ -n "$a" ] && [ -n "$b" ]; then
+    if awk -v a="$a" -v b="$b" 'BEGIN{d=a-b; if(d<0)d=-d; exit !(d <= 1e-4*(b<0?-b:b))}'; then
+      row "infer full-forward nll cuda=cpu" PASS "$a vs $b"
+    else row "infer full-forward nll cuda=cpu" FAIL "$a vs $b"; fi
+  else row "infer full-forward nll cuda=cpu" SKIP "no nll in --eval output"; fi
+fi
+
+# 4. sanitizers ------------------------------------------------------------------
+if [ $SANITIZE = 1 ]; then
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$CS" ]; then row "compute-sanitizer" SKIP "not installed"
+  else
+    for tool in memcheck racecheck; do
+      env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$CS" --tool $tool --error-exitcode 99 "$BIN/gpu_check" --tiny \
+        >"$REP_DIR/san-$tool.log" 2>&1
+      rc=$?
+      cat "$REP_DIR/san-$tool.log" >>"$LOG"
+      e=$(grep -m1 "ERROR SUMMARY" "$REP_DIR/san-$tool.log")
+      if [ $rc = 0 ]; then row "sanitizer $tool (ops, tiny)" PASS "${e:-clean}"
+      else row "sanitizer $tool (ops, tiny)" FAIL "rc=$rc ${e}"; fi
+      if have llm-train && [ -n "$DATA" ]; then
+        tiny_cfg "$REP_DIR/san.yaml" 2 cuda
+        rm -rf "$REP_DIR/san"
+        env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$CS" --tool $tool --error-exitcode 99 "$BIN/llm-train" --config "$REP_DIR/san.yaml" \
+          -o "$REP_DIR/san" >"$REP_DIR/san-train-$tool.log" 2>&1
+        rc=$?
+        cat "$REP_DIR/san-train-$tool.log" >>"$LOG"
+        e=$(grep -m1 "ERROR SUMMARY" "$REP_DIR/san-train-$tool.log")
+        if [ $rc = 0 ]; then row "sanitizer $tool (train step)" PASS "${e:-clean}"
+        else row "sanitizer $tool (train step)" FAIL "rc=$rc ${e}"; fi
+      fi
+    done
+  fi
+fi
+
+# 5. timings ---------------------------------------------------------------------
+if [ -x "$BIN/gpu_check" ] && [ $QUICK = 0 ] && ! late 30; then
+  env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/gpu_check" --bench --bench-batch 8 --out "$REP_DIR/bench.txt" >"$REP_DIR/bench.log" 2>&1
+  cat "$REP_DIR/bench.log" >>"$LOG"
+  for m in fp32 tf32 bf16; do
+    l=$(grep "gemm 4096^3 $m" "$REP_DIR/bench.log")
+    if [ -n "$l" ]; then row "cuBLASLt GEMM 4096^3 $m" INFO "$(echo "$l" | sed "s/gemm 4096^3 $m *//")"
+    else row "cuBLASLt GEMM 4096^3 $m" FAIL "no result"; fi
+  done
+  row "op times (B=8,T=1024,GPT-2 124M)" INFO "see bench.txt: $(grep -c '^time' "$REP_DIR/bench.log") ops"
+fi
+# GPT-2 124M training throughput (fp32; TF32 via LLM_CUDA_TF32=1), MFU against the bf16
+# dense peak of an H200 (989 TFLOP/s) and the plain fp32 peak (67 TFLOP/s)
+if have llm-train && [ -n "$DATA" ] && [ $QUICK = 0 ] && [ -f "$DATA/ts_gpt2.bin" ] && ! late 60; then
+  for tf in 0 1; do
+    cat >"$REP_DIR/gpt2.yaml" <<Y
+model: {arch: gpt2, n_layer: 12, n_head: 12, n_embd: 768, vocab_size: 50257, max_seq_len: 1024}
+data: {train: $DATA/ts_gpt2.bin, val: $DATA/ts_gpt2.bin, tokenizer: gpt2}
+train: {batch_size: 16, seq_len: 1024, max_steps: 8, lr: 0.0006, warmup_steps: 2, save_every: 100000, seed: 1, threads: 8, device: cuda, eval_every: 0}
+Y
+    rm -rf "$REP_DIR/gpt2run"
+    LLM_CUDA_TF32=$tf env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" -o "$REP_DIR/gpt2run" \
+      --metrics "$REP_DIR/gpt2-tf$tf.jsonl" >>"$LOG" 2>&1
+    tps=$(grep -o '"tokens_per_s": *[0-9.eE+]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | sed 's/.*: *//' | tail -n +3 | sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}')
+    name="GPT-2 124M train B16 T1024 $([ $tf = 1 ] && echo tf32 || echo fp32)"
+    if [ -n "$tps" ]; then
+      # flops/token = 6 N + 12 L C T (llm.c's estimate), N = 124475904 with Vp 50304
+      row "$name" INFO "$(awk -v t="$tps" 'BEGIN{f=6*124475904+12*12*768*1024; printf "%.0f tok/s, MFU %.1f%% of bf16 peak, %.1f%% of fp32 peak", t, 100*t*f/989e12, 100*t*f/67e12}')"
+    else row "$name" FAIL "no tokens_per_s (see log)"; fi
+  done
+  # decode tokens/s at batch 1 and 32 from the GPT-2 run's checkpoint
+  G=$(ls "$REP_DIR"/gpt2run/*.llmk 2>/dev/null | sort | tail -1)
+  if have llm-infer && [ -n "$G" ]; then
+    for nb in 1 32; do
+      yes "The king said" | head -$nb >"$REP_DIR/prompts.txt"
+      env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$G" --device cuda --batch $nb -f "$REP_DIR/prompts.txt" -n 128 \
+        --stats >/dev/null 2>"$REP_DIR/decode-$nb.err"
+      d=$(grep -o '"decode_tokens_per_s": *[0-9.eE+]*' "$REP_DIR/decode-$nb.err" | sed 's/.*: *//' | tail -1)
+      cat "$REP_DIR/decode-$nb.err" >>"$LOG"
+      if [ -n "$d" ]; then row "GPT-2 124M decode batch $nb" INFO "$d tok/s"
+      else row "GPT-2 124M decode batch $nb" SKIP "no decode_tokens_per_s"; fi
+    done
+  else row "GPT-2 124M decode" SKIP "no llm-infer or checkpoint"; fi
+elif [ $QUICK = 0 ]; then row "GPT-2 124M train/decode" SKIP "no llm-train or data"
+fi
+
+# summary --------------------------------------------------------------------------
+{
+  echo "gpu-check: ${GPU:-unknown GPU}, commit $(cat "$CARRY/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null), $(date -u +%FT%TZ), $(( $(date +%s) - T0 )) s"
+  printf '%-34s %-6s %s\n' "check" "result" "detail"
+  for r in "${ROWS[@]}"; do echo "$r"; done
+  echo "gpu-check: $FAILS failed"
+} >"$REPORT"
+if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+  cp "$REPORT" "$OUT/gpu-check-report.txt"
+  cp "$LOG" "$OUT/gpu-check-log.txt"
+  for f in ops.txt bench.txt; do [ -f "$REP_DIR/$f" ] && cp "$REP_DIR/$f" "$OUT/gpu-check-$f"; done
+fi
+[ -f "$REP_DIR/ops.txt" ] && grep -v PASS "$REP_DIR/ops.txt" | head -40
+[ -f "$REP_DIR/bench.txt" ] && grep '^time\|^gemm' "$REP_DIR/bench.txt"
+cat "$REPORT"
+[ $FAILS = 0 ]

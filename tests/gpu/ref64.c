@@ -1,0 +1,226 @@
+/* ref64.c — double-precision reference ops for gpu_check (see ref64.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/gpu/ref64.h"
+
+void r64_embed_forward(double *out, const int32_t *inp, const float *wte, const float *wpe,
+                       int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t n = (size_t)b * T + t;
+            for (int c = 0; c < C; c++)
+                out[n * C + c] = (double)wte[(size_t)inp[n] * C + c] + wpe[(size_t)t * C + c];
+        }
+}
+
+void r64_embed_backward(double *dwte, double *dwpe, const float *dout, const int32_t *inp,
+                        int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t n = (size_t)b * T + t;
+            for (int c = 0; c < C; c++) {
+                dwte[(size_t)inp[n] * C + c] += dout[n * C + c];
+                dwpe[(size_t)t * C + c] += dout[n * C + c];
+            }
+        }
+}
+
+void r64_layernorm_forward(double *out, double *mean, double *rstd, const float *inp,
+                           const float *w, const float *b, int N, int C)
+{
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        double m = 0, v = 0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        double r = 1.0 / sqrt(v + 1e-5);
+        for (int c = 0; c < C; c++) out[(size_t)i * C + c] = (x[c] - m) * r * w[c] + b[c];
+        mean[i] = m;
+        rstd[i] = r;
+    }
+}
+
+void r64_layernorm_backward(double *dinp, double *dw, double *db, const float *dout,
+                            const float *inp, const float *w, const float *mean,
+                            const float *rstd, int N, int C)
+{
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
+        double m = mean[i], r = rstd[i], a = 0, an = 0;
+        for (int c = 0; c < C; c++) {
+            double n = (x[c] - m) * r, dn = (double)w[c] * dy[c];
+            a += dn;
+            an += dn * n;
+            dw[c] += n * dy[c];
+            db[c] += dy[c];
+        }
+        a /= C;
+        an /= C;
+        for (int c = 0; c < C; c++) {
+            double n = (x[c] - m) * r;
+            dinp[(size_t)i * C + c] += ((double)w[c] * dy[c] - a - n * an) * r;
+        }
+    }
+}
+
+void r64_matmul_forward(double *out, const float *inp, const float *w, const float *bias,
+                        int N, int C, int OC)
+{
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) {
+            double s = bias ? bias[o] : 0.0;
+            const float *x = inp + (size_t)i * C, *wr = w + (size_t)o * C;
+            for (int c = 0; c < C; c++) s += (double)x[c] * wr[c];
+            out[(size_t)i * OC + o] = s;
+        }
+}
+
+void r64_matmul_backward(double *dinp, double *dw, double *dbias, const float *dout,
+                         const float *inp, const float *w, int N, int C, int OC)
+{
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) {
+            double d = dout[(size_t)i * OC + o];
+            if (d == 0) continue;
+            for (int c = 0; c < C; c++) {
+                dinp[(size_t)i * C + c] += d * w[(size_t)o * C + c];
+                dw[(size_t)o * C + c] += d * inp[(size_t)i * C + c];
+            }
+            if (dbias) dbias[o] += d;
+        }
+}
+
+void r64_attention_forward(double *out, double *att, const float *qkv, int B, int T, int C, int NH)
+{
+    int hs = C / NH;
+    double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
+                double *a = att + (((size_t)b * NH + h) * T + t) * T;
+                double mx = -INFINITY;
+                for (int j = 0; j <= t; j++) {
+                    const float *k = qkv + ((size_t)b * T + j) * 3 * C + C + (size_t)h * hs;
+                    double s = 0;
+                    for (int i = 0; i < hs; i++) s += (double)q[i] * k[i];
+                    a[j] = s * scale;
+                    if (a[j] > mx) mx = a[j];
+                }
+                double sum = 0;
+                for (int j = 0; j <= t; j++) { a[j] = exp(a[j] - mx); sum += a[j]; }
+                for (int j = 0; j < T; j++) a[j] = j <= t ? a[j] / sum : 0.0;
+                double *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+                for (int i = 0; i < hs; i++) {
+                    double s = 0;
+                    for (int j = 0; j <= t; j++)
+                        s += a[j] * qkv[((size_t)b * T + j) * 3 * C + 2 * C + (size_t)h * hs + i];
+                    o[i] = s;
+                }
+            }
+}
+
+void r64_attention_backward(double *dqkv, const float *dout, const float *qkv, const float *att,
+                            int B, int T, int C, int NH)
+{
+    int hs = C / NH;
+    double scale = 1.0 / sqrt((double)hs);
+    double *da = malloc((size_t)T * sizeof *da);
+    if (!da) abort();
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                const float *d = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
+                size_t qo = ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
+                /* datt[j] = dout_t . v_j ; dv_j += att[t,j] dout_t */
+                for (int j = 0; j <= t; j++) {
+                    size_t vo = ((size_t)b * T + j) * 3 * C + 2 * C + (size_t)h * hs;
+                    double s = 0;
+                    for (int i = 0; i < hs; i++) {
+                        s += (double)d[i] * qkv[vo + i];
+                        dqkv[vo + i] += (double)a[j] * d[i];
+                    }
+                    da[j] = s;
+                }
+                double dot = 0;
+                for (int j = 0; j <= t; j++) dot += (double)a[j] * da[j];
+                for (int j = 0; j <= t; j++) {
+                    double dp = a[j] * (da[j] - dot) * scale;
+                    size_t ko = ((size_t)b * T + j) * 3 * C + C + (size_t)h * hs;
+                    for (int i = 0; i < hs; i++) {
+                        dqkv[qo + i] += dp * qkv[ko + i];
+                        dqkv[ko + i] += dp * qkv[qo + i];
+                    }
+                }
+            }
+    free(da);
+}
+
+static const double GS = 0.79788456080286535588; /* sqrt(2/pi) */
+
+void r64_gelu_forward(double *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double x = inp[i];
+        out[i] = 0.5 * x * (1.0 + tanh(GS * (x + 0.044715 * x * x * x)));
+    }
+}
+
+void r64_gelu_backward(double *dinp, const float *inp, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double x = inp[i], u = GS * (x + 0.044715 * x * x * x), th = tanh(u);
+        double g = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * GS * (1.0 + 3 * 0.044715 * x * x);
+        dinp[i] += g * dout[i];
+    }
+}
+
+void r64_xent_forward(double *losses, double *lse, const float *logits, const int32_t *targets,
+                      int N, int V, int Vp)
+{
+    for (int i = 0; i < N; i++) {
+        const float *x = logits + (size_t)i * Vp;
+        double mx = -INFINITY, s = 0;
+        for (int j = 0; j < V; j++) if (x[j] > mx) mx = x[j];
+        for (int j = 0; j < V; j++) s += exp(x[j] - mx);
+        lse[i] = mx + log(s);
+        losses[i] = lse[i] - x[targets[i]];
+    }
+}
+
+void r64_xent_backward(double *dlogits, const float *logits, const float *lse,
+                       const int32_t *targets, float dloss, int N, int V, int Vp)
+{
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < Vp; j++) {
+            size_t k = (size_t)i * Vp + j;
+            dlogits[k] = j < V ? (exp((double)logits[k] - lse[i]) - (j == targets[i])) * dloss : 0.0;
+        }
+}
+
+void r64_adamw(double *p, double *m, double *v, const float *p0, const float *grad,
+               const float *m0, const float *v0, size_t n, float lr, float b1, float b2,
+               float eps, float wd, int t, float grad_scale)
+{
+    double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
+    for (size_t i = 0; i < n; i++) {
+        double g = (double)grad[i] * grad_scale;
+        m[i] = (double)b1 * m0[i] + (1.0 - (double)b1) * g;
+        v[i] = (double)b2 * v0[i] + (1.0 - (double)b2) * g * g;
+        p[i] = p0[i] - (double)lr * ((m[i] / bc1) / (sqrt(v[i] / bc2) + eps) + (double)wd * p0[i]);
+    }
+}
+
+double r64_sum_squares(const float *g, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+    return s;
+}
