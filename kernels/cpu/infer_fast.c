@@ -17,6 +17,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/infer_kern.h"
+#include "kernels/cpu/quant_kern.h"
 
 /* N at or above which matmul_rows uses sgemm: prefill-sized batches are compute-bound
  * and BLAS wins there; below it the weight stream dominates and tiles win. */
@@ -182,6 +183,9 @@ static void matmul_tiles(llm_backend *be, float *out, const float *inp, const fl
 static void fast_matmul_rows(llm_backend *be, float *out, const float *inp, const void *w,
                              int w_dt, const float *bias, int N, int C, int OC)
 {
+    if (w_dt != LLM_IK_F32 &&
+        llm_qk_matmul(out, inp, w, w_dt, bias, N, C, OC, LLM_QK_ISA_BEST, nthreads(be)) == 0)
+        return;   /* bf16/f16/q8_0/q4_0: quant_*.c picks the ISA */
     if (w_dt != LLM_IK_F32 || !have_avx2()) {
         llm_infer_ref_matmul_rows(be, out, inp, w, w_dt, bias, N, C, OC);
         return;

@@ -1,26 +1,30 @@
 /* infer_ref.c — reference CPU kernels for inference (decode-shaped ops of backend.h).
  *
  * Plain loops in a fixed order, obviously correct; the fast kernels (infer_fast.c) are
- * tested against these.  Only f32 weights so far; the dtype argument is there so that
- * quantized formats slot in without changing the interface.
+ * tested against these.  f32 weights here; bf16/f16/q8_0/q4_0 weights go to the scalar
+ * kernels of quant_ref.c (quant_kern.h).
  */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/infer_kern.h"
+#include "kernels/cpu/quant_kern.h"
 
 int llm_infer_ref_dtype_ok(llm_backend *be, int dt)
 {
     (void)be;
-    return dt == LLM_IK_F32;
+    return dt == LLM_IK_F32 || llm_qk_dtype_ok(dt);   /* bf16/f16/q8_0/q4_0: quant_*.c */
 }
 
 void llm_infer_ref_embed_rows(llm_backend *be, float *out, const int32_t *ids, const int32_t *pos,
                               const void *wte, int wte_dt, const float *wpe, int N, int C)
 {
     (void)be;
-    (void)wte_dt;   /* callers check infer_dtype_ok first */
+    if (wte_dt != LLM_IK_F32) {   /* callers check infer_dtype_ok first */
+        llm_qk_embed_rows(out, ids, pos, wte, wte_dt, wpe, N, C);
+        return;
+    }
     const float *w = wte;
     for (int i = 0; i < N; i++) {
         const float *e = w + (size_t)ids[i] * C;
@@ -35,7 +39,10 @@ void llm_infer_ref_matmul_rows(llm_backend *be, float *out, const float *inp, co
                                int w_dt, const float *bias, int N, int C, int OC)
 {
     (void)be;
-    (void)w_dt;
+    if (w_dt != LLM_IK_F32) {
+        llm_qk_matmul(out, inp, w, w_dt, bias, N, C, OC, LLM_QK_ISA_SCALAR, 1);
+        return;
+    }
     const float *W = w;
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;

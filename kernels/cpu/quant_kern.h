@@ -1,0 +1,153 @@
+/* quant_kern.h — internal: block layouts, half-precision conversions and the CPU matmul
+ * kernels for bf16/f16/q8_0/q4_0 weights (quant_ref.c, quant_avx2.c, quant_avx512.c,
+ * quant_matmul.c).  Kernels do not include common/; common/quant.c builds on this file.
+ *
+ * Block layouts are byte-identical to GGML's (so a GGUF export is a copy):
+ *   q8_0: 34 bytes per 32 weights: f16 scale d, then int8 q[32];        w = d * q
+ *   q4_0: 18 bytes per 32 weights: f16 scale d, then 16 bytes; byte j holds weight j in
+ *         its low nibble and weight j+16 in its high nibble, each stored as q+8 (0..15);
+ *         w = d * (nibble - 8)
+ * The f16 scale is little-endian IEEE binary16 (stored as two bytes, no alignment).
+ */
+#ifndef LLM_QUANT_KERN_H
+#define LLM_QUANT_KERN_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+
+/* Numerically equal to llm_dtype (common/ckpt.h). */
+enum { LLM_QK_F32 = 0, LLM_QK_F16 = 1, LLM_QK_BF16 = 2, LLM_QK_Q8_0 = 7, LLM_QK_Q4_0 = 8 };
+
+#define LLM_QK_BLOCK 32
+
+typedef struct {
+    uint16_t d;
+    int8_t q[32];
+} __attribute__((packed)) llm_block_q8_0;
+
+typedef struct {
+    uint16_t d;
+    uint8_t q[16];
+} __attribute__((packed)) llm_block_q4_0;
+
+_Static_assert(sizeof(llm_block_q8_0) == 34, "q8_0 block must be 34 bytes");
+_Static_assert(sizeof(llm_block_q4_0) == 18, "q4_0 block must be 18 bytes");
+
+/* IEEE binary16 -> float, exact (denormals, inf and NaN included). */
+static inline float llm_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+    if (e == 0x1f) {
+        u = sign | 0x7f800000u | (m << 13);
+    } else if (e == 0) {
+        /* zero or a denormal: m * 2^-24, exact in float */
+        float f = (float)m * 5.9604644775390625e-8f;
+        memcpy(&u, &f, 4);
+        u |= sign;
+    } else {
+        u = sign | ((e + 112) << 23) | (m << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* float -> IEEE binary16, round to nearest even; overflow gives inf, NaN stays NaN. */
+static inline uint16_t llm_f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    uint32_t a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u)                     /* inf or NaN (NaN keeps a quiet bit) */
+        return sign | 0x7c00 | (a > 0x7f800000u ? 0x200 : 0);
+    if (a >= 0x477ff000u)                     /* rounds to >= 65520: inf */
+        return sign | 0x7c00;
+    if (a < 0x38800000u) {                    /* below the smallest normal 2^-14 */
+        if (a < 0x33000000u)                  /* below half the smallest denormal: 0 */
+            return sign;
+        /* denormal: shift the full mantissa, round to nearest even */
+        uint32_t e = a >> 23, m = (a & 0x7fffff) | 0x800000;
+        int shift = 126 - (int)e;             /* 14..24 */
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1)))
+            q++;
+        return sign | (uint16_t)q;
+    }
+    /* normal: rebias, then round the 13 dropped bits to nearest even (a carry into the
+     * exponent is the correct result) */
+    uint32_t r = a - 0x38000000u;
+    r += 0xfff + ((r >> 13) & 1);
+    return sign | (uint16_t)(r >> 13);
+}
+
+static inline float llm_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* float -> bfloat16, round to nearest even; NaN stays NaN (quiet bit set). */
+static inline uint16_t llm_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* Quantize one row of n floats (n a multiple of 32) to q8_0 blocks: d = max|x|/127,
+ * q = round(x/d) (halves away from zero).  Used for weights and, on the fly, for
+ * activations.  Inputs must be finite (callers check). */
+void llm_qk_quantize_row_q8_0(const float *x, llm_block_q8_0 *y, int64_t n);
+/* q4_0: the value of largest magnitude m (with its sign) maps to -8: d = m/-8,
+ * q = clamp(floor(x/d + 8.5), 0, 15). */
+void llm_qk_quantize_row_q4_0(const float *x, llm_block_q4_0 *y, int64_t n);
+/* Dequantize n weights of dtype dt (f32/f16/bf16/q8_0/q4_0) starting at element 0. */
+void llm_qk_dequantize_row(int dt, const void *x, float *y, int64_t n);
+/* Bytes of one row of C weights of dtype dt. */
+size_t llm_qk_row_bytes(int dt, int C);
+
+/* Instruction sets for the matmul kernels.  LLM_QK_ISA_BEST picks the best one the CPU
+ * supports at run time. */
+enum { LLM_QK_ISA_BEST = -1, LLM_QK_ISA_SCALAR = 0, LLM_QK_ISA_AVX2 = 1,
+       LLM_QK_ISA_AVX512 = 2, LLM_QK_ISA_AVX512VNNI = 3 };
+/* 1 when the running CPU supports isa. */
+int llm_qk_isa_ok(int isa);
+const char *llm_qk_isa_name(int isa);
+
+/* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias, w of dtype dt in {f16, bf16, q8_0, q4_0}
+ * (C a multiple of 32 for the q formats).  q formats: each input row is quantized to
+ * q8_0 first and the dot products are integer per block, so every (n, o) value is the
+ * same whatever N is.  threads <= 1 runs on the caller's thread.  With isa >= AVX2 and
+ * N >= LLM_QK_GEMM_MIN_ROWS (prefill), slices of w are dequantized to f32 and multiplied
+ * with sgemm instead (compute-bound there; exact weights, unquantized activations).
+ * Returns 0, or -1 (nothing written) for an unsupported dtype, a bad C, an isa the CPU
+ * lacks, or no memory for the scratch buffers. */
+#define LLM_QK_GEMM_MIN_ROWS 32
+int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const float *bias,
+                  int N, int C, int OC, int isa, int threads);
+
+/* The per-ISA row kernels (quant_ref.c / quant_avx2.c / quant_avx512.c): dots of weight
+ * rows o0..o1 against R <= 4 prepared input rows.  xq: q8_0 input blocks (q formats),
+ * xf: f32 input rows (f16/bf16).  out rows are ldo apart. */
+void llm_qk_rows_scalar(float *out, int ldo, const void *w, int dt, const llm_block_q8_0 *xq,
+                        const float *xf, int R, int C, int o0, int o1);
+void llm_qk_rows_avx2(float *out, int ldo, const void *w, int dt, const llm_block_q8_0 *xq,
+                      const float *xf, int R, int C, int o0, int o1);
+void llm_qk_rows_avx512(float *out, int ldo, const void *w, int dt, const llm_block_q8_0 *xq,
+                        const float *xf, int R, int C, int o0, int o1, int vnni);
+
+/* Inference-op adapters (kernels/cpu/infer_ref.c and infer_fast.c dispatch here for
+ * non-f32 weights). */
+int  llm_qk_dtype_ok(int dt);
+void llm_qk_embed_rows(float *out, const int32_t *ids, const int32_t *pos, const void *wte,
+                       int wte_dt, const float *wpe, int N, int C);
+
+#endif

@@ -1,0 +1,112 @@
+#!/bin/bash
+# llm-quantize: every type writes a valid, smaller file of exactly the theoretical tensor
+# sizes that llm-infer runs (--eval close to f32); --keep; pipes in and out give the same
+# bytes; reports (table, JSON); optimizer state dropped; refusals and exit codes.
+. "$(dirname "$0")/lib.sh"
+PY=python3
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+if ! have_data tinyshakespeare/input.txt; then skip "llm-quantize tests" "no $DATA/tinyshakespeare"; exit 0; fi
+cd "$TMP" || exit 1
+
+$PY - "$DATA/tinyshakespeare/input.txt" <<'PY'
+import struct, sys
+b = open(sys.argv[1], 'rb').read()[:200000]
+def w(p, t):
+    with open(p, 'wb') as f:
+        f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253)))
+        f.write(struct.pack('<%dH' % len(t), *t))
+w('val.bin', b[:4096]); w('train.bin', b[4096:])
+PY
+cat >m.yaml <<Y
+model: {n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 257, max_seq_len: 64}
+data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
+train: {batch_size: 8, seq_len: 64, max_steps: 30, lr: 0.004, warmup_steps: 2, save_every: 100000, seed: 7, threads: 2}
+Y
+if ! llm-train --config m.yaml -o run >/dev/null 2>err; then
+  notok "training a model for the tests: $(tail -c 300 err)"; echo "1..$_n"; exit 1
+fi
+M=$(ls run/*.llmk | sort | tail -1)
+cp "$M" m.llmk
+
+check "help" llm-quantize --help
+llm-infer m.llmk --eval val.bin --ctx 64 --threads 2 >f32.json 2>err || notok "f32 eval: $(cat err)"
+for ty in bf16 f16 q8_0 q4_0; do
+  if llm-quantize m.llmk $ty.llmk --type $ty --json >$ty.rep 2>$ty.err; then ok "quantize $ty"; else notok "quantize $ty: $(cat $ty.err)"; continue; fi
+  check "$ty verifies" llm-shard verify $ty.llmk
+  if grep -q "dropped 56 optimizer tensor" $ty.err; then ok "$ty: optimizer state dropped with a notice"; else notok "$ty: no notice: $(cat $ty.err)"; fi
+  # tensor sizes equal the theory; 1-D tensors, wpe and the tokenizer stay as they were
+  if $PY - $ty.rep $ty.llmk <<'PY'
+import json, os, sys
+r = json.load(open(sys.argv[1])); ty = r["type"]
+per = {"bf16": 64, "f16": 64, "q8_0": 34, "q4_0": 18}[ty]
+conv = [t for t in r["tensors"] if t["action"] == "convert"]
+assert sorted(t["name"] for t in conv) == sorted(["wte"] + ["h.%d.%s.weight" % (l, m) for l in range(2)
+        for m in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")]), conv
+for t in r["tensors"]:
+    if t["action"] == "convert":
+        assert t["bytes_out"] == t["elements"] * per // 32, t
+        assert 0 < t["rel_err"] < {"bf16": 4e-3, "f16": 5e-4, "q8_0": 1e-2, "q4_0": 0.2}[ty], t
+        assert t["max_abs_err"] > 0 and t["rmse"] > 0
+    elif t["action"] == "copy":
+        assert t["bytes_out"] == t["bytes_in"] and t["from"] == t["to"], t
+    else:
+        assert t["name"].startswith("opt."), t
+tot = r["totals"]
+assert tot["bytes_out"] == sum(t["bytes_out"] for t in r["tensors"])
+size = os.path.getsize(sys.argv[2])
+assert tot["file_bytes_out"] == size
+# header + 64-byte alignment padding only
+assert 0 < size - tot["bytes_out"] < 8192 + 64 * len(r["tensors"]), (size, tot)
+PY
+  then ok "$ty: sizes equal the theory"; else notok "$ty: sizes"; fi
+  if llm-infer $ty.llmk --eval val.bin --ctx 64 --threads 2 >$ty.json 2>err; then ok "$ty: llm-infer --eval runs"
+  else notok "$ty: eval: $(cat err)"; continue; fi
+  lim=$(case $ty in q4_0) echo 1.10 ;; q8_0) echo 1.01 ;; *) echo 1.005 ;; esac)
+  if $PY -c "import json,sys; a=json.load(open('f32.json'))['ppl']; b=json.load(open('$ty.json'))['ppl']; sys.exit(0 if b <= a*$lim and b >= a/$lim else 1)"
+  then ok "$ty: perplexity within x$lim of f32"; else notok "$ty: perplexity $(cat f32.json) vs $(cat $ty.json)"; fi
+  for dev in cpu cpu-ref; do
+    llm-infer $ty.llmk -p "ROMEO:" -n 8 --temperature 0 --device $dev --threads 2 >gen.$dev 2>err || notok "$ty: generation on $dev: $(cat err)"
+  done
+  [ -s gen.cpu ] && ok "$ty: greedy generation runs (cpu, cpu-ref)" || notok "$ty: generation"
+done
+# the header records the type; train: is gone; model and tokenizer carried over
+llm-shard info q4_0.llmk >info 2>&1
+if grep -q "^quant:" info && grep -q "type: q4_0" info && ! grep -q "^train:" info && grep -q "^tokenizer:" info && grep -q "^model:" info
+then ok "header: quant section, no train section"; else notok "header: $(head -c 400 info)"; fi
+
+# --keep
+llm-quantize m.llmk keep.llmk --type q8_0 --keep wte --keep 'h.1.*' --json >keep.rep 2>err
+if $PY -c "
+import json; r=json.load(open('keep.rep')); t={x['name']: x for x in r['tensors']}
+assert t['wte']['to']=='f32' and t['wte']['why']=='--keep'
+assert t['h.1.mlp.c_fc.weight']['to']=='f32' and t['h.0.mlp.c_fc.weight']['to']=='q8_0'"; then ok "--keep globs"; else notok "--keep: $(cat err)"; fi
+check "--keep file runs" llm-infer keep.llmk --eval val.bin --ctx 64 --threads 2
+
+# pipes: stdin and stdout give the same bytes as files
+cat m.llmk | llm-quantize - - --type q4_0 >pipe.llmk 2>err
+check "pipes in and out: same bytes" cmp -s pipe.llmk q4_0.llmk
+llm-quantize m.llmk - --type q8_0 --report >p8.llmk 2>rep.txt
+if cmp -s p8.llmk q8_0.llmk && grep -q "^total" rep.txt; then ok "output to stdout: report on stderr"; else notok "stdout report"; fi
+llm-quantize m.llmk r.llmk --type q8_0 --report >rep.txt 2>err
+if grep -q "^h.0.attn.c_attn.weight *f32 *q8_0 *12288 *49152 *13056 " rep.txt && grep -q "^total " rep.txt
+then ok "--report table"; else notok "--report table: $(head -5 rep.txt)"; fi
+
+# same format again: tensors copied, identical to the first
+check "q4_0 -> q4_0 copies" llm-quantize q4_0.llmk again.llmk --type q4_0
+if cmp -s <(llm-shard info again.llmk | grep -A100 '^tensors' | grep -v quant) <(llm-shard info q4_0.llmk | grep -A100 '^tensors'); then ok "q4_0 -> q4_0: same tensors"; else notok "q4_0 -> q4_0 changed tensors"; fi
+
+# refusals
+expect_exit "unknown type: 64" 64 llm-quantize m.llmk x.llmk --type q3_banana
+expect_exit "f32 type: 64" 64 llm-quantize m.llmk x.llmk --type f32
+expect_exit "missing --type: 64" 64 llm-quantize m.llmk x.llmk
+echo "not a checkpoint" >junk.llmk
+expect_exit "non-.llmk input: 65" 65 llm-quantize junk.llmk x.llmk --type q8_0
+grep -q "not a valid .llmk file" "$TMP/err" && ok "non-.llmk: clear message" || notok "message: $(cat "$TMP/err")"
+expect_exit "missing input: 66" 66 llm-quantize nope.llmk x.llmk --type q8_0
+expect_exit "q4_0 -> q8_0 refused: 65" 65 llm-quantize q4_0.llmk x.llmk --type q8_0
+grep -q "already quantized" "$TMP/err" && ok "requantize: clear message" || notok "message: $(cat "$TMP/err")"
+expect_exit "q8_0 -> f16 refused: 65" 65 llm-quantize q8_0.llmk x.llmk --type f16
+[ ! -e x.llmk ] && ok "no output after a refusal" || notok "x.llmk written"
+llm-quantize m.llmk r.llmk --type q8_0 --json 2>/dev/null | head -c 10 >/dev/null
+ok "closed stdout does not hang"
+echo "1..$_n"

@@ -1,0 +1,360 @@
+/* Weight formats: f16/bf16 conversions, q8_0/q4_0 round trips within their bounds on
+ * random and adversarial blocks, GGML's exact block layout on hand-computed blocks, and
+ * every fast matmul kernel the CPU has against the scalar one. */
+#include "tests/unit/testutil.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <immintrin.h>
+
+#include "common/quant.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/quant_kern.h"
+
+/* ---- conversions ---- */
+
+__attribute__((target("f16c"))) static uint16_t hw_f16(float f)
+{
+    return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+
+static void test_f16(void **state)
+{
+    (void)state;
+    /* every f16 value survives f16 -> f32 -> f16 */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = llm_quant_f16_to_f32((uint16_t)h);
+        if (isnan(f))
+            assert_true(isnan(llm_quant_f16_to_f32(llm_quant_f32_to_f16(f))));
+        else
+            assert_int_equal(llm_quant_f32_to_f16(f), h);
+    }
+    /* ties to even, overflow, underflow */
+    assert_int_equal(llm_quant_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);
+    assert_int_equal(llm_quant_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);
+    assert_int_equal(llm_quant_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(llm_quant_f32_to_f16(65520.0f), 0x7c00);
+    assert_int_equal(llm_quant_f32_to_f16(-0x1p-25f), 0x8000);
+    assert_int_equal(llm_quant_f32_to_f16(0x1p-24f), 0x0001);
+    /* against the F16C instruction on random bit patterns, when the CPU has it */
+    if (__builtin_cpu_supports("f16c")) {
+        tu_rng r = {11};
+        for (int i = 0; i < 2000000; i++) {
+            uint32_t u = (uint32_t)tu_next(&r);
+            float f;
+            memcpy(&f, &u, 4);
+            if (isnan(f))
+                continue;
+            uint16_t a = llm_quant_f32_to_f16(f), b = hw_f16(f);
+            if (a != b)
+                fail_msg("f16(%a): 0x%04x, F16C 0x%04x", (double)f, a, b);
+        }
+    }
+}
+
+static void test_bf16(void **state)
+{
+    (void)state;
+    assert_int_equal(llm_quant_f32_to_bf16(1.0f), 0x3f80);
+    assert_int_equal(llm_quant_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);          /* tie: even */
+    assert_int_equal(llm_quant_f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);      /* tie: up */
+    assert_int_equal(llm_quant_f32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+    assert_true(isnan(llm_quant_bf16_to_f32(llm_quant_f32_to_bf16(NAN))));
+    tu_rng r = {5};
+    for (int i = 0; i < 100000; i++) {
+        float f = tu_uniform(&r, -100, 100);
+        float g = llm_quant_bf16_to_f32(llm_quant_f32_to_bf16(f));
+        assert_true(fabsf(f - g) <= ldexpf(fabsf(f), -8));
+    }
+}
+
+/* ---- round trips ---- */
+
+/* Per-element bound of a q8_0/q4_0 round trip of block x (see quant.h). */
+static double bound(llm_dtype dt, const float *x)
+{
+    float amax = 0;
+    for (int j = 0; j < 32; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    double d = dt == LLM_DT_Q8_0 ? amax / 127.0 : amax / 8.0;
+    /* scale stored as f16: relative 2^-11 when normal, absolute 2^-25 below */
+    double dd = fmax(d * 0x1p-11, 0x1p-25);
+    double qmax = dt == LLM_DT_Q8_0 ? 127 : 8;
+    /* q4_0: values of the sign opposite to the extreme beyond 7.5 d clamp to 7: d/2 more */
+    return (dt == LLM_DT_Q8_0 ? amax / 254.0 : amax / 8.0) + qmax * dd + 1e-12;
+}
+
+static void roundtrip(llm_dtype dt, const float *x, int n)
+{
+    llm_status st = {0};
+    uint64_t nb;
+    assert_int_equal(llm_dtype_nbytes(dt, (uint64_t)n, &nb), 0);
+    void *q = malloc(nb);
+    float *y = malloc((size_t)n * sizeof(float));
+    assert_int_equal(llm_quant_encode(dt, x, q, (uint64_t)n, &st), 0);
+    assert_int_equal(llm_quant_decode(dt, q, y, (uint64_t)n, &st), 0);
+    for (int b = 0; b < n / 32; b++) {
+        double bd = dt == LLM_DT_Q8_0 || dt == LLM_DT_Q4_0 ? bound(dt, x + b * 32) : 0;
+        for (int j = 0; j < 32; j++) {
+            int i = b * 32 + j;
+            double e = fabs((double)x[i] - y[i]);
+            if (dt == LLM_DT_F16)
+                bd = fmax(fabs(x[i]) * 0x1p-11, 0x1p-25);
+            else if (dt == LLM_DT_BF16)
+                bd = fmax(fabs(x[i]) * 0x1p-8, 0x1p-134);   /* denormals: half an ulp */
+            if (e > bd)
+                fail_msg("%s element %d: %g -> %g, error %g > bound %g", llm_dtype_name(dt), i,
+                         (double)x[i], (double)y[i], e, bd);
+        }
+    }
+    free(q);
+    free(y);
+}
+
+static const llm_dtype types[] = {LLM_DT_F16, LLM_DT_BF16, LLM_DT_Q8_0, LLM_DT_Q4_0};
+
+static void test_roundtrip_random(void **state)
+{
+    (void)state;
+    tu_rng r = {7};
+    int n = 32 * 400;
+    float *x = malloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        /* block scales from 1e-6 to 1e3 */
+        float s = powf(10.0f, (float)((i / 32) % 10) - 6.0f);
+        x[i] = tu_uniform(&r, -s, s);
+    }
+    for (size_t t = 0; t < 4; t++)
+        roundtrip(types[t], x, n);
+    free(x);
+}
+
+static void test_roundtrip_adversarial(void **state)
+{
+    (void)state;
+    float x[32 * 4];
+    /* block 0 all zeros, block 1 one huge outlier, block 2 denormals, block 3 a tie */
+    memset(x, 0, sizeof x);
+    for (int j = 0; j < 32; j++) {
+        x[32 + j] = 0.01f * (float)(j - 16);
+        x[64 + j] = (float)(j - 16) * 1e-40f;
+        x[96 + j] = (float)(j % 3) - 1.0f;
+    }
+    x[32 + 7] = 3e4f;
+    for (size_t t = 0; t < 4; t++) {
+        roundtrip(types[t], x, 128);
+        uint8_t q[512];
+        float y[128];
+        llm_status st = {0};
+        assert_int_equal(llm_quant_encode(types[t], x, q, 128, &st), 0);
+        llm_quant_decode(types[t], q, y, 128, &st);
+        for (int j = 0; j < 32; j++)
+            assert_true(y[j] == 0.0f);   /* zeros stay exact zeros */
+        assert_true(fabsf(y[32 + 7] - 3e4f) <= 3e4f * 0x1p-8f);   /* the outlier survives */
+    }
+    /* NaN and infinities rejected with the element named; f16 overflow rejected */
+    for (size_t t = 0; t < 4; t++) {
+        uint8_t q[512];
+        llm_status st = {0};
+        float z[32] = {0};
+        z[5] = NAN;
+        assert_int_equal(llm_quant_encode(types[t], z, q, 32, &st), LLM_EDATA);
+        assert_non_null(strstr(st.msg, "value at 5 is nan"));
+        z[5] = -INFINITY;
+        assert_int_equal(llm_quant_encode(types[t], z, q, 32, &st), LLM_EDATA);
+    }
+    llm_status st = {0};
+    float big[32] = {7e4f};
+    uint8_t q[64];
+    assert_int_equal(llm_quant_encode(LLM_DT_F16, big, q, 32, &st), LLM_EDATA);
+    assert_int_equal(llm_quant_encode(LLM_DT_Q8_0, big, q, 32, &st), 0);
+    assert_int_equal(llm_quant_encode(LLM_DT_Q4_0, big, q, 31, &st), LLM_EUSAGE);
+}
+
+/* ---- GGML layout ---- */
+
+static void test_ggml_layout(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    float x[32];
+    uint8_t b[34];
+    /* q8_0: amax 127 gives d = 1.0 (f16 0x3c00), so q = x */
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(4 * j - 64);
+    x[31] = 127.0f;
+    assert_int_equal(llm_quant_encode(LLM_DT_Q8_0, x, b, 32, &st), 0);
+    assert_int_equal(b[0], 0x00);
+    assert_int_equal(b[1], 0x3c);
+    for (int j = 0; j < 32; j++)
+        assert_int_equal((int8_t)b[2 + j], (int)x[j]);
+    /* q4_0: the largest magnitude -8 gives d = -8/-8 = 1.0; byte j = (x[j]+8) | (x[j+16]+8)<<4 */
+    for (int j = 0; j < 16; j++) {
+        x[j] = (float)(j - 8);
+        x[16 + j] = (float)(7 - j);
+    }
+    assert_int_equal(llm_quant_encode(LLM_DT_Q4_0, x, b, 32, &st), 0);
+    assert_int_equal(b[0], 0x00);
+    assert_int_equal(b[1], 0x3c);
+    for (int j = 0; j < 16; j++)
+        assert_int_equal(b[2 + j], j | (15 - j) << 4);
+    /* a positive extreme gives a negative scale: 16 -> d = -2 (0xc000), stored nibble 0 */
+    memset(x, 0, sizeof x);
+    x[5] = 16.0f;
+    x[20] = -2.0f;
+    assert_int_equal(llm_quant_encode(LLM_DT_Q4_0, x, b, 32, &st), 0);
+    assert_int_equal(b[0] | b[1] << 8, 0xc000);
+    assert_int_equal(b[2 + 5] & 0xf, 0);
+    assert_int_equal(b[2 + 4] >> 4, 9);   /* -2 / -2 = 1, +8 */
+    assert_int_equal(b[2 + 0], 0x88);
+    /* block sizes */
+    uint64_t nb;
+    assert_int_equal(llm_dtype_nbytes(LLM_DT_Q8_0, 64, &nb), 0);
+    assert_int_equal(nb, 68);
+    assert_int_equal(llm_dtype_nbytes(LLM_DT_Q4_0, 64, &nb), 0);
+    assert_int_equal(nb, 36);
+}
+
+/* ---- kernels ---- */
+
+static void *make_w(tu_rng *r, int dt, int OC, int C, float **wf)
+{
+    float *w = malloc((size_t)OC * C * sizeof(float));
+    tu_fill(r, w, (size_t)OC * C, -1, 1);
+    size_t rb = llm_qk_row_bytes(dt, C);
+    void *q = malloc(rb * OC);
+    llm_status st = {0};
+    for (int o = 0; o < OC; o++)
+        assert_int_equal(llm_quant_encode((llm_dtype)dt, w + (size_t)o * C, (char *)q + rb * o,
+                                          (uint64_t)C, &st), 0);
+    for (int o = 0; o < OC; o++)   /* the exact weights the kernels see */
+        llm_qk_dequantize_row(dt, (char *)q + rb * o, w + (size_t)o * C, C);
+    *wf = w;
+    return q;
+}
+
+static void test_kernels(void **state)
+{
+    (void)state;
+    openblas_set_num_threads(1);
+    tu_rng r = {9};
+    int qdt[] = {LLM_QK_Q8_0, LLM_QK_Q4_0, LLM_QK_F16, LLM_QK_BF16};
+    int shapes[][3] = {{1, 32, 5}, {1, 768, 67}, {2, 96, 37}, {3, 160, 64}, {4, 64, 9},
+                       {5, 224, 130}, {7, 96, 33}, {31, 64, 70}, {32, 96, 65}, {40, 160, 100}};
+    int tested = 0;
+    for (int d = 0; d < 4; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int dt = qdt[d], N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+            if (dt == LLM_QK_F16 && s % 2)
+                C += 6;   /* half formats take any C */
+            float *wf, *x = malloc((size_t)N * C * 4), *bias = malloc((size_t)OC * 4);
+            void *w = make_w(&r, dt, OC, C, &wf);
+            tu_fill(&r, x, (size_t)N * C, -2, 2);
+            tu_fill(&r, bias, (size_t)OC, -1, 1);
+            float *ref = malloc((size_t)N * OC * 4), *got = malloc((size_t)N * OC * 4),
+                  *exact = malloc((size_t)N * OC * 4);
+            assert_int_equal(llm_qk_matmul(ref, x, w, dt, bias, N, C, OC, LLM_QK_ISA_SCALAR, 1), 0);
+            /* the scalar kernel against f32 math on the same weights: only the 8-bit
+             * activations differ (q formats), |error| <= sum |w| * (max|x|/254) */
+            for (int n = 0; n < N; n++)
+                for (int o = 0; o < OC; o++) {
+                    double s2 = bias[o], aw = 0, ax = 0;
+                    for (int c = 0; c < C; c++) {
+                        s2 += (double)wf[(size_t)o * C + c] * x[(size_t)n * C + c];
+                        aw += fabs(wf[(size_t)o * C + c]);
+                        ax = fmax(ax, fabs(x[(size_t)n * C + c]));
+                    }
+                    exact[(size_t)n * OC + o] = (float)s2;
+                    double tol = (dt == LLM_QK_Q8_0 || dt == LLM_QK_Q4_0 ? aw * ax / 254 * 1.01 : 0) + 1e-4 * (aw * ax + 1);
+                    if (fabs(ref[(size_t)n * OC + o] - s2) > tol)
+                        fail_msg("scalar %d (%d,%d,%d) [%d,%d]: %g vs %g", dt, N, C, OC, n, o,
+                                 (double)ref[(size_t)n * OC + o], s2);
+                }
+            for (int isa = LLM_QK_ISA_AVX2; isa <= LLM_QK_ISA_AVX512VNNI; isa++) {
+                if (!llm_qk_isa_ok(isa))
+                    continue;
+                assert_int_equal(llm_qk_matmul(got, x, w, dt, bias, N, C, OC, isa, 2), 0);
+                /* N >= 32 takes the dequantize + sgemm path: f32 activations */
+                const float *want = N >= LLM_QK_GEMM_MIN_ROWS ? exact : ref;
+                size_t worst;
+                double e = tu_max_rel_err(got, want, (size_t)N * OC, 1.0, &worst);
+                if (e > 2e-5)
+                    fail_msg("%s dtype %d (%d,%d,%d): rel err %g at %zu (%g vs %g)",
+                             llm_qk_isa_name(isa), dt, N, C, OC, e, worst, (double)got[worst],
+                             (double)want[worst]);
+                tested++;
+                /* a row's result does not depend on the batch (N < 32) */
+                if (N > 1 && N < LLM_QK_GEMM_MIN_ROWS) {
+                    float *one = malloc((size_t)OC * 4);
+                    int n = N - 1;
+                    assert_int_equal(llm_qk_matmul(one, x + (size_t)n * C, w, dt, bias, 1, C, OC, isa, 1), 0);
+                    assert_memory_equal(one, got + (size_t)n * OC, (size_t)OC * 4);
+                    free(one);
+                }
+            }
+            free(wf); free(w); free(x); free(bias); free(ref); free(got); free(exact);
+        }
+    fprintf(stderr, "# fast kernels checked: %d (isa: avx2 %d, avx512 %d, avx512vnni %d)\n", tested,
+            llm_qk_isa_ok(1), llm_qk_isa_ok(2), llm_qk_isa_ok(3));
+    if (!llm_qk_isa_ok(LLM_QK_ISA_AVX512))
+        fprintf(stderr, "# AVX-512 kernels not tested: this CPU lacks AVX-512\n");
+    /* q formats refuse rows that are not a multiple of 32 */
+    float xx[40] = {0}, oo[4];
+    uint8_t ww[34 * 4] = {0};
+    assert_int_equal(llm_qk_matmul(oo, xx, ww, LLM_QK_Q8_0, NULL, 1, 40, 1, LLM_QK_ISA_SCALAR, 1), -1);
+    assert_int_equal(llm_qk_matmul(oo, xx, ww, LLM_QK_F32, NULL, 1, 32, 1, LLM_QK_ISA_SCALAR, 1), -1);
+}
+
+/* The inference ops of both CPU backends accept every weight dtype. */
+static void test_backend_ops(void **state)
+{
+    (void)state;
+    llm_backend fast, ref;
+    char err[128];
+    assert_int_equal(llm_backend_init(&fast, "cpu", 2, err, sizeof err), 0);
+    assert_int_equal(llm_backend_init(&ref, "cpu-ref", 1, err, sizeof err), 0);
+    llm_backend_cpu_infer_init(&fast, 0);
+    llm_backend_cpu_infer_init(&ref, 1);
+    tu_rng r = {13};
+    int C = 64, V = 10, N = 3;
+    int dts[] = {LLM_QK_F16, LLM_QK_BF16, LLM_QK_Q8_0, LLM_QK_Q4_0};
+    for (int d = 0; d < 4; d++) {
+        assert_true(fast.infer_dtype_ok(&fast, dts[d]));
+        assert_true(ref.infer_dtype_ok(&ref, dts[d]));
+        float *wf, wpe[4 * 64], a[3 * 64], b[3 * 64], la[3 * 10], lb[3 * 10];
+        void *w = make_w(&r, dts[d], V, C, &wf);
+        tu_fill(&r, wpe, 4 * 64, -1, 1);
+        int32_t ids[3] = {9, 0, 4}, pos[3] = {0, 3, 1};
+        fast.embed_rows(&fast, a, ids, pos, w, dts[d], wpe, N, C);
+        ref.embed_rows(&ref, b, ids, pos, w, dts[d], wpe, N, C);
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < C; c++)
+                assert_float_equal(a[i * C + c], wf[ids[i] * C + c] + wpe[pos[i] * C + c], 1e-6);
+        assert_memory_equal(a, b, sizeof a);
+        fast.matmul_rows(&fast, la, a, w, dts[d], NULL, N, C, V);
+        ref.matmul_rows(&ref, lb, a, w, dts[d], NULL, N, C, V);
+        assert_true(tu_max_rel_err(la, lb, (size_t)N * V, 1.0, NULL) < 2e-5);
+        free(wf);
+        free(w);
+    }
+    llm_backend_free(&fast);
+    llm_backend_free(&ref);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_roundtrip_random),
+        cmocka_unit_test(test_roundtrip_adversarial),
+        cmocka_unit_test(test_ggml_layout),
+        cmocka_unit_test(test_kernels),
+        cmocka_unit_test(test_backend_ops),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
