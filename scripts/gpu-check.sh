@@ -292,9 +292,10 @@ Y
   if have llm-infer && [ -n "$G" ]; then
     for nb in 1 32; do
       # nb requests decoded together (-f would make one prompt of the whole file)
-      yes '{"prompt": "The king said", "max_tokens": 128, "temperature": 0}' | head -$nb |
+      # (token ids: the checkpoint may have no tokenizer when no GPT-2 vocabulary was carried)
+      yes '{"tokens": [464, 5822, 531], "max_tokens": 128, "temperature": 0}' | head -$nb |
         env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$G" --device cuda --batch $nb --jsonl \
-        --stats >/dev/null 2>"$REP_DIR/decode-$nb.err"
+        --stats >"$REP_DIR/decode-$nb.out" 2>"$REP_DIR/decode-$nb.err"
       d=$(grep -o '"decode_tokens_per_s": *[0-9.eE+]*' "$REP_DIR/decode-$nb.err" | sed 's/.*: *//' | tail -1)
       cat "$REP_DIR/decode-$nb.err" >>"$LOG"
       if [ -n "$d" ]; then row "GPT-2 124M decode batch $nb" INFO "$d tok/s"
