@@ -40,6 +40,8 @@ typedef struct {
     llm_wref wte, wpe, lnf_w, lnf_b;
     llm_infer_layer *layers; /* n_layer */
     uint64_t weight_bytes;   /* bytes of all weights (what a decode step streams) */
+    void **dev;              /* weights copied to device memory (non-CPU backends) */
+    int n_dev;
 } llm_infer_model;
 
 /* Check that be has the inference kernels; a CPU backend ("cpu", "cpu-ref") without them

@@ -44,6 +44,16 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
     if (!t->data)
         return llm_err(st, LLM_EDATA, "tensor '%s': no data", name);
     w->p = t->data;
+    if (m->dev) {
+        /* a device backend reads weights from its own memory: copy once at load */
+        void *d = m->be->alloc(m->be, (size_t)t->nbytes);
+        if (!d)
+            return llm_err(st, LLM_ENOMEM, "tensor '%s': cannot allocate %llu bytes on device '%s'",
+                           name, (unsigned long long)t->nbytes, m->be->name);
+        m->dev[m->n_dev++] = d;
+        m->be->to_device(m->be, d, t->data, (size_t)t->nbytes);
+        w->p = d;
+    }
     w->dtype = (int)t->dtype;
     m->weight_bytes += t->nbytes;
     return LLM_OK;
@@ -110,6 +120,12 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
         llm_err(st, LLM_ENOMEM, "out of memory");
         goto fail;
     }
+    /* every tensor bind() takes: 12 per layer and 4 more */
+    if (!(be->name && strncmp(be->name, "cpu", 3) == 0) &&
+        !(m->dev = calloc((size_t)m->cfg.n_layer * 12 + 4, sizeof *m->dev))) {
+        llm_err(st, LLM_ENOMEM, "out of memory");
+        goto fail;
+    }
     if (build_table(m, st))
         goto fail;
     if (llm_ckpt_section(m->ck, "tokenizer")) {
@@ -138,6 +154,9 @@ void llm_infer_model_free(llm_infer_model *m)
         llm_tokenizer_free(m->tok);
     if (m->ck)
         llm_ckpt_close(m->ck);
+    for (int i = 0; i < m->n_dev; i++)
+        m->be->free(m->be, m->dev[i]);
+    free(m->dev);
     free(m->layers);
     free(m);
 }

@@ -69,6 +69,7 @@ def write(path, toks):
 text = open(os.path.join(src, "tinyshakespeare/input.txt"), "rb").read()
 write(os.path.join(dst, "ts_byte.bin"), list(text))
 open(os.path.join(dst, "ts_eval.txt"), "wb").write(text[:2000])
+write(os.path.join(dst, "ts_eval.bin"), list(text[:4096]))
 raw = open(os.path.join(src, "tinyshakespeare/input.gpt2.u16"), "rb").read()
 write(os.path.join(dst, "ts_gpt2.bin"), list(struct.unpack("<%dH" % (len(raw) // 2), raw)))
 PY
@@ -201,13 +202,24 @@ else
     d=$dev; [ $DRY = 1 ] && d=cpu
     env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d -p "ROMEO:" -n 48 --temperature 0 \
       >"$REP_DIR/gen-$dev.txt" 2>>"$LOG"
-    env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d --eval -f "$DATA/ts_eval.txt" \
+    env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d --eval "$DATA/ts_eval.bin" \
       >"$REP_DIR/eval-$dev.json" 2>>"$LOG"
+    # sampled, 4 requests decoded together: several cache slots at different positions
+    printf '%s\n' '{"prompt": "ROMEO:", "max_tokens": 64, "temperature": 0.8, "seed": 11}' \
+      '{"prompt": "First Citizen:\nBefore we proceed", "max_tokens": 40, "temperature": 0.8, "seed": 12}' \
+      '{"prompt": "KING", "max_tokens": 80, "temperature": 0.8, "seed": 13}' \
+      '{"prompt": "O", "max_tokens": 64, "temperature": 0, "seed": 14}' |
+      env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d --jsonl --batch 4 \
+      2>>"$LOG" | grep -o '"text": *"\([^"\\]\|\\.\)*"' | sort >"$REP_DIR/batch-$dev.txt"
   done
   if [ -s "$REP_DIR/gen-cpu.txt" ] && cmp -s "$REP_DIR/gen-cpu.txt" "$REP_DIR/gen-cuda.txt"; then
     row "infer greedy decode cuda=cpu" PASS "48 tokens identical"
   elif [ -s "$REP_DIR/gen-cpu.txt" ]; then row "infer greedy decode cuda=cpu" FAIL "generations differ (gen-*.txt)"
   else row "infer greedy decode cuda=cpu" SKIP "llm-infer gave no output (see log)"; fi
+  if [ -s "$REP_DIR/batch-cpu.txt" ] && cmp -s "$REP_DIR/batch-cpu.txt" "$REP_DIR/batch-cuda.txt"; then
+    row "infer batch-4 sampled cuda=cpu" PASS "$(wc -l <"$REP_DIR/batch-cpu.txt") texts identical"
+  elif [ -s "$REP_DIR/batch-cpu.txt" ]; then row "infer batch-4 sampled cuda=cpu" FAIL "texts differ (batch-*.txt)"
+  else row "infer batch-4 sampled cuda=cpu" SKIP "llm-infer --jsonl gave no output (see log)"; fi
   a=$(grep -o '"nll": *[-0-9.eE+]*' "$REP_DIR/eval-cuda.json" | sed 's/.*: *//')
   b=$(grep -o '"nll": *[-0-9.eE+]*' "$REP_DIR/eval-cpu.json" | sed 's/.*: *//')
   if [ -n "$a" ] && [ -n "$b" ]; then
@@ -279,9 +291,11 @@ Y
   G=$(ls "$REP_DIR"/gpt2run/*.llmk 2>/dev/null | sort | tail -1)
   if have llm-infer && [ -n "$G" ]; then
     for nb in 1 32; do
-      yes "The king said" | head -$nb >"$REP_DIR/prompts.txt"
-      env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$G" --device cuda --batch $nb -f "$REP_DIR/prompts.txt" -n 128 \
-        --stats >/dev/null 2>"$REP_DIR/decode-$nb.err"
+      # nb requests decoded together (-f would make one prompt of the whole file)
+      # (token ids: the checkpoint may have no tokenizer when no GPT-2 vocabulary was carried)
+      yes '{"tokens": [464, 5822, 531], "max_tokens": 128, "temperature": 0}' | head -$nb |
+        env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$G" --device cuda --batch $nb --jsonl \
+        --stats >"$REP_DIR/decode-$nb.out" 2>"$REP_DIR/decode-$nb.err"
       d=$(grep -o '"decode_tokens_per_s": *[0-9.eE+]*' "$REP_DIR/decode-$nb.err" | sed 's/.*: *//' | tail -1)
       cat "$REP_DIR/decode-$nb.err" >>"$LOG"
       if [ -n "$d" ]; then row "GPT-2 124M decode batch $nb" INFO "$d tok/s"

@@ -223,6 +223,7 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     lc_fill_attention(be);
     lc_fill_ops(be);
     lc_fill_optim(be);
+    lc_fill_infer(be);
     return 0;
 fail:
     {

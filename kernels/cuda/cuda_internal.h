@@ -74,6 +74,7 @@ extern "C" void lc_fill_matmul(llm_backend *be);
 extern "C" void lc_fill_attention(llm_backend *be);
 extern "C" void lc_fill_ops(llm_backend *be);
 extern "C" void lc_fill_optim(llm_backend *be);
+extern "C" void lc_fill_infer(llm_backend *be);
 
 /* Row-major fp32 GEMM helper shared by matmul and attention:
  * C(m x n, row-major, ldc) = alpha * op(A) op(B) + beta * C, where op(A) is (m x k) and

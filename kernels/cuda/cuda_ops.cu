@@ -247,7 +247,10 @@ __global__ void lc_gelu_fwd_kernel(float *out, const float *inp, size_t n)
 {
     GRID_STRIDE(i, n) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(LC_GELU_S * (x + 0.044715f * x * x * x)));
+        /* 0.5 (1 + tanh u) = 1 / (1 + e^-2u): no cancellation for x << 0, where the
+         * tanh form rounds 1 + tanh u to 0 (gpu_check's n=1 row caught it) */
+        float u = LC_GELU_S * (x + 0.044715f * x * x * x);
+        out[i] = x / (1.0f + expf(-2.0f * u));
     }
 }
 
@@ -256,10 +259,11 @@ __global__ void lc_gelu_bwd_kernel(float *dinp, const float *inp, const float *d
     GRID_STRIDE(i, n) {
         float x = inp[i];
         float u = LC_GELU_S * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
-        float ch = coshf(u);
-        float sech2 = 1.0f / (ch * ch);
-        float g = 0.5f * (1.0f + th) + x * 0.5f * sech2 * LC_GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+        /* sig = 0.5 (1 + tanh u), 1 - sig without cancellation, sech^2 u = 4 sig (1 - sig) */
+        float e = expf(-2.0f * u);
+        float sig = 1.0f / (1.0f + e);
+        float om = e > 1.0f ? 1.0f - sig : e * sig;
+        float g = sig + x * 2.0f * sig * om * LC_GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] += g * dout[i];
     }
 }

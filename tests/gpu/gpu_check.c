@@ -175,6 +175,18 @@ static void row_det(gc *x, const char *op, const char *shape, const float *a, co
     row_print(x, op, shape, same ? 0.0 : 1.0, -1, -1, 0.0, same);
 }
 
+/* gc_report_fn for gpu_check_infer.c: the error is against cpu-ref */
+static void row_infer(void *xv, const char *op, const char *shape, double err, double bound)
+{
+    gc *x = xv;
+    int pass = err <= bound;
+    char msg[256];
+    if (x->cuda && llm_backend_cuda_status(&x->g, msg, sizeof msg)) pass = 0;
+    x->rows++;
+    if (!pass) x->fails++;
+    row_print(x, op, shape, err, err, -1, bound, pass);
+}
+
 #define B_EW 1e-5     /* elementwise: rounding of one or two operations */
 /* (bounds are for err64's metric; fp32 ops land near 1e-6, wrong ones near 1) */
 #define B_RED 1e-4    /* reductions and GEMMs in fp32 */
@@ -693,6 +705,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "gpu_check: %s\n", err);
             return 1;
         }
+        if (!strncmp(x.g.name, "cpu", 3)) llm_backend_cpu_infer_init(&x.g, !strcmp(x.g.name, "cpu-ref"));
     } else if (llm_backend_cuda_init(&x.g, 0, err, sizeof err)) {
         if (!strncmp(err, "no CUDA device", 14)) {
             printf("gpu_check: no GPU: skipped (%s)\n", err);
@@ -781,6 +794,7 @@ int main(int argc, char **argv)
         check_xent(&x, 33, 50257, 50304);
         check_optim(&x, 1000003, 1);
     }
+    gpu_check_infer(&x.g, x.rng, tiny, row_infer, &x);
 
     char msg[256];
     if (x.cuda && llm_backend_cuda_status(&x.g, msg, sizeof msg)) {

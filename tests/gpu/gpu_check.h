@@ -19,4 +19,16 @@ int gpu_bench_gemm(int M, int N, int K, const char *mode, int reps, double *tflo
 int gpu_gemm_lo_check(int M, int N, int K, const char *mode, unsigned seed,
                       double *err_rounded, double *err_exact, char *err, size_t errlen);
 
+/* One checked output for gpu_check's table: err (max relative error, or 0/1 for a
+ * bit-exact comparison) passes when err <= bound. */
+typedef void (*gc_report_fn)(void *x, const char *op, const char *shape, double err,
+                             double bound);
+
+/* The inference ops of g (embed_rows, matmul_rows, kv_store, attention_rows) against
+ * the cpu-ref backend's, on random inputs from seed; tiny: small shapes only.  Each
+ * result goes to report.  0, or -1 when g lacks the ops (reported as a failure). */
+#include "kernels/backend.h"
+#include <stdint.h>
+int gpu_check_infer(llm_backend *g, uint64_t seed, int tiny, gc_report_fn report, void *x);
+
 #endif
