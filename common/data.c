@@ -16,6 +16,8 @@
 
 struct llm_data {
     llm_tokfile *files;
+    char **names;
+    int64_t vocab;
     uint64_t *starts;     /* random: cumulative count of window starts before file i */
     int nfiles;
     uint64_t nwin;        /* window starts over all files */
@@ -28,6 +30,10 @@ struct llm_data {
     /* one-slot prefetch buffer */
     int32_t *slot;        /* B*(T+1) tokens */
     llm_data_pos slot_pos;
+    int slot_bad;         /* the slot's batch holds an id >= vocab: */
+    int bad_file;         /* where */
+    uint64_t bad_off;
+    uint32_t bad_id;
     int full, quit, running;
     pthread_t th;
     pthread_mutex_t mu;
@@ -44,10 +50,15 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* Fill rows (B x (T+1)) from *p and advance it. */
-static void produce(const llm_data *d, llm_data_pos *p, int32_t *rows)
+typedef struct { int file; uint64_t off; uint32_t id; } bad_id;
+
+/* Fill rows (B x (T+1)) from *p and advance it.  Returns 0, or -1 with *bad set when an
+ * id is not below the vocabulary (ids are checked here, batch by batch, so that opening
+ * never scans whole files). */
+static int produce(const llm_data *d, llm_data_pos *p, int32_t *rows, bad_id *bad)
 {
     size_t W = (size_t)d->T + 1;
+    int rc = 0;
     for (int b = 0; b < d->B; b++) {
         int f;
         uint64_t off;
@@ -77,9 +88,18 @@ static void produce(const llm_data *d, llm_data_pos *p, int32_t *rows)
             f = lo;
             off = r - d->starts[f];
         }
-        llm_tokfile_read(&d->files[f], off, W, rows + (size_t)b * W);
+        int32_t *row = rows + (size_t)b * W;
+        llm_tokfile_read(&d->files[f], off, W, row);
+        if (d->vocab > 0 && !rc)
+            for (size_t i = 0; i < W; i++)
+                if ((uint32_t)row[i] >= (uint64_t)d->vocab) {
+                    *bad = (bad_id){f, off + i, (uint32_t)row[i]};
+                    rc = -1;
+                    break;
+                }
     }
     p->batches++;
+    return rc;
 }
 
 static void *worker(void *arg)
@@ -93,10 +113,17 @@ static void *worker(void *arg)
             break;
         llm_data_pos p = d->pos;
         pthread_mutex_unlock(&d->mu);
-        produce(d, &p, d->slot);   /* the slot is ours while !full */
+        bad_id bad;
+        int r = produce(d, &p, d->slot, &bad);   /* the slot is ours while !full */
         pthread_mutex_lock(&d->mu);
         d->pos = p;
         d->slot_pos = p;
+        d->slot_bad = r != 0;
+        if (r) {
+            d->bad_file = bad.file;
+            d->bad_off = bad.off;
+            d->bad_id = bad.id;
+        }
         d->full = 1;
         pthread_cond_broadcast(&d->cv);
     }
@@ -155,6 +182,7 @@ int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
     llm_data *d = calloc(1, sizeof *d);
     int n = (int)g.gl_pathc;
     if (!d || !(d->files = calloc((size_t)n, sizeof *d->files)) ||
+        !(d->names = calloc((size_t)n, sizeof *d->names)) ||
         !(d->starts = calloc((size_t)n, sizeof *d->starts)) ||
         !(d->slot = malloc((size_t)o->B * ((size_t)o->T + 1) * sizeof(int32_t)))) {
         globfree(&g);
@@ -163,16 +191,22 @@ int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
     }
     d->B = o->B;
     d->T = o->T;
+    d->vocab = o->vocab;
     d->sequential = o->sequential;
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     for (int i = 0; i < n; i++) {
-        if (llm_tokfile_open(&d->files[i], g.gl_pathv[i], o->vocab, st)) {
+        if (llm_tokfile_open(&d->files[i], g.gl_pathv[i], 0, st)) {
             globfree(&g);
             llm_data_free(d);
             return st->code;
         }
         d->nfiles = i + 1;
+        if (!(d->names[i] = strdup(g.gl_pathv[i]))) {
+            globfree(&g);
+            llm_data_free(d);
+            return llm_err(st, LLM_ENOMEM, "out of memory");
+        }
         d->starts[i] = d->nwin;
         uint64_t nt = d->files[i].ntok;
         d->ntok += nt;
@@ -205,12 +239,15 @@ void llm_data_free(llm_data *d)
         return;
     stop_thread(d);
     if (d->files) {
-        for (int i = 0; i < d->nfiles; i++)
+        for (int i = 0; i < d->nfiles; i++) {
             llm_tokfile_close(&d->files[i]);
+            free(d->names[i]);
+        }
         pthread_mutex_destroy(&d->mu);
         pthread_cond_destroy(&d->cv);
     }
     free(d->files);
+    free(d->names);
     free(d->starts);
     free(d->slot);
     free(d);
@@ -232,24 +269,40 @@ static void split(const llm_data *d, const int32_t *rows, int32_t *in, int32_t *
     }
 }
 
-void llm_data_next(llm_data *d, int32_t *inputs, int32_t *targets)
+int llm_data_next(llm_data *d, int32_t *inputs, int32_t *targets, llm_status *st)
 {
     double t0 = now_s();
+    int rc = 0;
     if (!d->prefetch) {
-        produce(d, &d->pos, d->slot);
-        split(d, d->slot, inputs, targets);
-        d->handed = d->pos;
+        llm_data_pos p = d->pos;
+        bad_id bad;
+        if (produce(d, &p, d->slot, &bad))
+            rc = llm_err(st, LLM_EDATA, "'%s': token id %u at position %llu is not below the "
+                         "vocabulary size %lld", d->names[bad.file], bad.id,
+                         (unsigned long long)bad.off, (long long)d->vocab);
+        else {
+            split(d, d->slot, inputs, targets);
+            d->pos = d->handed = p;
+        }
     } else {
         pthread_mutex_lock(&d->mu);
         while (!d->full)
             pthread_cond_wait(&d->cv, &d->mu);
-        split(d, d->slot, inputs, targets);
-        d->handed = d->slot_pos;
-        d->full = 0;
-        pthread_cond_broadcast(&d->cv);
+        if (d->slot_bad) {
+            /* keep the slot: asking again gives the same error */
+            rc = llm_err(st, LLM_EDATA, "'%s': token id %u at position %llu is not below the "
+                         "vocabulary size %lld", d->names[d->bad_file], d->bad_id,
+                         (unsigned long long)d->bad_off, (long long)d->vocab);
+        } else {
+            split(d, d->slot, inputs, targets);
+            d->handed = d->slot_pos;
+            d->full = 0;
+            pthread_cond_broadcast(&d->cv);
+        }
         pthread_mutex_unlock(&d->mu);
     }
     d->wait_s += now_s() - t0;
+    return rc;
 }
 
 llm_data_pos llm_data_tell(const llm_data *d)

@@ -31,7 +31,8 @@ typedef struct {
 typedef struct {
     const char *pattern;  /* a path or a glob ("data/shard_*.bin") */
     int B, T;
-    int64_t vocab;        /* > 0: every id is checked to be below it when opening */
+    int64_t vocab;        /* > 0: ids are checked to be below it as windows are read
+                           * (files are never scanned whole: opening stays fast) */
     int sequential;       /* 0: random windows, 1: sequential */
     uint64_t seed;        /* random: initial generator state (mixed) */
     int prefetch;         /* 1: prepare the next batch on a thread */
@@ -39,14 +40,16 @@ typedef struct {
 
 typedef struct llm_data llm_data;
 
-/* Open every file matching o->pattern and validate it.  Errors: LLM_ENOINPUT (no file
- * matches or one is unreadable), LLM_EDATA (a bad token file, or no file holds T+1
- * tokens), LLM_ENOMEM, LLM_ESOFTWARE (thread creation). */
+/* Open every file matching o->pattern and validate its header and size.  Errors:
+ * LLM_ENOINPUT (no file matches or one is unreadable), LLM_EDATA (a bad token file, or
+ * no file holds T+1 tokens), LLM_ENOMEM, LLM_ESOFTWARE (thread creation). */
 int  llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st);
 void llm_data_free(llm_data *d);
 
-/* The next batch: inputs and targets, each B*T int32 (caller-owned). */
-void llm_data_next(llm_data *d, int32_t *inputs, int32_t *targets);
+/* The next batch: inputs and targets, each B*T int32 (caller-owned).  Errors: LLM_EDATA
+ * when a window holds an id >= vocab (the file and position are named); the loader
+ * stays at the bad batch. */
+int llm_data_next(llm_data *d, int32_t *inputs, int32_t *targets, llm_status *st);
 
 /* Position after the batches handed out so far; seek restarts from p (discarding any
  * read-ahead).  Seek errors: LLM_EDATA when p does not fit these files. */

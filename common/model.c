@@ -47,7 +47,7 @@ int llm_model_config_parse(const llm_node *sec, llm_model_config *cfg, llm_statu
 {
     memset(cfg, 0, sizeof *cfg);
     if (!sec || sec->kind != LLM_NODE_MAP)
-        return llm_err(st, LLM_EDATA, "model: expected a mapping%s", sec && sec->line ? "" : "");
+        return llm_err(st, LLM_EDATA, "model: expected a mapping");
     static const char *const ikeys[] = {"n_layer", "n_head", "n_embd", "vocab_size",
                                         "max_seq_len", "padded_vocab_size"};
     int *idst[] = {&cfg->n_layer, &cfg->n_head, &cfg->n_embd, &cfg->vocab_size,

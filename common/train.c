@@ -82,9 +82,11 @@ static int load_tokenizer(trainer *t, llm_status *st)
             if (file_exists(dir, "encoder.json") && file_exists(dir, "vocab.bpe"))
                 return llm_tokenizer_gpt2(&t->tok, dir, st);
         }
-        return llm_err(st, LLM_ENOINPUT, "tokenizer 'gpt2': encoder.json and vocab.bpe not "
-                       "found in $LLMKIT_DATA/gpt2, $LLM_DATA/gpt2 or data/gpt2; set "
-                       "data.tokenizer to their directory");
+        /* training needs no tokenizer, only the checkpoints' users do: go on, loudly */
+        llm_warn(t->log, "tokenizer 'gpt2': encoder.json and vocab.bpe not found in "
+                 "$LLMKIT_DATA/gpt2, $LLM_DATA/gpt2 or data/gpt2 (set data.tokenizer to their "
+                 "directory); checkpoints will carry no tokenizer");
+        return 0;
     }
     if (stat(spec, &sb))
         return llm_err(st, LLM_ENOINPUT, "tokenizer '%s': %s", spec, strerror(errno));
@@ -204,8 +206,8 @@ static int evaluate(trainer *t, double *val_loss, llm_status *st)
     double sum = 0;
     for (int64_t i = 0; i < c->eval_batches; i++) {
         float loss = 0;
-        llm_data_next(t->val, t->in, t->tg);
-        if (llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &loss, st))
+        if (llm_data_next(t->val, t->in, t->tg, st) ||
+            llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &loss, st))
             return st->code;
         sum += loss;
     }
@@ -299,7 +301,7 @@ static int setup(trainer *t, llm_status *st)
     }
     if ((rc = load_tokenizer(t, st)))
         goto out;
-    if (llm_tokenizer_vocab_size(t->tok) > mc.vocab_size) {
+    if (t->tok && llm_tokenizer_vocab_size(t->tok) > mc.vocab_size) {
         rc = llm_err(st, LLM_EDATA, "tokenizer '%s' has %d tokens but model.vocab_size is %d",
                      c->tokenizer, llm_tokenizer_vocab_size(t->tok), mc.vocab_size);
         goto out;
@@ -365,8 +367,8 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
     double sum = 0;
     for (int64_t a = 0; a < accum; a++) {
         float l = 0;
-        llm_data_next(t->train, t->in, t->tg);
-        if (llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &l, st) ||
+        if (llm_data_next(t->train, t->in, t->tg, st) ||
+            llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &l, st) ||
             llm_model_backward(t->m, 1.0f / (float)accum, st))
             return st->code;
         sum += l;
@@ -461,7 +463,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
                 stop_now |= st->code == LLM_EINTR;
                 llm_status_clear(st);
             }
-            if (c->sample_tokens > 0 && (rc = print_sample(&t, st)))
+            if (c->sample_tokens > 0 && t.tok && (rc = print_sample(&t, st)))
                 break;
         }
         if ((o->stop && *o->stop) || (c->exit_after && ran >= c->exit_after))

@@ -73,7 +73,8 @@ int llm_train_prune(const char *dir, int keep, int64_t keep_step, const llm_log 
 int llm_train_check_compat(const llm_ckpt *ck, const char *path, const llm_model_config *mc,
                            const llm_train_config *cfg, llm_status *st);
 
-/* Write the training checkpoint of step to path atomically (see the top of this file).
+/* Write the training checkpoint of step to path atomically (see the top of this file);
+ * tok may be NULL (no tokenizer stored).
  * Errors: LLM_EIO with the reason (the file at path, if any, is untouched). */
 int llm_train_save(const char *path, llm_model *m, const llm_tokenizer *tok,
                    const llm_train_config *cfg, int64_t step, int64_t skipped,

@@ -147,7 +147,7 @@ int llm_train_save(const char *path, llm_model *m, const llm_tokenizer *tok,
     }
     if ((rc = llm_ckpt_set_section(w, "model", model, st)) ||
         (rc = llm_ckpt_set_section(w, "train", train, st)) ||
-        (rc = llm_tokenizer_save(tok, w, st)) || (rc = llm_model_save(m, w, 1, st)) ||
+        (tok && (rc = llm_tokenizer_save(tok, w, st))) || (rc = llm_model_save(m, w, 1, st)) ||
         (rc = llm_ckpt_write(w, path, st))) {
         llm_ckpt_writer_free(w);
         return rc;

@@ -125,25 +125,35 @@ int main(int argc, char **argv)
         tg[i] = (int32_t)((s >> 33) % (uint64_t)cfg.vocab_size);
     }
     llm_adamw_config hp = {3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
-    double *t = malloc(sizeof(double) * (size_t)steps);
+    double *t = malloc(sizeof(double) * (size_t)steps * 4), *tf = t + steps, *tb = tf + steps,
+           *tu = tb + steps;
     float loss = 0;
     for (int i = 0; i < warmup + steps; i++) {
-        double t0 = now();
+        double t0 = now(), t1, t2;
         if (llm_model_zero_grad(m, &st) || llm_model_forward(m, in, tg, B, T, &loss, &st) ||
-            llm_model_backward(m, 1.0f, &st) || llm_model_update(m, &hp, i + 1, NULL, NULL, &st)) {
+            (t1 = now(), llm_model_backward(m, 1.0f, &st)) ||
+            (t2 = now(), llm_model_update(m, &hp, i + 1, NULL, NULL, &st))) {
             fprintf(stderr, "bench_step: %s\n", st.msg);
             return 70;
         }
         be.sync(&be);
-        double dt = now() - t0;
-        if (i >= warmup)
+        double t3 = now(), dt = t3 - t0;
+        if (i >= warmup) {
             t[i - warmup] = dt;
+            tf[i - warmup] = t1 - t0;
+            tb[i - warmup] = t2 - t1;
+            tu[i - warmup] = t3 - t2;
+        }
         if (!json)
             fprintf(stderr, "step %d: %.1f ms loss %.4f\n", i + 1, dt * 1e3, loss);
     }
     double sg1 = sgemm_rate(1024, threads);
-    qsort(t, (size_t)steps, sizeof t[0], cmp_d);
-    double med = steps % 2 ? t[steps / 2] : 0.5 * (t[steps / 2 - 1] + t[steps / 2]);
+    double *all[4] = {t, tf, tb, tu}, meds[4];
+    for (int k = 0; k < 4; k++) {
+        qsort(all[k], (size_t)steps, sizeof t[0], cmp_d);
+        meds[k] = steps % 2 ? all[k][steps / 2] : 0.5 * (all[k][steps / 2 - 1] + all[k][steps / 2]);
+    }
+    double med = meds[0];
     double params = (double)llm_model_num_params(&cfg);
     double gflops = 6.0 * params * n / med * 1e-9;
     double sg = 0.5 * (sg0 + sg1);
@@ -154,15 +164,18 @@ int main(int argc, char **argv)
         printf("{\"model\":\"%s\",\"device\":\"%s\",\"threads\":%d,\"B\":%d,\"T\":%d,\"params\":%.0f,"
                "\"ms_per_step\":%.2f,\"min_ms\":%.2f,\"max_ms\":%.2f,\"tokens_per_s\":%.1f,"
                "\"gflops\":%.2f,\"sgemm_gflops\":%.2f,\"sgemm_before\":%.2f,\"sgemm_after\":%.2f,"
-               "\"fraction_of_sgemm\":%.3f,\"peak_rss_mb\":%.1f,\"model_mb\":%.1f}\n",
+               "\"fraction_of_sgemm\":%.3f,\"peak_rss_mb\":%.1f,\"model_mb\":%.1f,"
+               "\"forward_ms\":%.2f,\"backward_ms\":%.2f,\"update_ms\":%.2f}\n",
                which, device, threads, B, T, params, med * 1e3, t[0] * 1e3, t[steps - 1] * 1e3,
-               n / med, gflops, sg, sg0, sg1, gflops / sg, rss_mb, llm_model_bytes(m) / 1048576.0);
+               n / med, gflops, sg, sg0, sg1, gflops / sg, rss_mb, llm_model_bytes(m) / 1048576.0,
+               meds[1] * 1e3, meds[2] * 1e3, meds[3] * 1e3);
     else
         printf("%s (%s, %d threads, B=%d T=%d, %.1fM params): %.1f ms/step (min %.1f max %.1f), "
                "%.0f tokens/s, %.1f GFLOP/s = %.0f%% of sgemm %.1f GFLOP/s (%.1f before, %.1f after), "
-               "peak RSS %.0f MB (model %.0f MB)\n",
+               "peak RSS %.0f MB (model %.0f MB); zero_grad+forward %.1f, backward %.1f, update %.1f ms\n",
                which, device, threads, B, T, params / 1e6, med * 1e3, t[0] * 1e3, t[steps - 1] * 1e3,
-               n / med, gflops, 100 * gflops / sg, sg, sg0, sg1, rss_mb, llm_model_bytes(m) / 1048576.0);
+               n / med, gflops, 100 * gflops / sg, sg, sg0, sg1, rss_mb, llm_model_bytes(m) / 1048576.0,
+               meds[1] * 1e3, meds[2] * 1e3, meds[3] * 1e3);
     free(t);
     free(in);
     free(tg);

@@ -3,6 +3,8 @@
 # steps, refusal of mismatched checkpoints, gradient accumulation, metrics.
 . "$(dirname "$0")/lib.sh"
 PY=python3
+# other processes share the cores: let idle OpenMP threads sleep instead of spinning
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 if ! have_data tinyshakespeare/input.txt; then skip "llm-train tests" "no $DATA/tinyshakespeare"; exit 0; fi
 cd "$TMP" || exit 1
 
@@ -85,6 +87,16 @@ check "difference named" grep -q "model.n_embd: 64 in the checkpoint, 32 in the 
 expect_exit "resume with another batch refused (65)" 65 llm-train --config run.yaml -o b --resume auto --set train.batch_size=2 --set train.max_steps=20
 check "batch difference named" grep -q "train.batch_size: 4 in the checkpoint, 2 in the config" "$TMP/err"
 expect_exit "resume from a missing file (66)" 66 llm-train --config run.yaml -o b --resume nope.llmk
+
+# ---- hostile data: an id beyond the vocabulary is found and named ----
+$PY - <<'PY'
+import struct
+t = [65] * 5000; t[3000] = 300
+with open('badid.bin', 'wb') as f:
+    f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253))); f.write(struct.pack('<%dH' % len(t), *t))
+PY
+expect_exit "an id beyond the vocabulary: exit 65" 65 llm-train --config run.yaml -o bad --set data.train="$TMP/badid.bin" --set data.sampling=sequential --set train.max_steps=20 --metrics /dev/null
+check "the bad id is named" grep -q "badid.bin': token id 300 at position 3000 is not below the vocabulary size 257" "$TMP/err"
 
 # ---- gradient accumulation: B=4 x 2 == B=8 x 1 ----
 expect_exit "B=8 x 1" 0 llm-train --config run.yaml -o g8 --set train.batch_size=8 --set train.max_steps=3 --metrics g8.jsonl

@@ -52,7 +52,7 @@ static void test_sequential(void **state)
     llm_data_opts o = {pa, 2, 8, 0, 1, 0, 0};
     assert_int_equal(llm_data_open(&d, &o, &st), 0);
     int32_t in[16], tg[16];
-    llm_data_next(d, in, tg);
+    assert_int_equal(llm_data_next(d, in, tg, &st), 0);
     for (int i = 0; i < 8; i++) {
         assert_int_equal(in[i], i);
         assert_int_equal(tg[i], i + 1);
@@ -61,11 +61,11 @@ static void test_sequential(void **state)
     }
     /* 100 tokens hold windows at 0, 8, ..., 88 (12 of them); the 13th wraps */
     for (int b = 1; b < 6; b++)
-        llm_data_next(d, in, tg);
+        assert_int_equal(llm_data_next(d, in, tg, &st), 0);
     llm_data_pos p = llm_data_tell(d);
     assert_int_equal(p.epoch, 0);
     assert_int_equal(p.offset, 96);
-    llm_data_next(d, in, tg);
+    assert_int_equal(llm_data_next(d, in, tg, &st), 0);
     assert_int_equal(in[0], 0);
     assert_int_equal(in[8], 8);
     assert_int_equal(llm_data_tell(d).epoch, 1);
@@ -77,7 +77,7 @@ static void collect(llm_data *d, int nb, int32_t *out)
 {
     int32_t tg[4 * 16];
     for (int b = 0; b < nb; b++)
-        llm_data_next(d, out + b * 64, tg);
+        assert_int_equal(llm_data_next(d, out + b * 64, tg, NULL), 0);
 }
 
 static void test_random_prefetch_seek(void **state)
@@ -147,8 +147,18 @@ static void test_errors(void **state)
     o.T = 50;   /* 50 tokens hold no window of 51 */
     assert_int_equal(llm_data_open(&d, &o, &st), LLM_EDATA);
     o.T = 8;
-    o.vocab = 1000;  /* ids 1000.. are out of range */
-    assert_int_equal(llm_data_open(&d, &o, &st), LLM_EDATA);
+    o.vocab = 1000;  /* ids 1000.. are out of range: found when read, with and without prefetch */
+    for (int pf = 0; pf < 2; pf++) {
+        int32_t in[8], tg[8];
+        o.prefetch = pf;
+        assert_int_equal(llm_data_open(&d, &o, &st), 0);
+        assert_int_equal(llm_data_next(d, in, tg, &st), LLM_EDATA);
+        assert_non_null(strstr(st.msg, "shard_1.bin': token id 10"));
+        assert_non_null(strstr(st.msg, "is not below the vocabulary size 1000"));
+        assert_int_equal(llm_data_next(d, in, tg, &st), LLM_EDATA);
+        llm_data_free(d);
+    }
+    o.prefetch = 0;
     o.vocab = 0;
     assert_int_equal(llm_data_open(&d, &o, &st), 0);
     llm_data_pos bad = {0, 5, 0, 0, 0};

@@ -376,6 +376,41 @@ static void test_xent(void **state)
     report("xent_backward", we[2]);
 }
 
+/* Two runs of each backward with the same inputs give bit-identical gradients. */
+static void test_deterministic(void **state)
+{
+    (void)state;
+    tu_rng r = {8};
+    int B = 4, T = 64, C = 96, NH = 3, N = B * T, OC = 200;
+    size_t nq = (size_t)N * 3 * C, no = (size_t)N * C;
+    float *qkv = rnd(&r, nq, -2, 2), *dy = rnd(&r, no, -1, 1), *att = rnd(&r, (size_t)B * NH * T * T, 0, 0);
+    float *out = rnd(&r, no, 0, 0), *x = rnd(&r, no, -1, 1), *w = rnd(&r, (size_t)OC * C, -1, 1);
+    float *dout = rnd(&r, (size_t)N * OC, -1, 1), *mean = rnd(&r, N, 0, 0), *rstd = rnd(&r, N, 0, 0);
+    int32_t *ids = malloc(sizeof(int32_t) * N);
+    for (int i = 0; i < N; i++)
+        ids[i] = (int32_t)(tu_next(&r) % 7); /* many repeats */
+    FAST.attention_forward(&FAST, out, att, qkv, B, T, C, NH);
+    FAST.layernorm_forward(&FAST, out, mean, rstd, x, w, w, N, C);
+    float *g[2][6];
+    for (int run = 0; run < 2; run++) {
+        float **o = g[run];
+        o[0] = rnd(&r, nq, 0, 0), o[1] = rnd(&r, no, 0, 0), o[2] = rnd(&r, (size_t)OC * C, 0, 0);
+        o[3] = rnd(&r, OC, 0, 0), o[4] = rnd(&r, (size_t)7 * C, 0, 0), o[5] = rnd(&r, (size_t)T * C, 0, 0);
+        FAST.attention_backward(&FAST, o[0], dy, qkv, att, B, T, C, NH);
+        FAST.layernorm_backward(&FAST, o[1], o[2], o[3], dy, x, w, mean, rstd, N, C);
+        FAST.matmul_backward(&FAST, o[1], o[2], o[3], dout, x, w, N, C, OC);
+        FAST.embed_backward(&FAST, o[4], o[5], dy, ids, B, T, C);
+    }
+    size_t n[6] = {nq, no, (size_t)OC * C, OC, (size_t)7 * C, (size_t)T * C};
+    for (int i = 0; i < 6; i++) {
+        assert_memory_equal(g[0][i], g[1][i], sizeof(float) * n[i]);
+        free(g[0][i]);
+        free(g[1][i]);
+    }
+    free(qkv); free(dy); free(att); free(out); free(x); free(w); free(dout); free(mean);
+    free(rstd); free(ids);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -387,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_deterministic),
     };
     int fails = cmocka_run_group_tests_name("kernels", tests, setup, teardown);
     const struct CMUnitTest generic[] = {

@@ -345,12 +345,142 @@ static void test_bad_input_and_skip(void **s)
     drop_backend(be);
 }
 
+static int parse_cfg(const char *yaml, llm_model_config *cfg, llm_status *st)
+{
+    llm_node *root = NULL;
+    int rc = llm_yaml_parse(yaml, strlen(yaml), "cfg.yaml", &llm_yaml_default_limits, &root, st);
+    if (rc)
+        return rc;
+    rc = llm_model_config_parse(llm_node_get(root, "model"), cfg, st);
+    llm_node_free(root);
+    return rc;
+}
+
+static void test_config(void **s)
+{
+    (void)s;
+    llm_model_config c;
+    llm_status st = {0};
+    assert_int_equal(parse_cfg("model:\n  arch: gpt2\n  n_layer: 12\n  n_head: 12\n  n_embd: 768\n"
+                               "  vocab_size: 50257\n  max_seq_len: 1024\n", &c, &st), 0);
+    assert_int_equal(c.padded_vocab, 50304);
+    assert_int_equal(llm_model_num_params(&c), 124475904u);
+    /* the emitted section parses back to the same config */
+    llm_node *n = llm_model_config_node(&c);
+    llm_model_config c2;
+    assert_int_equal(llm_model_config_parse(n, &c2, &st), 0);
+    assert_memory_equal(&c, &c2, sizeof c);
+    llm_node_free(n);
+    static const struct { const char *yaml, *want; } bad[] = {
+        {"model:\n  arch: gpt2\n  n_layer: 2\n  n_head: 2\n  n_embd: 8\n  vocab_size: 10\n  max_seq_len: 8\n  lerning_rate: 3\n",
+         "line 8: unknown key 'lerning_rate'"},
+        {"model:\n  arch: gpt2\n  n_layer: two\n  n_head: 2\n  n_embd: 8\n  vocab_size: 10\n  max_seq_len: 8\n",
+         "line 3: key 'n_layer': expected an integer"},
+        {"model:\n  arch: gpt2\n  n_layer: \"2\"\n  n_head: 2\n  n_embd: 8\n  vocab_size: 10\n  max_seq_len: 8\n",
+         "key 'n_layer': expected an integer"},
+        {"model:\n  arch: gpt2\n  n_layer: 0\n  n_head: 2\n  n_embd: 8\n  vocab_size: 10\n  max_seq_len: 8\n",
+         "line 3: key 'n_layer': 0 is out of range"},
+        {"model:\n  arch: gpt2\n  n_layer: 2\n  n_head: 3\n  n_embd: 8\n  vocab_size: 10\n  max_seq_len: 8\n",
+         "not a multiple of 'n_head'"},
+        {"model:\n  arch: llama\n  n_layer: 2\n  n_head: 2\n  n_embd: 8\n  vocab_size: 10\n  max_seq_len: 8\n",
+         "line 2: key 'arch'"},
+        {"model:\n  arch: gpt2\n  n_layer: 2\n  n_head: 2\n  n_embd: 8\n  vocab_size: 10\n",
+         "missing key 'max_seq_len'"},
+        {"model:\n  arch: gpt2\n  n_layer: 2\n  n_head: 2\n  n_embd: 8\n  vocab_size: 10\n  max_seq_len: 8\n  padded_vocab_size: 64\n",
+         "'padded_vocab_size' 64 is not"},
+        {"model:\n  arch: gpt2\n  n_layer: [1]\n  n_head: 2\n  n_embd: 8\n  vocab_size: 10\n  max_seq_len: 8\n",
+         "key 'n_layer': expected an integer"},
+        {"model: 3\n", "expected a mapping"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        llm_status_clear(&st);
+        int rc = parse_cfg(bad[i].yaml, &c, &st);
+        if (rc != LLM_EDATA || !strstr(st.msg, bad[i].want))
+            fail_msg("case %zu: rc %d, message '%s', want '%s'", i, rc, st.msg, bad[i].want);
+    }
+}
+
+static void test_checkpoint(void **s)
+{
+    (void)s;
+    llm_backend *be = backend("cpu");
+    llm_model *m = fixture_model(be);
+    llm_status st = {0};
+    const int32_t *in = arr("inputs", NULL), *tg = arr("targets", NULL);
+    float loss;
+    /* one step so that the moments are not zero */
+    assert_int_equal(llm_model_zero_grad(m, &st), 0);
+    assert_int_equal(llm_model_forward(m, in, tg, fx.B, fx.T, &loss, &st), 0);
+    assert_int_equal(llm_model_backward(m, 1.0f, &st), 0);
+    assert_int_equal(llm_model_update(m, &fx.hp, 1, NULL, NULL, &st), 0);
+    char *dir = tu_tmpdir(), path[512];
+    snprintf(path, sizeof path, "%s/m.llmk", dir);
+    llm_ckpt_writer *w;
+    assert_int_equal(llm_ckpt_writer_new(&w, &st), 0);
+    assert_int_equal(llm_ckpt_set_section(w, "model", llm_model_config_node(&fx.cfg), &st), 0);
+    assert_int_equal(llm_model_save(m, w, 1, &st), 0);
+    assert_int_equal(llm_ckpt_write(w, path, &st), 0);
+    llm_ckpt_writer_free(w);
+
+    llm_ckpt *ck;
+    assert_int_equal(llm_ckpt_open(&ck, path, 0, &st), 0);
+    assert_int_equal(llm_ckpt_count(ck), 3 * llm_model_nviews(m));
+    assert_non_null(llm_ckpt_find(ck, "opt.v.h.1.mlp.c_fc.bias"));
+    llm_model_config c2;
+    assert_int_equal(llm_model_config_parse(llm_ckpt_section(ck, "model"), &c2, &st), 0);
+    llm_model *m2;
+    assert_int_equal(llm_model_new(&m2, &c2, be, &st), 0);
+    assert_int_equal(llm_model_load(m2, ck, 1, &st), 0);
+    size_t n = llm_model_num_params(&fx.cfg);
+    assert_memory_equal(llm_model_params(m2), llm_model_params(m), n * sizeof(float));
+    /* the same next step from both: moments were restored */
+    float l1, l2;
+    for (int k = 0; k < 2; k++) {
+        llm_model *x = k ? m2 : m;
+        assert_int_equal(llm_model_zero_grad(x, &st), 0);
+        assert_int_equal(llm_model_forward(x, in, tg, fx.B, fx.T, k ? &l2 : &l1, &st), 0);
+        assert_int_equal(llm_model_backward(x, 1.0f, &st), 0);
+        assert_int_equal(llm_model_update(x, &fx.hp, 2, NULL, NULL, &st), 0);
+    }
+    assert_memory_equal(llm_model_params(m2), llm_model_params(m), n * sizeof(float));
+    llm_model_free(m2);
+
+    /* a model of another shape refuses the file, naming the tensor */
+    llm_model_config c3 = fx.cfg;
+    c3.max_seq_len = 16;
+    assert_int_equal(llm_model_new(&m2, &c3, be, &st), 0);
+    assert_int_equal(llm_model_load(m2, ck, 0, &st), LLM_EDATA);
+    assert_non_null(strstr(st.msg, "'wpe'"));
+    llm_model_free(m2);
+    llm_ckpt_close(ck);
+
+    /* parameters only; a missing tensor is named */
+    assert_int_equal(llm_ckpt_writer_new(&w, &st), 0);
+    assert_int_equal(llm_model_save(m, w, 0, &st), 0);
+    assert_int_equal(llm_ckpt_write(w, path, &st), 0);
+    llm_ckpt_writer_free(w);
+    assert_int_equal(llm_ckpt_open(&ck, path, 0, &st), 0);
+    assert_int_equal(llm_ckpt_count(ck), llm_model_nviews(m));
+    llm_model_config c4 = fx.cfg;
+    c4.n_layer = 3;
+    assert_int_equal(llm_model_new(&m2, &c4, be, &st), 0);
+    assert_int_equal(llm_model_load(m2, ck, 1, &st), LLM_EDATA);
+    assert_non_null(strstr(st.msg, "'h.2.ln_1.weight'"));
+    llm_model_free(m2);
+    llm_ckpt_close(ck);
+    tu_rmdir(dir);
+    free(dir);
+    llm_model_free(m);
+    drop_backend(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_cpu_ref), cmocka_unit_test(test_reference_cpu),
         cmocka_unit_test(test_init),              cmocka_unit_test(test_accumulation),
-        cmocka_unit_test(test_bad_input_and_skip),
+        cmocka_unit_test(test_bad_input_and_skip), cmocka_unit_test(test_config),
+        cmocka_unit_test(test_checkpoint),
     };
     return cmocka_run_group_tests(tests, load_fixture, free_fixture);
 }
