@@ -4,10 +4,13 @@
  * Threads (no oversubscription: BLAS threads x OpenMP threads <= be->threads):
  *   - every parallel region has a num_threads(be->threads) clause; the process-wide
  *     OpenMP settings are never changed;
- *   - large GEMMs (matmul forward/backward) run outside any OpenMP region with OpenBLAS
- *     set to be->threads threads (OpenBLAS threads while our OpenMP threads are idle);
- *   - the attention calls OpenBLAS from inside its OpenMP region on small per-head
- *     products, with OpenBLAS set to 1 thread first (be->threads x 1).
+ *   - OpenBLAS runs at 1 thread inside our regions: each matmul GEMM is split into
+ *     be->threads slices of the output, one 1-thread sgemm per OpenMP thread
+ *     (llm_cpu_gemm); the attention's per-head products likewise (be->threads x 1).
+ *     So one pool of worker threads serves every op: OpenMP workers that spin after a
+ *     region never compete with OpenBLAS workers for the same cores;
+ *   - LLM_CPU_GEMM=blas instead runs each matmul GEMM as one OpenBLAS call with
+ *     be->threads threads outside any OpenMP region (1 x be->threads), for comparison.
  * openblas_set_num_threads is process-wide, so it is set before every use
  * (llm_cpu_blas_threads; a no-op when unchanged). */
 #include <omp.h>

@@ -2,7 +2,12 @@
  * training shapes, and the OpenBLAS sgemm rate at like shapes, on the same threads.
  *
  *   build/bench/bench_kernels [--threads N] [--reps N] [--B N] [--T N] [--no-ref]
- *                             [--ref-reps N]
+ *                             [--ref-reps N] [--ref-lmhead] [--ops SUBSTRING] [--no-step]
+ *                             [--cpu-time]
+ *
+ * The reference is timed once per op (--ref-reps), and not on the two lm-head matmuls
+ * (about a minute each) unless --ref-lmhead.  --ops times only the ops whose name
+ * contains SUBSTRING (e.g. --ops attention --T 1024); the step lines then are skipped.
  *
  * Each op: one warm-up call, then the median of --reps timed calls (the machine is
  * shared: medians, not means).  GEMM-like ops report GFLOP/s, memory-bound ops GB/s.
@@ -20,11 +25,16 @@
 
 void openblas_set_num_threads(int num_threads);
 
+/* Wall-clock seconds, or with --cpu-time the process's CPU seconds divided by the thread
+ * count: on a machine shared with other jobs that estimates the time the run would take
+ * alone, since time spent descheduled is not counted (spin-waits still are). */
+static int cpu_clock, cpu_div = 1;
+
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    clock_gettime(cpu_clock ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+    return ((double)t.tv_sec + 1e-9 * (double)t.tv_nsec) / (cpu_clock ? cpu_div : 1);
 }
 
 static int cmpd(const void *a, const void *b)
@@ -243,7 +253,8 @@ static void run_step(llm_backend *be, bufs *s)
 
 int main(int argc, char **argv)
 {
-    int threads = 2, reps = 10, ref = 1, ref_reps = 1;
+    int threads = 2, reps = 10, ref = 1, ref_reps = 1, ref_lm = 0, do_step = 1;
+    const char *only = NULL;
     bufs s = {.B = 4, .T = 64, .C = 768, .NH = 12, .V = 50257, .Vp = 50304, .L = 12, .maxT = 1024};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -254,9 +265,14 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--B") && more) s.B = atoi(argv[++i]);
         else if (!strcmp(a, "--T") && more) s.T = atoi(argv[++i]);
         else if (!strcmp(a, "--no-ref")) ref = 0;
+        else if (!strcmp(a, "--ref-lmhead")) ref_lm = 1;
+        else if (!strcmp(a, "--no-step")) do_step = 0;
+        else if (!strcmp(a, "--cpu-time")) cpu_clock = 1;
+        else if (!strcmp(a, "--ops") && more) only = argv[++i], do_step = 0;
         else {
             fprintf(stderr, "usage: bench_kernels [--threads N] [--reps N] [--B N] [--T N] "
-                            "[--no-ref] [--ref-reps N]\n");
+                            "[--no-ref] [--ref-reps N] [--ref-lmhead] [--ops SUBSTRING] "
+                            "[--no-step] [--cpu-time]\n");
             return 64;
         }
     }
@@ -264,6 +280,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_kernels: bad argument\n");
         return 64;
     }
+    cpu_div = threads;
     int C = s.C;
     s.N = s.B * s.T;
     size_t N = (size_t)s.N;
@@ -305,8 +322,9 @@ int main(int argc, char **argv)
         return 70;
     }
     printf("# GPT-2 124M shapes: B=%d T=%d C=%d NH=%d V=%d Vp=%d L=%d, %zu params; "
-           "threads=%d, median of %d (cpu) / %d (cpu-ref)\n",
-           s.B, s.T, C, s.NH, s.V, s.Vp, s.L, s.nparams, threads, reps, ref_reps);
+           "threads=%d, median of %d (cpu) / %d (cpu-ref), %s\n",
+           s.B, s.T, C, s.NH, s.V, s.Vp, s.L, s.nparams, threads, reps, ref_reps,
+           cpu_clock ? "CPU time / threads" : "wall-clock time");
     double r1 = sgemm_rate(threads, s.N, 3072, 768, reps);
     double r2 = sgemm_rate(threads, s.N, 768, 3072, reps);
     double r3 = sgemm_rate(threads, 768, 3072, 256, reps);
@@ -317,9 +335,12 @@ int main(int argc, char **argv)
            "ref ms", "ref rate", "speedup");
     double step = 0, step_ref = 0;
     for (int op = 0; op < NOPS; op++) {
+        if (only && !strstr(NAMES[op], only))
+            continue;
         int isflop;
         double wk = work(&s, op, &isflop), tf = time_op(&fast, &s, op, reps);
-        double tr = ref ? time_op(&slow, &s, op, ref_reps) : NAN;
+        int lm = op == OP_MM_LM_F || op == OP_MM_LM_B;
+        double tr = ref && (ref_lm || !lm) ? time_op(&slow, &s, op, ref_reps) : NAN;
         const char *unit = isflop ? "GF/s" : "GB/s";
         step += tf * per_step(op, s.L);
         step_ref += tr * per_step(op, s.L);
@@ -327,6 +348,11 @@ int main(int argc, char **argv)
                per_step(op, s.L), tf * 1e3, wk / tf / 1e9, unit, tr * 1e3, wk / tr / 1e9, unit,
                tr / tf);
         fflush(stdout);
+    }
+    if (!do_step) {
+        llm_backend_free(&fast);
+        llm_backend_free(&slow);
+        return 0;
     }
     double flops = 6.0 * (double)s.nparams * (double)N, ts[64];
     int sreps = reps > 64 ? 64 : reps;
@@ -343,7 +369,7 @@ int main(int argc, char **argv)
     printf("sgemm mean after the ops: %.1f GFLOP/s\n", after);
     sg = 0.5 * (sg + after);
     printf("step, sum of ops x calls: cpu %.1f ms", step * 1e3);
-    if (ref)
+    if (ref && ref_lm)
         printf(", cpu-ref %.1f ms", step_ref * 1e3);
     printf("\nstep, ops run in order:   cpu %.1f ms = %.1f GFLOP/s (6 x params x tokens / time)"
            " = %.0f%% of the sgemm rate (%.1f GFLOP/s, mean of before and after)\n",
