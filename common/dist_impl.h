@@ -45,6 +45,9 @@ int llm_dist__mpi_launched(void);
 int llm_dist__mpi_init(llm_dist *d, llm_status *st);
 /* Exchange bytes from rank 0 to all over MPI (for NCCL's unique id); 0 or an error. */
 int llm_dist__mpi_bcast_bytes(void *buf, size_t n, llm_status *st);
+/* NCCL took over: free the MPI state but keep MPI initialized (finalized by ..._fini). */
+void llm_dist__mpi_detach(llm_dist *d);
+void llm_dist__mpi_fini(void);
 #endif
 #ifdef LLM_NCCL
 int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status *st);

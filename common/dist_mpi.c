@@ -196,6 +196,25 @@ int llm_dist__mpi_init(llm_dist *d, llm_status *st)
     return 0;
 }
 
+void llm_dist__mpi_detach(llm_dist *d)
+{
+    mpi_state *s = d->impl;
+    if (!s)
+        return;
+    free(s->counts);
+    free(s->displs);
+    free(s);
+    d->impl = NULL;
+}
+
+void llm_dist__mpi_fini(void)
+{
+    int inited = 0, fin = 0;
+    if (MPI_Initialized(&inited) == MPI_SUCCESS && inited && MPI_Finalized(&fin) == MPI_SUCCESS &&
+        !fin)
+        MPI_Finalize();
+}
+
 int llm_dist__mpi_bcast_bytes(void *buf, size_t n, llm_status *st)
 {
     int rc = MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);

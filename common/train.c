@@ -483,7 +483,10 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
             break;
         }
         int last = t.step == c->max_steps;
-        if (t.val && ((c->eval_every && t.step % c->eval_every == 0) || last)) {
+        if ((o->stop && *o->stop) || (c->exit_after && ran >= c->exit_after))
+            stop_now = 1;
+        /* the end of this run, planned or not, gets an evaluation too */
+        if (t.val && ((c->eval_every && t.step % c->eval_every == 0) || last || stop_now)) {
             double vl = 0;
             if ((rc = evaluate(&t, &vl, st)))
                 break;
@@ -495,8 +498,8 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
             if (c->sample_tokens > 0 && t.tok && (rc = print_sample(&t, st)))
                 break;
         }
-        if ((o->stop && *o->stop) || (c->exit_after && ran >= c->exit_after))
-            stop_now = 1;
+        if (o->stop && *o->stop)
+            stop_now = 1;  /* a signal during the evaluation */
         if (t.dd && (rc = llm_train_dist_agree(t.dd, stop_now, &stop_now, st)))
             break; /* every rank stops at the same step when any rank is asked to */
         if (t.step % c->save_every == 0 || last || stop_now) {

@@ -62,7 +62,7 @@ void llm_train_ckpt_path(char *buf, size_t n, const char *dir, int64_t step);
 int llm_train_list_ckpts(const char *dir, int64_t **steps);
 
 /* Remove temp files left in dir by a writer that died (kill -9 during a save): names
- * step-N.llmk.tmp.PID.* whose PID no longer runs.  Returns the number removed. */
+ * [.]step-N.llmk.tmp.PID.* whose PID no longer runs.  Returns the number removed. */
 int llm_train_clean_temps(const char *dir, const llm_log *log);
 
 /* Delete all but the newest keep checkpoints in dir, never the one of step `keep_step`.

@@ -75,14 +75,15 @@ int llm_train_clean_temps(const char *dir, const llm_log *log)
     int gone = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        /* the writer's temp files: step-N.llmk.tmp.<pid>.<nonce> */
-        const char *t = strstr(e->d_name, ".llmk.tmp.");
+        /* the writer's temp files: .step-N.llmk.tmp.<pid>.<nonce> (see ckpt_write.c) */
+        const char *name = e->d_name + (e->d_name[0] == '.');
+        const char *t = strstr(name, ".llmk.tmp.");
         int64_t step;
         char base[300];
-        if (strncmp(e->d_name, "step-", 5) || !t || (size_t)(t - e->d_name) + 5 >= sizeof base)
+        if (strncmp(name, "step-", 5) || !t || (size_t)(t - name) + 5 >= sizeof base)
             continue;
-        memcpy(base, e->d_name, (size_t)(t - e->d_name) + 5);
-        base[t - e->d_name + 5] = 0;
+        memcpy(base, name, (size_t)(t - name) + 5);
+        base[t - name + 5] = 0;
         if (parse_name(base, &step))
             continue;
         long pid = strtol(t + 10, NULL, 10);

@@ -51,7 +51,7 @@ rm -f "$OUT/metrics.jsonl"
 # other programs may share the cores: idle OpenMP threads sleep rather than spin
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 start=$SECONDS
-timeout -s TERM "$SECS" "$BIN/llm-train" "$@" 2>"$OUT/train.log" &
+timeout --preserve-status -s TERM "$SECS" "$BIN/llm-train" "$@" 2>"$OUT/train.log" &
 pid=$!
 shown=0
 while kill -0 $pid 2>/dev/null; do

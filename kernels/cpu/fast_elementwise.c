@@ -70,9 +70,9 @@ LLM_AVX2 static void gelu_bwd_avx2(float *dinp, const float *x, const float *dou
                                               _mm256_loadu_ps(dinp + i)));
     if (i < hi) {
         __m256i m = llm_mask8((int)(hi - i));
-        _mm256_maskstore_ps(dinp + i, m,
-                            gelu_grad8(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(dout + i, m),
-                                       _mm256_maskload_ps(dinp + i, m)));
+        __m256 g = gelu_grad8(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(dout + i, m),
+                              _mm256_maskload_ps(dinp + i, m));
+        _mm256_maskstore_ps(dinp + i, m, g);
     }
 }
 
@@ -152,17 +152,22 @@ void llm_fast_accumulate(llm_backend *be, float *dst, const float *src, size_t n
 
 LLM_AVX2 static double sumsq_avx2(const float *g, size_t lo, size_t hi)
 {
-    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    /* four independent double accumulators: enough FMAs in flight to keep up with memory */
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
     size_t i = lo;
-    for (; i + 8 <= hi; i += 8) {
-        __m256 v = _mm256_loadu_ps(g + i);
+    for (; i + 16 <= hi; i += 16) {
+        __m256 v = _mm256_loadu_ps(g + i), w = _mm256_loadu_ps(g + i + 8);
         __m256d l = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
         __m256d h = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        __m256d l2 = _mm256_cvtps_pd(_mm256_castps256_ps128(w));
+        __m256d h2 = _mm256_cvtps_pd(_mm256_extractf128_ps(w, 1));
         a0 = _mm256_fmadd_pd(l, l, a0);
         a1 = _mm256_fmadd_pd(h, h, a1);
+        a2 = _mm256_fmadd_pd(l2, l2, a2);
+        a3 = _mm256_fmadd_pd(h2, h2, a3);
     }
     double t[4];
-    _mm256_storeu_pd(t, _mm256_add_pd(a0, a1));
+    _mm256_storeu_pd(t, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
     double s = (t[0] + t[1]) + (t[2] + t[3]);
     for (; i < hi; i++)
         s += (double)g[i] * g[i];

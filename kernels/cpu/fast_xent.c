@@ -63,7 +63,8 @@ LLM_AVX2 static void dlogits_avx2(float *d, const float *x, float lse, int V, in
     __m256 vl = _mm256_set1_ps(lse), vd = _mm256_set1_ps(dl);
     int j = 0;
     for (; j + 8 <= V; j += 8)
-        _mm256_storeu_ps(d + j, _mm256_mul_ps(llm_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vl)), vd));
+        _mm256_storeu_ps(d + j,
+                         _mm256_mul_ps(llm_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vl)), vd));
     for (; j < V; j++)
         d[j] = expf(x[j] - lse) * dl;
     for (; j < Vp; j++)

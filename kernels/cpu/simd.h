@@ -33,7 +33,8 @@ LLM_AVX2 static inline __m256 llm_exp8(__m256 x)
     /* n in [-126, 128]: 128 would overflow the exponent field, so scale in two halves */
     __m256i ni = _mm256_cvtps_epi32(n);
     __m256i h = _mm256_srai_epi32(ni, 1);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
+    __m256 s1 = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
     __m256 s2 = _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), _mm256_set1_epi32(127)), 23));
     return _mm256_and_ps(_mm256_mul_ps(_mm256_mul_ps(p, s1), s2), keep);

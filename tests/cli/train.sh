@@ -144,22 +144,22 @@ train: {batch_size: 1, seq_len: 16, max_steps: 100000, save_every: 1, keep_last:
 Y
 bad=0; tmps=0
 for round in 1 2 3 4 5; do
-  n0=$(ls k 2>/dev/null | grep -c '^step')
   llm-train --config big.yaml -o k --resume auto -q --metrics k$round.jsonl 2>/dev/null &
   pid=$!
-  # let it get going, then kill it at a random moment: often in the middle of a save
-  for i in $(seq 1 300); do sleep 0.1; [ -s k$round.jsonl ] && break; done
+  # let it save at least once (a second step line follows the first save), then kill it
+  # at a random moment: often in the middle of a save
+  for i in $(seq 1 300); do sleep 0.1; [ "$(wc -l <k$round.jsonl 2>/dev/null)" -ge 2 ] 2>/dev/null && break; done
   sleep "0.$((RANDOM % 10))"
   kill -9 $pid; wait $pid 2>/dev/null
   newest=$(ls k/step-*.llmk 2>/dev/null | sort | tail -1)
   { [ -n "$newest" ] && verify "$newest"; } || bad=$((bad + 1))
-  tmps=$((tmps + $(ls k | grep -c '\.tmp\.')))
+  tmps=$((tmps + $(ls -A k | grep -c '\.tmp\.')))
 done
 check "kill -9 x5: the newest checkpoint always verifies ($bad bad)" [ $bad = 0 ]
 newest=$(ls k/step-*.llmk | sort | tail -1); ns=$((10#$(basename "$newest" .llmk | cut -d- -f2)))
 expect_exit "kill -9: resume auto loads the newest" 0 llm-train --config big.yaml -o k --resume auto --set train.max_steps=$((ns + 1)) --metrics k2.jsonl
 check "kill -9: resumed from $newest" grep -q "resuming from '$newest'" "$TMP/err"
-check "kill -9: no temp file left after a restart ($tmps seen)" [ "$(ls k | grep -c '\.tmp\.')" = 0 ]
+check "kill -9: no temp file left after a restart ($tmps seen after kills)" [ "$(ls -A k | grep -c '\.tmp\.')" = 0 ]
 
 # ---- a full disk: clear message, previous checkpoint intact ----
 disk() { # $1 = dir; sets FULL to how the disk is made full
@@ -176,7 +176,7 @@ check "full disk: message says so" grep -q "checkpoint 'full/step-00000008.llmk'
 check "full disk: periodic failure did not stop the run" grep -q "step-00000006.llmk' not written" "$TMP/err"
 check "full disk: previous checkpoint intact" [ "$(cksum <full/step-00000004.llmk)" = "$sum1" ]
 check "full disk: it verifies" verify full/step-00000004.llmk
-check "full disk: no partial or temp file" [ "$(ls full)" = step-00000004.llmk ]
+check "full disk: no partial or temp file" [ "$(ls -A full | grep -v '^lost+found$')" = step-00000004.llmk ]
 [ $FULL = tmpfs ] && umount full
 
 # ---- non-finite steps: skipped, counted, K in a row ends the run (exit 3) ----
