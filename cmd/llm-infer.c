@@ -181,6 +181,9 @@ int main(int argc, char **argv)
     /* under mpirun the ranks are tensor-parallel peers (infer_tp.h); the collectives wait
      * for rank 0, which may sit idle on stdin, hence no short watchdog */
     llm_dist *dist = NULL;
+    /* Open MPI: ranks that wait in a collective yield the core (decode does ~4 collectives
+     * a layer, and ranks often share cores); a setting from the user wins */
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     llm_dist_opts dopt = {NULL, 1e7, 0, &lg};
     int rc = llm_dist_init(&dist, &dopt, &st);
     int rank = rc ? 0 : llm_dist_rank(dist), world = rc ? 1 : llm_dist_world(dist);
