@@ -4,6 +4,11 @@
 #   CUDA=auto|0|1   build the CUDA backend (kernels/cuda/*.cu, cuBLAS(Lt)).  auto: when
 #                   nvcc is on PATH or in /usr/local/cuda/bin.  Default: auto.
 #   DEBUG=1         -O0 -g3, assertions kept.
+#   MPI=auto|0|1    MPI collectives for multi-rank CPU training (common/dist_mpi.c); flags from
+#                   `mpicc --showme:compile/link`, else `pkg-config ompi-c`.  auto: when
+#                   mpicc is on PATH.  MPI=0 builds everything single-process.  Default: auto.
+#   NCCL=auto|0|1   NCCL collectives for multi-GPU training (common/dist_nccl.c); needs CUDA=1.
+#                   auto: when CUDA=1 and nccl.h is found.  NCCL_HOME=DIR if not with CUDA.
 #   SAN=1           AddressSanitizer + UndefinedBehaviorSanitizer (objects go to build/san).
 #   PREFIX=DIR      install root for `make install` (default /usr/local).
 #   CC=, NVCC=      compilers.
@@ -69,6 +74,32 @@ else
   CU_SRC    :=
 endif
 
+# ---- distributed: MPI (CPU ranks) and NCCL (GPU ranks) ----
+MPI  ?= auto
+NCCL ?= auto
+MPICC ?= mpicc
+ifeq ($(MPI),auto)
+  MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),1,0)
+endif
+ifeq ($(MPI),1)
+  MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null)
+  MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null)
+  CPPFLAGS   += -DLLM_MPI=1 $(MPI_CFLAGS)
+  LDLIBS     += $(MPI_LIBS)
+endif
+ifeq ($(NCCL),auto)
+  NCCL := 0
+  ifeq ($(CUDA),1)
+    NCCL_HOME ?= $(CUDA_HOME)
+    NCCL := $(if $(wildcard $(NCCL_HOME)/include/nccl.h /usr/include/nccl.h),1,0)
+  endif
+endif
+ifeq ($(NCCL),1)
+  NCCL_HOME ?= $(CUDA_HOME)
+  CPPFLAGS  += -DLLM_NCCL=1 -I$(NCCL_HOME)/include -I$(CUDA_HOME)/include
+  LDLIBS    += -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl
+endif
+
 LIB_SRC  := $(wildcard common/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(CU_SRC:%.cu=$(B)/%.cu.o)
 LIB      := $(B)/libllmkit.a
@@ -87,6 +118,11 @@ MAN5     := $(wildcard man/man5/*.5)
 
 .PHONY: all test check sample fuzz demo install clean deps units bench
 all: $(PROGS) $(LIB)
+
+# the dist objects depend on MPI=/NCCL=: rebuild them when those change
+$(shell mkdir -p $(B) && { echo 'MPI=$(MPI) NCCL=$(NCCL)' | cmp -s - $(B)/dist.flags || echo 'MPI=$(MPI) NCCL=$(NCCL)' >$(B)/dist.flags; })
+$(patsubst %.c,$(B)/%.o,$(wildcard common/dist*.c)): $(B)/dist.flags
+
 
 # CUDA=0 and CUDA=1 share $(B): a stamp per mode makes a switch rebuild every object
 # (they differ in -DLLM_CUDA and in the archive's members).

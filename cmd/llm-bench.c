@@ -8,6 +8,7 @@
 #include "common/bench_model.h"
 #include "common/ckpt.h"
 #include "common/config.h"
+#include "common/dist.h"
 #include "common/tree.h"
 #include "common/cli.h"
 #include "common/log.h"
@@ -234,20 +235,31 @@ static int run_coll(const char *coll, int argc, char **argv)
         llm_error(&lg, "--stepfactor must be in (1, 1024]");
         return 64;
     }
-    llm_warn(&lg, "1 rank (no communicator in this build): timing the local copy path");
-    llm_bench_rows rows = {0};
     llm_status st = {0};
+    llm_dist *d = NULL;  /* ranks from mpirun (MPI builds); else one rank */
+    llm_dist_opts dopt = {NULL, 600, 0, &lg};
+    if (llm_dist_init(&d, &dopt, &st)) {
+        llm_error(&lg, "%s", st.msg);
+        return llm_exit_code(st.code);
+    }
+    if (llm_dist_world(d) == 1)
+        llm_warn(&lg, "1 rank (not started by mpirun, or no MPI in this build): timing the "
+                 "local copy path");
+    llm_bench_rows rows = {0};
     for (double s = (double)lo; s <= (double)hi * (1 + 1e-9); s *= o.factor) {
         llm_bench_row row;
-        if (llm_bench_collective(coll, (size_t)s, o.warmup, o.reps, &row, &st) ||
+        if (llm_bench_collective_dist(coll, d, (size_t)s, o.warmup, o.reps, &row, &st) ||
             llm_bench_rows_push(&rows, &row, &st)) {
             llm_error(&lg, "%s", st.msg);
             llm_bench_rows_free(&rows);
+            llm_dist_abort(d, llm_exit_code(st.code));
+            llm_dist_free(d);
             return llm_exit_code(st.code);
         }
     }
-    r = emit(prog, &o, fmt, &rows);
+    r = llm_dist_rank(d) ? 0 : emit(prog, &o, fmt, &rows);  /* rank 0 reports */
     llm_bench_rows_free(&rows);
+    llm_dist_free(d);
     return r;
 }
 

@@ -11,6 +11,8 @@
 #include "common/infer_eval.h"
 #include "common/infer_io.h"
 #include "common/infer_sched.h"
+#include "common/infer_tp.h"
+#include "common/dist.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/tokfile.h"
@@ -58,6 +60,30 @@ static int read_file(const char *path, char **out, llm_status *st)
     return LLM_OK;
 }
 
+/* The model file of this rank: PREFIX-tp{rank}-pp0.llmk for --shards (or
+ * PREFIX-tp{rank}.llmk), and "{rank}" in a path replaced by the rank. */
+static int shard_path(char *buf, size_t cap, const char *model, const char *shards, int rank,
+                      llm_status *st)
+{
+    size_t n;
+    if (shards) {
+        n = (size_t)snprintf(buf, cap, "%s-tp%d-pp0.llmk", shards, rank);
+        if (n < cap && access(buf, F_OK) != 0) {
+            char alt[4096];
+            if ((size_t)snprintf(alt, sizeof alt, "%s-tp%d.llmk", shards, rank) < sizeof alt &&
+                access(alt, F_OK) == 0)
+                n = (size_t)snprintf(buf, cap, "%s", alt);
+        }
+    } else {
+        const char *r = strstr(model, "{rank}");
+        n = r ? (size_t)snprintf(buf, cap, "%.*s%d%s", (int)(r - model), model, rank, r + 6)
+              : (size_t)snprintf(buf, cap, "%s", model);
+    }
+    if (n >= cap)
+        return llm_err(st, LLM_EUSAGE, "model path too long");
+    return LLM_OK;
+}
+
 static int backend(llm_backend *be, const char *device, int threads, llm_status *st)
 {
     char err[256];
@@ -79,7 +105,7 @@ static int backend(llm_backend *be, const char *device, int threads, llm_status 
 
 int main(int argc, char **argv)
 {
-    const char *prompt = NULL, *file = NULL, *eval = NULL, *device = "cpu";
+    const char *prompt = NULL, *file = NULL, *eval = NULL, *device = "cpu", *shards = NULL;
     int max_tokens = 128, top_k = 0, jsonl = 0, batch = 1, ctx = 0, stride = 0, stats = 0;
     int threads = 0, quiet = 0, verbose = 0;
     int64_t seed = -1;
@@ -102,13 +128,14 @@ int main(int argc, char **argv)
         {"stats", 0, LLM_OPT_FLAG, &stats, NULL, "one JSON line of throughput and latency on stderr"},
         {"threads", 't', LLM_OPT_INT, &threads, "N", "CPU threads (default: all cores)"},
         {"device", 0, LLM_OPT_STR, &device, "DEV", "cpu, cpu-ref, cuda or auto (default: cpu)"},
+        {"shards", 0, LLM_OPT_STR, &shards, "PREFIX", "under mpirun: rank r loads PREFIX-tp{r}-pp0.llmk"},
         {"quiet", 'q', LLM_OPT_FLAG, &quiet, NULL, "errors only on stderr"},
         {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
         {0},
     };
-    const llm_cli cli = {"llm-infer", "MODEL.llmk [options]",
+    const llm_cli cli = {"llm-infer", "MODEL.llmk|--shards PREFIX [options]",
                          "Generate text, score perplexity or serve requests from a model file.",
-                         opts, 1, 1};
+                         opts, 0, 1};
     int r = llm_cli_parse(&cli, argc, argv, &pos);
     if (r != LLM_CLI_RUN) {
         llm_strlist_free(&stops);
@@ -116,9 +143,10 @@ int main(int argc, char **argv)
         return r == LLM_CLI_EXIT ? 0 : 64;
     }
     llm_log lg = llm_log_make("llm-infer", quiet, verbose);
-    const char *model_path = pos.v[0];
+    const char *model_arg = pos.n ? pos.v[0] : NULL;
     const char *bad = NULL;
-    if (prompt && file) bad = "-p and -f exclude each other";
+    if (!model_arg == !shards) bad = "give one MODEL.llmk or --shards PREFIX";
+    else if (prompt && file) bad = "-p and -f exclude each other";
     else if (eval && (prompt || file || jsonl)) bad = "--eval excludes -p, -f and --jsonl";
     else if (jsonl && (prompt || file)) bad = "--jsonl reads stdin; it excludes -p and -f";
     else if (!eval && (ctx || stride)) bad = "--ctx and --stride go with --eval";
@@ -148,26 +176,66 @@ int main(int argc, char **argv)
     llm_backend be;
     llm_infer_model *m = NULL;
     llm_infer_ctx *c = NULL;
-    char *file_text = NULL;
-    int rc = backend(&be, device, threads, &st);
-    int have_be = rc == LLM_OK, exit_code = 0;
+    llm_infer_tp *tp = NULL;
+    char *file_text = NULL, model_path[4096];
+    /* under mpirun the ranks are tensor-parallel peers (infer_tp.h); the collectives wait
+     * for rank 0, which may sit idle on stdin, hence no short watchdog */
+    llm_dist *dist = NULL;
+    /* Open MPI: ranks that wait in a collective yield the core (decode does ~4 collectives
+     * a layer, and ranks often share cores); a setting from the user wins */
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+    llm_dist_opts dopt = {NULL, 1e7, 0, &lg};
+    int rc = llm_dist_init(&dist, &dopt, &st);
+    int rank = rc ? 0 : llm_dist_rank(dist), world = rc ? 1 : llm_dist_world(dist);
+    if (!rc && !threads && world > 1) {
+        /* ranks share the node: one thread each unless there are cores to spare */
+        const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        long local = ls ? atol(ls) : world, ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = local > 0 && ncpu / local > 1 ? (int)(ncpu / local) : 1;
+    }
+    if (rank > 0)
+        lg = llm_log_make("llm-infer", 1, 0);   /* one voice: rank 0's */
+    if (!rc)
+        rc = shard_path(model_path, sizeof model_path, model_arg, shards, rank, &st);
+    int have_be = 0, exit_code = 0;
+    if (!rc) {
+        rc = backend(&be, device, threads, &st);
+        have_be = rc == LLM_OK;
+    }
     if (!rc)
         rc = llm_infer_model_open(&m, model_path, &be, 1, &st);
-    if (!rc)
+    if (!rc && eval) {
+        if (!ctx) ctx = m->cfg.max_seq_len;
+        if (!stride) stride = ctx;
+        rc = llm_infer_ctx_new(&c, m, 1, ctx < 512 ? ctx : 512, &st);
+    } else if (!rc) {
+        int T = m->cfg.max_seq_len;
+        rc = llm_infer_ctx_new(&c, m, batch, T < 512 ? T : 512, &st);
+    }
+    int quiet_err = 0;   /* a follower's group error: rank 0 reports it */
+    if (dist && (world > 1 || (m && m->tp_size > 1))) {
+        if (rc && rank > 0)
+            llm_error(&lg, "rank %d: %s", rank, st.msg);   /* its own reason; rank 0 the group's */
+        rc = llm_infer_tp_join(&tp, dist, m, rc, &st);
+        quiet_err = rc && rank > 0;
+        if (!rc && rank > 0 && (rc = llm_infer_tp_follow(tp, c, &st))) {
+            llm_error(&lg, "rank %d: %s", rank, st.msg);
+            llm_dist_abort(dist, llm_exit_code(st.code));   /* rank 0 would wait for it */
+        }
+        if (!rc && world > 1)
+            llm_debug(&lg, "tensor parallel over %d ranks (%s), %d thread(s) each", world,
+                      llm_dist_kind(dist), be.threads);
+    }
+    if (!rc && rank == 0)
         llm_debug(&lg, "%s: %d layers, %d heads, %d channels, context %d, %.1f MB of weights; "
                  "device %s, %d thread(s)", model_path, m->cfg.n_layer, m->cfg.n_head,
                  m->cfg.n_embd, m->cfg.max_seq_len, m->weight_bytes / 1e6, be.name, be.threads);
-    if (!rc && eval) {
+    if (!rc && rank == 0 && eval) {
         llm_tokfile tf;
-        int T = m->cfg.max_seq_len;
-        if (!ctx) ctx = T;
-        if (!stride) stride = ctx;
         rc = llm_tokfile_open(&tf, eval, m->cfg.vocab_size, &st);
         if (!rc) {
             llm_infer_eval_result er;
-            rc = llm_infer_ctx_new(&c, m, 1, ctx < 512 ? ctx : 512, &st);
-            if (!rc)
-                rc = llm_infer_eval(c, m, &tf, ctx, stride, &er, &st);
+            rc = llm_infer_eval(c, m, &tf, ctx, stride, &er, &st);
             if (!rc) {
                 llm_json j;
                 llm_json_init(&j, stdout, 0);
@@ -187,7 +255,7 @@ int main(int argc, char **argv)
             }
             llm_tokfile_close(&tf);
         }
-    } else if (!rc) {
+    } else if (!rc && rank == 0) {
         const char *one[1];
         llm_infer_source src = {0};
         src.tok = m->tok;
@@ -211,9 +279,6 @@ int main(int argc, char **argv)
         llm_infer_io io = {llm_infer_source_next, llm_infer_sink_token, llm_infer_sink_done,
                            &src, &sink};
         llm_infer_stats stt = {0};
-        int T = m->cfg.max_seq_len;
-        if (!rc)
-            rc = llm_infer_ctx_new(&c, m, batch, T < 512 ? T : 512, &st);
         if (!rc) {
             llm_debug(&lg, "KV cache and activations: %.1f MB; seed %lld",
                      llm_infer_ctx_bytes(c) / 1e6, (long long)seed);
@@ -238,13 +303,23 @@ int main(int argc, char **argv)
         llm_infer_sink_free(&sink);
         llm_infer_source_free(&src);
     }
+    if (tp) {   /* release the followers whatever happened here */
+        llm_status st2 = {0};
+        if (llm_infer_tp_stop(tp, &st2) && !rc) {
+            rc = st2.code;
+            st = st2;
+        }
+    }
     if (rc) {
-        llm_error(&lg, "%s", st.msg);
+        if (!quiet_err && rank == 0)
+            llm_error(&lg, "%s", st.msg);
         exit_code = llm_exit_code(st.code);
     }
     free(file_text);
     llm_infer_ctx_free(c);
+    llm_infer_tp_free(tp);
     llm_infer_model_free(m);
+    llm_dist_free(dist);
     if (have_be)
         llm_backend_free(&be);
     llm_strlist_free(&stops);

@@ -8,6 +8,7 @@
 
 #include "common/cli.h"
 #include "common/config.h"
+#include "common/dist.h"
 #include "common/log.h"
 #include "common/train.h"
 
@@ -26,6 +27,8 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     const char *config = NULL, *out = NULL, *resume = NULL, *metrics = NULL, *prom = NULL;
+    const char *dist_init = NULL;
+    double dist_timeout = 600;
     int print = 0, quiet = 0, verbose = 0;
     llm_strlist sets = {0};
     const llm_opt opts[] = {
@@ -36,6 +39,10 @@ int main(int argc, char **argv)
          "continue from the newest checkpoint in DIR, or from FILE"},
         {"metrics", 'm', LLM_OPT_STR, &metrics, "FILE", "JSON lines here (output.metrics)"},
         {"prom", 0, LLM_OPT_STR, &prom, "FILE", "Prometheus textfile (output.prom)"},
+        {"dist-init", 0, LLM_OPT_STR, &dist_init, "file:PATH|tcp://HOST:PORT",
+         "NCCL id exchange for ranks from RANK/WORLD_SIZE or Slurm (no MPI)"},
+        {"dist-timeout", 0, LLM_OPT_DOUBLE, &dist_timeout, "SECONDS",
+         "end the job (exit 70) when a collective waits longer (600)"},
         {"print-config", 0, LLM_OPT_FLAG, &print, NULL, "print the resolved config and exit"},
         {"quiet", 'q', LLM_OPT_FLAG, &quiet, NULL, "errors only on stderr"},
         {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
@@ -99,13 +106,32 @@ int main(int argc, char **argv)
     sigaction(SIGUSR1, &sa, NULL);
     llm_cli_quiet_sigpipe();
 
-    llm_train_opts o = {resume, &stop_requested, &lg, isatty(2) && !quiet};
+    if (dist_timeout <= 0) {
+        llm_error(&lg, "--dist-timeout must be positive");
+        return 64;
+    }
+    llm_dist *dist = NULL;
+    llm_dist_opts dopt = {dist_init, dist_timeout, !strcmp(cfg.device, "cuda"), &lg};
+    if (llm_dist_init(&dist, &dopt, &st)) {
+        llm_error(&lg, "%s", st.msg);
+        return llm_exit_code(st.code);
+    }
+    if (llm_dist_rank(dist) > 0)  /* one voice: rank 0's; the others report errors only */
+        lg = llm_log_make("llm-train", 1, 0);
+    else if (llm_dist_world(dist) > 1)
+        llm_info(&lg, "%d ranks (%s)%s", llm_dist_world(dist), llm_dist_kind(dist),
+                 cfg.zero ? ", ZeRO-1" : "");
+    llm_train_opts o = {resume, &stop_requested, &lg, isatty(2) && !quiet && !llm_dist_rank(dist),
+                        dist};
     llm_train_result res;
     rc = llm_train_run(&cfg, &o, &res, &st);
     if (rc) {
         llm_error(&lg, "%s", st.msg);
+        llm_dist_abort(dist, llm_exit_code(st.code)); /* the other ranks must not wait */
+        llm_dist_free(dist);
         return llm_exit_code(st.code);
     }
+    llm_dist_free(dist);
     if (res.diverged)
         return LLM_TRAIN_EXIT_DIVERGED;
     if (res.last_step >= res.first_step && res.step_seconds > 0)

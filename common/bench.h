@@ -114,6 +114,13 @@ int llm_bench_mem(const char *op, size_t bytes, int threads, int warmup, int rep
 int llm_bench_collective(const char *coll, size_t bytes, int warmup, int reps,
                          llm_bench_row *row, llm_status *st);
 
+/* The same over the ranks of d (common/dist.h; MPI on host memory): every rank calls it;
+ * the time of a repetition is the slowest rank's (barrier, collective, max over ranks).
+ * With one rank it is llm_bench_collective. */
+struct llm_dist;
+int llm_bench_collective_dist(const char *coll, struct llm_dist *d, size_t bytes, int warmup,
+                              int reps, llm_bench_row *row, llm_status *st);
+
 /* The nccl-tests bus-bandwidth factor for coll at n ranks; -1 for an unknown name. */
 double llm_bench_busbw_factor(const char *coll, int n);
 

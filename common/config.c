@@ -78,6 +78,8 @@ static const entry schema[] = {
      "device peak FLOP/s for MFU (0: an estimate)"},
     {"train.device", K_WORD, O(device), "cpu", 0, 0, "cpu|cpu-ref|cuda|auto", "kernel backend"},
     {"train.threads", K_INT, O(threads), "0", 0, 4096, NULL, "CPU threads (0: all cores)"},
+    {"train.zero", K_INT, O(zero), "0", 0, 1, NULL,
+     "ZeRO stage with several ranks: 0 replicated optimizer, 1 sharded AdamW moments"},
     {"output.dir", K_STR, O(out_dir), "out", 0, 0, NULL, "checkpoint directory"},
     {"output.metrics", K_STR, O(metrics), "", 0, 0, NULL, "JSON lines file (empty or -: stdout)"},
     {"output.prom", K_STR, O(prom), "", 0, 0, NULL, "Prometheus textfile (empty: none)"},

@@ -53,6 +53,7 @@ typedef struct {
     double peak_flops;                 /* for MFU; 0: an estimate for the device */
     char device[LLM_CFG_WORD_MAX];
     int threads;
+    int zero;                          /* ZeRO stage (0 or 1) for multi-rank runs */
 
     /* output: */
     char out_dir[LLM_CFG_PATH_MAX];

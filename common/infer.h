@@ -32,6 +32,9 @@ typedef struct {
     llm_wref ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
 } llm_infer_layer;
 
+/* Tensor-parallel state (infer_tp.h); NULL for a whole model. */
+typedef struct llm_infer_tp llm_infer_tp;
+
 typedef struct {
     llm_model_config cfg;
     llm_ckpt *ck;            /* owned: keeps the mapping alive */
@@ -42,6 +45,9 @@ typedef struct {
     uint64_t weight_bytes;   /* bytes of all weights (what a decode step streams) */
     void **dev;              /* weights copied to device memory (non-CPU backends) */
     int n_dev;
+    int tp_rank, tp_size;    /* tensor-parallel shard (0, 1 for a whole model): local
+                              * heads n_head/tp_size, MLP 4C/tp_size, wte Vp/tp_size rows */
+    llm_infer_tp *tp;        /* not owned; set by llm_infer_tp_join */
 } llm_infer_model;
 
 /* Check that be has the inference kernels; a CPU backend ("cpu", "cpu-ref") without them
@@ -49,7 +55,9 @@ typedef struct {
  * CUDA backend so far), naming it. */
 int llm_infer_backend_ready(llm_backend *be, llm_status *st);
 
-/* Open a model file and build the weights table.  Errors: LLM_ENOINPUT (missing file),
+/* Open a model file and build the weights table.  A tensor-parallel shard (shard:
+ * section, pp_size 1) opens with its local pieces (tp_rank, tp_size set); it computes
+ * only once joined to its peers (llm_infer_tp_join).  Errors: LLM_ENOINPUT (missing file),
  * LLM_EDATA (corrupt file, missing tensor, wrong shape, dtype the backend cannot use:
  * the tensor is named), LLM_ENODEV (backend without inference kernels), LLM_ENOMEM.
  * verify != 0 checks every crc32.  A file without a tokenizer opens (tok NULL). */

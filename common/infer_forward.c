@@ -1,5 +1,6 @@
 /* infer_forward.c — KV cache and the prefill/decode forward over cache slots. */
 #include "common/infer.h"
+#include "common/infer_tp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,8 @@ int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int ma
     c->slots = slots;
     c->max_rows = max_rows;
     size_t C = (size_t)cfg->n_embd, R = (size_t)max_rows;
-    size_t kv = (size_t)cfg->n_layer * slots * cfg->max_seq_len * C * sizeof(float);
+    /* a tensor-parallel rank caches only its heads */
+    size_t kv = (size_t)cfg->n_layer * slots * cfg->max_seq_len * (C / m->tp_size) * sizeof(float);
     size_t lr = R > LOGIT_CHUNK ? LOGIT_CHUNK : R;
     c->kc = balloc(c, kv);
     c->vc = balloc(c, kv);
@@ -112,29 +114,43 @@ int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_st
         c->h_slot[i] = rows[i].slot;
         c->h_pos[i] = rows[i].pos;
     }
+    if (m->tp_size > 1 && !m->tp)
+        return llm_err(st, LLM_EUSAGE, "a tensor-parallel shard computes only with its peers");
+    if (m->tp && (llm_infer_tp_lead_forward(m->tp, rows, n, st) ||
+                  llm_infer_tp_local_ids(m->tp, c->h_ids, n, st)))
+        return st->code;
     be->to_device(be, c->ids, c->h_ids, (size_t)n * sizeof(int32_t));
     be->to_device(be, c->slot, c->h_slot, (size_t)n * sizeof(int32_t));
     be->to_device(be, c->pos, c->h_pos, (size_t)n * sizeof(int32_t));
 
-    int C = cfg->n_embd, NH = cfg->n_head, T = cfg->max_seq_len;
-    size_t layer_kv = (size_t)c->slots * T * C;
+    /* tensor parallel: Cl channels = NH heads of this rank; the projections' partial
+     * sums (and the embedding) are summed over the ranks */
+    int C = cfg->n_embd, NH = cfg->n_head / m->tp_size, T = cfg->max_seq_len;
+    int Cl = C / m->tp_size;
+    size_t layer_kv = (size_t)c->slots * T * Cl;
     size_t nc = (size_t)n * C;
     be->embed_rows(be, c->x, c->ids, c->pos, m->wte.p, m->wte.dtype, m->wpe.p, n, C);
+    if (m->tp && llm_infer_tp_embed_reduce(m->tp, be, c->x, n, C, st))
+        return st->code;
     for (int l = 0; l < cfg->n_layer; l++) {
         const llm_infer_layer *L = &m->layers[l];
         float *kc = c->kc + l * layer_kv, *vc = c->vc + l * layer_kv;
         be->layernorm_forward(be, c->ln, NULL, NULL, c->x, L->ln1_w.p, L->ln1_b.p, n, C);
-        be->matmul_rows(be, c->qkv, c->ln, L->qkv_w.p, L->qkv_w.dtype, L->qkv_b.p, n, C, 3 * C);
-        be->kv_store(be, kc, vc, c->qkv, c->slot, c->pos, n, C, T);
-        be->attention_rows(be, c->att, c->qkv, kc, vc, c->slot, c->pos, n, C, NH, T);
+        be->matmul_rows(be, c->qkv, c->ln, L->qkv_w.p, L->qkv_w.dtype, L->qkv_b.p, n, C, 3 * Cl);
+        be->kv_store(be, kc, vc, c->qkv, c->slot, c->pos, n, Cl, T);
+        be->attention_rows(be, c->att, c->qkv, kc, vc, c->slot, c->pos, n, Cl, NH, T);
         be->matmul_rows(be, c->proj, c->att, L->attn_proj_w.p, L->attn_proj_w.dtype,
-                        L->attn_proj_b.p, n, C, C);
+                        L->attn_proj_b.p, n, Cl, C);
+        if (m->tp && llm_infer_tp_allreduce(m->tp, be, c->proj, nc, st))
+            return st->code;
         be->residual_forward(be, c->x, c->x, c->proj, nc);
         be->layernorm_forward(be, c->ln, NULL, NULL, c->x, L->ln2_w.p, L->ln2_b.p, n, C);
-        be->matmul_rows(be, c->fc, c->ln, L->fc_w.p, L->fc_w.dtype, L->fc_b.p, n, C, 4 * C);
-        be->gelu_forward(be, c->fca, c->fc, nc * 4);
+        be->matmul_rows(be, c->fc, c->ln, L->fc_w.p, L->fc_w.dtype, L->fc_b.p, n, C, 4 * Cl);
+        be->gelu_forward(be, c->fca, c->fc, (size_t)n * 4 * Cl);
         be->matmul_rows(be, c->proj, c->fca, L->fc_proj_w.p, L->fc_proj_w.dtype,
-                        L->fc_proj_b.p, n, 4 * C, C);
+                        L->fc_proj_b.p, n, 4 * Cl, C);
+        if (m->tp && llm_infer_tp_allreduce(m->tp, be, c->proj, nc, st))
+            return st->code;
         be->residual_forward(be, c->x, c->x, c->proj, nc);
     }
     c->n_last = n;
@@ -145,10 +161,12 @@ int llm_infer_logits(llm_infer_ctx *c, const int *which, int n, float *out, llm_
 {
     const llm_infer_model *m = c->m;
     llm_backend *be = c->be;
-    int C = m->cfg.n_embd, Vp = m->cfg.padded_vocab;
+    int C = m->cfg.n_embd, Vp = m->cfg.padded_vocab, Vl = Vp / m->tp_size;
     for (int i = 0; i < n; i++)
         if (which[i] < 0 || which[i] >= c->n_last)
             return llm_err(st, LLM_EUSAGE, "logits row %d not in the last forward", which[i]);
+    if (m->tp && llm_infer_tp_lead_logits(m->tp, which, n, st))
+        return st->code;
     int chunk = c->max_rows < LOGIT_CHUNK ? c->max_rows : LOGIT_CHUNK;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int k = n - i0 < chunk ? n - i0 : chunk;
@@ -157,8 +175,14 @@ int llm_infer_logits(llm_infer_ctx *c, const int *which, int n, float *out, llm_
             be->copy(be, c->proj + (size_t)i * C, c->x + (size_t)which[i0 + i] * C,
                      (size_t)C * sizeof(float));
         be->layernorm_forward(be, c->ln, NULL, NULL, c->proj, m->lnf_w.p, m->lnf_b.p, k, C);
-        be->matmul_rows(be, c->logits, c->ln, m->wte.p, m->wte.dtype, NULL, k, C, Vp);
-        be->to_host(be, out + (size_t)i0 * Vp, c->logits, (size_t)k * Vp * sizeof(float));
+        be->matmul_rows(be, c->logits, c->ln, m->wte.p, m->wte.dtype, NULL, k, C, Vl);
+        if (m->tp) {   /* each rank holds the logits of its vocabulary rows */
+            if (llm_infer_tp_logits(m->tp, be, c->logits, k, Vp, out ? out + (size_t)i0 * Vp : NULL,
+                                    st))
+                return st->code;
+        } else {
+            be->to_host(be, out + (size_t)i0 * Vp, c->logits, (size_t)k * Vp * sizeof(float));
+        }
     }
     return LLM_OK;
 }

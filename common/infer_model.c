@@ -1,5 +1,6 @@
 /* infer_model.c — the weights table: tensors of an mmap'd checkpoint used in place. */
 #include "common/infer.h"
+#include "common/infer_tp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,8 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
                 int64_t d1, int f32only, llm_status *st)
 {
     const llm_tensor *t = llm_ckpt_find(m->ck, name);
+    if (!t && m->tp_rank > 0 && strstr(name, "c_proj.bias"))
+        return LLM_OK;   /* tensor parallel: the row-parallel biases live on rank 0 */
     if (!t)
         return llm_err(st, LLM_EDATA, "tensor '%s': missing", name);
     int64_t want[2] = {d0, d1};
@@ -62,11 +65,11 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
 static int build_table(llm_infer_model *m, llm_status *st)
 {
     const llm_model_config *c = &m->cfg;
-    int64_t C = c->n_embd;
+    int64_t C = c->n_embd, P = m->tp_size;   /* P > 1: this rank's pieces (infer_tp.h) */
     char nm[96];
 #define B(w, name, nd, a, b, f) \
     do { if (bind(m, (w), (name), (nd), (a), (b), (f), st)) return st->code; } while (0)
-    B(&m->wte, "wte", 2, c->padded_vocab, C, 0);
+    B(&m->wte, "wte", 2, c->padded_vocab / P, C, 0);
     B(&m->wpe, "wpe", 2, c->max_seq_len, C, 1);
     for (int l = 0; l < c->n_layer; l++) {
         llm_infer_layer *L = &m->layers[l];
@@ -74,15 +77,15 @@ static int build_table(llm_infer_model *m, llm_status *st)
         do { snprintf(nm, sizeof nm, "h.%d.%s", l, suffix); B(&L->field, nm, nd, a, b, f); } while (0)
         BL(ln1_w, "ln_1.weight", 1, C, 0, 1);
         BL(ln1_b, "ln_1.bias", 1, C, 0, 1);
-        BL(qkv_w, "attn.c_attn.weight", 2, 3 * C, C, 0);
-        BL(qkv_b, "attn.c_attn.bias", 1, 3 * C, 0, 1);
-        BL(attn_proj_w, "attn.c_proj.weight", 2, C, C, 0);
+        BL(qkv_w, "attn.c_attn.weight", 2, 3 * C / P, C, 0);
+        BL(qkv_b, "attn.c_attn.bias", 1, 3 * C / P, 0, 1);
+        BL(attn_proj_w, "attn.c_proj.weight", 2, C, C / P, 0);
         BL(attn_proj_b, "attn.c_proj.bias", 1, C, 0, 1);
         BL(ln2_w, "ln_2.weight", 1, C, 0, 1);
         BL(ln2_b, "ln_2.bias", 1, C, 0, 1);
-        BL(fc_w, "mlp.c_fc.weight", 2, 4 * C, C, 0);
-        BL(fc_b, "mlp.c_fc.bias", 1, 4 * C, 0, 1);
-        BL(fc_proj_w, "mlp.c_proj.weight", 2, C, 4 * C, 0);
+        BL(fc_w, "mlp.c_fc.weight", 2, 4 * C / P, C, 0);
+        BL(fc_b, "mlp.c_fc.bias", 1, 4 * C / P, 0, 1);
+        BL(fc_proj_w, "mlp.c_proj.weight", 2, C, 4 * C / P, 0);
         BL(fc_proj_b, "mlp.c_proj.bias", 1, C, 0, 1);
 #undef BL
     }
@@ -115,6 +118,8 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
         llm_err(st, LLM_EDATA, "arch '%s' not supported (gpt2 only)", m->cfg.arch);
         goto fail;
     }
+    if (llm_infer_tp_shard(m->ck, &m->cfg, &m->tp_rank, &m->tp_size, st))
+        goto fail;
     m->layers = calloc((size_t)m->cfg.n_layer, sizeof *m->layers);
     if (!m->layers) {
         llm_err(st, LLM_ENOMEM, "out of memory");

@@ -12,6 +12,7 @@
 #include "common/metrics.h"
 #include "common/sampler.h"
 #include "common/schedule.h"
+#include "common/train_dist.h"
 
 typedef struct {
     const llm_train_config *cfg;
@@ -27,6 +28,8 @@ typedef struct {
     int32_t *in, *tg;
     int64_t step;          /* last completed step */
     int64_t skipped_total; /* over the whole run, resumes included (from the checkpoint) */
+    llm_train_dist *dd;    /* several ranks or ZeRO (train_dist.h); NULL: one process */
+    int rank;              /* only rank 0 logs metrics, evaluates and writes checkpoints */
 } trainer;
 
 static double now_s(void)
@@ -280,6 +283,10 @@ static int save(trainer *t, llm_train_result *res, llm_status *st)
     char path[LLM_CFG_PATH_MAX + 32];
     llm_train_ckpt_path(path, sizeof path, t->cfg->out_dir, t->step);
     llm_data_pos pos = llm_data_tell(t->train);
+    if (t->dd && llm_train_dist_pre_save(t->dd, st))
+        return st->code;
+    if (t->rank)
+        return 0;
     if (llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, &pos, st))
         return llm_err_prefix(st, "checkpoint '%s' not written", path);
     snprintf(res->last_ckpt, sizeof res->last_ckpt, "%s", path);
@@ -318,7 +325,7 @@ static int setup(trainer *t, llm_status *st)
                           !strcmp(c->sampling, "sequential"), (uint64_t)c->seed, c->prefetch};
     if ((rc = llm_data_open(&t->train, &dopt, st)))
         goto out;
-    if (c->val_data[0]) {
+    if (c->val_data[0] && !t->rank) {
         llm_data_opts vopt = {c->val_data, c->batch_size, c->seq_len, mc.vocab_size, 1, 0, 0};
         if ((rc = llm_data_open(&t->val, &vopt, st)))
             goto out;
@@ -335,10 +342,17 @@ static int setup(trainer *t, llm_status *st)
     }
     if ((rc = mkdirs(c->out_dir, st)))
         goto out;
-    llm_train_clean_temps(c->out_dir, t->log);
+    if (!t->rank)
+        llm_train_clean_temps(c->out_dir, t->log);
     if (t->o->resume && (rc = resume(t, &mc, st)))
         goto out;
-    rc = llm_metrics_open(&t->met, c->metrics, c->prom, t->o->progress, st);
+    if ((t->o->dist && llm_dist_world(t->o->dist) > 1) || c->zero) {
+        if ((rc = llm_train_dist_new(&t->dd, t->o->dist, t->m, &t->be, c->zero, st)) ||
+            (rc = llm_train_dist_check_step(t->dd, t->step, st)))
+            goto out;
+    }
+    rc = t->rank ? llm_metrics_open(&t->met, "/dev/null", "", 0, st)
+                 : llm_metrics_open(&t->met, c->metrics, c->prom, t->o->progress, st);
 out:
     llm_ckpt_close(init);
     return rc;
@@ -346,6 +360,7 @@ out:
 
 static void teardown(trainer *t)
 {
+    llm_train_dist_free(t->dd);
     llm_metrics_close(t->met);
     llm_data_free(t->train);
     llm_data_free(t->val);
@@ -370,6 +385,14 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
                     int *skipped, llm_status *st)
 {
     const llm_train_config *c = t->cfg;
+    int64_t fault = fault_nan_step();
+    if (t->dd) {
+        llm_adamw_config hp = {(float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                               (float)c->weight_decay, (float)c->grad_clip};
+        return llm_train_dist_step(t->dd, t->train, t->in, t->tg, c->batch_size, c->seq_len,
+                                   accum, &hp, (int)(t->step + 1), fault > 0 && t->step + 1 >= fault,
+                                   loss, gnorm, skipped, st);
+    }
     if (llm_model_zero_grad(t->m, st))
         return st->code;
     double sum = 0;
@@ -382,7 +405,6 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
         sum += l;
     }
     *loss = sum / (double)accum;
-    int64_t fault = fault_nan_step();
     if (fault > 0 && t->step + 1 >= fault)
         *loss = NAN;
     *skipped = 0;
@@ -400,9 +422,14 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
                   llm_status *st)
 {
     llm_log deflog = llm_log_make("llm-train", 0, 0);
-    trainer t = {.cfg = c, .o = o, .log = o->log ? o->log : &deflog};
     memset(res, 0, sizeof *res);
     res->last_loss = res->last_val_loss = NAN;
+    llm_train_config dc;   /* several ranks: the global batch resolved (train_dist.h) */
+    if (llm_train_dist_config(c, o->dist, &dc, st))
+        return st->code;
+    c = &dc;
+    trainer t = {.cfg = c, .o = o, .log = o->log ? o->log : &deflog,
+                 .rank = llm_dist_rank(o->dist)};
     int rc = setup(&t, st);
     if (rc) {
         teardown(&t);
@@ -414,8 +441,9 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         llm_info(t.log, "step %lld reached train.max_steps: nothing to do", (long long)t.step);
 
     const llm_model_config *mc = llm_model_cfg(t.m);
-    int64_t accum = llm_config_accum_steps(c);
-    double tokens = (double)accum * c->batch_size * c->seq_len;
+    int64_t accum = llm_config_accum_steps(c) / llm_dist_world(o->dist);
+    int world = llm_dist_world(o->dist);  /* tokens/s and MFU are the global ones */
+    double tokens = (double)accum * world * c->batch_size * c->seq_len;
     double flops = tokens * (6.0 * (double)llm_model_num_params(mc) +
                              12.0 * mc->n_layer * (double)mc->n_embd * c->seq_len);
     /* a rough peak when none is configured: 80 GFLOP/s per CPU thread (AVX2 FMA at
@@ -423,6 +451,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     double peak = c->peak_flops > 0 ? c->peak_flops
                   : strcmp(t.be.name, "cuda") ? 80e9 * (t.be.threads > 0 ? t.be.threads : 1)
                                               : 60e12;
+    peak *= world;
     int in_a_row = 0, ran = 0, save_failed = 0;
     while (t.step < c->max_steps) {
         double t0 = now_s(), w0 = llm_data_wait_seconds(t.train);
@@ -479,6 +508,8 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         }
         if (o->stop && *o->stop)
             stop_now = 1;  /* a signal during the evaluation */
+        if (t.dd && (rc = llm_train_dist_agree(t.dd, stop_now, &stop_now, st)))
+            break; /* every rank stops at the same step when any rank is asked to */
         if (t.step % c->save_every == 0 || last || stop_now) {
             if (save(&t, res, st)) {
                 llm_metrics_progress_clear(t.met);

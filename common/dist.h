@@ -1,0 +1,82 @@
+/* dist.h — ranks and collectives for data-parallel training: a communicator with rank,
+ * world size and local rank, and the collectives training needs (all-reduce,
+ * reduce-scatter, all-gather, broadcast, barrier).
+ *
+ * Implementations (chosen by llm_dist_init):
+ *   single  one process (world 1): every collective is a no-op (or a copy)
+ *   mpi     MPI on host memory (CPU runs; built when MPI=1, see the Makefile); ranks come
+ *           from the MPI launcher (mpirun, or srun --mpi=pmix)
+ *   nccl    NCCL on device memory (GPU runs; built when NCCL=1 with CUDA=1); ranks from
+ *           MPI when launched by it, else from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID or
+ *           RANK/WORLD_SIZE/LOCAL_RANK, with NCCL's unique id exchanged through
+ *           --dist-init file:PATH or tcp://HOST:PORT (rank 0 writes / serves it)
+ * Shards: the collectives that split a buffer of n elements give rank r the elements
+ * [n*r/world, n*(r+1)/world) (llm_dist_shard), so shards differ by at most one element
+ * and any n works on any world size.
+ * Failure: every collective runs under a watchdog; one that has not completed after
+ * timeout_s seconds (a rank died or hangs) ends the process with exit status 70 after a
+ * message on stderr (NCCL: the communicator is aborted first).  This is the one place
+ * a library function ends the process: a blocked MPI collective cannot be cancelled.
+ */
+#ifndef LLM_DIST_H
+#define LLM_DIST_H
+
+#include <stddef.h>
+
+#include "common/log.h"
+#include "common/status.h"
+
+typedef enum { LLM_DIST_SUM = 0, LLM_DIST_AVG = 1, LLM_DIST_MAX = 2 } llm_dist_op;
+typedef enum { LLM_DIST_F32 = 0, LLM_DIST_F64 = 1 } llm_dist_type;
+
+typedef struct {
+    const char *init;     /* NULL/"": from the launcher; "file:PATH" | "tcp://HOST:PORT" */
+    double timeout_s;     /* collective watchdog (<= 0: 600 s) */
+    int device;           /* 1: buffers are device memory (NCCL); 0: host memory */
+    const llm_log *log;   /* diagnostics (NULL: stderr) */
+} llm_dist_opts;
+
+typedef struct llm_dist llm_dist;
+
+/* Create the communicator: MPI when the process was started by an MPI launcher (and MPI
+ * is built in), NCCL when o->device and NCCL is built in, else a single process.  A
+ * launch with several ranks that cannot be served (no MPI built in, or world > 1 from
+ * the environment on the CPU without MPI) is LLM_EUSAGE naming what is missing.
+ * Errors: LLM_EUSAGE (bad --dist-init, inconsistent rank variables), LLM_EIO (the id
+ * exchange failed or timed out), LLM_ENODEV (NCCL/MPI initialisation failed). */
+int  llm_dist_init(llm_dist **out, const llm_dist_opts *o, llm_status *st);
+/* Finalize (MPI_Finalize / ncclCommDestroy) and free; NULL is fine. */
+void llm_dist_free(llm_dist *d);
+
+/* For main() after a fatal error on this rank with world > 1: end every rank of the job
+ * now with exit status code (MPI_Abort / ncclCommAbort then exit) instead of leaving
+ * the others waiting for the watchdog.  Returns only for a single process. */
+void llm_dist_abort(llm_dist *d, int code);
+
+int llm_dist_rank(const llm_dist *d);
+int llm_dist_world(const llm_dist *d);
+int llm_dist_local_rank(const llm_dist *d);
+/* "single", "mpi" or "nccl". */
+const char *llm_dist_kind(const llm_dist *d);
+/* 1 when the collectives take device memory (nccl). */
+int llm_dist_on_device(const llm_dist *d);
+
+/* The shard [*lo, *hi) of n elements that rank holds among world ranks. */
+void llm_dist_shard(size_t n, int world, int rank, size_t *lo, size_t *hi);
+
+/* In place over buf (n elements of type): SUM, AVG (sum / world) or MAX. */
+int llm_dist_allreduce(llm_dist *d, void *buf, size_t n, llm_dist_type type, llm_dist_op op,
+                       llm_status *st);
+/* send holds n elements on every rank; recv gets this rank's shard of the reduction
+ * (hi - lo elements of llm_dist_shard).  send and recv must not overlap. */
+int llm_dist_reduce_scatter(llm_dist *d, const void *send, void *recv, size_t n,
+                            llm_dist_type type, llm_dist_op op, llm_status *st);
+/* In place: buf holds n elements of which each rank provides its shard; afterwards every
+ * rank holds all n. */
+int llm_dist_allgather(llm_dist *d, void *buf, size_t n, llm_dist_type type, llm_status *st);
+/* Copy root's buf (n elements) to every rank. */
+int llm_dist_broadcast(llm_dist *d, void *buf, size_t n, llm_dist_type type, int root,
+                       llm_status *st);
+int llm_dist_barrier(llm_dist *d, llm_status *st);
+
+#endif

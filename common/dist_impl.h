@@ -1,0 +1,59 @@
+/* dist_impl.h — what dist.c shares with the MPI and NCCL implementations (internal). */
+#ifndef LLM_DIST_IMPL_H
+#define LLM_DIST_IMPL_H
+
+#include <pthread.h>
+
+#include "common/dist.h"
+
+typedef struct {
+    const char *name;
+    int (*allreduce)(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_dist_op op,
+                     llm_status *st);
+    int (*reduce_scatter)(llm_dist *d, const void *send, void *recv, size_t n, llm_dist_type t,
+                          llm_dist_op op, llm_status *st);
+    int (*allgather)(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_status *st);
+    int (*broadcast)(llm_dist *d, void *buf, size_t n, llm_dist_type t, int root,
+                     llm_status *st);
+    int (*barrier)(llm_dist *d, llm_status *st);
+    void (*abort)(llm_dist *d);       /* from the watchdog thread; may be NULL */
+    void (*abort_job)(llm_dist *d, int code); /* end every rank (main thread); may be NULL */
+    void (*fini)(llm_dist *d);
+} llm_dist_ops;
+
+struct llm_dist {
+    const llm_dist_ops *ops;
+    int rank, world, local_rank, device;
+    double timeout_s;
+    const llm_log *log;
+    void *impl;                       /* the implementation's state */
+    /* watchdog */
+    pthread_t wd;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int wd_running, wd_quit;
+    double busy_since;                /* > 0: inside a collective since (monotonic s) */
+    const char *busy_what;
+};
+
+double llm_dist__now(void);
+size_t llm_dist__tsize(llm_dist_type t);
+
+#ifdef LLM_MPI
+/* 1 when the environment says an MPI launcher started this process. */
+int llm_dist__mpi_launched(void);
+int llm_dist__mpi_init(llm_dist *d, llm_status *st);
+/* Exchange bytes from rank 0 to all over MPI (for NCCL's unique id); 0 or an error. */
+int llm_dist__mpi_bcast_bytes(void *buf, size_t n, llm_status *st);
+/* NCCL took over: free the MPI state but keep MPI initialized (finalized by ..._fini). */
+void llm_dist__mpi_detach(llm_dist *d);
+void llm_dist__mpi_fini(void);
+#endif
+#ifdef LLM_NCCL
+int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status *st);
+#endif
+/* --dist-init exchange of a blob from rank 0 (file:PATH or tcp://HOST:PORT). */
+int llm_dist__exchange(const char *init, int rank, int world, void *blob, size_t n,
+                       double timeout_s, llm_status *st);
+
+#endif

@@ -1,0 +1,207 @@
+/* dist_nccl.c — the NCCL implementation of dist.h: device memory, one GPU per rank
+ * (device = local rank modulo the visible GPUs).  Built only with NCCL=1 (LLM_NCCL).
+ * Collectives run on the communicator's own stream; the caller syncs its compute stream
+ * first (train_dist.c does).  Waiting polls the stream and NCCL's async error, and past
+ * the timeout aborts the communicator (ncclCommAbort) and returns LLM_EIO, so a dead peer
+ * ends the job instead of hanging it. */
+#include "common/dist_impl.h"
+
+#ifdef LLM_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    float *scratch;   /* one float for the barrier */
+    int aborted;
+} nccl_state;
+
+static ncclDataType_t ty(llm_dist_type t)
+{
+    return t == LLM_DIST_F64 ? ncclFloat64 : ncclFloat32;
+}
+
+static ncclRedOp_t rop(llm_dist_op op)
+{
+    return op == LLM_DIST_MAX ? ncclMax : op == LLM_DIST_AVG ? ncclAvg : ncclSum;
+}
+
+static int nerr(llm_status *st, const char *what, ncclResult_t r)
+{
+    return llm_err(st, LLM_EIO, "nccl: %s failed: %s", what, ncclGetErrorString(r));
+}
+
+/* Wait for the stream, watching for NCCL errors and the timeout. */
+static int wait_done(llm_dist *d, const char *what, llm_status *st)
+{
+    nccl_state *s = d->impl;
+    double t0 = llm_dist__now();
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(s->stream);
+        if (e == cudaSuccess)
+            return 0;
+        if (e != cudaErrorNotReady)
+            return llm_err(st, LLM_EIO, "nccl: %s: %s", what, cudaGetErrorString(e));
+        ncclResult_t ae = ncclSuccess;
+        ncclCommGetAsyncError(s->comm, &ae);
+        if (ae != ncclSuccess && ae != ncclInProgress) {
+            ncclCommAbort(s->comm);
+            s->aborted = 1;
+            return nerr(st, what, ae);
+        }
+        if (llm_dist__now() - t0 > d->timeout_s) {
+            ncclCommAbort(s->comm);
+            s->aborted = 1;
+            return llm_err(st, LLM_EIO, "nccl: %s did not complete within %.0f s "
+                           "(--dist-timeout): communicator aborted", what, d->timeout_s);
+        }
+        usleep(50);
+    }
+}
+
+static int n_allreduce(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_dist_op op,
+                       llm_status *st)
+{
+    nccl_state *s = d->impl;
+    ncclResult_t r = ncclAllReduce(buf, buf, n, ty(t), rop(op), s->comm, s->stream);
+    return r != ncclSuccess ? nerr(st, "allreduce", r) : wait_done(d, "allreduce", st);
+}
+
+/* Shards of unequal size: one reduce per rank (rooted at the shard's owner) in a group,
+ * which NCCL runs as one operation. */
+static int n_reduce_scatter(llm_dist *d, const void *send, void *recv, size_t n,
+                            llm_dist_type t, llm_dist_op op, llm_status *st)
+{
+    nccl_state *s = d->impl;
+    size_t es = llm_dist__tsize(t);
+    ncclGroupStart();
+    for (int r = 0; r < d->world; r++) {
+        size_t lo, hi;
+        llm_dist_shard(n, d->world, r, &lo, &hi);
+        ncclResult_t e = ncclReduce((const char *)send + lo * es, recv, hi - lo, ty(t), rop(op),
+                                    r, s->comm, s->stream);
+        if (e != ncclSuccess) {
+            ncclGroupEnd();
+            return nerr(st, "reduce_scatter", e);
+        }
+    }
+    ncclResult_t e = ncclGroupEnd();
+    return e != ncclSuccess ? nerr(st, "reduce_scatter", e) : wait_done(d, "reduce_scatter", st);
+}
+
+static int n_allgather(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_status *st)
+{
+    nccl_state *s = d->impl;
+    size_t es = llm_dist__tsize(t);
+    ncclGroupStart();
+    for (int r = 0; r < d->world; r++) {
+        size_t lo, hi;
+        llm_dist_shard(n, d->world, r, &lo, &hi);
+        char *p = (char *)buf + lo * es;
+        ncclResult_t e = ncclBroadcast(p, p, hi - lo, ty(t), r, s->comm, s->stream);
+        if (e != ncclSuccess) {
+            ncclGroupEnd();
+            return nerr(st, "allgather", e);
+        }
+    }
+    ncclResult_t e = ncclGroupEnd();
+    return e != ncclSuccess ? nerr(st, "allgather", e) : wait_done(d, "allgather", st);
+}
+
+static int n_broadcast(llm_dist *d, void *buf, size_t n, llm_dist_type t, int root,
+                       llm_status *st)
+{
+    nccl_state *s = d->impl;
+    ncclResult_t e = ncclBroadcast(buf, buf, n, ty(t), root, s->comm, s->stream);
+    return e != ncclSuccess ? nerr(st, "broadcast", e) : wait_done(d, "broadcast", st);
+}
+
+static int n_barrier(llm_dist *d, llm_status *st)
+{
+    nccl_state *s = d->impl;
+    return n_allreduce(d, s->scratch, 1, LLM_DIST_F32, LLM_DIST_SUM, st);
+}
+
+static void n_abort(llm_dist *d)
+{
+    nccl_state *s = d->impl;
+    if (s && !s->aborted) {
+        s->aborted = 1;
+        ncclCommAbort(s->comm);
+    }
+}
+
+static void n_fini(llm_dist *d)
+{
+    nccl_state *s = d->impl;
+    if (!s)
+        return;
+    if (s->comm && !s->aborted)
+        ncclCommDestroy(s->comm);
+    if (s->scratch)
+        cudaFree(s->scratch);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
+    free(s);
+    d->impl = NULL;
+#ifdef LLM_MPI
+    /* MPI (if it launched us) carried the id: finalize it too */
+    llm_dist__mpi_fini();
+#endif
+}
+
+static const llm_dist_ops nccl_ops = {"nccl", n_allreduce, n_reduce_scatter, n_allgather,
+                                      n_broadcast, n_barrier, n_abort, NULL, n_fini};
+
+int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status *st)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1)
+        return llm_err(st, LLM_ENODEV, "nccl: no CUDA device visible");
+    if (cudaSetDevice(d->local_rank % ndev) != cudaSuccess)
+        return llm_err(st, LLM_ENODEV, "nccl: cannot select GPU %d", d->local_rank % ndev);
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    ncclResult_t r;
+    if (d->rank == 0 && (r = ncclGetUniqueId(&id)) != ncclSuccess)
+        return nerr(st, "ncclGetUniqueId", r);
+    int rc;
+#ifdef LLM_MPI
+    if (have_mpi)
+        rc = llm_dist__mpi_bcast_bytes(&id, sizeof id, st);
+    else
+#endif
+        rc = llm_dist__exchange(init, d->rank, d->world, &id, sizeof id, d->timeout_s, st);
+    (void)have_mpi;
+    if (rc)
+        return rc;
+    nccl_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    if (cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMalloc((void **)&s->scratch, sizeof(float)) != cudaSuccess) {
+        d->impl = s;
+        n_fini(d);
+        return llm_err(st, LLM_ENODEV, "nccl: cannot create a stream");
+    }
+    if ((r = ncclCommInitRank(&s->comm, d->world, id, d->rank)) != ncclSuccess) {
+        s->comm = NULL;
+        d->impl = s;
+        n_fini(d);
+        return nerr(st, "ncclCommInitRank", r);
+    }
+#ifdef LLM_MPI
+    if (have_mpi)
+        llm_dist__mpi_detach(d);
+#endif
+    d->impl = s;
+    d->ops = &nccl_ops;
+    return 0;
+}
+#else
+typedef int llm_dist_nccl_unused; /* ISO C forbids an empty translation unit */
+#endif

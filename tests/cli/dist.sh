@@ -1,0 +1,156 @@
+#!/bin/bash
+# Distributed llm-train under mpirun (CPU, MPI): 2 ranks x B=4 == 1 rank x B=8 == 1 rank x
+# B=4 x 2 accumulation steps (losses and weights), with ZeRO-1 too; a checkpoint from 2
+# ranks resumes on 1 and on 3 ranks; a killed rank or a hung one ends the job non-zero
+# within --dist-timeout; SIGTERM to rank 0 only stops every rank at the same step.
+. "$(dirname "$0")/lib.sh"
+PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)  # the pyenv shim is slow to start
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+# sanitizer builds: Open MPI's own allocations at exit are not ours to report
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+if ! command -v mpirun >/dev/null; then skip "distributed tests" "mpirun not installed"; exit 0; fi
+if ! have_data tinyshakespeare/input.txt; then skip "distributed tests" "no $DATA/tinyshakespeare"; exit 0; fi
+if ! llm-train --help 2>&1 | grep -q -- --dist-timeout; then skip "distributed tests" "llm-train without --dist-timeout"; exit 0; fi
+cd "$TMP" || exit 1
+MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+# a build without MPI cannot run several ranks: say so once, keep the single-rank checks
+if ! "${MPIRUN[@]}" -np 2 llm-train --print-config >/dev/null 2>&1; then
+  skip "distributed tests" "mpirun cannot start llm-train"; exit 0; fi
+
+$PY - "$DATA/tinyshakespeare/input.txt" <<'PY'
+import struct, sys
+b = open(sys.argv[1], 'rb').read()[:200000]
+with open('train.bin', 'wb') as f:
+    f.write(struct.pack('<256i', 20240520, 1, len(b), *([0] * 253)))
+    f.write(struct.pack('<%dH' % len(b), *b))
+PY
+cat >run.yaml <<Y
+model: {n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
+data: {train: $TMP/train.bin, tokenizer: byte}
+train: {batch_size: 4, seq_len: 32, max_steps: 10, lr: 0.003, warmup_steps: 2, save_every: 1000,
+        keep_last: 0, seed: 5, threads: 1, grad_clip: 0.5}
+Y
+T=32
+one() { llm-train --config run.yaml "$@"; }
+mp() { local n=$1; shift; "${MPIRUN[@]}" -np "$n" llm-train --config run.yaml "$@"; }
+# close A B [TOL]: same steps, losses within TOL relative (default 1e-5)
+close() { $PY - "$@" <<'PY'
+import json, sys
+tol = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-5
+def L(p):
+    d = {}
+    for l in open(p):
+        j = json.loads(l)
+        if 'loss' in j: d[j['step']] = j['loss']
+    return d
+a, b = L(sys.argv[1]), L(sys.argv[2])
+if not a or sorted(a) != sorted(b): print('# steps differ', sorted(a), sorted(b)); sys.exit(1)
+w = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
+print('# worst relative loss difference %.1e' % w)
+sys.exit(w > tol)
+PY
+}
+# wclose A B: the tensors of two checkpoints agree: weights within 1e-5 absolute (they are
+# O(0.01..1)); AdamW moments within 1e-5 of each tensor's largest value.  Not relative per
+# weight: the attention key bias has a zero gradient up to rounding, which AdamW scales to
+# full-size steps, so its few elements differ by ~1e-6 between summation orders.
+wclose() { $PY - "$1" "$2" <<'PY'
+import sys, array, re
+def tensors(p):
+    b = open(p, 'rb').read(); h = int.from_bytes(b[12:20], 'little')
+    head = b[20:20 + h].decode(); base = (20 + h + 63) // 64 * 64
+    out = {}
+    for m in re.finditer(r'name: (\S+)\n\s*dtype: f32\n(?:.*\n)*?\s*offset: (\d+)\n\s*nbytes: (\d+)', head):
+        o, n = int(m.group(2)), int(m.group(3))
+        out[m.group(1)] = array.array('f', b[base + o:base + o + n])
+    return out
+A, B = tensors(sys.argv[1]), tensors(sys.argv[2])
+if not A or A.keys() != B.keys(): print('# tensor sets differ', len(A), len(B)); sys.exit(1)
+ww = wm = 0
+for k in A:
+    d = max(abs(x - y) for x, y in zip(A[k], B[k]))
+    if k.startswith('opt.'): wm = max(wm, d / max(max(abs(x) for x in A[k]), 1e-30))
+    else: ww = max(ww, d)
+print('# %d tensors: weights differ by %.1e at most, moments by %.1e of their max' % (len(A), ww, wm))
+sys.exit(ww > 1e-5 or wm > 1e-5)
+PY
+}
+
+# ---- equivalence: 2 ranks x B4 == 1 x B8 == 1 x B4 x 2 accumulation, ZeRO-1 too ----
+expect_exit "1 rank, B=8" 0 one -o s8 --set train.batch_size=8 --metrics s8.jsonl
+expect_exit "1 rank, B=4 x 2 accumulation" 0 one -o s4 --set train.total_batch_tokens=$((8 * T)) --metrics s4.jsonl
+expect_exit "2 ranks, B=4" 0 mp 2 -o dp --metrics dp.jsonl
+check "rank 0 alone logs: 10 step lines" [ "$(grep -c '"loss"' dp.jsonl)" = 10 ]
+expect_exit "2 ranks, B=4, ZeRO-1" 0 mp 2 -o z1 --set train.zero=1 --metrics z1.jsonl
+check "B=4 x 2 accum == B=8 (losses 1e-5)" close s8.jsonl s4.jsonl
+check "2 ranks == 1 rank B=8 (losses 1e-5)" close s8.jsonl dp.jsonl
+check "2 ranks ZeRO-1 == 1 rank B=8 (losses 1e-5)" close s8.jsonl z1.jsonl
+check "2 ranks == 1 rank: weights and moments after 10 steps" wclose s8/step-00000010.llmk dp/step-00000010.llmk
+check "ZeRO-1 == 1 rank: weights and moments after 10 steps" wclose s8/step-00000010.llmk z1/step-00000010.llmk
+check "B=4 x 2 accum == B=8: weights after 10 steps" wclose s8/step-00000010.llmk s4/step-00000010.llmk
+check "one checkpoint from 2 ranks (rank 0 writes)" [ "$(ls dp)" = step-00000010.llmk ]
+check "ZeRO-1 checkpoint verifies" llm-shard verify -q z1/step-00000010.llmk
+
+# ---- save at step 10 on 2 ranks (ZeRO-1), resume on 1 and on 3 ranks ----
+# global batch 12 rows of B=2: 2 ranks x 3 accum, 1 rank x 6, 3 ranks x 2
+G=(--set train.batch_size=2 --set train.total_batch_tokens=$((12 * T)) --set train.max_steps=20)
+expect_exit "reference: 20 steps on 2 ranks" 0 mp 2 -o ref "${G[@]}" --metrics ref.jsonl
+expect_exit "2 ranks ZeRO-1 stop after 10 steps" 0 mp 2 -o half "${G[@]}" --set train.zero=1 --set train.exit_after=10 --metrics half.jsonl
+check "checkpoint at step 10" test -f half/step-00000010.llmk
+cp -r half r1; cp -r half r3
+expect_exit "resume on 1 rank" 0 one -o r1 "${G[@]}" --resume auto --metrics r1.jsonl
+expect_exit "resume on 3 ranks, ZeRO-1" 0 mp 3 -o r3 "${G[@]}" --set train.zero=1 --resume auto --metrics r3.jsonl
+cat half.jsonl r1.jsonl >c1.jsonl; cat half.jsonl r3.jsonl >c3.jsonl
+check "2 -> 1 rank: loss curve continues (1e-5)" close ref.jsonl c1.jsonl
+check "2 -> 3 ranks: loss curve continues (1e-5)" close ref.jsonl c3.jsonl
+expect_exit "resume with another global batch is refused" 65 one -o r1 --set train.batch_size=2 --set train.max_steps=30 --resume auto
+
+# rank PID of a running job started from this shell: pid_of JOB_PID RANK (the job is a
+# subshell running mpirun running the ranks: walk its descendants)
+pid_of() { local q=("$1") p c
+  while [ ${#q[@]} -gt 0 ]; do p=${q[0]}; q=("${q[@]:1}")
+    for c in $(pgrep -P "$p"); do
+      tr '\0' '\n' </proc/$c/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$c"; return; }
+      q+=("$c"); done; done; }
+# wait_steps FILE N: until FILE has N step lines (at most 60 s)
+wait_steps() { for _ in $(seq 600); do [ -f "$1" ] && [ "$(grep -c '"loss"' "$1")" -ge "$2" ] && return 0; sleep 0.1; done; return 1; }
+LONG=(--set train.max_steps=100000 --set train.save_every=5 --set train.keep_last=2)
+
+# ---- a rank dies: the job ends non-zero within the timeout; resume auto continues ----
+mp 2 -o kill "${LONG[@]}" --dist-timeout 10 --metrics kill.jsonl >/dev/null 2>kill.err & job=$!
+if wait_steps kill.jsonl 7 && r1=$(pid_of $job 1) && [ -n "$r1" ]; then
+  t0=$(date +%s); kill -9 "$r1"; wait $job; rc=$?; dt=$(( $(date +%s) - t0 ))
+  check "killed rank 1: job exits non-zero (rc $rc)" [ "$rc" != 0 ]
+  check "within the 10 s timeout (+ slack): ${dt}s" [ "$dt" -le 20 ]
+  last=$(ls kill | tail -1)
+  expect_exit "resume auto after the crash" 0 one -o kill "${LONG[@]}" --set train.total_batch_tokens=$((8 * T)) --set train.max_steps=$(( 10#${last:5:8} + 2 )) --resume auto
+  check "resumed from the last complete checkpoint ($last)" grep -q "resuming from 'kill/$last'" "$TMP/err"
+else
+  kill $job 2>/dev/null; wait $job; notok "kill test: run did not start ($(tail -c 300 kill.err))"
+fi
+
+# ---- a rank hangs (SIGSTOP): the watchdog ends the job within the timeout ----
+mp 2 -o hang "${LONG[@]}" --dist-timeout 3 --metrics hang.jsonl >/dev/null 2>hang.err & job=$!
+if wait_steps hang.jsonl 3 && r1=$(pid_of $job 1) && [ -n "$r1" ]; then
+  t0=$(date +%s); kill -STOP "$r1"; wait $job; rc=$?; dt=$(( $(date +%s) - t0 ))
+  check "hung rank 1: job exits non-zero (rc $rc)" [ "$rc" != 0 ]
+  check "the watchdog names the collective" grep -q "did not complete within 3 s" hang.err
+  check "within the 3 s timeout (+ slack): ${dt}s" [ "$dt" -le 15 ]
+else
+  kill $job 2>/dev/null; wait $job; notok "hang test: run did not start ($(tail -c 300 hang.err))"
+fi
+
+# ---- SIGTERM to rank 0 only: every rank stops at the same step, one checkpoint, exit 0 ----
+mp 2 -o term "${LONG[@]}" --set train.save_every=100000 --set train.zero=1 --metrics term.jsonl >/dev/null 2>term.err & job=$!
+if wait_steps term.jsonl 3 && r0=$(pid_of $job 0) && [ -n "$r0" ]; then
+  kill -TERM "$r0"; wait $job; rc=$?
+  check "SIGTERM to rank 0: exit 0 (rc $rc)" [ "$rc" = 0 ]
+  n=$(ls term | wc -l); last=$(ls term | tail -1); step=$(grep '"loss"' term.jsonl | tail -1 | sed 's/.*"step": *\([0-9]*\).*/\1/')
+  check "one checkpoint ($n)" [ "$n" = 1 ]
+  check "at the last logged step ($last, step $step)" [ "$last" = "$(printf 'step-%08d.llmk' "$step")" ]
+  check "the checkpoint verifies" llm-shard verify -q "term/$last"
+else
+  kill $job 2>/dev/null; wait $job; notok "SIGTERM test: run did not start ($(tail -c 300 term.err))"
+fi
+echo "1..$_n"
