@@ -30,7 +30,7 @@ train: {batch_size: 4, seq_len: 32, max_steps: 10, lr: 0.003, warmup_steps: 2, s
 Y
 T=32
 # a build without MPI refuses to run under mpirun (it would run N copies): skip then
-if ! "${MPIRUN[@]}" -np 2 llm-train --config run.yaml -o probe --set train.max_steps=1 >/dev/null 2>probe.err; then
+if ! "${MPIRUN[@]}" -np 2 llm-train --config run.yaml -o probe --set train.max_steps=2 >/dev/null 2>probe.err; then
   if grep -q "this build has no MPI" probe.err; then
     ok "a build without MPI refuses mpirun with a message"
     skip "distributed tests" "llm-train built with MPI=0"; echo "1..$_n"; exit 0; fi
