@@ -144,6 +144,18 @@ static int env_ranks(llm_dist *d, llm_status *st)
     return 0;
 }
 
+/* Ranks an MPI launcher announced (Open MPI, MPICH/Hydra, Intel MPI); 0 when none. */
+static int launcher_world(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        int w = 0;
+        if (env_int(vars[i], &w) > 0)
+            return w;
+    }
+    return 0;
+}
+
 int llm_dist_init(llm_dist **out, const llm_dist_opts *o, llm_status *st)
 {
     *out = NULL;
@@ -165,6 +177,12 @@ int llm_dist_init(llm_dist **out, const llm_dist_opts *o, llm_status *st)
         have_mpi = 1;
     }
 #endif
+    if (!have_mpi && launcher_world() > 1) {
+        /* N copies of a single-process run would overwrite each other's checkpoints */
+        rc = llm_err(st, LLM_EUSAGE, "dist: started by an MPI launcher with %d ranks, but this "
+                     "build has no MPI: rebuild with MPI=1", launcher_world());
+        goto fail;
+    }
     if (!have_mpi && (rc = env_ranks(d, st)))
         goto fail;
     if (o->device && (d->world > 1 || init)) {

@@ -14,9 +14,6 @@ if ! llm-train --help 2>&1 | grep -q -- --dist-timeout; then skip "distributed t
 cd "$TMP" || exit 1
 MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
-# a build without MPI cannot run several ranks: say so once, keep the single-rank checks
-if ! "${MPIRUN[@]}" -np 2 llm-train --print-config >/dev/null 2>&1; then
-  skip "distributed tests" "mpirun cannot start llm-train"; exit 0; fi
 
 $PY - "$DATA/tinyshakespeare/input.txt" <<'PY'
 import struct, sys
@@ -32,6 +29,12 @@ train: {batch_size: 4, seq_len: 32, max_steps: 10, lr: 0.003, warmup_steps: 2, s
         keep_last: 0, seed: 5, threads: 1, grad_clip: 0.5}
 Y
 T=32
+# a build without MPI refuses to run under mpirun (it would run N copies): skip then
+if ! "${MPIRUN[@]}" -np 2 llm-train --config run.yaml -o probe --set train.max_steps=2 >/dev/null 2>probe.err; then
+  if grep -q "this build has no MPI" probe.err; then
+    ok "a build without MPI refuses mpirun with a message"
+    skip "distributed tests" "llm-train built with MPI=0"; echo "1..$_n"; exit 0; fi
+  notok "2 ranks start ($(tail -c 300 probe.err))"; echo "1..$_n"; exit 0; fi
 one() { llm-train --config run.yaml "$@"; }
 mp() { local n=$1; shift; "${MPIRUN[@]}" -np "$n" llm-train --config run.yaml "$@"; }
 # close A B [TOL]: same steps, losses within TOL relative (default 1e-5)
