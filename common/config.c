@@ -342,10 +342,6 @@ int llm_config_validate(const llm_train_config *c, llm_status *st)
     if (c->min_lr > c->lr)
         return llm_err(st, LLM_EDATA, "%s: 'train.min_lr' (%g) exceeds 'train.lr' (%g)",
                        AT("train.min_lr"), c->min_lr, c->lr);
-    if (c->warmup_steps > c->max_steps)
-        return llm_err(st, LLM_EDATA, "%s: 'train.warmup_steps' (%lld) exceeds 'train.max_steps' "
-                       "(%lld)", AT("train.warmup_steps"), (long long)c->warmup_steps,
-                       (long long)c->max_steps);
     if (!c->out_dir[0])
         return llm_err(st, LLM_EDATA, "%s: 'output.dir' must not be empty", AT("output.dir"));
 #undef AT

@@ -17,8 +17,10 @@ int llm_schedule_init(llm_schedule *s, const char *name, double lr, double min_l
                        name ? name : "");
     if (!(lr >= 0) || !(min_lr >= 0) || min_lr > lr)
         return llm_err(st, LLM_EUSAGE, "schedule: need 0 <= min_lr <= lr (got %g, %g)", min_lr, lr);
-    if (total < 1 || warmup < 0 || warmup > total)
-        return llm_err(st, LLM_EUSAGE, "schedule: need 0 <= warmup <= total, total >= 1");
+    /* warmup > total is allowed: a short run (a smoke test, a first slice of a longer
+     * job) then ends while the learning rate is still rising */
+    if (total < 1 || warmup < 0)
+        return llm_err(st, LLM_EUSAGE, "schedule: need warmup >= 0 and total >= 1");
     if (!(decay_fraction >= 0 && decay_fraction <= 1))
         return llm_err(st, LLM_EUSAGE, "schedule: decay fraction must be in [0, 1]");
     *s = (llm_schedule){(llm_sched_kind)k, lr, min_lr, warmup, total, decay_fraction};

@@ -56,7 +56,11 @@ static void test_errors(void **state)
     assert_int_equal(llm_schedule_init(&s, "step", 1, 0, 0, 10, 0, &st), LLM_EUSAGE);
     assert_string_equal(st.msg, "unknown schedule 'step' (want cosine, linear, constant or wsd)");
     assert_int_equal(llm_schedule_init(&s, "cosine", 1, 2, 0, 10, 0, &st), LLM_EUSAGE);
-    assert_int_equal(llm_schedule_init(&s, "cosine", 1, 0, 11, 10, 0, &st), LLM_EUSAGE);
+    assert_int_equal(llm_schedule_init(&s, "cosine", 1, 0, -1, 10, 0, &st), LLM_EUSAGE);
+    /* warmup > total: the run ends still warming up (lr = step / warmup) */
+    assert_int_equal(llm_schedule_init(&s, "cosine", 1, 0, 20, 10, 0, &st), 0);
+    NEAR(llm_schedule_lr(&s, 5), 0.25);
+    NEAR(llm_schedule_lr(&s, 10), 0.5);
     /* warmup == total: the whole run is warmup, no division by zero */
     assert_int_equal(llm_schedule_init(&s, "cosine", 1, 0, 10, 10, 0, &st), 0);
     NEAR(llm_schedule_lr(&s, 10), 1.0);
