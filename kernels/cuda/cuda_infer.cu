@@ -56,12 +56,13 @@ static void lc_embed_rows(llm_backend *be, float *out, const int32_t *ids, const
 }
 
 /* ---- matmul_rows: out(N,OC) = inp(N,C) w(OC,C)^T + bias ----
- * One warp per output column o, looping over the rows: the weight row is read from
- * memory once and from cache for the other rows (decode streams the weights once per
- * step).  Each (n,o) is a lane-strided fp32 sum and a fixed shuffle tree: the same for
- * any N. */
+ * One warp per output column o, looping over the rows LC_MR_ROWS at a time: each weight
+ * element is loaded once per group of rows (decode streams the weights once per step).
+ * Each (n,o) is a lane-strided fp32 sum and a fixed shuffle tree: the same for any N. */
 
 #define LC_MR_WARPS 8
+
+#define LC_MR_ROWS 8    /* rows sharing one read of each weight element */
 
 template <typename W>
 __global__ void lc_matmul_rows_kernel(float *out, const float *inp, const W *w,
@@ -72,15 +73,28 @@ __global__ void lc_matmul_rows_kernel(float *out, const float *inp, const W *w,
     if (o >= OC) return;   /* whole warps exit together: o is uniform in a warp */
     const W *wr = w + (size_t)o * C;
     float b = bias ? bias[o] : 0.0f;
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        float s = 0.0f;
-        for (int k = lane; k < C; k += 32)
-            s += x[k] * lc_ld(wr, (size_t)k);
-        for (int off = 16; off > 0; off >>= 1)
-            s += __shfl_xor_sync(0xffffffffu, s, off);
-        if (lane == 0)
-            out[(size_t)n * OC + o] = s + b;
+    for (int n0 = 0; n0 < N; n0 += LC_MR_ROWS) {
+        int nr = min(LC_MR_ROWS, N - n0);
+        const float *x = inp + (size_t)n0 * C;
+        float s[LC_MR_ROWS];
+#pragma unroll
+        for (int r = 0; r < LC_MR_ROWS; r++) s[r] = 0.0f;
+        /* each s[r] is the same lane-strided sum whatever nr is: grouping rows only
+         * shares the weight loads */
+        for (int k = lane; k < C; k += 32) {
+            float wk = lc_ld(wr, (size_t)k);
+#pragma unroll
+            for (int r = 0; r < LC_MR_ROWS; r++)
+                if (r < nr) s[r] += x[(size_t)r * C + k] * wk;
+        }
+#pragma unroll
+        for (int r = 0; r < LC_MR_ROWS; r++) {
+            float v = s[r];
+            for (int off = 16; off > 0; off >>= 1)
+                v += __shfl_xor_sync(0xffffffffu, v, off);
+            if (lane == 0 && r < nr)
+                out[(size_t)(n0 + r) * OC + o] = v + b;
+        }
     }
 }
 
