@@ -94,6 +94,33 @@ static int emit(const char *prog, const opts *o, llm_bench_format fmt, llm_bench
     return 0;
 }
 
+/* Parse the options (pos may be NULL) and check the shared ones: -1 when the subcommand
+ * should run, else its exit status (0 after --help). */
+static int start(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, const opts *o,
+                 llm_bench_format *fmt, int model)
+{
+    int r = llm_cli_parse(cli, argc, argv, pos);
+    if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
+    r = check_common(cli->prog, o, fmt, model);
+    return r ? r : -1;
+}
+
+/* Report st and free rows; returns st's exit status. */
+static int fail(const llm_log *lg, const llm_status *st, llm_bench_rows *rows)
+{
+    llm_error(lg, "%s", st->msg);
+    llm_bench_rows_free(rows);
+    return llm_exit_code(st->code);
+}
+
+/* Write rows and free them; returns the exit status. */
+static int finish(const char *prog, const opts *o, llm_bench_format fmt, llm_bench_rows *rows)
+{
+    int r = emit(prog, o, fmt, rows);
+    llm_bench_rows_free(rows);
+    return r;
+}
+
 /* Split a comma-separated list in place: up to cap items. */
 static int split(char *s, char **items, int cap)
 {
@@ -119,10 +146,9 @@ static int run_gemm(int argc, char **argv)
     };
     const llm_cli cli = {prog, "[options]", "Time C = A B with OpenBLAS for each size and dtype.",
                          table, 0, 0};
-    int r = llm_cli_parse(&cli, argc, argv, NULL);
-    if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
     llm_bench_format fmt;
-    if ((r = check_common(prog, &o, &fmt, 0))) return r;
+    int r = start(&cli, argc, argv, NULL, &o, &fmt, 0);
+    if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     char sbuf[1024], dbuf[256];
     snprintf(sbuf, sizeof sbuf, "%s", o.sizes);
@@ -149,14 +175,10 @@ static int run_gemm(int argc, char **argv)
             llm_bench_gemm_opts g = {M, N, K, dt[d], o.threads, o.warmup, o.reps, peak};
             llm_bench_row row;
             if (llm_bench_gemm(&g, &row, &st) || llm_bench_rows_push(&rows, &row, &st)) {
-                llm_error(&lg, "%s", st.msg);
-                llm_bench_rows_free(&rows);
-                return llm_exit_code(st.code);
+                return fail(&lg, &st, &rows);
             }
         }
-    r = emit(prog, &o, fmt, &rows);
-    llm_bench_rows_free(&rows);
-    return r;
+    return finish(prog, &o, fmt, &rows);
 }
 
 static int run_mem(int argc, char **argv)
@@ -173,10 +195,9 @@ static int run_mem(int argc, char **argv)
         {0},
     };
     const llm_cli cli = {prog, "[options]", "STREAM-style copy and triad bandwidth.", table, 0, 0};
-    int r = llm_cli_parse(&cli, argc, argv, NULL);
-    if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
     llm_bench_format fmt;
-    if ((r = check_common(prog, &o, &fmt, 0))) return r;
+    int r = start(&cli, argc, argv, NULL, &o, &fmt, 0);
+    if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     size_t bytes;
     if (llm_bench_parse_size(o.size, &bytes) || bytes < 4) {
@@ -193,14 +214,10 @@ static int run_mem(int argc, char **argv)
         llm_bench_row row;
         if (llm_bench_mem(ops[i], bytes, o.threads, o.warmup, o.reps, &row, &st) ||
             llm_bench_rows_push(&rows, &row, &st)) {
-            llm_error(&lg, "%s", st.msg);
-            llm_bench_rows_free(&rows);
-            return llm_exit_code(st.code);
+            return fail(&lg, &st, &rows);
         }
     }
-    r = emit(prog, &o, fmt, &rows);
-    llm_bench_rows_free(&rows);
-    return r;
+    return finish(prog, &o, fmt, &rows);
 }
 
 static int run_coll(const char *coll, int argc, char **argv)
@@ -221,10 +238,9 @@ static int run_coll(const char *coll, int argc, char **argv)
     const llm_cli cli = {prog, "[options]",
                          "Collective bandwidth with nccl-tests' size, time, algbw and busbw.",
                          table, 0, 0};
-    int r = llm_cli_parse(&cli, argc, argv, NULL);
-    if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
     llm_bench_format fmt;
-    if ((r = check_common(prog, &o, &fmt, 0))) return r;
+    int r = start(&cli, argc, argv, NULL, &o, &fmt, 0);
+    if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     size_t lo, hi;
     if (llm_bench_parse_size(o.minb, &lo) || llm_bench_parse_size(o.maxb, &hi) || lo < 4 || hi < lo) {
@@ -250,11 +266,10 @@ static int run_coll(const char *coll, int argc, char **argv)
         llm_bench_row row;
         if (llm_bench_collective_dist(coll, d, (size_t)s, o.warmup, o.reps, &row, &st) ||
             llm_bench_rows_push(&rows, &row, &st)) {
-            llm_error(&lg, "%s", st.msg);
-            llm_bench_rows_free(&rows);
-            llm_dist_abort(d, llm_exit_code(st.code));
+            r = fail(&lg, &st, &rows);
+            llm_dist_abort(d, r);
             llm_dist_free(d);
-            return llm_exit_code(st.code);
+            return r;
         }
     }
     r = llm_dist_rank(d) ? 0 : emit(prog, &o, fmt, &rows);  /* rank 0 reports */
@@ -293,12 +308,11 @@ static int run_model(int train, int argc, char **argv)
                                : "Prefill and decode tokens/s, time to first token and per output token.",
                          train ? table_train : table_infer, 0, 1};
     llm_strlist pos = {0};
-    int r = llm_cli_parse(&cli, argc, argv, &pos);
-    const char *model = pos.n ? pos.v[0] : NULL;
-    llm_strlist_free(&pos);
-    if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
     llm_bench_format fmt;
-    if ((r = check_common(prog, &o, &fmt, 1))) return r;
+    int r = start(&cli, argc, argv, &pos, &o, &fmt, 1);
+    const char *model = pos.n ? pos.v[0] : NULL;  /* a string of argv: outlives pos */
+    llm_strlist_free(&pos);
+    if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     if (!!model == !!config) { llm_error(&lg, "give a model file%s", train ? " or --config FILE (one of them)" : ""); return 64; }
     llm_status st = {0};
@@ -343,14 +357,10 @@ static int run_model(int train, int argc, char **argv)
         int rc = train ? llm_bench_train(&mo, &out[0], &st) : llm_bench_infer(&mo, out, &st);
         for (int k = 0; !rc && k < (train ? 1 : 2); k++) rc = llm_bench_rows_push(&rows, &out[k], &st);
         if (rc) {
-            llm_error(&lg, "%s", st.msg);
-            llm_bench_rows_free(&rows);
-            return llm_exit_code(st.code);
+            return fail(&lg, &st, &rows);
         }
     }
-    r = emit(prog, &o, fmt, &rows);
-    llm_bench_rows_free(&rows);
-    return r;
+    return finish(prog, &o, fmt, &rows);
 }
 
 static int run_train(int c, char **v) { return run_model(1, c, v); }

@@ -14,15 +14,29 @@
 #include "common/shard_info.h"
 #include "common/status.h"
 
-/* Report st and map it to an exit status; a closed stdout ends quietly. */
-static int done(int rc, const llm_status *st)
+/* Free the positional arguments, report st and map it to an exit status; a closed
+ * stdout ends quietly. */
+static int done(int rc, const llm_status *st, llm_strlist *pos)
 {
+    llm_strlist_free(pos);
     if (rc == LLM_OK)
         return 0;
     if (rc == LLM_EIO && llm_cli_stdout_closed(errno))
         return 0;
     fprintf(stderr, "llm-shard: %s\n", st->msg);
     return llm_exit_code(rc);
+}
+
+/* Parse the options; 0 with *ret the exit status (0 after --help, 64 on usage errors)
+ * when the subcommand should not run. */
+static int parse(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, int *ret)
+{
+    int r = llm_cli_parse(cli, argc, argv, pos);
+    if (r == LLM_CLI_RUN)
+        return 1;
+    llm_strlist_free(pos);
+    *ret = r == LLM_CLI_EXIT ? 0 : 64;
+    return 0;
 }
 
 static int cmd_info(int argc, char **argv)
@@ -34,15 +48,12 @@ static int cmd_info(int argc, char **argv)
     const llm_cli cli = {"llm-shard info", "[options] FILE|-",
                          "Print the header sections and the tensor table of a .llmk checkpoint.", opts, 1, 1};
     llm_strlist pos = {0};
-    int r = llm_cli_parse(&cli, argc, argv, &pos);
-    if (r != LLM_CLI_RUN) {
-        llm_strlist_free(&pos);
-        return r == LLM_CLI_EXIT ? 0 : 64;
-    }
+    int ret;
+    if (!parse(&cli, argc, argv, &pos, &ret))
+        return ret;
     llm_status st = {0};
     int rc = llm_shard_info(pos.v[0], json, stdout, &st);
-    llm_strlist_free(&pos);
-    return done(rc, &st);
+    return done(rc, &st, &pos);
 }
 
 static int cmd_verify(int argc, char **argv)
@@ -54,15 +65,12 @@ static int cmd_verify(int argc, char **argv)
     const llm_cli cli = {"llm-shard verify", "[options] FILE|-",
                          "Check the structure and every crc32 of a .llmk checkpoint.", opts, 1, 1};
     llm_strlist pos = {0};
-    int r = llm_cli_parse(&cli, argc, argv, &pos);
-    if (r != LLM_CLI_RUN) {
-        llm_strlist_free(&pos);
-        return r == LLM_CLI_EXIT ? 0 : 64;
-    }
+    int ret;
+    if (!parse(&cli, argc, argv, &pos, &ret))
+        return ret;
     llm_status st = {0};
     int rc = llm_shard_verify(pos.v[0], quiet, stdout, &st);
-    llm_strlist_free(&pos);
-    return done(rc, &st);
+    return done(rc, &st, &pos);
 }
 
 static int cmd_convert(int argc, char **argv)
@@ -76,11 +84,9 @@ static int cmd_convert(int argc, char **argv)
     const llm_cli cli = {"llm-shard convert", "--from llmc|safetensors|--to llmc [options] FILE|DIR -o OUT",
                          "Convert llm.c and Hugging Face GPT-2 checkpoints to and from .llmk.", opts, 1, 1};
     llm_strlist pos = {0};
-    int r = llm_cli_parse(&cli, argc, argv, &pos);
-    if (r != LLM_CLI_RUN) {
-        llm_strlist_free(&pos);
-        return r == LLM_CLI_EXIT ? 0 : 64;
-    }
+    int ret;
+    if (!parse(&cli, argc, argv, &pos, &ret))
+        return ret;
     const char *fmt = from ? from : to;
     int st_in = from && !strcmp(from, "safetensors");
     if (!out || (from && to) || !fmt || (strcmp(fmt, "llmc") != 0 && !st_in)) {
@@ -96,8 +102,7 @@ static int cmd_convert(int argc, char **argv)
     int rc = st_in  ? llm_hf_import(pos.v[0], out, &st)
              : from ? llm_llmc_import(pos.v[0], out, &st)
                     : llm_llmc_export(pos.v[0], out, &st);
-    llm_strlist_free(&pos);
-    return done(rc, &st);
+    return done(rc, &st, &pos);
 }
 
 static int cmd_export(int argc, char **argv)
@@ -110,11 +115,9 @@ static int cmd_export(int argc, char **argv)
     const llm_cli cli = {"llm-shard export", "--to gguf|safetensors FILE -o OUT",
                          "Export a GPT-2 checkpoint for llama.cpp (GGUF) or Hugging Face (safetensors).", opts, 1, 1};
     llm_strlist pos = {0};
-    int r = llm_cli_parse(&cli, argc, argv, &pos);
-    if (r != LLM_CLI_RUN) {
-        llm_strlist_free(&pos);
-        return r == LLM_CLI_EXIT ? 0 : 64;
-    }
+    int ret;
+    if (!parse(&cli, argc, argv, &pos, &ret))
+        return ret;
     llm_status st = {0};
     int rc;
     if (!to || !out)
@@ -125,19 +128,7 @@ static int cmd_export(int argc, char **argv)
         rc = llm_hf_export(pos.v[0], out, &st);
     else
         rc = llm_err(&st, LLM_EUSAGE, "unknown export format '%s' (gguf, safetensors)", to);
-    llm_strlist_free(&pos);
-    return done(rc, &st);
-}
-
-/* Parse the common shape: options, then run; returns 64 on usage errors. */
-static int parse(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, int *ret)
-{
-    int r = llm_cli_parse(cli, argc, argv, pos);
-    if (r == LLM_CLI_RUN)
-        return 1;
-    llm_strlist_free(pos);
-    *ret = r == LLM_CLI_EXIT ? 0 : 64;
-    return 0;
+    return done(rc, &st, &pos);
 }
 
 static int cmd_split(int argc, char **argv)
@@ -163,8 +154,7 @@ static int cmd_split(int argc, char **argv)
         rc = llm_err(&st, LLM_EUSAGE, "--pp %d but --pp-layers lists %d stages", pp, nl);
     if (!rc)
         rc = llm_shard_split(pos.v[0], tp, ppl ? nl : pp ? pp : 1, ppl ? layers : NULL, out, &st);
-    llm_strlist_free(&pos);
-    return done(rc, &st);
+    return done(rc, &st, &pos);
 }
 
 static int cmd_merge(int argc, char **argv)
@@ -180,8 +170,7 @@ static int cmd_merge(int argc, char **argv)
         return ret;
     llm_status st = {0};
     int rc = out ? llm_shard_merge(pos.v, pos.n, out, &st) : llm_err(&st, LLM_EUSAGE, "-o OUT is required");
-    llm_strlist_free(&pos);
-    return done(rc, &st);
+    return done(rc, &st, &pos);
 }
 
 static const llm_subcmd subcmds[] = {

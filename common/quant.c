@@ -34,13 +34,22 @@ static double dtype_limit(llm_dtype dt)
     }
 }
 
-int llm_quant_encode(llm_dtype dt, const float *src, void *dst, uint64_t n, llm_status *st)
+/* dt is a weight format and n elements fill whole blocks of it. */
+static int check_dtype(llm_dtype dt, uint64_t n, llm_status *st)
 {
     if (!llm_quant_is_weight_dtype(dt))
         return llm_err(st, LLM_EUSAGE, "dtype '%s' is not a weight format", llm_dtype_name(dt));
     if (llm_quant_is_block(dt) && n % 32)
         return llm_err(st, LLM_EUSAGE, "%s needs a multiple of 32 elements (got %llu)",
                        llm_dtype_name(dt), (unsigned long long)n);
+    return LLM_OK;
+}
+
+int llm_quant_encode(llm_dtype dt, const float *src, void *dst, uint64_t n, llm_status *st)
+{
+    int rc = check_dtype(dt, n, st);
+    if (rc)
+        return rc;
     double lim = dtype_limit(dt);
     for (uint64_t i = 0; i < n; i++) {
         float v = src[i];
@@ -79,11 +88,9 @@ int llm_quant_encode(llm_dtype dt, const float *src, void *dst, uint64_t n, llm_
 
 int llm_quant_decode(llm_dtype dt, const void *src, float *dst, uint64_t n, llm_status *st)
 {
-    if (!llm_quant_is_weight_dtype(dt))
-        return llm_err(st, LLM_EUSAGE, "dtype '%s' is not a weight format", llm_dtype_name(dt));
-    if (llm_quant_is_block(dt) && n % 32)
-        return llm_err(st, LLM_EUSAGE, "%s needs a multiple of 32 elements (got %llu)",
-                       llm_dtype_name(dt), (unsigned long long)n);
+    int rc = check_dtype(dt, n, st);
+    if (rc)
+        return rc;
     llm_qk_dequantize_row((int)dt, src, dst, (int64_t)n);
     return LLM_OK;
 }

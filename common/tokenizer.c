@@ -8,16 +8,8 @@ static const char eot_text[] = "<|endoftext|>";
 
 int llm_ids_push(llm_ids *ids, uint32_t id)
 {
-    if (ids->n == ids->cap) {
-        size_t cap = ids->cap ? ids->cap * 2 : 256;
-        if (cap > SIZE_MAX / sizeof *ids->v)
-            return -1;
-        uint32_t *v = realloc(ids->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        ids->v = v;
-        ids->cap = cap;
-    }
+    if (ids->n == ids->cap && llm_ids_reserve(ids, 1))  /* doubles, from 256 */
+        return -1;
     ids->v[ids->n++] = id;
     return 0;
 }

@@ -107,6 +107,8 @@ static inline int merge_find(const llm_tokenizer *t, uint32_t a, uint32_t b, uin
     }
 }
 
+static void state_free(llm_tok_state *s);
+
 void llm_tok_bpe_free(llm_tokenizer *t)
 {
     free(t->vocab_bytes);
@@ -118,19 +120,8 @@ void llm_tok_bpe_free(llm_tokenizer *t)
     free(t->vslots);
     if (t->re)
         pcre2_code_free(t->re);
-    for (int i = 0; i < t->npool; i++) {
-        llm_tok_state *s = t->pool[i];
-        pcre2_match_data_free(s->md);
-        pcre2_match_context_free(s->mctx);
-        pcre2_jit_stack_free(s->jstack);
-        free(s->ce);
-        free(s->abuf);
-        free(s->sym);
-        free(s->next);
-        free(s->prev);
-        free(s->heap);
-        free(s);
-    }
+    for (int i = 0; i < t->npool; i++)
+        state_free(t->pool[i]);
     free(t->pool);
     pthread_mutex_destroy(&t->pool_mu);
 }

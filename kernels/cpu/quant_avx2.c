@@ -9,7 +9,7 @@
  */
 #include <immintrin.h>
 
-#include "kernels/cpu/quant_kern.h"
+#include "kernels/cpu/quant_x86.h"
 
 #define TGT __attribute__((target("avx2,fma,f16c")))
 
@@ -19,24 +19,6 @@ TGT static inline float hsum8(__m256 v)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
-}
-
-/* 32 int8 weights of block b (q4_0 unpacked to -8..7) and its scale. */
-TGT static inline __m256i load_wblock(const char *wr, int dt, int b, float *d)
-{
-    uint16_t h;
-    if (dt == LLM_QK_Q8_0) {
-        const llm_block_q8_0 *w = (const llm_block_q8_0 *)wr + b;
-        memcpy(&h, &w->d, 2);
-        *d = _cvtsh_ss(h);
-        return _mm256_loadu_si256((const __m256i *)w->q);
-    }
-    const llm_block_q4_0 *w = (const llm_block_q4_0 *)wr + b;
-    memcpy(&h, &w->d, 2);
-    *d = _cvtsh_ss(h);
-    __m128i v = _mm_loadu_si128((const __m128i *)w->q), m = _mm_set1_epi8(0x0f);
-    __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
 }
 
 TGT __attribute__((always_inline)) static inline void
@@ -50,7 +32,7 @@ qrow(float *out, int ldo, const char *wr, int dt, const llm_block_q8_0 *xq, int 
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         float dw;
-        __m256i w = load_wblock(wr, dt, b, &dw);
+        __m256i w = llm_qk_load_wblock(wr, dt, b, &dw);
         __m256i aw = _mm256_sign_epi8(w, w);
         for (int r = 0; r < R; r++) {
             const llm_block_q8_0 *xb = xq + (size_t)r * nb + b;
@@ -86,12 +68,8 @@ hrow(float *out, int ldo, const uint16_t *h, int dt, const float *xf, int R, int
         for (int r = 0; r < R; r++)
             acc[r] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xf + (size_t)r * C + c), acc[r]);
     }
-    for (int r = 0; r < R; r++) {
-        float s = hsum8(acc[r]);
-        for (int k = c; k < C; k++)
-            s += (dt == LLM_QK_F16 ? llm_f16_to_f32(h[k]) : llm_bf16_to_f32(h[k])) * xf[(size_t)r * C + k];
-        out[(size_t)r * ldo + o] = s;
-    }
+    for (int r = 0; r < R; r++)
+        out[(size_t)r * ldo + o] = llm_qk_half_dot(hsum8(acc[r]), h, dt, xf + (size_t)r * C, c, C);
 }
 
 TGT void llm_qk_rows_avx2(float *out, int ldo, const void *w, int dt, const llm_block_q8_0 *xq,

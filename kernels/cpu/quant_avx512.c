@@ -9,28 +9,10 @@
  */
 #include <immintrin.h>
 
-#include "kernels/cpu/quant_kern.h"
+#include "kernels/cpu/quant_x86.h"
 
 #define TGT512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 #define TGTVNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-
-/* 32 int8 weight values of block b (q4_0 unpacked) and its scale; AVX2 width. */
-TGT512 static inline __m256i wblock(const char *wr, int dt, int b, float *d)
-{
-    uint16_t h;
-    if (dt == LLM_QK_Q8_0) {
-        const llm_block_q8_0 *w = (const llm_block_q8_0 *)wr + b;
-        memcpy(&h, &w->d, 2);
-        *d = _cvtsh_ss(h);
-        return _mm256_loadu_si256((const __m256i *)w->q);
-    }
-    const llm_block_q4_0 *w = (const llm_block_q4_0 *)wr + b;
-    memcpy(&h, &w->d, 2);
-    *d = _cvtsh_ss(h);
-    __m128i v = _mm_loadu_si128((const __m128i *)w->q), m = _mm_set1_epi8(0x0f);
-    __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
-}
 
 TGT512 static inline __m512i join(__m256i a, __m256i b)
 {
@@ -51,8 +33,8 @@ TGT512 static inline __m512 join_ps(float a, float b)
     for (int b = 0; b < nb; b += 2) {                                                       \
         int two = b + 1 < nb;                                                               \
         float d0, d1 = 0.0f;                                                                \
-        __m256i w0 = wblock(wr, dt, b, &d0);                                                \
-        __m256i w1 = two ? wblock(wr, dt, b + 1, &d1) : _mm256_setzero_si256();            \
+        __m256i w0 = llm_qk_load_wblock(wr, dt, b, &d0);                                    \
+        __m256i w1 = two ? llm_qk_load_wblock(wr, dt, b + 1, &d1) : _mm256_setzero_si256(); \
         __m512i w = join(w0, w1);                                                           \
         __m512i aw = _mm512_abs_epi8(w);                                                    \
         __mmask64 neg = _mm512_movepi8_mask(w);                                             \
@@ -110,12 +92,8 @@ hrow(float *out, int ldo, const uint16_t *h, int dt, const float *xf, int R, int
         for (int r = 0; r < R; r++)
             acc[r] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xf + (size_t)r * C + c), acc[r]);
     }
-    for (int r = 0; r < R; r++) {
-        float s = _mm512_reduce_add_ps(acc[r]);
-        for (int k = c; k < C; k++)
-            s += (dt == LLM_QK_F16 ? llm_f16_to_f32(h[k]) : llm_bf16_to_f32(h[k])) * xf[(size_t)r * C + k];
-        out[(size_t)r * ldo + o] = s;
-    }
+    for (int r = 0; r < R; r++)
+        out[(size_t)r * ldo + o] = llm_qk_half_dot(_mm512_reduce_add_ps(acc[r]), h, dt, xf + (size_t)r * C, c, C);
 }
 
 TGT512 static void rows_bw(float *out, int ldo, const void *w, int dt, const llm_block_q8_0 *xq,

@@ -102,6 +102,15 @@ static inline uint16_t llm_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* s + h[c..C) . x[c..C), added in order: the f16 or bf16 (dt) dot product of the scalar
+ * kernel and the tail of the vector kernels. */
+static inline float llm_qk_half_dot(float s, const uint16_t *h, int dt, const float *x, int c, int C)
+{
+    for (; c < C; c++)
+        s += (dt == LLM_QK_F16 ? llm_f16_to_f32(h[c]) : llm_bf16_to_f32(h[c])) * x[c];
+    return s;
+}
+
 /* Quantize one row of n floats (n a multiple of 32) to q8_0 blocks: d = max|x|/127,
  * q = round(x/d) (halves away from zero).  Used for weights and, on the fly, for
  * activations.  Inputs must be finite (callers check). */

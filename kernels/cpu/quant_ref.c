@@ -157,8 +157,7 @@ void llm_qk_rows_scalar(float *out, int ldo, const void *w, int dt, const llm_bl
             } else {
                 const uint16_t *h = (const uint16_t *)wr;
                 const float *x = xf + (size_t)r * C;
-                for (int c = 0; c < C; c++)
-                    s += (dt == LLM_QK_F16 ? llm_f16_to_f32(h[c]) : llm_bf16_to_f32(h[c])) * x[c];
+                s = llm_qk_half_dot(s, h, dt, x, 0, C);
             }
             out[(size_t)r * ldo + o] = s;
         }

@@ -105,15 +105,7 @@ expect_exit "train without a model exits 64" 64 llm-bench train
 expect_exit "train with a missing model exits 66" 66 llm-bench train "$TMP/nope.llmk"
 
 if [ -f "$DATA/tinyshakespeare/input.txt" ]; then
-  head -c 20000 "$DATA/tinyshakespeare/input.txt" >"$TMP/in.txt"
-  llm-tokenize --vocab byte -o "$TMP/tok.bin" "$TMP/in.txt" >/dev/null 2>&1
-  cat >"$TMP/train.yaml" <<Y
-model: {arch: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
-data: {train: $TMP/tok.bin, tokenizer: byte}
-train: {batch_size: 2, seq_len: 16, max_steps: 2, warmup_steps: 1, threads: 1}
-Y
-  if llm-train --config "$TMP/train.yaml" -o "$TMP/run" >/dev/null 2>"$TMP/err"; then
-    M=$(ls "$TMP"/run/*.llmk | tail -1)
+  if tiny_tokmodel; then
     llm-bench infer "$M" -b 1,2 -s 8 --gen 4 -r 2 -w 1 -j 1 -F jsonl >"$TMP/i.jsonl" 2>"$TMP/err"
     n=$(schema "$TMP/i.jsonl" jsonl '(r["op"]=="prefill" and r["ttft_ms"]>0 and r["work"]==r["batch"]*8) or (r["op"]=="decode" and r["tpot_ms"]>0 and r["work"]==r["batch"] and r["reps"]==8)' 2>&1)
     [ "$n" = 4 ] && ok "infer: prefill and decode rows per batch, TTFT and TPOT" || notok "infer: $n $(cat "$TMP/err")"

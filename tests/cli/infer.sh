@@ -8,25 +8,8 @@ if ! have_data tinyshakespeare/input.txt; then skip "llm-infer tests" "no $DATA/
 cd "$TMP" || exit 1
 
 # a tiny byte-level model: a few training steps are enough for behaviour tests
-$PY - "$DATA/tinyshakespeare/input.txt" <<'PY'
-import struct, sys
-b = open(sys.argv[1], 'rb').read()[:300000]
-def w(p, t):
-    with open(p, 'wb') as f:
-        f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253)))
-        f.write(struct.pack('<%dH' % len(t), *t))
-n = len(b) // 10
-w('val.bin', b[:n]); w('train.bin', b[n:])
-PY
-cat >m.yaml <<Y
-model: {n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 257, max_seq_len: 64}
-data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
-train: {batch_size: 8, seq_len: 64, max_steps: 40, lr: 0.004, warmup_steps: 2, save_every: 100000, seed: 7, threads: 2}
-Y
-if ! llm-train --config m.yaml -o run >/dev/null 2>err; then
-  notok "training a model for the tests: $(tail -c 300 err)"; echo "1..$_n"; exit 1
-fi
-M=$(ls run/*.llmk | sort | tail -1)
+tiny_data 300000
+tiny_model 40
 
 check "help" llm-infer --help
 expect_exit "missing model: 66" 66 llm-infer nope.llmk -p hi

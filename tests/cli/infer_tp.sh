@@ -14,25 +14,8 @@ if ! have_data tinyshakespeare/input.txt; then skip "tensor-parallel inference" 
 cd "$TMP" || exit 1
 MPI="mpirun --allow-run-as-root --oversubscribe -np"
 
-$PY - "$DATA/tinyshakespeare/input.txt" <<'PY'
-import struct, sys
-b = open(sys.argv[1], 'rb').read()[:200000]
-def w(p, t):
-    with open(p, 'wb') as f:
-        f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253)))
-        f.write(struct.pack('<%dH' % len(t), *t))
-n = len(b) // 10
-w('val.bin', b[:n]); w('train.bin', b[n:]); w('ev.bin', b[:3000])
-PY
-cat >m.yaml <<Y
-model: {n_layer: 2, n_head: 4, n_embd: 64, vocab_size: 257, max_seq_len: 64}
-data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
-train: {batch_size: 8, seq_len: 64, max_steps: 30, lr: 0.004, warmup_steps: 2, save_every: 100000, seed: 7, threads: 2}
-Y
-if ! llm-train --config m.yaml -o run >/dev/null 2>err; then
-  notok "training a model for the tests: $(tail -c 300 err)"; echo "1..$_n"; exit 1
-fi
-M=$(ls run/*.llmk | sort | tail -1)
+tiny_data 200000 0 ev.bin:3000
+tiny_model 30 4
 llm-shard split --tp 2 "$M" -o tp >/dev/null 2>err
 check "split --tp 2" [ -f tp-tp0-pp0.llmk ] 
 # MPI support built in?  (a build without it refuses several ranks)

@@ -21,3 +21,54 @@ expect_exit() {
 # skip NAME REASON
 skip()  { _n=$((_n+1)); echo "ok $_n - $1 # SKIP $2"; }
 have_data() { [ -f "$DATA/$1" ]; }
+
+# tiny_data [BYTES] [VAL] [NAME:N ...]: byte-level token files (llm.c format, version 1) of
+# the first BYTES bytes of Tiny Shakespeare (0 or absent: all) in the current directory:
+# val.bin = the first VAL tokens (0 or absent: a tenth), train.bin = the rest, and a file
+# NAME of the first N tokens for each NAME:N.
+tiny_data() {
+  "${PY:-python3}" - "$DATA/tinyshakespeare/input.txt" "$@" <<'PY'
+import struct, sys
+a = sys.argv[2:] + ["0", "0"]
+b = open(sys.argv[1], 'rb').read()
+if int(a[0]): b = b[:int(a[0])]
+def w(p, t):
+    with open(p, 'wb') as f:
+        f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253)))
+        f.write(struct.pack('<%dH' % len(t), *t))
+n = int(a[1]) or len(b) // 10
+w('val.bin', b[:n]); w('train.bin', b[n:])
+for x in sys.argv[4:]:
+    name, k = x.split(':'); w(name, b[:int(k)])
+PY
+}
+
+# tiny_model STEPS [N_HEAD]: trains a 2-layer, 64-wide byte model on the tiny_data files
+# (config m.yaml, run directory run/) and sets M to its last checkpoint; a failed run
+# ends the test script.
+tiny_model() {
+  cat >m.yaml <<Y
+model: {n_layer: 2, n_head: ${2:-2}, n_embd: 64, vocab_size: 257, max_seq_len: 64}
+data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
+train: {batch_size: 8, seq_len: 64, max_steps: $1, lr: 0.004, warmup_steps: 2, save_every: 100000, seed: 7, threads: 2}
+Y
+  if ! llm-train --config m.yaml -o run >/dev/null 2>err; then
+    notok "training a model for the tests: $(tail -c 300 err)"; echo "1..$_n"; exit 1
+  fi
+  M=$(ls run/*.llmk | sort | tail -1)
+}
+
+# tiny_tokmodel: tokenizes 20000 bytes of Tiny Shakespeare with llm-tokenize and trains a
+# 2-layer, 32-wide model for 2 steps in $TMP/run; sets M; returns llm-train's status
+# (its stderr in $TMP/err).
+tiny_tokmodel() {
+  head -c 20000 "$DATA/tinyshakespeare/input.txt" >"$TMP/in.txt"
+  llm-tokenize --vocab byte -o "$TMP/tok.bin" "$TMP/in.txt" >/dev/null 2>&1
+  cat >"$TMP/train.yaml" <<Y
+model: {arch: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
+data: {train: $TMP/tok.bin, tokenizer: byte}
+train: {batch_size: 2, seq_len: 16, max_steps: 2, warmup_steps: 1, threads: 1}
+Y
+  llm-train --config "$TMP/train.yaml" -o "$TMP/run" >/dev/null 2>"$TMP/err" || return
+  M=$(ls "$TMP"/run/*.llmk | tail -1)
+}

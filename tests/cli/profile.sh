@@ -51,15 +51,7 @@ else
 fi
 
 if [ -f "$DATA/tinyshakespeare/input.txt" ]; then
-  head -c 20000 "$DATA/tinyshakespeare/input.txt" >"$TMP/in.txt"
-  llm-tokenize --vocab byte -o "$TMP/tok.bin" "$TMP/in.txt" >/dev/null 2>&1
-  cat >"$TMP/train.yaml" <<Y
-model: {arch: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
-data: {train: $TMP/tok.bin, tokenizer: byte}
-train: {batch_size: 2, seq_len: 16, max_steps: 2, warmup_steps: 1, threads: 1}
-Y
-  if llm-train --config "$TMP/train.yaml" -o "$TMP/run" >/dev/null 2>"$TMP/err"; then
-    M=$(ls "$TMP"/run/*.llmk | tail -1)
+  if tiny_tokmodel; then
     expect_exit "train on a model file" 0 llm-profile "$M" -b 2 -t 32 -j 1 $PK
     grep -q '^matmul_backward ' "$TMP/out" && ok "model file: table names matmul" || notok "model file table"
     expect_exit "prefill" 0 llm-profile "$M" -b 2 -t 16 --mode prefill -j 1 $PK --json

@@ -9,16 +9,7 @@ if ! have_data tinyshakespeare/input.txt; then skip "llm-train tests" "no $DATA/
 cd "$TMP" || exit 1
 
 # byte-level token files (llm.c format, version 1): 90% train, 10% val
-$PY - "$DATA/tinyshakespeare/input.txt" <<'PY'
-import struct, sys
-b = open(sys.argv[1], 'rb').read()
-def w(p, t):
-    with open(p, 'wb') as f:
-        f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253)))
-        f.write(struct.pack('<%dH' % len(t), *t))
-n = len(b) // 10
-w('val.bin', b[:n]); w('train.bin', b[n:])
-PY
+tiny_data
 cat >run.yaml <<Y
 model: {n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 257, max_seq_len: 64}
 data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}

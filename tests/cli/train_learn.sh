@@ -7,16 +7,7 @@ PY=python3
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 if ! have_data tinyshakespeare/input.txt; then skip "learning tests" "no $DATA/tinyshakespeare"; exit 0; fi
 cd "$TMP" || exit 1
-$PY - "$DATA/tinyshakespeare/input.txt" <<'PY'
-import struct, sys
-b = open(sys.argv[1], 'rb').read()
-def w(p, t):
-    with open(p, 'wb') as f:
-        f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253)))
-        f.write(struct.pack('<%dH' % len(t), *t))
-n = len(b) // 10
-w('val.bin', b[:n]); w('train.bin', b[n:]); w('two.bin', b[:2 * 4 * 64 + 1])
-PY
+tiny_data 0 0 two.bin:513
 cat >learn.yaml <<Y
 model: {n_layer: 2, n_head: 4, n_embd: 128, vocab_size: 257, max_seq_len: 64}
 data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
