@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 typedef struct llm_backend llm_backend;
+struct llm_device_stats;   /* below */
 
 struct llm_backend {
     const char *name;   /* "cpu", "cpu-ref", "cuda" */
@@ -146,6 +147,44 @@ struct llm_backend {
     void (*attention_rows)(llm_backend *be, float *out, const float *qkv, const float *kcache,
                            const float *vcache, const int32_t *slot, const int32_t *pos,
                            int N, int C, int NH, int maxT);
+
+    /* ---- mixed precision (llm-train --precision bf16|fp16; added for issue 8) ----
+     * NULL when the backend has none: llm-train then refuses the precision by name.
+     * lo is LLM_DT_BF16 or LLM_DT_F16 (the llm_dtype values of common/ckpt.h).  The
+     * model's GEMMs read lo operands and accumulate in fp32: the weights from a lo copy
+     * of the fp32 master parameters (made with cast_lo whenever the parameters change),
+     * the activations and output gradients rounded to lo on the way in.  Outputs,
+     * gradients and everything outside the GEMMs stay fp32.  Rounding is to nearest even;
+     * a value beyond the lo range becomes +-inf (fp16 overflows at |x| >= 65520, which is
+     * what dynamic loss scaling detects), NaN stays NaN. */
+
+    /* dst(n) of dtype lo = src(n) rounded. */
+    void (*cast_lo)(llm_backend *be, void *dst, const float *src, size_t n, int lo);
+
+    /* out(N,OC) = lo(inp)(N,C) @ w_lo(OC,C)^T + bias(OC), fp32 accumulate and output;
+     * bias fp32 or NULL. */
+    void (*matmul_forward_lo)(llm_backend *be, float *out, const float *inp, const void *w_lo,
+                              int lo, const float *bias, int N, int C, int OC);
+
+    /* dinp(N,C) += lo(dout) @ w_lo; dw(OC,C) += lo(dout)^T @ lo(inp); dbias(OC) +=
+     * sum_rows lo(dout) (dbias may be NULL).  dinp, dw, dbias fp32. */
+    void (*matmul_backward_lo)(llm_backend *be, float *dinp, float *dw, float *dbias,
+                               const float *dout, const float *inp, const void *w_lo, int lo,
+                               int N, int C, int OC);
+
+    /* ---- device health for metrics (NULL on the CPU) ----
+     * Fills *out; a field the device or driver cannot tell is -1 (NVML absent: util,
+     * temp and power are -1).  Returns 0, or -1 when nothing could be read. */
+    int (*device_stats)(llm_backend *be, struct llm_device_stats *out);
+};
+
+/* What device_stats reports. */
+struct llm_device_stats {
+    double mem_used_mb;    /* device memory in use now (whole device, cudaMemGetInfo) */
+    double mem_peak_mb;    /* the most this backend has held allocated since init */
+    double util_pct;       /* GPU utilisation over the last sample period (NVML) */
+    double temp_c;         /* GPU temperature (NVML) */
+    double power_w;        /* board power draw (NVML) */
 };
 
 /* Fill be for device "cpu" (fast kernels), "cpu-ref" (reference kernels) or "cuda"
