@@ -218,7 +218,8 @@ int main(int argc, char **argv)
     long rss = rss_kb("VmRSS:"), hwm = rss_kb("VmHWM:");
     double gb = m->weight_bytes / 1e9;
     double bw = read_bandwidth_gbs(threads);
-    printf("{\"model\":\"gpt2-124m\",\"dtype\":\"f32\",\"device\":\"%s\",\"threads\":%d,"
+    /* the matmul weights' format names the run (wte may be kept at another type) */
+    printf("{\"model\":\"gpt2-124m\",\"dtype\":\"%s\",\"device\":\"%s\",\"threads\":%d,"
            "\"prefill128_tokens_per_s\":%.1f,\"decode_b1_tokens_per_s\":%.2f,"
            "\"decode_b8_tokens_per_s\":%.2f,\"b8_over_b1\":%.2f,"
            "\"decode_b1_tokens_per_cpu_s\":%.2f,\"decode_b8_tokens_per_cpu_s\":%.2f,"
@@ -226,7 +227,7 @@ int main(int argc, char **argv)
            "\"decode_b1_weight_gbs\":%.2f,\"read_bandwidth_gbs\":%.2f,\"bw_fraction\":%.2f,"
            "\"kv_and_act_mb_b1\":%.1f,\"kv_and_act_mb_b8\":%.1f,\"rss_mb\":%.1f,"
            "\"rss_peak_mb\":%.1f,\"rss_before_open_mb\":%.1f}\n",
-           be.name, be.threads, pf_best, d1, d8, d8 / d1, c1r, c8r, c8r / c1r, gb, d1 * gb, bw, d1 * gb / bw,
+           llm_dtype_name((llm_dtype)m->layers[0].qkv_w.dtype), be.name, be.threads, pf_best, d1, d8, d8 / d1, c1r, c8r, c8r / c1r, gb, d1 * gb, bw, d1 * gb / bw,
            llm_infer_ctx_bytes(c1) / 1e6, llm_infer_ctx_bytes(c8) / 1e6, rss / 1024.0,
            hwm / 1024.0, rss0 / 1024.0);
     free(lg);
