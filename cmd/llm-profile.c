@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/plan.h"
+#include "common/plan_time.h"
 #include "common/profile_run.h"
 
 static int load_config(const char *prog, const char *path, llm_train_config *tc, llm_model_config *mc)
@@ -27,6 +28,8 @@ static int run_plan(int argc, char **argv)
     const char *config = NULL, *mem = NULL, *prec = "bf16", *rec = "none", *mode = "train",
                *device = "cuda";
     int gpus = 1, zero = 0, tp = 1, pp = 1, B = 0, T = 0, json = 0, quiet = 0, verbose = 0;
+    llm_plan_hw hw = {0};
+    int64_t gtok = 0;
     const llm_opt table[] = {
         {"config", 'c', LLM_OPT_STR, &config, "FILE", "llm-train YAML config (model: and train: sections)"},
         {"gpus", 'g', LLM_OPT_INT, &gpus, "N", "devices in all (default: 1)"},
@@ -40,6 +43,13 @@ static int run_plan(int argc, char **argv)
         {"seq", 't', LLM_OPT_INT, &T, "T", "sequence length (default: train.seq_len)"},
         {"mode", 'm', LLM_OPT_STR, &mode, "M", "train or infer (default: train)"},
         {"device", 'd', LLM_OPT_STR, &device, "DEV", "cuda or cpu (default: cuda)"},
+        {"global-batch", 0, LLM_OPT_I64, &gtok, "TOKENS", "tokens per optimizer step (default: train.total_batch_tokens, else B*T*dp)"},
+        {"peak-tflops", 0, LLM_OPT_DOUBLE, &hw.peak_tflops, "X", "dense peak per GPU (default: 989 bf16/fp16, 67 fp32)"},
+        {"mfu", 0, LLM_OPT_DOUBLE, &hw.mfu, "F", "fraction of the peak reached (default: 0.4)"},
+        {"gpus-per-node", 0, LLM_OPT_INT, &hw.gpus_per_node, "N", "GPUs in one node (default: 8)"},
+        {"link-bw", 0, LLM_OPT_DOUBLE, &hw.link_gbs, "GB/s", "collective bus bandwidth in a node (default: 360)"},
+        {"net-bw", 0, LLM_OPT_DOUBLE, &hw.net_gbs, "GB/s", "bus bandwidth across nodes (default: 40)"},
+        {"overlap", 0, LLM_OPT_FLAG, &hw.overlap, NULL, "model dp collectives overlapped with the backward"},
         {"json", 0, LLM_OPT_FLAG, &json, NULL, "one JSON document on stdout"},
         {"quiet", 'q', LLM_OPT_FLAG, &quiet, NULL, "errors only on stderr"},
         {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
@@ -70,13 +80,28 @@ static int run_plan(int argc, char **argv)
     llm_plan plan;
     llm_status st = {0};
     if (llm_plan_compute(&pc, &plan, &st)) { llm_error(&lg, "%s", st.msg); return llm_exit_code(st.code); }
+    /* the step-time model: training on GPUs */
+    llm_plan_time pt;
+    int timed = pc.train && !pc.cpu;
+    if (gtok < 0) { llm_error(&lg, "global-batch %lld: must be positive", (long long)gtok); return 64; }
+    hw.global_tokens = gtok > 0 ? (double)gtok : (double)tc.total_batch_tokens;
+    if (timed && llm_plan_time_compute(&pc, &plan, &hw, &pt, &st)) { llm_error(&lg, "%s", st.msg); return llm_exit_code(st.code); }
     if (json) {
         llm_json j;
         llm_json_init(&j, stdout, 1);
-        llm_plan_write_json(&pc, &plan, &j);
+        llm_json_obj_begin(&j);
+        llm_plan_write_json_members(&pc, &plan, &j);
+        if (timed) {
+            llm_json_key(&j, "time");
+            llm_json_obj_begin(&j);
+            llm_plan_time_write_json(&pt, &j);
+            llm_json_obj_end(&j);
+        }
+        llm_json_obj_end(&j);
         fputc('\n', stdout);
     } else {
         llm_plan_write_table(&pc, &plan, stdout);
+        if (timed) llm_plan_time_write_table(&pt, stdout);
     }
     if (fflush(stdout) != 0 || ferror(stdout)) return 74;
     return 0;

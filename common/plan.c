@@ -180,8 +180,14 @@ void llm_plan_write_table(const llm_plan_config *c, const llm_plan *p, FILE *f)
 
 void llm_plan_write_json(const llm_plan_config *c, const llm_plan *p, llm_json *j)
 {
-    const llm_model_config *m = &c->model;
     llm_json_obj_begin(j);
+    llm_plan_write_json_members(c, p, j);
+    llm_json_obj_end(j);
+}
+
+void llm_plan_write_json_members(const llm_plan_config *c, const llm_plan *p, llm_json *j)
+{
+    const llm_model_config *m = &c->model;
     llm_json_key(j, "model");
     llm_json_obj_begin(j);
     llm_json_kint(j, "n_layer", m->n_layer);
@@ -223,5 +229,4 @@ void llm_plan_write_json(const llm_plan_config *c, const llm_plan *p, llm_json *
     else { llm_json_key(j, "fits"); llm_json_null(j); }
     if (p->max_batch >= 0) llm_json_kint(j, "max_batch", p->max_batch);
     else { llm_json_key(j, "max_batch"); llm_json_null(j); }
-    llm_json_obj_end(j);
 }

@@ -68,5 +68,7 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *out, llm_status *st);
 /* Human-readable breakdown (GiB, MiB as fits) and a JSON object with every field. */
 void llm_plan_write_table(const llm_plan_config *c, const llm_plan *p, FILE *f);
 void llm_plan_write_json(const llm_plan_config *c, const llm_plan *p, llm_json *j);
+/* The same fields as members of the JSON object the caller has open (to add more). */
+void llm_plan_write_json_members(const llm_plan_config *c, const llm_plan *p, llm_json *j);
 
 #endif

@@ -122,6 +122,29 @@ expect_exit "plan bad precision exits 64" 64 llm-profile plan --config "$TMP/cfg
 expect_exit "plan bad zero exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --zero 5
 expect_exit "plan bad gpu-mem exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --gpu-mem lots
 expect_exit "plan missing config exits 66" 66 llm-profile plan --config "$TMP/none.yaml"
+# the step-time model (GPU training plans only)
+llm-profile plan --config "$TMP/cfg.yaml" --gpus 16 --zero 1 --json --mfu 0.5 --link-bw 100 --net-bw 10 \
+  >"$TMP/pt.json" 2>"$TMP/err"
+"$PY" - "$TMP/pt.json" <<'P' && ok "plan time: fields, network across nodes, ZeRO-1 volume" || notok "plan time $(cat "$TMP/err")"
+import json, sys
+d = json.load(open(sys.argv[1])); t = d["time"]
+for k in ["peak_tflops", "mfu", "tokens_per_step", "compute_ms", "dp_comm_ms", "dp_exposed_ms",
+          "tp_comm_ms", "pp_comm_ms", "bubble", "step_ms", "tokens_per_s", "comm_over_compute"]:
+    assert k in t, k
+P = d["params_per_device"]
+assert t["dp_across_nodes"] and t["mfu"] == 0.5 and t["net_gbs"] == 10
+assert abs(t["dp_comm_ms"] - 1e3 * 15 / 16 * 8 * P / 10e9) < 1e-9 * t["dp_comm_ms"]
+assert abs(t["step_ms"] - (t["compute_ms"] + t["dp_comm_ms"])) < 1e-9 * t["step_ms"]
+P
+llm-profile plan --config "$TMP/cfg.yaml" --gpus 2 >"$TMP/pt.txt" 2>&1
+grep -q '^step time' "$TMP/pt.txt" && grep -q 'tokens/s' "$TMP/pt.txt" && ok "plan table: step time" \
+  || notok "plan table step time: $(cat "$TMP/pt.txt")"
+llm-profile plan --config "$TMP/cfg.yaml" --device cpu --json >"$TMP/pt.json" 2>&1
+"$PY" -c "import json; assert 'time' not in json.load(open('$TMP/pt.json'))" \
+  && ok "plan on the CPU: no step-time model" || notok "plan cpu time"
+expect_exit "plan --mfu 2 exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --mfu 2
+expect_exit "plan --link-bw -1 exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --link-bw -1
+expect_exit "plan --global-batch not a multiple exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --gpus 2 --global-batch 7
 printf 'model: {n_layer: [1]}\n' >"$TMP/bad.yaml"
 llm-profile plan --config "$TMP/bad.yaml" >/dev/null 2>"$TMP/err"; rc=$?
 [ $rc = 65 ] || [ $rc = 78 ] && ok "plan malformed config exits 65/78" || notok "plan malformed config: exit $rc"
