@@ -507,9 +507,9 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         if (ch == LLM_LOSS_SCALE_HALVED) {
             llm_metrics_progress_clear(t.met);
             llm_info(t.log, "step %lld: fp16 gradient overflow, update skipped; loss scale "
-                     "%g -> %g", (long long)t.step, scale_from, t.ls.scale);
+                     "%.10g -> %.10g", (long long)t.step, scale_from, t.ls.scale);
         } else if (ch == LLM_LOSS_SCALE_GROWN) {
-            llm_debug(t.log, "step %lld: loss scale %g -> %g after %lld clean steps",
+            llm_debug(t.log, "step %lld: loss scale %.10g -> %.10g after %lld clean steps",
                       (long long)t.step, scale_from, t.ls.scale, (long long)t.ls.window);
         } else if (skipped) {
             llm_metrics_progress_clear(t.met);
