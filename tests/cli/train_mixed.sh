@@ -89,8 +89,8 @@ check "fp16 step lines carry loss_scale 65536" [ "$(grep -c '"loss_scale":65536}
 check "fp32 and bf16 step lines carry no loss_scale" [ "$(cat fp32.jsonl bf16.jsonl | grep -c loss_scale)" = 0 ]
 check "fp16 prom has the loss scale" grep -qx "llmkit_train_loss_scale 65536" fp16.prom
 check "fp32 prom has no loss scale" sh -c '! grep -q loss_scale fp32.prom'
-check "checkpoint records precision bf16" sh -c 'head -c 4096 bf16/step-00000020.llmk | grep -aq "precision: bf16"'
-check "fp16 checkpoint records the scale state" sh -c 'head -c 4096 fp16/step-00000020.llmk | grep -aq "loss_scale_clean: 20"'
+check "checkpoint records precision bf16" sh -c 'head -c 65536 bf16/step-00000020.llmk | grep -aq "precision: bf16"'
+check "fp16 checkpoint records the scale state" sh -c 'head -c 65536 fp16/step-00000020.llmk | grep -aq "loss_scale_clean: 20"'
 
 # ---- cpu against cpu-ref (the plain-loop reference kernels) ----
 for p in bf16 fp16; do
@@ -144,7 +144,7 @@ check "a step that goes through changes them" differ ls/step-00000012.llmk nan/s
 
 # ---- exact resume with the scale state ----
 expect_exit "first half (exit_after 6)" 0 llm-train --config ls.yaml -o lr --set train.exit_after=6 --metrics lr1.jsonl
-check "checkpoint 6 holds the scale state" sh -c 'head -c 4096 lr/step-00000006.llmk | grep -aq "loss_scale_clean: 1"'
+check "checkpoint 6 holds the scale state" sh -c 'head -c 65536 lr/step-00000006.llmk | grep -aq "loss_scale_clean: 1"'
 expect_exit "resume auto" 0 llm-train --config ls.yaml -o lr --resume auto --metrics lr2.jsonl
 check "resumed losses, scales and events == straight run" diff <(scales ls.jsonl) <(scales lr1.jsonl lr2.jsonl)
 check "final weights and moments identical" weights ls/step-00000012.llmk lr/step-00000012.llmk
