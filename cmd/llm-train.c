@@ -27,7 +27,7 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     const char *config = NULL, *out = NULL, *resume = NULL, *metrics = NULL, *prom = NULL;
-    const char *dist_init = NULL;
+    const char *dist_init = NULL, *precision = NULL;
     double dist_timeout = 600;
     int print = 0, quiet = 0, verbose = 0;
     llm_strlist sets = {0};
@@ -39,6 +39,8 @@ int main(int argc, char **argv)
          "continue from the newest checkpoint in DIR, or from FILE"},
         {"metrics", 'm', LLM_OPT_STR, &metrics, "FILE", "JSON lines here (output.metrics)"},
         {"prom", 0, LLM_OPT_STR, &prom, "FILE", "Prometheus textfile (output.prom)"},
+        {"precision", 0, LLM_OPT_STR, &precision, "fp32|bf16|fp16",
+         "matmul operand precision; fp16 with dynamic loss scaling (train.precision)"},
         {"dist-init", 0, LLM_OPT_STR, &dist_init, "file:PATH|tcp://HOST:PORT",
          "NCCL id exchange for ranks from RANK/WORLD_SIZE or Slurm (no MPI)"},
         {"dist-timeout", 0, LLM_OPT_DOUBLE, &dist_timeout, "SECONDS",
@@ -79,6 +81,10 @@ int main(int argc, char **argv)
     }
     if (!rc && prom) {
         snprintf(a, sizeof a, "output.prom=%s", prom);
+        rc = llm_config_set(&cfg, a, &st);
+    }
+    if (!rc && precision) {
+        snprintf(a, sizeof a, "train.precision=%s", precision);
         rc = llm_config_set(&cfg, a, &st);
     }
     if (!rc && print) {

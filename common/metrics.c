@@ -117,6 +117,9 @@ static int write_prom(llm_metrics *m, llm_status *st)
         {"llmkit_train_rss_bytes", "gauge", "Peak resident set size.", s->rss_mb * 1048576.0, m->have_last},
         {"llmkit_train_skipped_total", "counter", "Non-finite steps skipped.", (double)s->skipped, m->have_last},
         {"llmkit_train_val_loss", "gauge", "Validation loss of the last eval.", m->val_loss, m->have_val},
+        /* mixed precision (fp16) */
+        {"llmkit_train_loss_scale", "gauge", "fp16 loss scale of the last step.", s->loss_scale,
+         m->have_last && s->loss_scale > 0},
     };
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         if (!rows[i].ok)
@@ -165,6 +168,9 @@ int llm_metrics_step(llm_metrics *m, const llm_step_metrics *s, llm_status *st)
     llm_json_knum(&j, "rss_mb", round(s->rss_mb * 10) / 10);
     llm_json_kint(&j, "skipped", s->skipped);
     llm_json_knum(&j, "data_ms", round(s->data_ms * 1000) / 1000);
+    /* mixed precision (fp16) */
+    if (s->loss_scale > 0)
+        llm_json_knum(&j, "loss_scale", s->loss_scale);
     llm_json_obj_end(&j);
     m->last = *s;
     m->have_last = 1;
@@ -191,6 +197,24 @@ int llm_metrics_eval(llm_metrics *m, int64_t step, double val_loss, llm_status *
         draw_progress(m);
     if (!rc)
         rc = write_prom(m, st);
+    return rc;
+}
+
+int llm_metrics_loss_scale(llm_metrics *m, int64_t step, double from, double to,
+                           const char *reason, llm_status *st)
+{
+    llm_json j;
+    llm_json_init(&j, m->f, 0);
+    llm_json_obj_begin(&j);
+    llm_json_kint(&j, "step", step);
+    llm_json_kstr(&j, "event", "loss_scale");
+    llm_json_knum(&j, "from", from);
+    llm_json_knum(&j, "to", to);
+    llm_json_kstr(&j, "reason", reason);
+    llm_json_obj_end(&j);
+    int rc = finish_line(m, st);
+    if (m->progress && m->have_last)
+        draw_progress(m);
     return rc;
 }
 

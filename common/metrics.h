@@ -2,7 +2,9 @@
  *
  * Step lines:  {"step":N,"loss":..,"lr":..,"grad_norm":..,"tokens_per_s":..,"ms":..,
  *               "mfu":..,"rss_mb":..,"skipped":N,"data_ms":..}
+ *              (+ "loss_scale":.. when training in fp16)
  * Eval lines:  {"step":N,"val_loss":..}
+ * Events:      {"step":N,"event":"loss_scale","from":..,"to":..,"reason":"overflow"|"grow"}
  * Numbers are written in the shortest form that reads back to the same double, so the
  * float loss of a step prints identically whenever it is computed identically.  Lines go
  * to stdout or a file (appended), one write + flush per line.  The Prometheus file (if
@@ -22,6 +24,8 @@ typedef struct {
     double tokens_per_s, ms, mfu, rss_mb;
     int64_t skipped;          /* non-finite steps skipped so far in this run */
     double data_ms;           /* time the step waited for data */
+    /* mixed precision (fp16) */
+    double loss_scale;        /* > 0: the loss scale the step ran with ("loss_scale") */
 } llm_step_metrics;
 
 typedef struct llm_metrics llm_metrics;
@@ -37,6 +41,12 @@ void llm_metrics_close(llm_metrics *m);
  * stdout gives LLM_EINTR so the caller can stop quietly. */
 int llm_metrics_step(llm_metrics *m, const llm_step_metrics *s, llm_status *st);
 int llm_metrics_eval(llm_metrics *m, int64_t step, double val_loss, llm_status *st);
+
+/* A loss-scale change after step (fp16 training):
+ *   {"step":N,"event":"loss_scale","from":X,"to":Y,"reason":"overflow"|"grow"}
+ * Errors as llm_metrics_step. */
+int llm_metrics_loss_scale(llm_metrics *m, int64_t step, double from, double to,
+                           const char *reason, llm_status *st);
 
 /* Clear the progress line (before a log line is printed on stderr). */
 void llm_metrics_progress_clear(llm_metrics *m);

@@ -181,6 +181,7 @@ int llm_model_new(llm_model **out, const llm_model_config *cfg_in, llm_backend *
     }
     m->cfg = cfg;
     m->be = be;
+    m->loss_scale = 1.0;
     size_t off = m->views[m->nviews - 1].offset + m->views[m->nviews - 1].numel;
     m->nparams = off;
     if (off != llm_model_num_params(&cfg)) {
@@ -209,6 +210,8 @@ void llm_model_free(llm_model *m)
         be->free(be, m->d_inputs);
     if (m->d_targets)
         be->free(be, m->d_targets);
+    if (m->params_lo)
+        be->free(be, m->params_lo);
     free(m->x);
     free(m->layer);
     free(m->host_losses);
@@ -219,7 +222,11 @@ void llm_model_free(llm_model *m)
 
 const llm_model_config *llm_model_cfg(const llm_model *m) { return &m->cfg; }
 int llm_model_nviews(const llm_model *m) { return m->nviews; }
-float *llm_model_params(llm_model *m) { return m->params; }
+float *llm_model_params(llm_model *m)
+{
+    m->lo_stale = 1;   /* the caller may write through it */
+    return m->params;
+}
 float *llm_model_grads(llm_model *m) { return m->grads; }
 
 const llm_param_view *llm_model_view(const llm_model *m, int i)
@@ -300,6 +307,7 @@ void llm_model_init_gpt2(llm_model *m, uint64_t seed)
     int host = llm_model__is_host(be);
     if (!host && !buf)
         return;   /* out of memory: parameters stay zero */
+    m->lo_stale = 1;
     double resid_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
     size_t Vreal = (size_t)m->cfg.vocab_size * (size_t)m->cfg.n_embd;
     for (int i = 0; i < m->nviews; i++) {
@@ -373,7 +381,8 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
     int rc = llm_model__ensure_grads(m, st);
     if (rc || (rc = llm_model__ensure_moments(m, st)))
         return rc;
-    double norm = llm_model_grad_norm(m);
+    /* the gradients carry the loss scale: the true norm is the buffer's over it */
+    double norm = llm_model_grad_norm(m) / m->loss_scale;
     if (grad_norm)
         *grad_norm = norm;
     if (!isfinite(norm)) {
@@ -383,10 +392,12 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
     }
     if (skipped)
         *skipped = 0;
-    float scale = 1.0f;
+    double clip = 1.0;
     if (hp->grad_clip > 0 && norm > hp->grad_clip)
-        scale = (float)(hp->grad_clip / norm);
+        clip = hp->grad_clip / norm;
+    float scale = (float)(clip / m->loss_scale);   /* exactly the clip factor at scale 1 */
     llm_backend *be = m->be;
+    m->lo_stale = 1;
     /* Runs of consecutive views with the same decay go in one call. */
     for (int i = 0; i < m->nviews;) {
         int j = i + 1;
@@ -405,5 +416,51 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
 size_t llm_model_bytes(const llm_model *m)
 {
     size_t f = m->nparams * (1 + (m->grads != NULL) + (m->m != NULL) + (m->v != NULL));
-    return (f + m->acts_floats) * sizeof(float) + 2 * m->cap_n * sizeof(int32_t);
+    return (f + m->acts_floats) * sizeof(float) + 2 * m->cap_n * sizeof(int32_t) +
+           (m->params_lo ? m->nparams * sizeof(uint16_t) : 0);
 }
+
+/* ---- mixed precision ---- */
+
+int llm_model_set_precision(llm_model *m, llm_dtype dt, llm_status *st)
+{
+    llm_backend *be = m->be;
+    if (dt == LLM_DT_F32) {
+        if (m->params_lo)
+            be->free(be, m->params_lo);
+        m->params_lo = NULL;
+        m->lo = 0;
+        return LLM_OK;
+    }
+    const char *name = dt == LLM_DT_BF16 ? "bf16" : dt == LLM_DT_F16 ? "fp16" : NULL;
+    if (!name)
+        return llm_err(st, LLM_EUSAGE, "model: precision %s is not supported (want fp32, "
+                       "bf16 or fp16)", llm_dtype_name(dt));
+    if (!be->cast_lo || !be->matmul_forward_lo || !be->matmul_backward_lo)
+        return llm_err(st, LLM_ENODEV, "backend '%s' has no %s matmul (cast_lo, "
+                       "matmul_forward_lo, matmul_backward_lo): use precision fp32 or another "
+                       "device", be->name ? be->name : "?", name);
+    if (!m->params_lo && !(m->params_lo = be->alloc(be, m->nparams * sizeof(uint16_t))))
+        return llm_err(st, LLM_ENOMEM, "model: cannot allocate the %s copy of %zu parameters",
+                       name, m->nparams);
+    m->lo = (int)dt;
+    m->lo_stale = 1;
+    return LLM_OK;
+}
+
+llm_dtype llm_model_precision(const llm_model *m)
+{
+    return m->lo ? (llm_dtype)m->lo : LLM_DT_F32;
+}
+
+int llm_model_set_loss_scale(llm_model *m, double scale, llm_status *st)
+{
+    if (!isfinite(scale) || !(scale > 0) || scale > 3.0e38)
+        return llm_err(st, LLM_EUSAGE, "model: loss scale %g must be finite and > 0", scale);
+    m->loss_scale = scale;
+    return LLM_OK;
+}
+
+double llm_model_loss_scale(const llm_model *m) { return m->loss_scale; }
+
+void llm_model_params_changed(llm_model *m) { m->lo_stale = 1; }

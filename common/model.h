@@ -70,7 +70,7 @@ const llm_model_config *llm_model_cfg(const llm_model *m);
 int llm_model_nviews(const llm_model *m);
 const llm_param_view *llm_model_view(const llm_model *m, int i);
 const llm_param_view *llm_model_find_view(const llm_model *m, const char *name);
-float *llm_model_params(llm_model *m);    /* backend memory */
+float *llm_model_params(llm_model *m);    /* backend memory (see llm_model_params_changed) */
 /* The gradient buffer (same layout as the parameters; backend memory), NULL before the
  * first zero_grad/backward.  For all-reduce across ranks and for tests. */
 float *llm_model_grads(llm_model *m);
@@ -116,6 +116,35 @@ double llm_model_grad_norm(llm_model *m);
  * clipping.  Either out-pointer may be NULL. */
 int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *grad_norm,
                      int *skipped, llm_status *st);
+
+/* ---- mixed precision (llm-train --precision) ----
+ * Every matmul of the forward and backward passes (the tied wte output projection
+ * included) can run with bf16 or f16 operands and fp32 accumulation through the
+ * backend's cast_lo / matmul_forward_lo / matmul_backward_lo.  The parameters stay fp32:
+ * they are the master weights the optimizer updates, and a lo copy of the whole buffer
+ * (same offsets) is cast from them before a forward whenever they may have changed
+ * (after an update, a load, an init, llm_model_params or llm_model_params_changed).
+ * Activations, gradients, moments and every op outside the matmuls stay fp32. */
+
+/* dt: LLM_DT_F32 (the default; frees the lo copy), LLM_DT_BF16 or LLM_DT_F16.
+ * Errors: LLM_EUSAGE for another dtype; LLM_ENODEV when the backend lacks the
+ * mixed-precision ops (the message names the backend and the precision); LLM_ENOMEM. */
+int llm_model_set_precision(llm_model *m, llm_dtype dt, llm_status *st);
+/* LLM_DT_F32, LLM_DT_BF16 or LLM_DT_F16. */
+llm_dtype llm_model_precision(const llm_model *m);
+
+/* The loss scale (default 1): llm_model_backward multiplies d(loss) by it, and
+ * llm_model_update divides the gradients by it again: the norm it reports and clips with
+ * is the true one, AdamW gets grad_scale = clip factor / scale.  Dynamic loss scaling
+ * for fp16 (common/train.c) changes it between steps.  Errors: LLM_EUSAGE unless scale
+ * is finite and > 0. */
+int llm_model_set_loss_scale(llm_model *m, double scale, llm_status *st);
+double llm_model_loss_scale(const llm_model *m);
+
+/* The parameters were written through a pointer obtained earlier (e.g. a collective on
+ * the buffer): the lo copy is remade before the next forward.  llm_model_params itself
+ * marks them so, since its caller may write. */
+void llm_model_params_changed(llm_model *m);
 
 /* Bytes of backend memory held (params, grads, moments, activations) for reporting. */
 size_t llm_model_bytes(const llm_model *m);

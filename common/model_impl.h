@@ -57,6 +57,13 @@ struct llm_model {
     int backward_ready;                  /* the last forward had targets, no backward yet */
 
     float *host_copy;                    /* save(): host copies for device backends */
+
+    /* mixed precision (llm_model_set_precision): lo is 0 (fp32) or LLM_DT_BF16/F16;
+     * params_lo holds the parameters cast to lo (same offsets, 2 bytes each), remade
+     * before a forward when lo_stale (the parameters may have changed) */
+    int lo, lo_stale;
+    void *params_lo;
+    double loss_scale;                   /* d(loss) multiplier of the backward; 1 */
 };
 
 /* Layout/validation shared by model.c and model_io.c. */

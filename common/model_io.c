@@ -36,6 +36,7 @@ int llm_model_load(llm_model *m, const llm_ckpt *ck, int with_optimizer, llm_sta
 {
     int rc, found;
     char name[LLM_CKPT_NAME_MAX];
+    m->lo_stale = 1;
     for (int i = 0; i < m->nviews; i++) {
         const llm_param_view *v = &m->views[i];
         if ((rc = load_one(m, ck, v->name, v, m->params + v->offset, 1, &found, st)))

@@ -112,6 +112,30 @@ static int check_ids(const int32_t *ids, size_t n, int V, const char *what, llm_
 
 #define P(m, idx) ((m)->params + (m)->views[idx].offset)
 #define G(m, idx) ((m)->grads + (m)->views[idx].offset)
+#define PL(m, idx) ((const uint16_t *)(m)->params_lo + (m)->views[idx].offset)
+
+/* out(n,OC) = inp(n,C) @ W^T + bias for the weight view w: fp32, or with lo operands
+ * from the lo copy of the parameters under mixed precision. */
+static void mm_forward(llm_model *m, float *out, const float *inp, int w, const float *bias,
+                       int n, int C, int OC)
+{
+    llm_backend *be = m->be;
+    if (m->lo)
+        be->matmul_forward_lo(be, out, inp, PL(m, w), m->lo, bias, n, C, OC);
+    else
+        be->matmul_forward(be, out, inp, P(m, w), bias, n, C, OC);
+}
+
+/* dinp +=, the gradient of view w +=, dbias += (may be NULL) from dout. */
+static void mm_backward(llm_model *m, float *dinp, int w, float *dbias, const float *dout,
+                        const float *inp, int n, int C, int OC)
+{
+    llm_backend *be = m->be;
+    if (m->lo)
+        be->matmul_backward_lo(be, dinp, G(m, w), dbias, dout, inp, PL(m, w), m->lo, n, C, OC);
+    else
+        be->matmul_backward(be, dinp, G(m, w), dbias, dout, inp, P(m, w), n, C, OC);
+}
 
 int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                       float *loss, llm_status *st)
@@ -131,6 +155,11 @@ int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *target
     int L = c->n_layer, C = c->n_embd, NH = c->n_head, Vp = c->padded_vocab, V = c->vocab_size;
     int n = (int)N, train = m->acts_train;
     m->backward_ready = 0;
+    if (m->lo && m->lo_stale) {
+        /* the parameters may have changed since the lo copy was made */
+        be->cast_lo(be, m->params_lo, m->params, m->nparams, m->lo);
+        m->lo_stale = 0;
+    }
     be->to_device(be, m->d_inputs, inputs, N * sizeof(int32_t));
     if (targets)
         be->to_device(be, m->d_targets, targets, N * sizeof(int32_t));
@@ -142,25 +171,25 @@ int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *target
         float *res2 = train ? a->res2 : x;   /* inference: the stream is updated in place */
         be->layernorm_forward(be, a->ln1, train ? a->ln1_mean : NULL, train ? a->ln1_rstd : NULL,
                               x, P(m, PV_LAYER(l, PV_LN1W)), P(m, PV_LAYER(l, PV_LN1B)), n, C);
-        be->matmul_forward(be, a->qkv, a->ln1, P(m, PV_LAYER(l, PV_QKVW)),
-                           P(m, PV_LAYER(l, PV_QKVB)), n, C, 3 * C);
+        mm_forward(m, a->qkv, a->ln1, PV_LAYER(l, PV_QKVW),
+                   P(m, PV_LAYER(l, PV_QKVB)), n, C, 3 * C);
         be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, NH);
-        be->matmul_forward(be, m->buf_b, a->atty, P(m, PV_LAYER(l, PV_APW)),
-                           P(m, PV_LAYER(l, PV_APB)), n, C, C);
+        mm_forward(m, m->buf_b, a->atty, PV_LAYER(l, PV_APW),
+                   P(m, PV_LAYER(l, PV_APB)), n, C, C);
         be->residual_forward(be, res2, x, m->buf_b, N * C);
         be->layernorm_forward(be, a->ln2, train ? a->ln2_mean : NULL, train ? a->ln2_rstd : NULL,
                               res2, P(m, PV_LAYER(l, PV_LN2W)), P(m, PV_LAYER(l, PV_LN2B)), n, C);
-        be->matmul_forward(be, a->fch, a->ln2, P(m, PV_LAYER(l, PV_FCW)),
-                           P(m, PV_LAYER(l, PV_FCB)), n, C, 4 * C);
+        mm_forward(m, a->fch, a->ln2, PV_LAYER(l, PV_FCW),
+                   P(m, PV_LAYER(l, PV_FCB)), n, C, 4 * C);
         be->gelu_forward(be, m->buf_a, a->fch, N * 4 * C);
-        be->matmul_forward(be, m->buf_b, m->buf_a, P(m, PV_LAYER(l, PV_FPW)),
-                           P(m, PV_LAYER(l, PV_FPB)), n, 4 * C, C);
+        mm_forward(m, m->buf_b, m->buf_a, PV_LAYER(l, PV_FPW),
+                   P(m, PV_LAYER(l, PV_FPB)), n, 4 * C, C);
         be->residual_forward(be, xo, res2, m->buf_b, N * C);
     }
     float *xl = m->x[train ? L : 0];
     be->layernorm_forward(be, m->lnf, train ? m->lnf_mean : NULL, train ? m->lnf_rstd : NULL, xl,
                           P(m, m->nviews - 2), P(m, m->nviews - 1), n, C);
-    be->matmul_forward(be, m->logits, m->lnf, P(m, PV_WTE), NULL, n, C, Vp);
+    mm_forward(m, m->logits, m->lnf, PV_WTE, NULL, n, C, Vp);
     m->last_B = B;
     m->last_T = T;
     if (targets) {
@@ -195,10 +224,12 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
     size_t N = (size_t)n, fz = sizeof(float);
     float *A = m->buf_a, *Bf = m->buf_b, *dres = m->dres;
 
-    /* d(mean loss)/d(loss_i) = 1/N, times the caller's accumulation scale. */
-    be->xent_backward(be, m->logits, m->logits, m->lse, m->d_targets, grad_scale / (float)n, n, V, Vp);
+    /* d(mean loss)/d(loss_i) = 1/N, times the caller's accumulation scale and the loss
+     * scale (1 unless fp16 training scales the gradients up past f16's underflow) */
+    float gs = (float)((double)grad_scale * m->loss_scale);
+    be->xent_backward(be, m->logits, m->logits, m->lse, m->d_targets, gs / (float)n, n, V, Vp);
     be->zero(be, A, N * C * fz);
-    be->matmul_backward(be, A, G(m, PV_WTE), NULL, m->logits, m->lnf, P(m, PV_WTE), n, C, Vp);
+    mm_backward(m, A, PV_WTE, NULL, m->logits, m->lnf, n, C, Vp);
     be->zero(be, dres, N * C * fz);
     be->layernorm_backward(be, dres, G(m, m->nviews - 2), G(m, m->nviews - 1), A, m->x[L],
                            P(m, m->nviews - 2), m->lnf_mean, m->lnf_rstd, n, C);
@@ -207,24 +238,20 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
         /* x_{l+1} = res2 + c_proj(gelu(c_fc(ln_2(res2)))) */
         be->gelu_forward(be, A, a->fch, N * 4 * C);
         be->zero(be, Bf, N * 4 * C * fz);
-        be->matmul_backward(be, Bf, G(m, PV_LAYER(l, PV_FPW)), G(m, PV_LAYER(l, PV_FPB)), dres, A,
-                            P(m, PV_LAYER(l, PV_FPW)), n, 4 * C, C);
+        mm_backward(m, Bf, PV_LAYER(l, PV_FPW), G(m, PV_LAYER(l, PV_FPB)), dres, A, n, 4 * C, C);
         be->zero(be, A, N * 4 * C * fz);
         be->gelu_backward(be, A, a->fch, Bf, N * 4 * C);
         be->zero(be, Bf, N * C * fz);
-        be->matmul_backward(be, Bf, G(m, PV_LAYER(l, PV_FCW)), G(m, PV_LAYER(l, PV_FCB)), A, a->ln2,
-                            P(m, PV_LAYER(l, PV_FCW)), n, C, 4 * C);
+        mm_backward(m, Bf, PV_LAYER(l, PV_FCW), G(m, PV_LAYER(l, PV_FCB)), A, a->ln2, n, C, 4 * C);
         be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN2W)), G(m, PV_LAYER(l, PV_LN2B)), Bf,
                                a->res2, P(m, PV_LAYER(l, PV_LN2W)), a->ln2_mean, a->ln2_rstd, n, C);
         /* res2 = x_l + c_proj(attn(c_attn(ln_1(x_l)))) */
         be->zero(be, A, N * C * fz);
-        be->matmul_backward(be, A, G(m, PV_LAYER(l, PV_APW)), G(m, PV_LAYER(l, PV_APB)), dres, a->atty,
-                            P(m, PV_LAYER(l, PV_APW)), n, C, C);
+        mm_backward(m, A, PV_LAYER(l, PV_APW), G(m, PV_LAYER(l, PV_APB)), dres, a->atty, n, C, C);
         be->zero(be, Bf, N * 3 * C * fz);
         be->attention_backward(be, Bf, A, a->qkv, a->att, B, T, C, NH);
         be->zero(be, A, N * C * fz);
-        be->matmul_backward(be, A, G(m, PV_LAYER(l, PV_QKVW)), G(m, PV_LAYER(l, PV_QKVB)), Bf, a->ln1,
-                            P(m, PV_LAYER(l, PV_QKVW)), n, C, 3 * C);
+        mm_backward(m, A, PV_LAYER(l, PV_QKVW), G(m, PV_LAYER(l, PV_QKVB)), Bf, a->ln1, n, C, 3 * C);
         be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN1W)), G(m, PV_LAYER(l, PV_LN1B)), A,
                                m->x[l], P(m, PV_LAYER(l, PV_LN1W)), a->ln1_mean, a->ln1_rstd, n, C);
     }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/loss_scale.h"
 #include "common/metrics.h"
 #include "common/sampler.h"
 #include "common/schedule.h"
@@ -30,6 +31,7 @@ typedef struct {
     int64_t skipped_total; /* over the whole run, resumes included (from the checkpoint) */
     llm_train_dist *dd;    /* several ranks or ZeRO (train_dist.h); NULL: one process */
     int rank;              /* only rank 0 logs metrics, evaluates and writes checkpoints */
+    llm_loss_scaler ls;    /* fp16: dynamic loss scaling; else a fixed scale of 1 */
 } trainer;
 
 static double now_s(void)
@@ -183,6 +185,7 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
         }
         if (llm_node_i64(llm_node_get(tr, "step"), &step) || step < 0 ||
             llm_node_i64(llm_node_get(tr, "skipped"), &skipped) ||
+            llm_loss_scaler_load(&t->ls, tr, st) ||
             llm_data_pos_parse(llm_node_get(tr, "data"), &pos, st) ||
             llm_data_seek(t->train, &pos, st)) {
             rc = llm_err(st, LLM_EDATA, "checkpoint '%s': bad train section%s%s", path,
@@ -287,7 +290,7 @@ static int save(trainer *t, llm_train_result *res, llm_status *st)
         return st->code;
     if (t->rank)
         return 0;
-    if (llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, &pos, st))
+    if (llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, &t->ls, &pos, st))
         return llm_err_prefix(st, "checkpoint '%s' not written", path);
     snprintf(res->last_ckpt, sizeof res->last_ckpt, "%s", path);
     llm_metrics_progress_clear(t->met);
@@ -314,6 +317,14 @@ static int setup(trainer *t, llm_status *st)
     } else {
         llm_model_init_gpt2(t->m, (uint64_t)c->seed);
     }
+    /* mixed precision: bf16/fp16 matmul operands, fp32 master weights (model.h) */
+    llm_dtype lo = !strcmp(c->precision, "bf16") ? LLM_DT_BF16
+                   : !strcmp(c->precision, "fp16") ? LLM_DT_F16 : LLM_DT_F32;
+    if (lo != LLM_DT_F32 && (rc = llm_model_set_precision(t->m, lo, st))) {
+        llm_err_prefix(st, "train.precision %s", c->precision);
+        goto out;
+    }
+    llm_loss_scaler_init(&t->ls, lo == LLM_DT_F16, c->loss_scale, c->loss_scale_window);
     if ((rc = load_tokenizer(t, st)))
         goto out;
     if (t->tok && llm_tokenizer_vocab_size(t->tok) > mc.vocab_size) {
@@ -386,6 +397,8 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
 {
     const llm_train_config *c = t->cfg;
     int64_t fault = fault_nan_step();
+    if (llm_model_set_loss_scale(t->m, t->ls.scale, st))
+        return st->code;
     if (t->dd) {
         llm_adamw_config hp = {(float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
                                (float)c->weight_decay, (float)c->grad_clip};
@@ -466,20 +479,39 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         res->data_seconds += wait;
         res->last_step = t.step;
         res->last_loss = loss;
-        in_a_row = skipped ? in_a_row + 1 : 0;
+        /* fp16: a finite loss with a non-finite gradient norm is an overflow of the loss
+         * scale, not a divergence: the scale halves and the skip does not count towards
+         * train.max_skips (unless the scale is already 1) */
+        double scale_from;
+        llm_loss_scale_change ch = llm_loss_scaler_update(&t.ls, skipped && isfinite(loss),
+                                                          skipped && !isfinite(loss),
+                                                          &scale_from);
+        if (ch != LLM_LOSS_SCALE_HALVED)
+            in_a_row = skipped ? in_a_row + 1 : 0;
         t.skipped_total += skipped;
         res->skipped += skipped;
         llm_step_metrics sm = {t.step, c->max_steps, loss, lr, gn, tokens / dt, dt * 1e3,
-                               flops / dt / peak, llm_peak_rss_mb(), t.skipped_total, wait * 1e3};
+                               flops / dt / peak, llm_peak_rss_mb(), t.skipped_total, wait * 1e3,
+                               .loss_scale = t.ls.dynamic ? scale_from : 0};
         int stop_now = 0;
-        if (llm_metrics_step(t.met, &sm, st)) {
+        if (llm_metrics_step(t.met, &sm, st) ||
+            (ch != LLM_LOSS_SCALE_SAME &&
+             llm_metrics_loss_scale(t.met, t.step, scale_from, t.ls.scale,
+                                    ch == LLM_LOSS_SCALE_HALVED ? "overflow" : "grow", st))) {
             if (st->code == LLM_EINTR) /* stdout closed: stop quietly with a checkpoint */
                 stop_now = 1;
             else
                 llm_warn(t.log, "%s", st->msg);
             llm_status_clear(st);
         }
-        if (skipped) {
+        if (ch == LLM_LOSS_SCALE_HALVED) {
+            llm_metrics_progress_clear(t.met);
+            llm_info(t.log, "step %lld: fp16 gradient overflow, update skipped; loss scale "
+                     "%.10g -> %.10g", (long long)t.step, scale_from, t.ls.scale);
+        } else if (ch == LLM_LOSS_SCALE_GROWN) {
+            llm_debug(t.log, "step %lld: loss scale %.10g -> %.10g after %lld clean steps",
+                      (long long)t.step, scale_from, t.ls.scale, (long long)t.ls.window);
+        } else if (skipped) {
             llm_metrics_progress_clear(t.met);
             llm_warn(t.log, "step %lld: non-finite loss or gradient norm, update skipped "
                      "(%d in a row)", (long long)t.step, in_a_row);

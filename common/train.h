@@ -3,8 +3,8 @@
  *
  * Steps are numbered from 1; the checkpoint DIR/step-NNNNNNNN.llmk holds the state after
  * step N: parameters, AdamW moments ("opt.m.*", "opt.v.*"), the tokenizer, and the
- * header section train: {step, skipped, data: <data position>, config: <the resolved
- * config>}.  Resuming from it repeats the rest of the run exactly (same losses bit for
+ * header section train: {step, skipped, precision, [loss_scale, loss_scale_clean: fp16],
+ * data: <data position>, config: <the resolved config>}.  Resuming from it repeats the rest of the run exactly (same losses bit for
  * bit, same weights) on the same device and thread count.
  */
 #ifndef LLM_TRAIN_H
@@ -17,6 +17,7 @@
 #include "common/config.h"
 #include "common/data.h"
 #include "common/log.h"
+#include "common/loss_scale.h"
 #include "common/model.h"
 #include "common/status.h"
 #include "common/tokenizer.h"
@@ -75,10 +76,10 @@ int llm_train_check_compat(const llm_ckpt *ck, const char *path, const llm_model
                            const llm_train_config *cfg, llm_status *st);
 
 /* Write the training checkpoint of step to path atomically (see the top of this file);
- * tok may be NULL (no tokenizer stored).
- * Errors: LLM_EIO with the reason (the file at path, if any, is untouched). */
+ * tok may be NULL (no tokenizer stored); ls: the loss scaler whose state is saved (fp16;
+ * NULL: none).  Errors: LLM_EIO with the reason (the file at path, if any, is untouched). */
 int llm_train_save(const char *path, llm_model *m, const llm_tokenizer *tok,
                    const llm_train_config *cfg, int64_t step, int64_t skipped,
-                   const llm_data_pos *pos, llm_status *st);
+                   const llm_loss_scaler *ls, const llm_data_pos *pos, llm_status *st);
 
 #endif

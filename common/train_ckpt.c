@@ -125,7 +125,7 @@ int llm_train_prune(const char *dir, int keep, int64_t keep_step, const llm_log 
 
 int llm_train_save(const char *path, llm_model *m, const llm_tokenizer *tok,
                    const llm_train_config *cfg, int64_t step, int64_t skipped,
-                   const llm_data_pos *pos, llm_status *st)
+                   const llm_loss_scaler *ls, const llm_data_pos *pos, llm_status *st)
 {
     llm_ckpt_writer *w = NULL;
     if (llm_ckpt_writer_new(&w, st))
@@ -137,7 +137,9 @@ int llm_train_save(const char *path, llm_model *m, const llm_tokenizer *tok,
     llm_node *dp = llm_data_pos_node(pos);
     llm_node *opt = llm_node_new_map();
     if (!model || !train || !conf || !dp || !opt || llm_node_set_int(train, "step", step) ||
-        llm_node_set_int(train, "skipped", skipped) || llm_node_set_str(opt, "name", "adamw") ||
+        llm_node_set_int(train, "skipped", skipped) ||
+        llm_node_set_str(train, "precision", cfg->precision[0] ? cfg->precision : "fp32") ||
+        (ls && llm_loss_scaler_save(ls, train)) || llm_node_set_str(opt, "name", "adamw") ||
         llm_node_set_int(opt, "t", step) || llm_node_set(train, "optimizer", opt) ||
         llm_node_set(train, "data", dp) || llm_node_set(train, "config", conf)) {
         /* set() took ownership of whatever it was given, even on failure */

@@ -108,6 +108,7 @@ int llm_train_dist_new(llm_train_dist **out, llm_dist *d, llm_model *m, llm_back
         } else {
             rc = llm_dist_broadcast(d, m->params, n, LLM_DIST_F32, 0, st);
         }
+        llm_model_params_changed(m);   /* [mixed precision] the lo copy is remade */
         if (rc)
             goto fail;
     }
@@ -187,16 +188,19 @@ static int zero_update(llm_train_dist *td, const llm_adamw_config *hp, int t, do
     double ss = hi > lo ? be->sum_squares(be, td->shard, hi - lo) : 0.0;
     if (llm_dist_allreduce(td->d, &ss, 1, LLM_DIST_F64, LLM_DIST_SUM, st))
         return st->code;
-    double norm = sqrt(ss);
+    /* [mixed precision] the gradients carry the model's loss scale (1 unless fp16):
+     * clip on the true norm and undo the scale in AdamW, as llm_model_update does */
+    double norm = sqrt(ss) / llm_model_loss_scale(m);
     *gnorm = norm;
     if (!isfinite(norm)) {
         *skipped = 1;  /* same on every rank: the norm is global */
         return 0;
     }
     *skipped = 0;
-    float scale = 1.0f;
+    double clip = 1.0;
     if (hp->grad_clip > 0 && norm > hp->grad_clip)
-        scale = (float)(hp->grad_clip / norm);
+        clip = hp->grad_clip / norm;
+    float scale = (float)(clip / llm_model_loss_scale(m));   /* [mixed precision] */
     /* runs of views with the same decay, cut to [lo, hi): elementwise, so the result is
      * the same as the whole-buffer update */
     for (int i = 0; i < m->nviews;) {
@@ -215,6 +219,7 @@ static int zero_update(llm_train_dist *td, const llm_adamw_config *hp, int t, do
         }
         i = j;
     }
+    llm_model_params_changed(m);   /* [mixed precision] the lo copy is remade */
     return allgather_be(td, m->params, st);
 }
 

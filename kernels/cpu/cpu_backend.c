@@ -65,7 +65,9 @@ static void cpu_sync(llm_backend *be)
     .layernorm_backward = P##layernorm_backward, .matmul_backward = P##matmul_backward,     \
     .attention_backward = P##attention_backward, .gelu_backward = P##gelu_backward,         \
     .accumulate = P##accumulate, .xent_backward = P##xent_backward,                         \
-    .sum_squares = P##sum_squares, .adamw = P##adamw
+    .sum_squares = P##sum_squares, .adamw = P##adamw,                                     \
+    .cast_lo = P##cast_lo, .matmul_forward_lo = P##matmul_forward_lo,                       \
+    .matmul_backward_lo = P##matmul_backward_lo
 
 int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
 {
@@ -83,6 +85,7 @@ int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
      * pool of worker threads serves every op; LLM_CPU_GEMM=blas lets OpenBLAS thread. */
     const char *g = getenv("LLM_CPU_GEMM");
     ctx->gemm_omp = !(g && strcmp(g, "blas") == 0);
+    ctx->lo_chunk = (size_t)1 << 24;   /* 64 MiB of rounded activations */
     __builtin_cpu_init();
     ctx->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     *be = reference ? ref : fast;

@@ -15,6 +15,8 @@ typedef struct {
     size_t scratch_n; /* its size in floats */
     int gemm_omp;     /* 1: GEMMs split over our OpenMP threads, OpenBLAS at 1 thread;
                        * 0: one OpenBLAS call with be->threads threads (LLM_CPU_GEMM) */
+    size_t lo_chunk;  /* mixed-precision GEMMs (fast_mixed.c): floats of rounded
+                       * activations held at once; rows are done in chunks that fit */
 } llm_cpu_ctx;
 
 static inline int llm_cpu_avx2(const llm_backend *be)
@@ -85,5 +87,18 @@ static inline void llm_cpu_split(size_t n, int part, int parts, size_t *lo, size
 
 LLM_CPU_OPS(llm_ref_)
 LLM_CPU_OPS(llm_fast_)
+
+/* Mixed-precision GEMM ops (ref_mixed.c, fast_mixed.c); lo is LLM_QK_BF16 or LLM_QK_F16
+ * (quant_kern.h; equal to the llm_dtype values). */
+#define LLM_CPU_LO_OPS(P)                                                                     \
+    void P##cast_lo(llm_backend *be, void *dst, const float *src, size_t n, int lo);          \
+    void P##matmul_forward_lo(llm_backend *be, float *out, const float *inp, const void *w_lo, \
+                              int lo, const float *bias, int N, int C, int OC);               \
+    void P##matmul_backward_lo(llm_backend *be, float *dinp, float *dw, float *dbias,         \
+                               const float *dout, const float *inp, const void *w_lo, int lo, \
+                               int N, int C, int OC);
+
+LLM_CPU_LO_OPS(llm_ref_)
+LLM_CPU_LO_OPS(llm_fast_)
 
 #endif
