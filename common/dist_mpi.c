@@ -107,6 +107,25 @@ static int m_reduce_scatter(llm_dist *d, const void *send, void *recv, size_t n,
     return 0;
 }
 
+/* MPI_IN_PLACE leaves this rank's result at the start of buf: move it to its shard. */
+static int m_reduce_scatter_inplace(llm_dist *d, void *buf, size_t n, llm_dist_type t,
+                                    llm_dist_op op, llm_status *st)
+{
+    mpi_state *s = d->impl;
+    if (layout(d, n, st))
+        return st->code;
+    int rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf, s->counts, dt(t), mop(op), MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS)
+        return mpierr(st, "reduce_scatter", rc);
+    size_t es = llm_dist__tsize(t), k = (size_t)s->counts[d->rank];
+    char *shard = (char *)buf + (size_t)s->displs[d->rank] * es;
+    if (shard != buf)
+        memmove(shard, buf, k * es);
+    if (op == LLM_DIST_AVG)
+        scale(shard, k, t, d->world);
+    return 0;
+}
+
 static int m_allgather(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_status *st)
 {
     mpi_state *s = d->impl;
@@ -159,7 +178,8 @@ static void m_abort_job(llm_dist *d, int code)
 }
 
 static const llm_dist_ops mpi_ops = {"mpi", m_allreduce, m_reduce_scatter, m_allgather,
-                                     m_broadcast, m_barrier, NULL, m_abort_job, m_fini};
+                                     m_broadcast, m_barrier, NULL, m_abort_job, m_fini,
+                                     m_reduce_scatter_inplace};
 
 int llm_dist__mpi_init(llm_dist *d, llm_status *st)
 {
