@@ -15,6 +15,9 @@
  *           (no second buffer); the clipping norm is summed over the shards; each rank
  *           updates its shard of the parameters and moments; an all-gather of the
  *           parameters follows.
+ *   (no zero 2: the backward accumulates into the whole gradient buffer, and the shard
+ *   is reduced in place into it, so there is no shard-only gradient copy to drop; a
+ *   real ZeRO-2 needs bucketed reduce-scatters during the backward pass.)
  * Checkpoints stay one whole file that resumes on any world size and ZeRO stage: with
  * sharded moments rank 0 writes it and gathers the other ranks' shards while it writes
  * (llm_train_dist_save_begin/_end), through its gradient buffer, so a save needs no
