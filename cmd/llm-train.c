@@ -3,6 +3,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -137,6 +138,11 @@ int main(int argc, char **argv)
         llm_dist_free(dist);
         return llm_exit_code(st.code);
     }
+    /* test hook (llm-train.1, ENVIRONMENT): every rank's peak memory on stderr */
+    const char *ms = getenv("LLM_TRAIN_MEMSTAT");
+    if (ms && *ms && strcmp(ms, "0"))
+        fprintf(stderr, "llm-train: rank %d/%d: peak memory %.0f bytes allocated, %.0f bytes "
+                "RSS\n", llm_dist_rank(dist), llm_dist_world(dist), res.mem_peak, res.rss_peak);
     llm_dist_free(dist);
     if (res.diverged)
         return LLM_TRAIN_EXIT_DIVERGED;

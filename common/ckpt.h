@@ -106,6 +106,24 @@ int llm_ckpt_set_section(llm_ckpt_writer *w, const char *name, llm_node *tree, l
 int llm_ckpt_add(llm_ckpt_writer *w, const char *name, llm_dtype dt, int ndim,
                  const int64_t *shape, const void *data, unsigned flags, llm_status *st);
 
+/* A tensor's data produced while the file is written (data that is not in this
+ * process's memory as a whole, e.g. optimizer state gathered from other ranks).  Called
+ * with off = the bytes of this tensor delivered so far (0, then increasing), it points
+ * *p at the next *n bytes (0 < *n <= nbytes - off), valid until the next call; it is
+ * called until the tensor is complete, once per llm_ckpt_write.  Returns 0 or an error
+ * code (with st set), which ends the write. */
+typedef int (*llm_ckpt_source_fn)(void *ctx, uint64_t off, const void **p, size_t *n,
+                                  llm_status *st);
+
+/* Add a tensor whose data comes from read(ctx, ...) during llm_ckpt_write, with its
+ * crc32 known in advance (the data are not read twice: combine the parts' checksums,
+ * e.g. with zlib's crc32_combine).  Stored uncompressed.  Errors as llm_ckpt_add; a
+ * source that delivers a bad count is LLM_ESOFTWARE and a wrong crc32 is not detected
+ * here (llm_ckpt_open of the file will refuse it). */
+int llm_ckpt_add_source(llm_ckpt_writer *w, const char *name, llm_dtype dt, int ndim,
+                        const int64_t *shape, uint32_t crc32, llm_ckpt_source_fn read, void *ctx,
+                        llm_status *st);
+
 /* Write the file.  path "-" writes stdout (a pipe is fine).  Files are written
  * atomically: a temp file in the same directory, fsync, rename, fsync of the directory;
  * on any failure the temp file is removed and an existing file at path is untouched.

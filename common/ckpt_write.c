@@ -22,6 +22,8 @@ typedef struct {
     llm_tensor t;       /* t.data borrowed from the caller */
     unsigned flags;
     unsigned char *z;   /* compressed stream (owned) when LLM_CKPT_ZLIB */
+    llm_ckpt_source_fn read;  /* llm_ckpt_add_source: data from read(ctx), crc given */
+    void *ctx;
 } wtensor;
 
 struct llm_ckpt_writer {
@@ -94,8 +96,9 @@ int llm_ckpt_set_section(llm_ckpt_writer *w, const char *name, llm_node *tree, l
     return 0;
 }
 
-int llm_ckpt_add(llm_ckpt_writer *w, const char *name, llm_dtype dt, int ndim,
-                 const int64_t *shape, const void *data, unsigned flags, llm_status *st)
+static int add(llm_ckpt_writer *w, const char *name, llm_dtype dt, int ndim,
+               const int64_t *shape, const void *data, unsigned flags,
+               llm_ckpt_source_fn read, void *ctx, uint32_t crc, llm_status *st)
 {
     const char *why;
     if (llm_ckpt_name_ok(name, &why))
@@ -117,7 +120,7 @@ int llm_ckpt_add(llm_ckpt_writer *w, const char *name, llm_dtype dt, int ndim,
     if (llm_dtype_nbytes(dt, nelem, &nbytes) || nbytes > (UINT64_MAX >> 2))
         return llm_err(st, LLM_EUSAGE, "tensor '%s': %llu elements do not fit dtype %s", name,
                        (unsigned long long)nelem, llm_dtype_name(dt));
-    if (nbytes && !data)
+    if (nbytes && !data && !read)
         return llm_err(st, LLM_EUSAGE, "tensor '%s': no data", name);
     if (llm_name_index_find(&w->ix, name) >= 0)
         return llm_err(st, LLM_EUSAGE, "duplicate tensor name '%s'", name);
@@ -142,12 +145,30 @@ int llm_ckpt_add(llm_ckpt_writer *w, const char *name, llm_dtype dt, int ndim,
     x->t.data = data;
     x->t.compressed = (flags & LLM_CKPT_ZLIB) != 0;
     x->flags = flags;
+    x->read = read;
+    x->ctx = ctx;
+    x->t.crc32 = crc;
     if (llm_name_index_add(&w->ix, x->t.name, w->n) < 0) {
         free(x);
         return llm_err(st, LLM_ENOMEM, "out of memory");
     }
     w->t[w->n++] = x;
     return 0;
+}
+
+int llm_ckpt_add(llm_ckpt_writer *w, const char *name, llm_dtype dt, int ndim,
+                 const int64_t *shape, const void *data, unsigned flags, llm_status *st)
+{
+    return add(w, name, dt, ndim, shape, data, flags, NULL, NULL, 0, st);
+}
+
+int llm_ckpt_add_source(llm_ckpt_writer *w, const char *name, llm_dtype dt, int ndim,
+                        const int64_t *shape, uint32_t crc32, llm_ckpt_source_fn read, void *ctx,
+                        llm_status *st)
+{
+    if (!read)
+        return llm_err(st, LLM_EUSAGE, "tensor '%s': no source", name ? name : "(null)");
+    return add(w, name, dt, ndim, shape, NULL, 0, read, ctx, crc32, st);
 }
 
 /* Compress (when asked) and checksum every tensor, assigning offsets. */
@@ -158,7 +179,9 @@ static int prepare(llm_ckpt_writer *w, uint64_t *data_len, llm_status *st)
         llm_tensor *t = &w->t[i]->t;
         free(w->t[i]->z);
         w->t[i]->z = NULL;
-        if (t->compressed) {
+        if (w->t[i]->read) {
+            t->stored = t->nbytes;   /* crc32 given by llm_ckpt_add_source */
+        } else if (t->compressed) {
             uLong cap = compressBound((uLong)t->nbytes);
             unsigned char *z = malloc(cap ? cap : 1);
             if (!z)
@@ -272,6 +295,26 @@ static int put_zeros(int fd, uint64_t n, const char *path, llm_status *st)
     return put(fd, zeros, n, path, st);
 }
 
+/* A source tensor's bytes, piece by piece as its callback hands them out. */
+static int put_source(const wtensor *x, int fd, const char *path, llm_status *st)
+{
+    for (uint64_t off = 0; off < x->t.nbytes;) {
+        const void *p = NULL;
+        size_t n = 0;
+        int rc = x->read(x->ctx, off, &p, &n, st);
+        if (rc)
+            return rc;
+        if (!p || !n || n > x->t.nbytes - off)
+            return llm_err(st, LLM_ESOFTWARE, "tensor '%s': its source gave %zu bytes at "
+                           "offset %llu of %llu", x->t.name, n, (unsigned long long)off,
+                           (unsigned long long)x->t.nbytes);
+        if ((rc = put(fd, p, n, path, st)))
+            return rc;
+        off += n;
+    }
+    return 0;
+}
+
 static int stream_out(llm_ckpt_writer *w, int fd, const char *path, llm_status *st)
 {
     uint64_t data_len;
@@ -310,7 +353,9 @@ static int stream_out(llm_ckpt_writer *w, int fd, const char *path, llm_status *
     for (int i = 0; i < w->n && !rc; i++) {
         const llm_tensor *t = &w->t[i]->t;
         rc = put_zeros(fd, t->offset - at, path, st);
-        if (!rc)
+        if (!rc && w->t[i]->read)
+            rc = put_source(w->t[i], fd, path, st);
+        else if (!rc)
             rc = put(fd, t->compressed ? (const void *)w->t[i]->z : t->data, t->stored, path, st);
         at = t->offset + t->stored;
     }

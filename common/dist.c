@@ -45,6 +45,12 @@ static int s_reduce_scatter(llm_dist *d, const void *s, void *r, size_t n, llm_d
     memcpy(r, s, n * llm_dist__tsize(t));
     return 0;
 }
+static int s_reduce_scatter_inplace(llm_dist *d, void *b, size_t n, llm_dist_type t,
+                                    llm_dist_op op, llm_status *st)
+{
+    (void)d, (void)b, (void)n, (void)t, (void)op, (void)st;
+    return 0;   /* one rank: its shard is the whole buffer, already reduced */
+}
 static int s_allgather(llm_dist *d, void *b, size_t n, llm_dist_type t, llm_status *st)
 {
     (void)d, (void)b, (void)n, (void)t, (void)st;
@@ -62,7 +68,8 @@ static int s_barrier(llm_dist *d, llm_status *st)
     return 0;
 }
 static const llm_dist_ops single_ops = {"single", s_allreduce, s_reduce_scatter, s_allgather,
-                                        s_broadcast, s_barrier, NULL, NULL, NULL};
+                                        s_broadcast, s_barrier, NULL, NULL, NULL,
+                                        s_reduce_scatter_inplace};
 
 /* ---- watchdog ---- */
 
@@ -278,6 +285,17 @@ int llm_dist_reduce_scatter(llm_dist *d, const void *send, void *recv, size_t n,
         return s_reduce_scatter(d ? d : &(llm_dist){.world = 1}, send, recv, n, type, op, st);
     busy(d, "reduce_scatter");
     int rc = d->ops->reduce_scatter(d, send, recv, n, type, op, st);
+    busy(d, NULL);
+    return rc;
+}
+
+int llm_dist_reduce_scatter_inplace(llm_dist *d, void *buf, size_t n, llm_dist_type type,
+                                    llm_dist_op op, llm_status *st)
+{
+    if (!d || d->world == 1 || !n)
+        return 0;
+    busy(d, "reduce_scatter");
+    int rc = d->ops->reduce_scatter_inplace(d, buf, n, type, op, st);
     busy(d, NULL);
     return rc;
 }

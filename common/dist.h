@@ -1,6 +1,6 @@
 /* dist.h — ranks and collectives for data-parallel training: a communicator with rank,
  * world size and local rank, and the collectives training needs (all-reduce,
- * reduce-scatter, all-gather, broadcast, barrier).
+ * reduce-scatter (also in place), all-gather, broadcast, barrier).
  *
  * Implementations (chosen by llm_dist_init):
  *   single  one process (world 1): every collective is a no-op (or a copy)
@@ -71,6 +71,11 @@ int llm_dist_allreduce(llm_dist *d, void *buf, size_t n, llm_dist_type type, llm
  * (hi - lo elements of llm_dist_shard).  send and recv must not overlap. */
 int llm_dist_reduce_scatter(llm_dist *d, const void *send, void *recv, size_t n,
                             llm_dist_type type, llm_dist_op op, llm_status *st);
+/* Reduce-scatter in place: buf holds n elements on every rank; afterwards buf[lo, hi) (this
+ * rank's llm_dist_shard) holds the reduction of that shard and the rest of buf is
+ * undefined.  Needs no second buffer (ZeRO: the gradient buffer receives its own shard). */
+int llm_dist_reduce_scatter_inplace(llm_dist *d, void *buf, size_t n, llm_dist_type type,
+                                    llm_dist_op op, llm_status *st);
 /* In place: buf holds n elements of which each rank provides its shard; afterwards every
  * rank holds all n. */
 int llm_dist_allgather(llm_dist *d, void *buf, size_t n, llm_dist_type type, llm_status *st);

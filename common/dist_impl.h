@@ -19,6 +19,9 @@ typedef struct {
     void (*abort)(llm_dist *d);       /* from the watchdog thread; may be NULL */
     void (*abort_job)(llm_dist *d, int code); /* end every rank (main thread); may be NULL */
     void (*fini)(llm_dist *d);
+    /* buf holds n elements; afterwards buf[lo, hi) (this rank's shard) is reduced */
+    int (*reduce_scatter_inplace)(llm_dist *d, void *buf, size_t n, llm_dist_type t,
+                                  llm_dist_op op, llm_status *st);
 } llm_dist_ops;
 
 struct llm_dist {

@@ -11,6 +11,7 @@ typedef struct {
     int *counts, *displs;   /* per-rank shard sizes and offsets, for the v-collectives */
     size_t n_for;           /* the n they were computed for, and the type */
     int we_init;            /* we called MPI_Init (so we finalize) */
+    void *ring;             /* RING_CHUNK elements of 8 bytes: the in-place reduce-scatter */
 } mpi_state;
 
 int llm_dist__mpi_launched(void)
@@ -107,6 +108,64 @@ static int m_reduce_scatter(llm_dist *d, const void *send, void *recv, size_t n,
     return 0;
 }
 
+/* Reduce-scatter in place as a ring over the shards, in pieces of RING_CHUNK elements:
+ * W - 1 steps; at step s rank r sends its partial sum of shard (r - s - 1) to rank r + 1
+ * and adds what rank r - 1 sends of shard (r - s - 2) into its own, so after the last
+ * step shard r is complete on rank r.  MPI_Reduce_scatter would do, but Open MPI's
+ * allocates a scratch copy of the whole buffer for it: for ZeRO's gradient buffer that
+ * would cost the very memory the sharding saves.  Here the scratch is one piece. */
+#define RING_CHUNK ((size_t)1 << 20)
+
+static void combine(void *dst, const void *src, size_t n, llm_dist_type t, llm_dist_op op)
+{
+    if (t == LLM_DIST_F64) {
+        double *d = dst;
+        const double *x = src;
+        for (size_t i = 0; i < n; i++)
+            d[i] = op == LLM_DIST_MAX ? (x[i] > d[i] ? x[i] : d[i]) : d[i] + x[i];
+    } else {
+        float *d = dst;
+        const float *x = src;
+        for (size_t i = 0; i < n; i++)
+            d[i] = op == LLM_DIST_MAX ? (x[i] > d[i] ? x[i] : d[i]) : d[i] + x[i];
+    }
+}
+
+static int m_reduce_scatter_inplace(llm_dist *d, void *buf, size_t n, llm_dist_type t,
+                                    llm_dist_op op, llm_status *st)
+{
+    mpi_state *s = d->impl;
+    int W = d->world, r = d->rank, next = (r + 1) % W, prev = (r + W - 1) % W;
+    size_t es = llm_dist__tsize(t);
+    if (!s->ring && !(s->ring = malloc(RING_CHUNK * 8)))
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    /* every rank exchanges the same number of pieces per step (zero-length where its
+     * shards are shorter), so that each message meets its receive */
+    size_t pieces = ((n + W - 1) / W + RING_CHUNK - 1) / RING_CHUNK;
+    for (int step = 0; step < W - 1; step++) {
+        size_t slo, shi, rlo, rhi;
+        llm_dist_shard(n, W, ((r - step - 1) % W + W) % W, &slo, &shi);
+        llm_dist_shard(n, W, ((r - step - 2) % W + W) % W, &rlo, &rhi);
+        for (size_t o = 0; o < pieces * RING_CHUNK; o += RING_CHUNK) {
+            size_t ks = shi - slo > o ? shi - slo - o : 0, kr = rhi - rlo > o ? rhi - rlo - o : 0;
+            ks = ks < RING_CHUNK ? ks : RING_CHUNK;
+            kr = kr < RING_CHUNK ? kr : RING_CHUNK;
+            int rc = MPI_Sendrecv((char *)buf + (slo + o) * es, (int)ks, dt(t), next, step,
+                                  s->ring, (int)kr, dt(t), prev, step, MPI_COMM_WORLD,
+                                  MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS)
+                return mpierr(st, "reduce_scatter", rc);
+            combine((char *)buf + (rlo + o) * es, s->ring, kr, t, op);
+        }
+    }
+    if (op == LLM_DIST_AVG) {
+        size_t lo, hi;
+        llm_dist_shard(n, W, r, &lo, &hi);
+        scale((char *)buf + lo * es, hi - lo, t, W);
+    }
+    return 0;
+}
+
 static int m_allgather(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_status *st)
 {
     mpi_state *s = d->impl;
@@ -148,6 +207,7 @@ static void m_fini(llm_dist *d)
         MPI_Finalize();
     free(s->counts);
     free(s->displs);
+    free(s->ring);
     free(s);
     d->impl = NULL;
 }
@@ -159,7 +219,8 @@ static void m_abort_job(llm_dist *d, int code)
 }
 
 static const llm_dist_ops mpi_ops = {"mpi", m_allreduce, m_reduce_scatter, m_allgather,
-                                     m_broadcast, m_barrier, NULL, m_abort_job, m_fini};
+                                     m_broadcast, m_barrier, NULL, m_abort_job, m_fini,
+                                     m_reduce_scatter_inplace};
 
 int llm_dist__mpi_init(llm_dist *d, llm_status *st)
 {
@@ -203,6 +264,7 @@ void llm_dist__mpi_detach(llm_dist *d)
         return;
     free(s->counts);
     free(s->displs);
+    free(s->ring);
     free(s);
     d->impl = NULL;
 }

@@ -93,6 +93,16 @@ static int n_reduce_scatter(llm_dist *d, const void *send, void *recv, size_t n,
     return e != ncclSuccess ? nerr(st, "reduce_scatter", e) : wait_done(d, "reduce_scatter", st);
 }
 
+/* In place: the reduce rooted at this rank reads and writes its own shard of buf
+ * (NCCL allows sendbuff == recvbuff). */
+static int n_reduce_scatter_inplace(llm_dist *d, void *buf, size_t n, llm_dist_type t,
+                                    llm_dist_op op, llm_status *st)
+{
+    size_t lo, hi;
+    llm_dist_shard(n, d->world, d->rank, &lo, &hi);
+    return n_reduce_scatter(d, buf, (char *)buf + lo * llm_dist__tsize(t), n, t, op, st);
+}
+
 static int n_allgather(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_status *st)
 {
     nccl_state *s = d->impl;
@@ -155,7 +165,8 @@ static void n_fini(llm_dist *d)
 }
 
 static const llm_dist_ops nccl_ops = {"nccl", n_allreduce, n_reduce_scatter, n_allgather,
-                                      n_broadcast, n_barrier, n_abort, NULL, n_fini};
+                                      n_broadcast, n_barrier, n_abort, NULL, n_fini,
+                                      n_reduce_scatter_inplace};
 
 int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status *st)
 {

@@ -184,6 +184,7 @@ int llm_model_new(llm_model **out, const llm_model_config *cfg_in, llm_backend *
     m->loss_scale = 1.0;
     size_t off = m->views[m->nviews - 1].offset + m->views[m->nviews - 1].numel;
     m->nparams = off;
+    m->opt_hi = off;
     if (off != llm_model_num_params(&cfg)) {
         llm_model_free(m);
         return llm_err(st, LLM_ESOFTWARE, "model: layout size mismatch");
@@ -351,11 +352,45 @@ int llm_model__ensure_grads(llm_model *m, llm_status *st)
 
 int llm_model__ensure_moments(llm_model *m, llm_status *st)
 {
-    if (!m->m && !(m->m = m->be->alloc(m->be, m->nparams * sizeof(float))))
+    /* at least one float: a rank with an empty shard still gets a buffer */
+    size_t k = m->opt_hi - m->opt_lo, bytes = (k ? k : 1) * sizeof(float);
+    if (!m->m && !(m->m = m->be->alloc(m->be, bytes)))
         return llm_err(st, LLM_ENOMEM, "model: cannot allocate optimizer moments");
-    if (!m->v && !(m->v = m->be->alloc(m->be, m->nparams * sizeof(float))))
+    if (!m->v && !(m->v = m->be->alloc(m->be, bytes)))
         return llm_err(st, LLM_ENOMEM, "model: cannot allocate optimizer moments");
     return LLM_OK;
+}
+
+int llm_model__opt_sharded(const llm_model *m)
+{
+    return m->opt_lo != 0 || m->opt_hi != m->nparams;
+}
+
+int llm_model_set_opt_range(llm_model *m, size_t lo, size_t hi, llm_status *st)
+{
+    if (lo > hi || hi > m->nparams)
+        return llm_err(st, LLM_EUSAGE, "model: optimizer range [%zu, %zu) outside the %zu "
+                       "parameters", lo, hi, m->nparams);
+    if (lo == m->opt_lo && hi == m->opt_hi)
+        return LLM_OK;
+    if (m->m || m->v)
+        return llm_err(st, LLM_EUSAGE, "model: the optimizer moments exist already; set their "
+                       "range first");
+    m->opt_lo = lo;
+    m->opt_hi = hi;
+    return LLM_OK;
+}
+
+void llm_model_opt_range(const llm_model *m, size_t *lo, size_t *hi)
+{
+    *lo = m->opt_lo;
+    *hi = m->opt_hi;
+}
+
+void llm_model_set_opt_saver(llm_model *m, llm_model_opt_saver fn, void *ctx)
+{
+    m->opt_saver = fn;
+    m->opt_saver_ctx = fn ? ctx : NULL;
 }
 
 int llm_model_zero_grad(llm_model *m, llm_status *st)
@@ -378,6 +413,10 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
 {
     if (t < 1)
         return llm_err(st, LLM_EUSAGE, "adamw: step %d must be >= 1", t);
+    if (llm_model__opt_sharded(m))
+        return llm_err(st, LLM_EUSAGE, "adamw: the model holds a shard of the moments "
+                       "([%zu, %zu) of %zu): update that range instead", m->opt_lo, m->opt_hi,
+                       m->nparams);
     int rc = llm_model__ensure_grads(m, st);
     if (rc || (rc = llm_model__ensure_moments(m, st)))
         return rc;
@@ -415,7 +454,8 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
 
 size_t llm_model_bytes(const llm_model *m)
 {
-    size_t f = m->nparams * (1 + (m->grads != NULL) + (m->m != NULL) + (m->v != NULL));
+    size_t f = m->nparams * (1 + (m->grads != NULL)) +
+               (m->opt_hi - m->opt_lo) * ((m->m != NULL) + (m->v != NULL));
     return (f + m->acts_floats) * sizeof(float) + 2 * m->cap_n * sizeof(int32_t) +
            (m->params_lo ? m->nparams * sizeof(uint16_t) : 0);
 }

@@ -80,13 +80,16 @@ float *llm_model_grads(llm_model *m);
  * padded wte rows 0.  Deterministic for a seed on every machine (own PRNG + Box-Muller). */
 void llm_model_init_gpt2(llm_model *m, uint64_t seed);
 
-/* Load parameters (and, when with_optimizer and present, the AdamW moments) from an
- * open checkpoint.  Tensors must exist with the right dtype and shape (f32; quantized
- * dtypes are for llm-infer).  Errors name the tensor. */
+/* Load parameters (and, when with_optimizer and present, the AdamW moments: only the
+ * model's range of them, llm_model_set_opt_range) from an open checkpoint.  Tensors must
+ * exist with the right dtype and shape (f32; quantized dtypes are for llm-infer).  Errors
+ * name the tensor. */
 int llm_model_load(llm_model *m, const llm_ckpt *ck, int with_optimizer, llm_status *st);
 
 /* Add the parameters (and with_optimizer: the moments) to a writer.  The data pointers
- * stay valid while m lives and is not updated (host copies are made for device backends). */
+ * stay valid while m lives and is not updated (host copies are made for device backends).
+ * Moments held for part of the layout only come from the saver (llm_model_set_opt_saver);
+ * without one that is LLM_EUSAGE. */
 int llm_model_save(llm_model *m, llm_ckpt_writer *w, int with_optimizer, llm_status *st);
 
 /* Forward pass on inputs (B,T) (host int32 ids < V).  targets (B,T) or NULL.  With
@@ -113,7 +116,8 @@ double llm_model_grad_norm(llm_model *m);
 /* One AdamW step t (>= 1) with clipping to hp->grad_clip.  No weight decay on biases and
  * layernorm parameters.  When the gradient norm is not finite the update is skipped
  * (weights and moments unchanged) and *skipped = 1.  *grad_norm gets the norm before
- * clipping.  Either out-pointer may be NULL. */
+ * clipping.  Either out-pointer may be NULL.  LLM_EUSAGE when the model holds the
+ * moments of part of the layout only (llm_model_set_opt_range). */
 int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *grad_norm,
                      int *skipped, llm_status *st);
 
@@ -145,6 +149,26 @@ double llm_model_loss_scale(const llm_model *m);
  * the buffer): the lo copy is remade before the next forward.  llm_model_params itself
  * marks them so, since its caller may write. */
 void llm_model_params_changed(llm_model *m);
+
+/* ZeRO-1: keep the optimizer state (the AdamW moments m, v) only for elements [lo, hi)
+ * of the flat parameter layout, e.g. this rank's llm_dist_shard; by default the model
+ * holds all of [0, nparams).  Call before the moments exist (before the first update, or
+ * a load with the optimizer); afterwards only the same range is accepted.  With part of
+ * the layout: the moments take (hi - lo) floats each; llm_model_load reads only that
+ * range of a checkpoint's moments; llm_model_update is refused (the caller updates its
+ * range: common/train_dist.c); llm_model_save with the optimizer needs a saver (below).
+ * Errors: LLM_EUSAGE (a range outside the layout, or moments already allocated for
+ * another range). */
+int llm_model_set_opt_range(llm_model *m, size_t lo, size_t hi, llm_status *st);
+/* The range set above ([0, nparams) by default). */
+void llm_model_opt_range(const llm_model *m, size_t *lo, size_t *hi);
+
+/* How llm_model_save gets the whole moments of a model that holds only a range of them:
+ * saver(ctx, w, st) adds every "opt.m.NAME" and then every "opt.v.NAME" tensor (view
+ * order) to w, e.g. as llm_ckpt_add_source tensors gathered from the other ranks while
+ * the file is written.  fn NULL removes it.  ctx is borrowed. */
+typedef int (*llm_model_opt_saver)(void *ctx, llm_ckpt_writer *w, llm_status *st);
+void llm_model_set_opt_saver(llm_model *m, llm_model_opt_saver fn, void *ctx);
 
 /* Bytes of backend memory held (params, grads, moments, activations) for reporting. */
 size_t llm_model_bytes(const llm_model *m);

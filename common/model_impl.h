@@ -37,6 +37,10 @@ struct llm_model {
     llm_param_view *views;
     size_t nparams;
     float *params, *grads, *m, *v;      /* backend memory; grads/m/v lazily */
+    size_t opt_lo, opt_hi;               /* m, v hold elements [opt_lo, opt_hi) of the layout:
+                                            m[i - opt_lo] (ZeRO-1 shard; else 0, nparams) */
+    llm_model_opt_saver opt_saver;       /* save(): the moments when they are sharded */
+    void *opt_saver_ctx;
 
     /* activations: one backend block, sized for cap_n rows and cap_att attention floats */
     float *acts;
@@ -72,6 +76,9 @@ int llm_model__validate(llm_model_config *cfg, llm_status *st);
 int llm_model__views(const llm_model_config *cfg, llm_param_view **out, int *nviews);
 int llm_model__is_host(const llm_backend *be);
 int llm_model__ensure_grads(llm_model *m, llm_status *st);
+/* The moments, (opt_hi - opt_lo) floats each. */
 int llm_model__ensure_moments(llm_model *m, llm_status *st);
+/* 1 when the moments cover only part of the layout (llm_model_set_opt_range). */
+int llm_model__opt_sharded(const llm_model *m);
 
 #endif

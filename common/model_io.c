@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Tensor name of view v into dst; of its elements only [lo, hi) of the flat layout go
+ * to dst (dst indexes the layout from lo): the whole view for parameters, the model's
+ * range for moments. */
 static int load_one(llm_model *m, const llm_ckpt *ck, const char *name, const llm_param_view *v,
-                    float *dst, int required, int *found, llm_status *st)
+                    float *dst, size_t lo, size_t hi, int required, int *found, llm_status *st)
 {
     const llm_tensor *t = llm_ckpt_find(ck, name);
     *found = t != NULL;
@@ -28,7 +31,10 @@ static int load_one(llm_model *m, const llm_ckpt *ck, const char *name, const ll
     }
     if (!t->data || t->nbytes != v->numel * sizeof(float))
         return llm_err(st, LLM_EDATA, "tensor '%s': no data", name);
-    m->be->to_device(m->be, dst, t->data, t->nbytes);
+    size_t a = v->offset > lo ? v->offset : lo, b = v->offset + v->numel < hi ? v->offset + v->numel : hi;
+    if (a < b)   /* only these pages of a mmap'd file are read */
+        m->be->to_device(m->be, dst + (a - lo), (const float *)t->data + (a - v->offset),
+                         (b - a) * sizeof(float));
     return LLM_OK;
 }
 
@@ -39,7 +45,7 @@ int llm_model_load(llm_model *m, const llm_ckpt *ck, int with_optimizer, llm_sta
     m->lo_stale = 1;
     for (int i = 0; i < m->nviews; i++) {
         const llm_param_view *v = &m->views[i];
-        if ((rc = load_one(m, ck, v->name, v, m->params + v->offset, 1, &found, st)))
+        if ((rc = load_one(m, ck, v->name, v, m->params, 0, m->nparams, 1, &found, st)))
             return rc;
     }
     if (!with_optimizer)
@@ -52,10 +58,10 @@ int llm_model_load(llm_model *m, const llm_ckpt *ck, int with_optimizer, llm_sta
     for (int i = 0; i < m->nviews; i++) {
         const llm_param_view *v = &m->views[i];
         snprintf(name, sizeof name, "opt.m.%s", v->name);
-        if ((rc = load_one(m, ck, name, v, m->m + v->offset, 1, &found, st)))
+        if ((rc = load_one(m, ck, name, v, m->m, m->opt_lo, m->opt_hi, 1, &found, st)))
             return rc;
         snprintf(name, sizeof name, "opt.v.%s", v->name);
-        if ((rc = load_one(m, ck, name, v, m->v + v->offset, 1, &found, st)))
+        if ((rc = load_one(m, ck, name, v, m->v, m->opt_lo, m->opt_hi, 1, &found, st)))
             return rc;
     }
     return LLM_OK;
@@ -65,6 +71,13 @@ int llm_model_save(llm_model *m, llm_ckpt_writer *w, int with_optimizer, llm_sta
 {
     int rc;
     const float *p = m->params, *mm = m->m, *vv = m->v;
+    /* moments of part of the layout: the saver supplies them whole (after the weights) */
+    int sharded = with_optimizer && llm_model__opt_sharded(m);
+    if (sharded && !m->opt_saver)
+        return llm_err(st, LLM_EUSAGE, "model: the optimizer moments are sharded and no saver "
+                       "gathers them");
+    if (sharded)
+        with_optimizer = 0;
     if (with_optimizer && (rc = llm_model__ensure_moments(m, st)))
         return rc;
     if (!llm_model__is_host(m->be)) {
@@ -90,6 +103,8 @@ int llm_model_save(llm_model *m, llm_ckpt_writer *w, int with_optimizer, llm_sta
         if ((rc = llm_ckpt_add(w, v->name, LLM_DT_F32, v->ndim, v->shape, p + v->offset, 0, st)))
             return rc;
     }
+    if (sharded)
+        return m->opt_saver(m->opt_saver_ctx, w, st);
     if (!with_optimizer)
         return LLM_OK;
     for (int k = 0; k < 2; k++)

@@ -11,8 +11,10 @@
  *   kv_cache     inference: 2 * layers * B * maxT * C / tp elements
  *   workspace    cuBLAS(Lt) workspace on GPUs (32 MiB), 0 on the CPU
  * where P_dev = (embedding params + ceil(L/pp) * per-layer params) / tp,
- * dp = gpus / (tp * pp).  The CPU prediction (fp32, 1 device, recompute none) is exact
- * for llmkit's own allocations; llm-profile measures them to check it.
+ * dp = gpus / (tp * pp).  The CPU prediction (fp32, recompute none; one device, or dp
+ * ranks with ZeRO 0 or 1 as llm-train runs them) is exact for llmkit's own allocations;
+ * llm-profile and llm-train (LLM_TRAIN_MEMSTAT) measure them to check it.  ZeRO 2 and 3
+ * are planning models only.
  */
 #ifndef LLM_PLAN_H
 #define LLM_PLAN_H

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/loss_scale.h"
+#include "common/memtrack.h"
 #include "common/metrics.h"
 #include "common/sampler.h"
 #include "common/schedule.h"
@@ -19,7 +20,9 @@ typedef struct {
     const llm_train_config *cfg;
     const llm_train_opts *o;
     const llm_log *log;
-    llm_backend be;
+    llm_backend raw;       /* the device's backend */
+    llm_memtrack mem;      /* raw, counting its allocations: what the model runs on */
+    llm_backend *be;       /* &mem.be */
     int have_be;
     llm_model *m;
     llm_tokenizer *tok;
@@ -252,7 +255,7 @@ static int print_sample(trainer *t, llm_status *st)
         int start = len > T ? len - T : 0, w = len - start;
         if ((rc = llm_model_forward(t->m, ctx + start, NULL, 1, w, NULL, st)))
             break;
-        t->be.to_host(&t->be, row, llm_model_logits(t->m) + (size_t)(w - 1) * mc->padded_vocab,
+        t->be->to_host(t->be, row, llm_model_logits(t->m) + (size_t)(w - 1) * mc->padded_vocab,
                       (size_t)mc->padded_vocab * sizeof *row);
         int id = llm_sampler_sample(&smp, row, mc->vocab_size, &scratch);
         if (id < 0) {
@@ -286,11 +289,18 @@ static int save(trainer *t, llm_train_result *res, llm_status *st)
     char path[LLM_CFG_PATH_MAX + 32];
     llm_train_ckpt_path(path, sizeof path, t->cfg->out_dir, t->step);
     llm_data_pos pos = llm_data_tell(t->train);
-    if (t->dd && llm_train_dist_pre_save(t->dd, st))
-        return st->code;
+    /* ZeRO-1 on several ranks: rank 0 gathers the moments' shards as it writes */
+    int rc = t->dd ? llm_train_dist_save_begin(t->dd, st) : 0;
+    if (!rc && !t->rank)
+        rc = llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, &t->ls, &pos, st);
+    if (t->dd) {
+        llm_status later = {0};
+        int rc2 = llm_train_dist_save_end(t->dd, rc ? &later : st);
+        rc = rc ? rc : rc2;
+    }
     if (t->rank)
-        return 0;
-    if (llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, &t->ls, &pos, st))
+        return rc;
+    if (rc)
         return llm_err_prefix(st, "checkpoint '%s' not written", path);
     snprintf(res->last_ckpt, sizeof res->last_ckpt, "%s", path);
     llm_metrics_progress_clear(t->met);
@@ -303,13 +313,18 @@ static int setup(trainer *t, llm_status *st)
 {
     const llm_train_config *c = t->cfg;
     char err[256] = "";
-    if (llm_backend_init(&t->be, c->device, c->threads, err, sizeof err))
+    if (llm_backend_init(&t->raw, c->device, c->threads, err, sizeof err))
         return llm_err(st, LLM_ENODEV, "device '%s': %s", c->device, err);
     t->have_be = 1;
+    llm_memtrack_init(&t->mem, &t->raw);
+    t->be = &t->mem.be;
     llm_model_config mc;
     llm_ckpt *init = NULL;
     int rc;
-    if ((rc = model_config(t, &mc, &init, st)) || (rc = llm_model_new(&t->m, &mc, &t->be, st)))
+    if ((rc = model_config(t, &mc, &init, st)) || (rc = llm_model_new(&t->m, &mc, t->be, st)))
+        goto out;
+    /* ZeRO-1: this rank's moments only, before a resume loads them */
+    if ((rc = llm_train_dist_shard_model(t->m, t->o->dist, c->zero, st)))
         goto out;
     if (init) {
         if ((rc = llm_model_load(t->m, init, 0, st)))
@@ -358,7 +373,7 @@ static int setup(trainer *t, llm_status *st)
     if (t->o->resume && (rc = resume(t, &mc, st)))
         goto out;
     if ((t->o->dist && llm_dist_world(t->o->dist) > 1) || c->zero) {
-        if ((rc = llm_train_dist_new(&t->dd, t->o->dist, t->m, &t->be, c->zero, st)) ||
+        if ((rc = llm_train_dist_new(&t->dd, t->o->dist, t->m, t->be, c->zero, st)) ||
             (rc = llm_train_dist_check_step(t->dd, t->step, st)))
             goto out;
     }
@@ -377,8 +392,10 @@ static void teardown(trainer *t)
     llm_data_free(t->val);
     llm_model_free(t->m);
     llm_tokenizer_free(t->tok);
-    if (t->have_be)
-        llm_backend_free(&t->be);
+    if (t->have_be) {
+        llm_memtrack_free(&t->mem);
+        llm_backend_free(&t->raw);
+    }
     free(t->in);
     free(t->tg);
 }
@@ -462,7 +479,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     /* a rough peak when none is configured: 80 GFLOP/s per CPU thread (AVX2 FMA at
      * 2.5 GHz), 60 TFLOP/s for a GPU (fp32) */
     double peak = c->peak_flops > 0 ? c->peak_flops
-                  : strcmp(t.be.name, "cuda") ? 80e9 * (t.be.threads > 0 ? t.be.threads : 1)
+                  : strcmp(t.be->name, "cuda") ? 80e9 * (t.be->threads > 0 ? t.be->threads : 1)
                                               : 60e12;
     peak *= world;
     int in_a_row = 0, ran = 0, save_failed = 0;
@@ -565,6 +582,8 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         }
     }
     (void)save_failed;
+    res->mem_peak = (double)t.mem.peak;
+    res->rss_peak = llm_peak_rss_mb() * 1024.0 * 1024.0;
     teardown(&t);
     return rc;
 }

@@ -41,6 +41,10 @@ typedef struct {
     double last_loss, last_val_loss;  /* NaN when none */
     double step_seconds, data_seconds;/* time in steps, and of it waiting for data */
     char last_ckpt[LLM_CFG_PATH_MAX + 32]; /* the newest checkpoint written ("" if none) */
+    double mem_peak;                  /* this process: most bytes held allocated through the
+                                         backend (weights, gradients, optimizer state,
+                                         activations: what llm-profile plan predicts) */
+    double rss_peak;                  /* this process: peak resident set size, bytes */
 } llm_train_result;
 
 /* Run training as configured (cfg must have passed llm_config_validate).  Returns 0 when

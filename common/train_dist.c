@@ -1,11 +1,23 @@
-/* train_dist.c — data-parallel and ZeRO-1 optimizer steps (see train_dist.h). */
+/* train_dist.c — data-parallel and ZeRO-1 optimizer steps, and the gather of sharded
+ * moments into rank 0's checkpoint writer (see train_dist.h). */
 #include "common/train_dist.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "common/model_impl.h"
+
+/* Moments in device memory reach the host (checksums, the writer) in pieces of this many
+ * floats (4 MiB). */
+#define CHUNK ((size_t)1 << 20)
+
+typedef struct {
+    llm_train_dist *td;
+    int k;              /* 0: opt.m, 1: opt.v */
+    int view;
+} src_tensor;
 
 struct llm_train_dist {
     llm_dist *d;
@@ -13,9 +25,19 @@ struct llm_train_dist {
     llm_backend *be;
     int zero, rank, world;
     int stage;          /* 1: collectives on host memory, model on a device: copy through */
+    int sharded;        /* zero on several ranks: the model holds moments [lo, hi) only */
     float *host;        /* stage: nparams floats */
-    float *shard;       /* zero: this rank's reduced gradient shard (backend memory) */
     size_t lo, hi;      /* zero: this rank's shard of the flat parameter buffer */
+    /* a checkpoint of sharded moments, between save_begin and save_end */
+    int saving;
+    int next;           /* the next transfer of the fixed sequence (transfer()) */
+    uint32_t *crc;      /* rank 0: crc32 of each whole opt.m.* then opt.v.* tensor */
+    src_tensor *src;    /* rank 0: the writer's sources, same order */
+    int cur_k, cur_r;   /* rank 0: the shard readable at `data` (moment k of rank r); -1 none */
+    const float *data;  /* its element i of the layout at data[i - dlo], for i in [dlo, dhi) */
+    size_t dlo, dhi;
+    int data_host;      /* data is host memory; else device memory, read through chunk */
+    float *chunk;       /* CHUNK floats of host memory when the moments live on a device */
 };
 
 static int is_device(const llm_backend *be)
@@ -34,6 +56,22 @@ static int allreduce_be(llm_train_dist *td, float *p, size_t n, llm_status *st)
     if (llm_dist_allreduce(td->d, td->host, n, LLM_DIST_F32, LLM_DIST_SUM, st))
         return st->code;
     td->be->to_device(td->be, p, td->host, n * sizeof(float));
+    return 0;
+}
+
+/* Reduce-scatter (sum) the flat buffer p (nparams floats, backend memory) in place:
+ * afterwards p[lo, hi) holds this rank's reduced shard, the rest is stale. */
+static int reduce_scatter_be(llm_train_dist *td, float *p, llm_status *st)
+{
+    size_t n = td->m->nparams;
+    if (td->be->sync)
+        td->be->sync(td->be);
+    if (!td->stage)
+        return llm_dist_reduce_scatter_inplace(td->d, p, n, LLM_DIST_F32, LLM_DIST_SUM, st);
+    td->be->to_host(td->be, td->host, p, n * sizeof(float));
+    if (llm_dist_reduce_scatter_inplace(td->d, td->host, n, LLM_DIST_F32, LLM_DIST_SUM, st))
+        return st->code;
+    td->be->to_device(td->be, p + td->lo, td->host + td->lo, (td->hi - td->lo) * sizeof(float));
     return 0;
 }
 
@@ -70,6 +108,16 @@ int llm_train_dist_config(const llm_train_config *cfg, const llm_dist *d, llm_tr
     return 0;
 }
 
+int llm_train_dist_shard_model(llm_model *m, const llm_dist *d, int zero, llm_status *st)
+{
+    int world = llm_dist_world(d);
+    if (!zero || world == 1)
+        return 0;
+    size_t lo, hi;
+    llm_dist_shard(m->nparams, world, llm_dist_rank(d), &lo, &hi);
+    return llm_model_set_opt_range(m, lo, hi, st);
+}
+
 int llm_train_dist_new(llm_train_dist **out, llm_dist *d, llm_model *m, llm_backend *be,
                        int zero, llm_status *st)
 {
@@ -84,17 +132,21 @@ int llm_train_dist_new(llm_train_dist **out, llm_dist *d, llm_model *m, llm_back
     td->rank = llm_dist_rank(d);
     td->world = llm_dist_world(d);
     td->stage = is_device(be) && !llm_dist_on_device(d) && td->world > 1;
-    int rc;
-    if ((rc = llm_model__ensure_grads(m, st)) || (rc = llm_model__ensure_moments(m, st)))
-        goto fail;
+    td->sharded = zero && td->world > 1;
+    td->cur_k = td->cur_r = -1;
     size_t n = m->nparams;
     llm_dist_shard(n, td->world, td->rank, &td->lo, &td->hi);
+    if (!zero) {
+        td->lo = 0;
+        td->hi = n;
+    }
+    int rc;
+    /* ZeRO-1: the moments of this rank's shard only (a resume has loaded just that) */
+    if ((rc = llm_train_dist_shard_model(m, d, zero, st)) ||
+        (rc = llm_model__ensure_grads(m, st)) || (rc = llm_model__ensure_moments(m, st)))
+        goto fail;
     if (td->stage && !(td->host = malloc(n * sizeof(float)))) {
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
-        goto fail;
-    }
-    if (zero && !(td->shard = be->alloc(be, (td->hi - td->lo + 1) * sizeof(float)))) {
-        rc = llm_err(st, LLM_ENOMEM, "out of memory (gradient shard)");
         goto fail;
     }
     /* every rank starts from rank 0's weights, whatever its initialisation or resume */
@@ -119,12 +171,24 @@ fail:
     return rc;
 }
 
+static void save_done(llm_train_dist *td)
+{
+    llm_model_set_opt_saver(td->m, NULL, NULL);
+    free(td->crc);
+    free(td->src);
+    free(td->chunk);
+    td->crc = NULL;
+    td->src = NULL;
+    td->chunk = NULL;
+    td->saving = 0;
+    td->cur_k = td->cur_r = -1;
+}
+
 void llm_train_dist_free(llm_train_dist *td)
 {
     if (!td)
         return;
-    if (td->shard)
-        td->be->free(td->be, td->shard);
+    save_done(td);
     free(td->host);
     free(td);
 }
@@ -149,13 +213,198 @@ int llm_train_dist_agree(llm_train_dist *td, int local, int *any, llm_status *st
     return 0;
 }
 
-int llm_train_dist_pre_save(llm_train_dist *td, llm_status *st)
+/* ---- checkpoints of sharded moments ----
+ * Rank 0 writes one whole file.  Its own shard of each moment it reads in place; every
+ * other rank's shard comes by a broadcast from that rank, into each receiver's gradient
+ * buffer (free between steps: the next step zeroes it) or, when the collectives run on
+ * host memory for a device model, into the host staging buffer.  So the gather needs no
+ * memory of its own (only CHUNK floats of host memory when the moments are on a device).
+ * Every rank runs the same fixed sequence of 2 x (world - 1) transfers, i = 0, 1, ...:
+ * moment k = i / (world - 1) (m, then v) of rank r = 1 + i % (world - 1); rank 0 runs
+ * them as its writer reaches each shard (file order is the layout order, m then v) and
+ * the rest in save_end, where the other ranks run all of them. */
+
+static float *moments(llm_train_dist *td, int k)
 {
-    if (!td->zero || td->world == 1)
-        return 0;
-    if (allgather_be(td, td->m->m, st) || allgather_be(td, td->m->v, st))
+    return k ? td->m->v : td->m->m;
+}
+
+/* Transfer i of the sequence above (every rank). */
+static int transfer(llm_train_dist *td, int i, llm_status *st)
+{
+    llm_backend *be = td->be;
+    int k = i / (td->world - 1), r = 1 + i % (td->world - 1);
+    size_t lo, hi;
+    llm_dist_shard(td->m->nparams, td->world, r, &lo, &hi);
+    float *buf = td->stage ? td->host : td->rank == r ? moments(td, k) : td->m->grads;
+    if (be->sync)
+        be->sync(be);
+    if (td->stage && td->rank == r)
+        be->to_host(be, td->host, moments(td, k), (hi - lo) * sizeof(float));
+    if (llm_dist_broadcast(td->d, buf, hi - lo, LLM_DIST_F32, r, st))
         return st->code;
+    if (td->rank == 0) {
+        td->cur_k = k;
+        td->cur_r = r;
+        td->data = buf;
+        td->dlo = lo;
+        td->dhi = hi;
+        td->data_host = td->stage || !is_device(be);
+    }
     return 0;
+}
+
+/* crc32 of n floats of backend memory p (through chunk on a device). */
+static uint32_t crc_be(llm_train_dist *td, const float *p, size_t n)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    if (!is_device(td->be))
+        return (uint32_t)crc32_z(c, (const Bytef *)p, n * sizeof(float));
+    for (size_t o = 0; o < n; o += CHUNK) {
+        size_t k = n - o < CHUNK ? n - o : CHUNK;
+        td->be->to_host(td->be, td->chunk, p + o, k * sizeof(float));
+        c = crc32_z(c, (const Bytef *)td->chunk, k * sizeof(float));
+    }
+    return (uint32_t)c;
+}
+
+/* The writer's source of one moment tensor (rank 0): the piece at byte off, from the
+ * shard that holds it, staged by the transfers up to it. */
+static int src_read(void *ctx, uint64_t off, const void **p, size_t *n, llm_status *st)
+{
+    src_tensor *s = ctx;
+    llm_train_dist *td = s->td;
+    const llm_param_view *v = &td->m->views[s->view];
+    size_t g = v->offset + (size_t)(off / sizeof(float)), end = v->offset + v->numel;
+    int r = 0;
+    size_t lo, hi;
+    for (;; r++) {
+        llm_dist_shard(td->m->nparams, td->world, r, &lo, &hi);
+        if (g < hi || r == td->world - 1)
+            break;
+    }
+    if (td->cur_k != s->k || td->cur_r != r) {
+        if (r == 0) {
+            td->cur_k = s->k;
+            td->cur_r = 0;
+            td->data = moments(td, s->k);
+            td->dlo = td->lo;
+            td->dhi = td->hi;
+            td->data_host = !is_device(td->be);
+        } else {
+            int want = s->k * (td->world - 1) + r - 1;
+            if (want < td->next)
+                return llm_err(st, LLM_ESOFTWARE, "checkpoint gather: moments read out of order");
+            while (td->next <= want)
+                if (transfer(td, td->next++, st))
+                    return st->code;
+        }
+    }
+    if (g < td->dlo || g >= td->dhi)
+        return llm_err(st, LLM_ESOFTWARE, "checkpoint gather: element %zu outside the shard", g);
+    size_t b = end < td->dhi ? end : td->dhi;
+    const float *src = td->data + (g - td->dlo);
+    if (td->data_host) {
+        *p = src;
+        *n = (b - g) * sizeof(float);
+        return 0;
+    }
+    size_t k = b - g < CHUNK ? b - g : CHUNK;
+    td->be->to_host(td->be, td->chunk, src, k * sizeof(float));
+    *p = td->chunk;
+    *n = k * sizeof(float);
+    return 0;
+}
+
+/* The model's saver (rank 0): every moment tensor as a source with its crc32. */
+static int add_sources(void *ctx, llm_ckpt_writer *w, llm_status *st)
+{
+    llm_train_dist *td = ctx;
+    llm_model *m = td->m;
+    char name[LLM_CKPT_NAME_MAX];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < m->nviews; i++) {
+            const llm_param_view *v = &m->views[i];
+            snprintf(name, sizeof name, "opt.%c.%s", k ? 'v' : 'm', v->name);
+            if (llm_ckpt_add_source(w, name, LLM_DT_F32, v->ndim, v->shape,
+                                    td->crc[k * m->nviews + i], src_read,
+                                    &td->src[k * m->nviews + i], st))
+                return st->code;
+        }
+    return 0;
+}
+
+int llm_train_dist_save_begin(llm_train_dist *td, llm_status *st)
+{
+    if (!td->sharded)
+        return 0;
+    save_done(td);
+    llm_model *m = td->m;
+    int nv = m->nviews, W = td->world;
+    size_t ncrc = (size_t)2 * nv * W;
+    /* every rank's crc32 of each tensor's part in its shard, summed across ranks (one
+     * non-zero entry each: exact in doubles); rank 0 combines them in rank order */
+    double *part = calloc(ncrc, sizeof *part);
+    int rc = 0;
+    if (!part || (is_device(td->be) && !(td->chunk = malloc(CHUNK * sizeof(float))))) {
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (td->be->sync)
+        td->be->sync(td->be);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < nv; i++) {
+            const llm_param_view *v = &m->views[i];
+            size_t a = v->offset > td->lo ? v->offset : td->lo;
+            size_t b = v->offset + v->numel < td->hi ? v->offset + v->numel : td->hi;
+            if (a < b)
+                part[((size_t)k * nv + i) * W + td->rank] =
+                    crc_be(td, moments(td, k) + (a - td->lo), b - a);
+        }
+    if ((rc = llm_dist_allreduce(td->d, part, ncrc, LLM_DIST_F64, LLM_DIST_SUM, st)))
+        goto out;
+    td->saving = 1;
+    td->next = 0;
+    if (td->rank)
+        goto out;
+    td->crc = calloc((size_t)2 * nv, sizeof *td->crc);
+    td->src = calloc((size_t)2 * nv, sizeof *td->src);
+    if (!td->crc || !td->src) {
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < nv; i++) {
+            const llm_param_view *v = &m->views[i];
+            uLong c = crc32(0L, Z_NULL, 0);
+            for (int r = 0; r < W; r++) {
+                size_t lo, hi;
+                llm_dist_shard(m->nparams, W, r, &lo, &hi);
+                size_t a = v->offset > lo ? v->offset : lo;
+                size_t b = v->offset + v->numel < hi ? v->offset + v->numel : hi;
+                if (a < b)
+                    c = crc32_combine(c, (uLong)part[((size_t)k * nv + i) * W + r],
+                                      (z_off_t)((b - a) * sizeof(float)));
+            }
+            td->crc[k * nv + i] = (uint32_t)c;
+            td->src[k * nv + i] = (src_tensor){td, k, i};
+        }
+    llm_model_set_opt_saver(m, add_sources, td);
+out:
+    free(part);
+    return rc;
+}
+
+int llm_train_dist_save_end(llm_train_dist *td, llm_status *st)
+{
+    if (!td->sharded || !td->saving)
+        return 0;
+    /* rank 0: the transfers its writer did not reach (a failed write); the others: all */
+    int rc = 0;
+    while (!rc && td->next < 2 * (td->world - 1))
+        rc = transfer(td, td->next++, st);
+    save_done(td);
+    return rc;
 }
 
 /* ZeRO-1: this rank's reduced gradient shard, the global norm, its AdamW update. */
@@ -164,28 +413,11 @@ static int zero_update(llm_train_dist *td, const llm_adamw_config *hp, int t, do
 {
     llm_model *m = td->m;
     llm_backend *be = td->be;
-    size_t n = m->nparams, lo = td->lo, hi = td->hi;
-    if (be->sync)
-        be->sync(be);
-    if (!td->stage) {
-        if (llm_dist_reduce_scatter(td->d, m->grads, td->shard, n, LLM_DIST_F32, LLM_DIST_SUM,
-                                    st))
-            return st->code;
-    } else {
-        be->to_host(be, td->host, m->grads, n * sizeof(float));
-        float *tmp = malloc((hi - lo + 1) * sizeof(float));
-        if (!tmp)
-            return llm_err(st, LLM_ENOMEM, "out of memory");
-        int rc = llm_dist_reduce_scatter(td->d, td->host, tmp, n, LLM_DIST_F32, LLM_DIST_SUM,
-                                         st);
-        if (!rc)
-            be->to_device(be, td->shard, tmp, (hi - lo) * sizeof(float));
-        free(tmp);
-        if (rc)
-            return rc;
-    }
+    size_t lo = td->lo, hi = td->hi;
+    if (reduce_scatter_be(td, m->grads, st))   /* grads[lo, hi): this rank's reduced shard */
+        return st->code;
     /* the clipping norm is over the whole gradient: sum the shards' squares */
-    double ss = hi > lo ? be->sum_squares(be, td->shard, hi - lo) : 0.0;
+    double ss = hi > lo ? be->sum_squares(be, m->grads + lo, hi - lo) : 0.0;
     if (llm_dist_allreduce(td->d, &ss, 1, LLM_DIST_F64, LLM_DIST_SUM, st))
         return st->code;
     /* [mixed precision] the gradients carry the model's loss scale (1 unless fp16):
@@ -202,7 +434,7 @@ static int zero_update(llm_train_dist *td, const llm_adamw_config *hp, int t, do
         clip = hp->grad_clip / norm;
     float scale = (float)(clip / llm_model_loss_scale(m));   /* [mixed precision] */
     /* runs of views with the same decay, cut to [lo, hi): elementwise, so the result is
-     * the same as the whole-buffer update */
+     * the same as the whole-buffer update; the moments hold [lo, hi) only */
     for (int i = 0; i < m->nviews;) {
         int j = i + 1;
         while (j < m->nviews && m->views[j].decay == m->views[i].decay)
@@ -214,8 +446,8 @@ static int zero_update(llm_train_dist *td, const llm_adamw_config *hp, int t, do
             b = hi;
         if (a < b) {
             float wd = m->views[i].decay ? hp->weight_decay : 0.0f;
-            be->adamw(be, m->params + a, td->shard + (a - lo), m->m + a, m->v + a, b - a, hp->lr,
-                      hp->beta1, hp->beta2, hp->eps, wd, t, scale);
+            be->adamw(be, m->params + a, m->grads + a, m->m + (a - lo), m->v + (a - lo), b - a,
+                      hp->lr, hp->beta1, hp->beta2, hp->eps, wd, t, scale);
         }
         i = j;
     }

@@ -8,10 +8,20 @@
  * x B=4 == 1 rank x B=8 == 1 rank x B=4 x 2 accumulation steps.
  *   zero 0  one all-reduce of the whole gradient buffer (one bucket) after the backward;
  *           every rank then runs the same AdamW update
- *   zero 1  reduce-scatter of the gradients: each rank updates its shard of the
- *           parameters and AdamW moments (llm_dist_shard over the flat buffer), the
- *           clipping norm is summed over all shards, then an all-gather of the parameters.
- *           Before a checkpoint the moments are gathered (checkpoints stay whole).
+ *   zero 1  each rank holds the AdamW moments of its shard of the flat parameter buffer
+ *           only (llm_dist_shard; llm_model_set_opt_range): 8 x P / world bytes instead
+ *           of 8 x P.  Parameters and gradients stay whole.  After the backward, a
+ *           reduce-scatter in place leaves each rank its shard of the summed gradient
+ *           (no second buffer); the clipping norm is summed over the shards; each rank
+ *           updates its shard of the parameters and moments; an all-gather of the
+ *           parameters follows.
+ *   (no zero 2: the backward accumulates into the whole gradient buffer, and the shard
+ *   is reduced in place into it, so there is no shard-only gradient copy to drop; a
+ *   real ZeRO-2 needs bucketed reduce-scatters during the backward pass.)
+ * Checkpoints stay one whole file that resumes on any world size and ZeRO stage: with
+ * sharded moments rank 0 writes it and gathers the other ranks' shards while it writes
+ * (llm_train_dist_save_begin/_end), through its gradient buffer, so a save needs no
+ * memory of its own; a resume with ZeRO-1 loads each rank's slice of the saved moments.
  * The loss is averaged over ranks, so every rank agrees on skipping a non-finite step.
  * Host-memory collectives (MPI) on a device backend go through a host staging buffer.
  */
@@ -35,8 +45,15 @@ typedef struct llm_train_dist llm_train_dist;
 int llm_train_dist_config(const llm_train_config *cfg, const llm_dist *d, llm_train_config *out,
                           llm_status *st);
 
+/* ZeRO-1 on several ranks: make m hold the AdamW moments of this rank's shard only
+ * (llm_model_set_opt_range).  Call right after creating the model, before a resume
+ * loads the moments (so that it loads just this rank's slice); a no-op otherwise.
+ * Errors: LLM_EUSAGE when m already holds moments of another range. */
+int llm_train_dist_shard_model(llm_model *m, const llm_dist *d, int zero, llm_status *st);
+
 /* Attach d (not owned) to m on backend be (not owned) and make every rank's parameters
- * rank 0's (a broadcast).  zero: 0 or 1.  Errors: LLM_ENOMEM, collective errors. */
+ * rank 0's (a broadcast).  zero: 0 or 1 (1: shards m as llm_train_dist_shard_model, if
+ * not yet done).  Errors: LLM_ENOMEM, LLM_EUSAGE, collective errors. */
 int  llm_train_dist_new(llm_train_dist **out, llm_dist *d, llm_model *m, llm_backend *be,
                         int zero, llm_status *st);
 void llm_train_dist_free(llm_train_dist *td);
@@ -57,7 +74,17 @@ int llm_train_dist_step(llm_train_dist *td, llm_data *data, int32_t *in, int32_t
  * the same step); a collective, called by every rank once per step. */
 int llm_train_dist_agree(llm_train_dist *td, int local, int *any, llm_status *st);
 
-/* Before a checkpoint (every rank calls it): ZeRO-1 gathers the moments whole. */
-int llm_train_dist_pre_save(llm_train_dist *td, llm_status *st);
+/* A checkpoint with sharded moments (ZeRO-1, several ranks); every rank calls
+ *   llm_train_dist_save_begin(td)   collective: the moments' crc32s (from each shard);
+ *                                   on rank 0 the model's saver is set (model.h)
+ *   rank 0 only: llm_train_save()   its llm_model_save pulls each shard of the moments
+ *                                   from its rank (a broadcast) as the writer reaches it
+ *   llm_train_dist_save_end(td)     always, also after a failed write: the transfers
+ *                                   rank 0's writer did not run (all, on the other ranks)
+ * Both are no-ops when the moments are not sharded.  Errors: LLM_ENOMEM, collective
+ * errors (save_end runs the remaining transfers even after save_begin failed on rank 0
+ * past its collective, so that no rank is left waiting). */
+int llm_train_dist_save_begin(llm_train_dist *td, llm_status *st);
+int llm_train_dist_save_end(llm_train_dist *td, llm_status *st);
 
 #endif

@@ -1,8 +1,11 @@
 #!/bin/bash
 # Distributed llm-train under mpirun (CPU, MPI): 2 ranks x B=4 == 1 rank x B=8 == 1 rank x
 # B=4 x 2 accumulation steps (losses and weights), with ZeRO-1 too; a checkpoint from 2
-# ranks resumes on 1 and on 3 ranks; a killed rank or a hung one ends the job non-zero
-# within --dist-timeout; SIGTERM to rank 0 only stops every rank at the same step.
+# ranks resumes on 1 and on 3 ranks and in either ZeRO stage; ZeRO-1 holds a shard of the
+# optimizer state only (per-rank peak memory vs ZeRO-0 and vs llm-profile plan); the
+# in-place reduce-scatter on 3 ranks (test_dist under mpirun); a killed rank or a hung one
+# ends the job non-zero within --dist-timeout; SIGTERM to rank 0 only stops every rank at
+# the same step.
 . "$(dirname "$0")/lib.sh"
 # Open MPI allocates at MPI_Init and never frees it, in plugins it unloads at exit, so
 # LeakSanitizer suppressions cannot name them: under `make check` (LLM_SAN) leak checks
@@ -96,6 +99,12 @@ check "ZeRO-1 == 1 rank: weights and moments after 10 steps" wclose s8/step-0000
 check "B=4 x 2 accum == B=8: weights after 10 steps" wclose s8/step-00000010.llmk s4/step-00000010.llmk
 check "one checkpoint from 2 ranks (rank 0 writes)" [ "$(ls dp)" = step-00000010.llmk ]
 check "ZeRO-1 checkpoint verifies" llm-shard verify -q z1/step-00000010.llmk
+UNITDIR=${UNITDIR:-$ROOT/build/tests}
+if [ -x "$UNITDIR/test_dist" ]; then
+  expect_exit "in-place reduce-scatter on 3 ranks (test_dist under mpirun)" 0 "${MPIRUN[@]}" -np 3 "$UNITDIR/test_dist"
+else
+  skip "in-place reduce-scatter on 3 ranks" "no $UNITDIR/test_dist"
+fi
 
 # ---- save at step 10 on 2 ranks (ZeRO-1), resume on 1 and on 3 ranks ----
 # global batch 12 rows of B=2: 2 ranks x 3 accum, 1 rank x 6, 3 ranks x 2
@@ -109,7 +118,69 @@ expect_exit "resume on 3 ranks, ZeRO-1" 0 mp 3 -o r3 "${G[@]}" --set train.zero=
 cat half.jsonl r1.jsonl >c1.jsonl; cat half.jsonl r3.jsonl >c3.jsonl
 check "2 -> 1 rank: loss curve continues (1e-5)" close ref.jsonl c1.jsonl
 check "2 -> 3 ranks: loss curve continues (1e-5)" close ref.jsonl c3.jsonl
+check "3 ranks ZeRO-1: the gathered checkpoint verifies" llm-shard verify -q r3/step-00000020.llmk
+check "3 ranks ZeRO-1 == 2 ranks ZeRO-0: weights and moments at step 20" wclose ref/step-00000020.llmk r3/step-00000020.llmk
+# a ZeRO-0 checkpoint resumed with ZeRO-1 (each rank loads its slice of the moments)
+cp -r dp d0; cp -r dp d1
+expect_exit "ZeRO-0 checkpoint, resume on 2 ranks with ZeRO-0" 0 mp 2 -o d0 --set train.max_steps=12 --resume auto --metrics d0.jsonl
+expect_exit "ZeRO-0 checkpoint, resume on 2 ranks with ZeRO-1" 0 mp 2 -o d1 --set train.max_steps=12 --set train.zero=1 --resume auto --metrics d1.jsonl
+check "ZeRO-0 -> ZeRO-1: same losses (1e-5)" close d0.jsonl d1.jsonl
+check "ZeRO-0 -> ZeRO-1: same weights and moments at step 12" wclose d0/step-00000012.llmk d1/step-00000012.llmk
 expect_exit "resume with another global batch is refused" 65 one -o r1 --set train.batch_size=2 --set train.max_steps=30 --resume auto
+
+# ---- ZeRO-1 memory: each rank holds half of the AdamW moments ----
+# 12.8M parameters (the moments: 2 x 4 bytes x P = 103 MB whole), 2 steps and the final
+# checkpoint (the gather), 2 ranks with ZeRO-0 and with ZeRO-1.  Every rank reports its
+# peak of backend allocations (exact: what the planner predicts) and its peak RSS
+# (LLM_TRAIN_MEMSTAT).  Asserted: each planner total within 10% of the measured
+# allocations; the saving, allocated and RSS, at least 80% of the planner's
+# (plan zero 0 - plan zero 1 = 4 x P bytes).  RSS is not asserted under the sanitizers
+# (their shadow memory and quarantine).
+cat >mem.yaml <<Y
+model: {n_layer: 4, n_head: 4, n_embd: 512, vocab_size: 257, max_seq_len: 64}
+data: {train: $TMP/train.bin, tokenizer: byte}
+train: {batch_size: 2, seq_len: 64, max_steps: 2, lr: 0.001, warmup_steps: 1, save_every: 1000,
+        keep_last: 0, seed: 5, threads: 1}
+Y
+for z in 0 1; do
+  llm-profile plan --config mem.yaml --gpus 2 --zero $z --device cpu --precision fp32 --json >plan$z.json
+  expect_exit "memory: 2 ranks, ZeRO-$z, 12.8M parameters" 0 "${MPIRUN[@]}" -np 2 env LLM_TRAIN_MEMSTAT=1 llm-train --config mem.yaml -o mem$z --set train.zero=$z -q
+  cp "$TMP/err" mem$z.err
+done
+check "memory: the ZeRO-1 checkpoint of 12.8M parameters verifies" llm-shard verify -q mem1/step-00000002.llmk
+# verdicts "plan|alloc|rss 0|1" into mem.verdict; the numbers as TAP comments
+$PY - >mem.verdict <<'PY'
+import json, re, sys
+plan = [json.load(open('plan%d.json' % z))['bytes']['total'] for z in (0, 1)]
+meas = []
+for z in (0, 1):
+    d = {}
+    for l in open('mem%d.err' % z):
+        m = re.match(r'llm-train: rank (\d+)/2: peak memory (\d+) bytes allocated, (\d+) bytes RSS', l)
+        if m: d[int(m.group(1))] = (float(m.group(2)), float(m.group(3)))
+    meas.append(d)
+if any(sorted(d) != [0, 1] for d in meas):
+    sys.stderr.write('# no memory line from every rank\n'); sys.exit(0)
+want = plan[0] - plan[1]
+v = {'plan': 1, 'alloc': 1, 'rss': 1}
+for r in (0, 1):
+    a = [meas[z][r][0] for z in (0, 1)]; s = [meas[z][r][1] for z in (0, 1)]
+    sys.stderr.write('# rank %d: allocated %.1f -> %.1f MB (plan %.1f -> %.1f), RSS %.1f -> %.1f MB; '
+                     'saving %.1f MB allocated, %.1f MB RSS, planned %.1f MB\n' % (r, a[0] / 1e6,
+                     a[1] / 1e6, plan[0] / 1e6, plan[1] / 1e6, s[0] / 1e6, s[1] / 1e6,
+                     (a[0] - a[1]) / 1e6, (s[0] - s[1]) / 1e6, want / 1e6))
+    v['plan'] &= all(abs(a[z] - plan[z]) / a[z] < 0.10 for z in (0, 1))
+    v['alloc'] &= a[0] - a[1] >= 0.8 * want
+    v['rss'] &= s[0] - s[1] >= 0.8 * want
+for k in v: print(k, int(v[k]))
+PY
+check "memory: llm-profile plan within 10% of each rank's allocated peak (ZeRO-0 and ZeRO-1)" grep -qx "plan 1" mem.verdict
+check "memory: ZeRO-1 allocates >= 80% of the planned saving less per rank" grep -qx "alloc 1" mem.verdict
+if [ -z "${LLM_SAN:-}" ]; then
+  check "memory: ZeRO-1 peak RSS >= 80% of the planned saving lower per rank" grep -qx "rss 1" mem.verdict
+else
+  skip "memory: ZeRO-1 peak RSS saving" "RSS under sanitizers"
+fi
 
 # rank PID of a running job started from this shell: pid_of JOB_PID RANK (the job is a
 # subshell running mpirun running the ranks: walk its descendants)

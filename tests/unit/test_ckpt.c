@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "common/ckpt.h"
 
 typedef struct {
@@ -370,6 +372,82 @@ static void test_writer_checks(void **state)
     free(dir);
 }
 
+/* A source tensor: the same file as with the data in memory, read piece by piece in
+ * order; a failing source ends the write with no file; a source giving too much is
+ * refused. */
+typedef struct {
+    const unsigned char *data;
+    uint64_t size, expect_off;
+    size_t piece;
+    int calls, fail;
+} src_state;
+
+static int src_cb(void *ctx, uint64_t off, const void **p, size_t *n, llm_status *st)
+{
+    src_state *s = ctx;
+    s->calls++;
+    if (s->fail)
+        return llm_err(st, LLM_EIO, "source failed");
+    assert_true(off == s->expect_off);
+    *p = s->data + off;
+    *n = s->size - off < s->piece ? (size_t)(s->size - off) : s->piece;
+    s->expect_off += *n;
+    return 0;
+}
+
+static void test_source(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    float x[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)i * 0.25f - 7.0f;
+    int64_t shape[2] = {10, 100}, s1[1] = {3};
+    float y[3] = {1, 2, 3};
+    /* the checksum of the whole from the parts' (as ranks holding slices would) */
+    uLong c = crc32_combine(crc32(0, (const Bytef *)x, 1200), crc32(0, (const Bytef *)x + 1200, 2800), 2800);
+    char *dir = tu_tmpdir(), a[512], b[512];
+    snprintf(a, sizeof a, "%s/a.llmk", dir);
+    snprintf(b, sizeof b, "%s/b.llmk", dir);
+    llm_status st = {0};
+    llm_ckpt_writer *w;
+    assert_int_equal(llm_ckpt_writer_new(&w, &st), 0);
+    assert_int_equal(llm_ckpt_add(w, "y", LLM_DT_F32, 1, s1, y, 0, &st), 0);
+    assert_int_equal(llm_ckpt_add(w, "x", LLM_DT_F32, 2, shape, x, 0, &st), 0);
+    assert_int_equal(llm_ckpt_write(w, a, &st), 0);
+    llm_ckpt_writer_free(w);
+    src_state ss = {(const unsigned char *)x, sizeof x, 0, 28, 0, 0};
+    assert_int_equal(llm_ckpt_writer_new(&w, &st), 0);
+    assert_int_equal(llm_ckpt_add(w, "y", LLM_DT_F32, 1, s1, y, 0, &st), 0);
+    assert_int_equal(llm_ckpt_add_source(w, "x", LLM_DT_F32, 2, shape, (uint32_t)c,
+                                         src_cb, &ss, &st), 0);
+    assert_int_equal(llm_ckpt_add_source(w, "z", LLM_DT_F32, 1, s1, 0, NULL, NULL, &st), LLM_EUSAGE);
+    assert_int_equal(llm_ckpt_write(w, b, &st), 0);
+    assert_int_equal(ss.calls, (int)((sizeof x + 27) / 28));
+    size_t la, lb;
+    unsigned char *fa = slurp(a, &la), *fb = slurp(b, &lb);
+    assert_true(la == lb && !memcmp(fa, fb, la));
+    free(fa);
+    free(fb);
+    llm_ckpt *ck;
+    assert_int_equal(llm_ckpt_open(&ck, b, 0, &st), 0);   /* crc32 checked */
+    llm_ckpt_close(ck);
+    /* a failing source: the error comes back and no file appears */
+    snprintf(b, sizeof b, "%s/c.llmk", dir);
+    ss = (src_state){(const unsigned char *)x, sizeof x, 0, 28, 0, 1};
+    assert_int_equal(llm_ckpt_write(w, b, &st), LLM_EIO);
+    assert_non_null(strstr(st.msg, "source failed"));
+    assert_int_equal(access(b, F_OK), -1);
+    /* a source that hands out more than the tensor holds */
+    ss = (src_state){(const unsigned char *)x, sizeof x + 4, 0, sizeof x + 4, 0, 0};
+    assert_int_equal(llm_ckpt_write(w, b, &st), LLM_ESOFTWARE);
+    assert_int_equal(access(b, F_OK), -1);
+    llm_ckpt_writer_free(w);
+    assert_int_equal(count_entries(dir), 2);   /* a.llmk, b.llmk: no temp file left */
+    tu_rmdir(dir);
+    free(dir);
+}
+
 /* A failed save leaves an existing file untouched and no temp file behind. */
 static void test_atomic_save(void **state)
 {
@@ -491,6 +569,7 @@ int main(void)
         cmocka_unit_test(test_pipe_header_only_and_corrupt),
         cmocka_unit_test(test_writer_checks),
         cmocka_unit_test(test_atomic_save),
+        cmocka_unit_test(test_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* GPT-2 model against the PyTorch reference (tests/ref/gpt2_tiny.*), on the "cpu-ref"
  * and "cpu" backends: logits, loss, every gradient, 10 AdamW steps; plus init
  * determinism, gradient accumulation, inference forward, bad input, skipped updates,
- * config parsing and checkpoint round trips.
+ * config parsing, checkpoint round trips, moments held for a range of the layout (ZeRO-1)
+ * and the allocation tracker.
  *
  * Errors are relative to the tensor's scale: max|ours - ref| / max|ref|. */
 #include "tests/unit/testutil.h"
@@ -13,7 +14,9 @@
 #include <string.h>
 
 #include "common/ckpt.h"
+#include "common/memtrack.h"
 #include "common/model.h"
+#include "common/model_impl.h"   /* the moments' buffers, to check a sharded load */
 #include "common/tree.h"
 #include "kernels/backend.h"
 
@@ -474,13 +477,92 @@ static void test_checkpoint(void **s)
     drop_backend(be);
 }
 
+static int dummy_saver(void *ctx, llm_ckpt_writer *w, llm_status *st)
+{
+    (void)w, (void)st;
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* ZeRO-1's shard of the moments: a load keeps the slice, whole-model updates and saves
+ * without a saver are refused; memtrack counts what the model allocates. */
+static void test_opt_range(void **s)
+{
+    (void)s;
+    llm_backend *be = backend("cpu");
+    llm_memtrack mt;
+    llm_memtrack_init(&mt, be);
+    llm_model *m = fixture_model(&mt.be);
+    llm_status st = {0};
+    size_t n = llm_model_num_params(&fx.cfg);
+    assert_int_equal(mt.live, n * sizeof(float));
+    const int32_t *in = arr("inputs", NULL), *tg = arr("targets", NULL);
+    float loss;
+    assert_int_equal(llm_model_zero_grad(m, &st), 0);
+    assert_int_equal(llm_model_forward(m, in, tg, fx.B, fx.T, &loss, &st), 0);
+    assert_int_equal(llm_model_backward(m, 1.0f, &st), 0);
+    assert_int_equal(llm_model_update(m, &fx.hp, 1, NULL, NULL, &st), 0);
+    assert_int_equal(mt.live, llm_model_bytes(m));   /* every block went through the tracker */
+    char *dir = tu_tmpdir(), path[512];
+    snprintf(path, sizeof path, "%s/m.llmk", dir);
+    llm_ckpt_writer *w;
+    assert_int_equal(llm_ckpt_writer_new(&w, &st), 0);
+    assert_int_equal(llm_model_save(m, w, 1, &st), 0);
+    assert_int_equal(llm_ckpt_write(w, path, &st), 0);
+    llm_ckpt_writer_free(w);
+
+    /* a range that cuts tensors in the middle */
+    size_t lo = n / 3 + 5, hi = 2 * n / 3 + 7;
+    llm_model *m2;
+    assert_int_equal(llm_model_new(&m2, &fx.cfg, &mt.be, &st), 0);
+    assert_int_equal(llm_model_set_opt_range(m2, lo, n + 1, &st), LLM_EUSAGE);
+    assert_int_equal(llm_model_set_opt_range(m2, hi, lo, &st), LLM_EUSAGE);
+    assert_int_equal(llm_model_set_opt_range(m2, lo, hi, &st), 0);
+    size_t before = mt.live;
+    llm_ckpt *ck;
+    assert_int_equal(llm_ckpt_open(&ck, path, 0, &st), 0);
+    assert_int_equal(llm_model_load(m2, ck, 1, &st), 0);
+    llm_ckpt_close(ck);
+    assert_int_equal(mt.live - before, 2 * (hi - lo) * sizeof(float));   /* the slice only */
+    assert_memory_equal(m2->m, m->m + lo, (hi - lo) * sizeof(float));
+    assert_memory_equal(m2->v, m->v + lo, (hi - lo) * sizeof(float));
+    assert_true(llm_model_bytes(m2) == (n + 2 * (hi - lo)) * sizeof(float));
+    size_t a, b;
+    llm_model_opt_range(m2, &a, &b);
+    assert_true(a == lo && b == hi);
+    /* the same range again is fine; another one once the moments exist is not */
+    assert_int_equal(llm_model_set_opt_range(m2, lo, hi, &st), 0);
+    assert_int_equal(llm_model_set_opt_range(m2, 0, n, &st), LLM_EUSAGE);
+    assert_int_equal(llm_model_update(m2, &fx.hp, 2, NULL, NULL, &st), LLM_EUSAGE);
+    assert_non_null(strstr(st.msg, "shard"));
+    /* saving the moments needs a saver, which is called after the weights */
+    assert_int_equal(llm_ckpt_writer_new(&w, &st), 0);
+    assert_int_equal(llm_model_save(m2, w, 1, &st), LLM_EUSAGE);
+    llm_ckpt_writer_free(w);
+    int calls = 0;
+    llm_model_set_opt_saver(m2, dummy_saver, &calls);
+    assert_int_equal(llm_ckpt_writer_new(&w, &st), 0);
+    assert_int_equal(llm_model_save(m2, w, 1, &st), 0);
+    assert_int_equal(calls, 1);
+    assert_int_equal(llm_model_save(m2, w, 0, &st), LLM_EUSAGE);   /* duplicates: refused */
+    llm_ckpt_writer_free(w);
+    llm_model_free(m2);
+    llm_model_free(m);
+    assert_int_equal(mt.live, 0);
+    assert_true(mt.peak >= (4 * n) * sizeof(float));
+    llm_memtrack_free(&mt);
+    tu_rmdir(dir);
+    free(dir);
+    drop_backend(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_cpu_ref), cmocka_unit_test(test_reference_cpu),
         cmocka_unit_test(test_init),              cmocka_unit_test(test_accumulation),
         cmocka_unit_test(test_bad_input_and_skip), cmocka_unit_test(test_config),
-        cmocka_unit_test(test_checkpoint),
+        cmocka_unit_test(test_checkpoint),        cmocka_unit_test(test_opt_range),
     };
     return cmocka_run_group_tests(tests, load_fixture, free_fixture);
 }
