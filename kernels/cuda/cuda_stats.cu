@@ -30,9 +30,9 @@ struct lc_nvml {
     lc_nvml_ret (*power)(lc_nvml_dev, unsigned int *);
 };
 
-/* Open NVML and find the device the backend runs on (by PCI bus id, so it is the right
- * one under CUDA_VISIBLE_DEVICES; by index only when both see exactly one device).
- * NULL when any step fails. */
+/* Open NVML and find the device the backend runs on by its PCI bus id (CUDA and NVML
+ * number devices differently, e.g. under CUDA_VISIBLE_DEVICES).  NULL when any step
+ * fails. */
 static struct lc_nvml *lc_nvml_open(lc_ctx *c)
 {
     const char *name = getenv("LLM_NVML_LIB");
@@ -41,9 +41,6 @@ static struct lc_nvml *lc_nvml_open(lc_ctx *c)
     lc_nvml_ret (*init)(void) = (lc_nvml_ret (*)(void))dlsym(lib, "nvmlInit_v2");
     lc_nvml_ret (*by_pci)(const char *, lc_nvml_dev *) =
         (lc_nvml_ret (*)(const char *, lc_nvml_dev *))dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
-    lc_nvml_ret (*by_index)(unsigned int, lc_nvml_dev *) =
-        (lc_nvml_ret (*)(unsigned int, lc_nvml_dev *))dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    lc_nvml_ret (*count)(unsigned int *) = (lc_nvml_ret (*)(unsigned int *))dlsym(lib, "nvmlDeviceGetCount_v2");
     struct lc_nvml *n = (struct lc_nvml *)calloc(1, sizeof *n);
     if (!n || !init || !by_pci) goto fail;
     n->lib = lib;
@@ -54,14 +51,8 @@ static struct lc_nvml *lc_nvml_open(lc_ctx *c)
     if (!n->shutdown || init() != 0) goto fail;
     {
         char bus[64];
-        unsigned int nn = 0;
-        int cn = 0;
         if (cudaDeviceGetPCIBusId(bus, sizeof bus, c->device) == cudaSuccess &&
             by_pci(bus, &n->dev) == 0)
-            return n;
-        (void)cudaGetLastError();
-        if (by_index && count && count(&nn) == 0 && nn == 1 &&
-            cudaGetDeviceCount(&cn) == cudaSuccess && cn == 1 && by_index(0, &n->dev) == 0)
             return n;
         (void)cudaGetLastError();
         n->shutdown();
