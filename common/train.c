@@ -475,7 +475,9 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
             t.be.device_stats(&t.be, &ds);
         llm_step_metrics sm = {t.step, c->max_steps, loss, lr, gn, tokens / dt, dt * 1e3,
                                flops / dt / peak, llm_peak_rss_mb(), t.skipped_total, wait * 1e3,
-                               ds.mem_used_mb, ds.mem_peak_mb, ds.util_pct, ds.temp_c, ds.power_w};
+                               .gpu_mem_mb = ds.mem_used_mb, .gpu_mem_peak_mb = ds.mem_peak_mb,
+                               .gpu_util = ds.util_pct, .gpu_temp_c = ds.temp_c,
+                               .gpu_power_w = ds.power_w};
         int stop_now = 0;
         if (llm_metrics_step(t.met, &sm, st)) {
             if (st->code == LLM_EINTR) /* stdout closed: stop quietly with a checkpoint */
