@@ -189,7 +189,7 @@ elif ! LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "device\|-
 else
   for dev in cpu cuda; do
     tiny_cfg "$REP_DIR/tiny-$dev.yaml" 20 $([ $DRY = 1 ] && echo cpu || echo $dev)
-    rm -rf "$REP_DIR/tiny-$dev"
+    rm -rf "$REP_DIR/tiny-$dev" "$REP_DIR/tiny-$dev.jsonl"   # --metrics appends
     env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/llm-train" --config "$REP_DIR/tiny-$dev.yaml" -o "$REP_DIR/tiny-$dev" \
       --metrics "$REP_DIR/tiny-$dev.jsonl" >>"$LOG" 2>&1
     echo "train $dev rc=$?" >>"$LOG"
@@ -215,7 +215,7 @@ else
     for p in bf16 fp16; do
       for dev in cpu cuda; do
         tiny_cfg "$REP_DIR/tiny-$p-$dev.yaml" 20 $([ $DRY = 1 ] && echo cpu || echo $dev)
-        rm -rf "$REP_DIR/tiny-$p-$dev"
+        rm -rf "$REP_DIR/tiny-$p-$dev" "$REP_DIR/tiny-$p-$dev.jsonl"
         env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/llm-train" --config "$REP_DIR/tiny-$p-$dev.yaml" --precision $p \
           -o "$REP_DIR/tiny-$p-$dev" --metrics "$REP_DIR/tiny-$p-$dev.jsonl" >>"$LOG" 2>&1
         echo "train $p $dev rc=$?" >>"$LOG"
@@ -335,7 +335,7 @@ model: {arch: gpt2, n_layer: 12, n_head: 12, n_embd: 768, vocab_size: 50257, max
 data: {train: $DATA/ts_gpt2.bin, val: $DATA/ts_gpt2.bin, tokenizer: gpt2}
 train: {batch_size: 16, seq_len: 1024, max_steps: 8, lr: 0.0006, warmup_steps: 2, save_every: 100000, seed: 1, threads: 8, device: cuda, eval_every: 0}
 Y
-    rm -rf "$REP_DIR/gpt2run"
+    rm -rf "$REP_DIR/gpt2run" "$REP_DIR/gpt2-tf$tf.jsonl"
     LLM_CUDA_TF32=$([ $tf = 1 ] && echo 1 || echo 0) env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" -o "$REP_DIR/gpt2run" \
       $([ $prec = bf16 ] && echo --precision bf16) --metrics "$REP_DIR/gpt2-tf$tf.jsonl" >>"$LOG" 2>&1
     tps=$(grep -o '"tokens_per_s": *[0-9.eE+]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | sed 's/.*: *//' | tail -n +3 | sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}')
