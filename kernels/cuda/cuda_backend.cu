@@ -193,13 +193,47 @@ static void lc_free(llm_backend *be, void *p)
     if (p) LC_CK(lc_get(be), lc_dfree(lc_get(be), p));
 }
 
+#define LC_STAGES 4
+#define LC_STAGE_BYTES ((size_t)1 << 20)
+
+/* The pinned staging ring, made on first use; 0, or -1 when it cannot be (then every
+ * upload synchronises, as before). */
+static int lc_stage_ready(lc_ctx *c)
+{
+    if (c->stage_state) return c->stage_state > 0 ? 0 : -1;
+    c->stage_state = -1;
+    for (int i = 0; i < LC_STAGES; i++)
+        if (cudaHostAlloc(&c->stage[i], LC_STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess ||
+            cudaEventCreateWithFlags(&c->stage_ev[i], cudaEventDisableTiming) != cudaSuccess) {
+            (void)cudaGetLastError();   /* pinned memory is a nicety: no error recorded */
+            return -1;
+        }
+    c->stage_state = 1;
+    return 0;
+}
+
 static void lc_to_device(llm_backend *be, void *dst, const void *src, size_t bytes)
 {
     lc_ctx *c = lc_get(be);
     if (!bytes) return;
-    /* synchronous for the caller: the host buffer may be reused as soon as we return */
+    /* The host buffer may be reused as soon as we return.  Small uploads (token batches,
+     * decode positions) go through a pinned slot and are queued on the stream like a
+     * kernel: no wait for the GPU.  Ops on the stream see the data in order; other
+     * streams (NCCL) follow be->sync, which waits for the copy too. */
+    if (bytes <= LC_STAGE_BYTES && lc_stage_ready(c) == 0) {
+        unsigned i = c->stage_next++ % LC_STAGES;
+        /* the slot's previous copy must have left it (long done, normally) */
+        if (LC_CK(c, cudaEventSynchronize(c->stage_ev[i]))) return;
+        memcpy(c->stage[i], src, bytes);
+        if (LC_CK(c, cudaMemcpyAsync(dst, c->stage[i], bytes, cudaMemcpyHostToDevice, c->stream)))
+            return;
+        LC_CK(c, cudaEventRecord(c->stage_ev[i], c->stream));
+        c->stage_runs[0]++;
+        return;
+    }
     LC_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
     LC_CK(c, cudaStreamSynchronize(c->stream));
+    c->stage_runs[1]++;
 }
 
 static void lc_to_host(llm_backend *be, void *dst, const void *src, size_t bytes)
@@ -238,6 +272,10 @@ static void lc_release(lc_ctx *c)
     if (c->stream) cudaStreamSynchronize(c->stream);
     lc_lo_release(c);
     lc_stats_release(c);
+    for (int i = 0; i < LC_STAGES; i++) {
+        if (c->stage[i]) cudaFreeHost(c->stage[i]);
+        if (c->stage_ev[i]) cudaEventDestroy(c->stage_ev[i]);
+    }
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas) cublasDestroy(c->blas);
     if (c->blas_ws) cudaFree(c->blas_ws);
@@ -358,6 +396,13 @@ extern "C" void llm_backend_cuda_set_tf32(llm_backend *be, int on)
     if (!c) return;
     c->tf32 = on != 0;
     LC_CKB(c, cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+extern "C" void llm_backend_cuda_upload_counts(llm_backend *be, long counts[2])
+{
+    lc_ctx *c = lc_get(be);
+    counts[0] = c ? c->stage_runs[0] : 0;
+    counts[1] = c ? c->stage_runs[1] : 0;
 }
 
 extern "C" int llm_backend_cuda_device_info(llm_backend *be, char *name, size_t namelen,

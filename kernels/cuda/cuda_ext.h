@@ -39,6 +39,10 @@ int llm_backend_cuda_mem_held(llm_backend *be, size_t *held, size_t *peak);
  * default (cuBLASLt first), -1 leaves it.  For tests. */
 void llm_backend_cuda_lo_gemm_path(llm_backend *be, int force_gemmex, long runs[2]);
 
+/* How many to_device uploads went through the pinned staging ring without waiting
+ * [0] (up to 1 MiB each) and how many synchronised [1] (larger ones).  For tests. */
+void llm_backend_cuda_upload_counts(llm_backend *be, long counts[2]);
+
 /* 1 when device_stats has loaded NVML (after its first call), else 0. */
 int llm_backend_cuda_nvml_loaded(llm_backend *be);
 

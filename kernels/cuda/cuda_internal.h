@@ -54,6 +54,15 @@ typedef struct {
     unsigned lo_next;               /* round-robin victim when the cache is full */
     int lo_force_ex;                /* test hook: skip cuBLASLt, use cublasGemmEx */
     long lo_runs[2];                /* lo GEMMs run by cuBLASLt, by cublasGemmEx */
+    /* to_device staging: small uploads are copied into a ring of pinned buffers and sent
+     * with cudaMemcpyAsync on the stream, so the caller neither waits for the GPU nor
+     * keeps its buffer; stage_ev[i] marks slot i's copy done.  stage_state 0 not yet
+     * made, 1 ready, -1 unavailable (uploads then synchronise) */
+    void *stage[4];
+    cudaEvent_t stage_ev[4];
+    unsigned stage_next;
+    int stage_state;
+    long stage_runs[2];             /* uploads staged / synchronous (for tests) */
     /* NVML loaded at run time by device_stats (cuda_stats.cu); NULL until first use */
     struct lc_nvml *nvml;
     int nvml_tried;

@@ -635,6 +635,7 @@ int main(int argc, char **argv)
         check_xent(&x, 33, 50257, 50304);
         check_optim(&x, 1000003, 1);
     }
+    gpu_check_xfer(&x);
     gpu_check_lo(&x, tiny);
     gpu_check_device_stats(&x);
     gpu_check_infer(&x.g, x.rng, tiny, row_infer, &x);

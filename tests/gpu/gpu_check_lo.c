@@ -398,6 +398,14 @@ void gpu_check_device_stats(gc *x)
               p && h1 == h0 + big && p1 >= h1 && p1 >= p0 && s1.mem_peak_mb * 1048576.0 == (double)p1 &&
               s1.mem_used_mb - s0.mem_used_mb >= 250 && h2 == h1 && p2 == p1 && h3 == h0);
 
+    /* an allocation the device cannot hold: NULL, nothing counted, no error left over */
+    size_t hb = 0, ha = 0, pb = 0, pa = 0;
+    llm_backend_cuda_mem_held(g, &hb, &pb);
+    void *huge = g->alloc(g, (size_t)1 << 50);
+    llm_backend_cuda_mem_held(g, &ha, &pa);
+    row_check(x, "device alloc 1 PiB refused", "NULL, held unchanged", huge != NULL, 0,
+              !huge && ha == hb && pa == pb);
+
     /* churn: 3000 small buffers, freed in a shuffled order; the table must give back
      * exactly what it took */
     enum { NB = 3000 };
