@@ -637,7 +637,7 @@ int main(int argc, char **argv)
     }
     gpu_check_xfer(&x);
     gpu_check_lo(&x, tiny);
-    gpu_check_device_stats(&x);
+    gpu_check_device_stats(&x, tiny);
     gpu_check_infer(&x.g, x.rng, tiny, row_infer, &x);
 
     char msg[256];

@@ -84,7 +84,7 @@ void row_check(gc *x, const char *op, const char *shape, double v, double bound,
  * backend's lo ops when it has them, and double precision on the lo-rounded operands
  * (gpu_check_lo.c).  tiny: small shapes only. */
 void gpu_check_lo(gc *x, int tiny);
-void gpu_check_device_stats(gc *x);
+void gpu_check_device_stats(gc *x, int tiny);
 /* to_device ordering and host-buffer reuse, staged and synchronous uploads
  * (gpu_check_xfer.c). */
 void gpu_check_xfer(gc *x);
