@@ -158,7 +158,7 @@ static void check_mm_lo(gc *x, int N, int C, int OC, int with_bias, int lo, int 
     uint16_t *wl = enc(w, nw, lo);
     float *xr = rounded(inp, ni, lo), *wr = rounded(w, nw, lo);
     uint16_t *hw = xmalloc((nw + off) * 2);
-    hw[0] = 0;
+    if (off) hw[0] = 0;
     memcpy(hw + off, wl, nw * 2);
     uint16_t *gwb = gput(x, hw, (nw + off) * 2);
     const void *gw = gwb + off;
