@@ -88,6 +88,15 @@ static int finish_line(llm_metrics *m, llm_status *st)
     return 0;
 }
 
+static void prom_row(FILE *f, const char *name, const char *type, const char *help, double v)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s ", name, help, name, type, name);
+    if (isfinite(v))
+        fprintf(f, "%.17g\n", v);
+    else
+        fprintf(f, "%s\n", isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+}
+
 /* Write the textfile-collector file atomically: readers never see half a file. */
 static int write_prom(llm_metrics *m, llm_status *st)
 {
@@ -121,16 +130,20 @@ static int write_prom(llm_metrics *m, llm_status *st)
         {"llmkit_train_loss_scale", "gauge", "fp16 loss scale of the last step.", s->loss_scale,
          m->have_last && s->loss_scale > 0},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-        if (!rows[i].ok)
-            continue;
-        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s ", rows[i].name, rows[i].help, rows[i].name,
-                rows[i].type, rows[i].name);
-        if (isfinite(rows[i].v))
-            fprintf(f, "%.17g\n", rows[i].v);
-        else
-            fprintf(f, "%s\n", isnan(rows[i].v) ? "NaN" : rows[i].v > 0 ? "+Inf" : "-Inf");
-    }
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        if (rows[i].ok)
+            prom_row(f, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
+    /* device gauges: only those the backend reported */
+    struct { const char *name, *help; double v; } dev[] = {
+        {"llmkit_train_gpu_memory_used_bytes", "Device memory in use (whole device).", s->gpu_mem_mb * 1048576.0},
+        {"llmkit_train_gpu_memory_peak_bytes", "Most device memory the backend has held.", s->gpu_mem_peak_mb * 1048576.0},
+        {"llmkit_train_gpu_utilization_ratio", "GPU utilisation over the driver's last sample period.", s->gpu_util / 100.0},
+        {"llmkit_train_gpu_temperature_celsius", "GPU temperature.", s->gpu_temp_c},
+        {"llmkit_train_gpu_power_watts", "Board power draw.", s->gpu_power_w},
+    };
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        if (m->have_last && dev[i].v >= 0)
+            prom_row(f, dev[i].name, "gauge", dev[i].help, dev[i].v);
     int bad = ferror(f);
     bad |= fclose(f) != 0;
     int rc = 0;
@@ -171,6 +184,15 @@ int llm_metrics_step(llm_metrics *m, const llm_step_metrics *s, llm_status *st)
     /* mixed precision (fp16) */
     if (s->loss_scale > 0)
         llm_json_knum(&j, "loss_scale", s->loss_scale);
+    /* device health: the fields the backend could read (a CPU run has none) */
+    struct { const char *k; double v, scale; } dev[] = {
+        {"gpu_mem_mb", s->gpu_mem_mb, 10}, {"gpu_mem_peak_mb", s->gpu_mem_peak_mb, 10},
+        {"gpu_util", s->gpu_util, 1}, {"gpu_temp_c", s->gpu_temp_c, 1},
+        {"gpu_power_w", s->gpu_power_w, 10},
+    };
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        if (dev[i].v >= 0)
+            llm_json_knum(&j, dev[i].k, round(dev[i].v * dev[i].scale) / dev[i].scale);
     llm_json_obj_end(&j);
     m->last = *s;
     m->have_last = 1;

@@ -3,6 +3,8 @@
  * Step lines:  {"step":N,"loss":..,"lr":..,"grad_norm":..,"tokens_per_s":..,"ms":..,
  *               "mfu":..,"rss_mb":..,"skipped":N,"data_ms":..}
  *              (+ "loss_scale":.. when training in fp16)
+ *              then, for a GPU run, the device fields that are known (>= 0):
+ *               "gpu_mem_mb","gpu_mem_peak_mb","gpu_util","gpu_temp_c","gpu_power_w"
  * Eval lines:  {"step":N,"val_loss":..}
  * Events:      {"step":N,"event":"loss_scale","from":..,"to":..,"reason":"overflow"|"grow"}
  * Numbers are written in the shortest form that reads back to the same double, so the
@@ -26,6 +28,10 @@ typedef struct {
     double data_ms;           /* time the step waited for data */
     /* mixed precision (fp16) */
     double loss_scale;        /* > 0: the loss scale the step ran with ("loss_scale") */
+    /* Device health (llm_backend.device_stats), each printed only when >= 0: a CPU run,
+     * or a field the driver cannot tell, sets -1.  Device memory in use and the most the
+     * backend has held (MiB), utilisation (%), temperature (C), board power (W). */
+    double gpu_mem_mb, gpu_mem_peak_mb, gpu_util, gpu_temp_c, gpu_power_w;
 } llm_step_metrics;
 
 typedef struct llm_metrics llm_metrics;

@@ -507,9 +507,16 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
             in_a_row = skipped ? in_a_row + 1 : 0;
         t.skipped_total += skipped;
         res->skipped += skipped;
+        /* device health, after the step's timing; unknown fields stay -1 (not printed) */
+        struct llm_device_stats ds = {-1, -1, -1, -1, -1};
+        if (t.be->device_stats)
+            t.be->device_stats(t.be, &ds);
         llm_step_metrics sm = {t.step, c->max_steps, loss, lr, gn, tokens / dt, dt * 1e3,
                                flops / dt / peak, llm_peak_rss_mb(), t.skipped_total, wait * 1e3,
-                               .loss_scale = t.ls.dynamic ? scale_from : 0};
+                               .loss_scale = t.ls.dynamic ? scale_from : 0,
+                               .gpu_mem_mb = ds.mem_used_mb, .gpu_mem_peak_mb = ds.mem_peak_mb,
+                               .gpu_util = ds.util_pct, .gpu_temp_c = ds.temp_c,
+                               .gpu_power_w = ds.power_w};
         int stop_now = 0;
         if (llm_metrics_step(t.met, &sm, st) ||
             (ch != LLM_LOSS_SCALE_SAME &&

@@ -9,13 +9,19 @@
 #   on the GPU:     scripts/gpu-check.sh [--sanitize] [--quick]
 #       (with `carry: ["build/gpu-carry"]`) uses the carried binaries (or builds when
 #       there are none and the tools are there), then:
-#         1. gpu_check: every CUDA op against the fp64 reference and cpu-ref
+#         1. gpu_check: every CUDA op against the fp64 reference and cpu-ref, the
+#            mixed-precision ops (cast_lo bit-exact, lo GEMMs) and device_stats
 #         2. 20 training steps of a small model on cuda and cpu, same init: losses <= 1e-4
+#            (fp32), <= 2e-2 (--precision bf16 and fp16, when llm-train has it); the cuda
+#            run's metrics carry the gpu_* fields, the cpu run's none
 #         3. llm-infer: greedy KV-cache decode and --eval on cuda equal to cpu
-#         4. --sanitize: compute-sanitizer memcheck + racecheck over the tiny checks and a
+#         4. host CPU: model and SIMD flags; the quantized-kernel unit test (AVX2, AVX-512,
+#            VNNI paths against the scalar reference, skipping what the CPU lacks)
+#         5. --sanitize: compute-sanitizer memcheck + racecheck over the tiny checks and a
 #            tiny training step
-#         5. timings: cuBLASLt GEMM 4096^3 (fp32, tf32, bf16), per-op times at GPT-2 124M
-#            shapes, GPT-2 124M training tokens/s + MFU at T=1024, decode tokens/s
+#         6. timings: cuBLASLt GEMM 4096^3 (fp32, tf32, bf16), per-op times at GPT-2 124M
+#            shapes, GPT-2 124M training tokens/s + MFU at T=1024 (fp32, tf32, bf16),
+#            decode tokens/s
 #       A summary table is printed last and written to build/gpu-check/report.txt (and to
 #       $OUT/gpu-check-report.txt plus the full log when $OUT is set).
 # Steps whose programs are missing (llm-train, llm-infer) are reported SKIP, not FAIL.
@@ -34,7 +40,7 @@ for a in "$@"; do
     --sanitize) SANITIZE=1 ;;
     --quick) QUICK=1 ;;
     --dry-run) DRY=1 QUICK=1 ;;   # plumbing test without a GPU: "cuda" runs use the cpu
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown option '$a'" >&2; exit 64 ;;
   esac
 done
@@ -43,10 +49,10 @@ done
 prepare() {
   command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
   echo "gpu-check: building with CUDA=1" >&2
-  make -j2 CUDA=1 all >"$ROOT/build/gpu-carry-build.log" 2>&1 \
+  make -j2 CUDA=1 all build/tests/test_quant >"$ROOT/build/gpu-carry-build.log" 2>&1 \
     || { echo "gpu-check: make CUDA=1 failed, see build/gpu-carry-build.log" >&2; return 1; }
   rm -rf "$CARRY"; mkdir -p "$CARRY/bin" "$CARRY/lib" "$CARRY/data"
-  cp build/gpu/gpu_check "$CARRY/bin/"
+  cp build/gpu/gpu_check build/tests/test_quant "$CARRY/bin/"
   for p in bin/llm-*; do [ -x "$p" ] && cp "$p" "$CARRY/bin/"; done
   # shared libraries outside glibc/libstdc++/CUDA (those the GPU machine has, newer)
   for b in "$CARRY"/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
@@ -106,12 +112,12 @@ if [ -x "$CARRY/bin/gpu_check" ]; then
 else
   command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
   log "gpu-check: no carried binaries; building with CUDA=1"
-  if ! make -j16 CUDA=1 all >>"$LOG" 2>&1; then
+  if ! make -j16 CUDA=1 all build/tests/test_quant >>"$LOG" 2>&1; then
     row build FAIL "make CUDA=1 failed (no --prepare carry? see log)"
   fi
   BIN=$ROOT/build/gpu-carry-local
   mkdir -p "$BIN"
-  cp build/gpu/gpu_check "$BIN/" 2>/dev/null
+  cp build/gpu/gpu_check build/tests/test_quant "$BIN/" 2>/dev/null
   for p in bin/llm-*; do [ -x "$p" ] && cp "$p" "$BIN/"; done
 fi
 # CUDA libraries: rpath /usr/local/cuda/lib64; otherwise look for them
@@ -183,7 +189,7 @@ elif ! LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "device\|-
 else
   for dev in cpu cuda; do
     tiny_cfg "$REP_DIR/tiny-$dev.yaml" 20 $([ $DRY = 1 ] && echo cpu || echo $dev)
-    rm -rf "$REP_DIR/tiny-$dev"
+    rm -rf "$REP_DIR/tiny-$dev" "$REP_DIR/tiny-$dev.jsonl"   # --metrics appends
     env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/llm-train" --config "$REP_DIR/tiny-$dev.yaml" -o "$REP_DIR/tiny-$dev" \
       --metrics "$REP_DIR/tiny-$dev.jsonl" >>"$LOG" 2>&1
     echo "train $dev rc=$?" >>"$LOG"
@@ -191,6 +197,37 @@ else
   if r=$(cmp_losses "$REP_DIR/tiny-cuda.jsonl" "$REP_DIR/tiny-cpu.jsonl" 1e-4); then
     row "train 20 steps cuda=cpu (fp32)" PASS "$r (bound 1e-4)"
   else row "train 20 steps cuda=cpu (fp32)" FAIL "$r (bound 1e-4)"; fi
+  # device health in the metrics: every cuda step line has the memory fields, cpu none
+  if [ $DRY = 0 ]; then
+    n=$(grep -c '"loss"' "$REP_DIR/tiny-cuda.jsonl" 2>/dev/null); n=${n:-0}
+    g=$(grep '"loss"' "$REP_DIR/tiny-cuda.jsonl" 2>/dev/null | grep '"gpu_mem_mb":[0-9.]*[1-9]' | grep -c '"gpu_mem_peak_mb":[0-9.]*[1-9]')
+    c=$(grep -c '"gpu_' "$REP_DIR/tiny-cpu.jsonl" 2>/dev/null)
+    last=$(grep '"loss"' "$REP_DIR/tiny-cuda.jsonl" 2>/dev/null | tail -1 | grep -o '"gpu_[a-z_]*":[-0-9.eE+]*' | tr '\n' ' ')
+    if [ "$n" -gt 0 ] && [ "$g" = "$n" ] && [ "${c:-1}" = 0 ]; then row "train metrics gpu_* fields" PASS "$last"
+    else row "train metrics gpu_* fields" FAIL "$g of $n cuda lines with memory, $c cpu lines with gpu_*: $last"; fi
+  fi
+  # mixed precision: the same run under --precision bf16 / fp16 on cuda and on cpu
+  if ! LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "--precision"; then
+    echo "gpu-check: this llm-train has no --precision (mixed precision not merged): bf16/fp16 training skipped" >&2
+    row "train 20 steps cuda=cpu (bf16)" SKIP "llm-train has no --precision"
+    row "train 20 steps cuda=cpu (fp16)" SKIP "llm-train has no --precision"
+  else
+    for p in bf16 fp16; do
+      for dev in cpu cuda; do
+        tiny_cfg "$REP_DIR/tiny-$p-$dev.yaml" 20 $([ $DRY = 1 ] && echo cpu || echo $dev)
+        rm -rf "$REP_DIR/tiny-$p-$dev" "$REP_DIR/tiny-$p-$dev.jsonl"
+        env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/llm-train" --config "$REP_DIR/tiny-$p-$dev.yaml" --precision $p \
+          -o "$REP_DIR/tiny-$p-$dev" --metrics "$REP_DIR/tiny-$p-$dev.jsonl" >>"$LOG" 2>&1
+        echo "train $p $dev rc=$?" >>"$LOG"
+      done
+      if r=$(cmp_losses "$REP_DIR/tiny-$p-cuda.jsonl" "$REP_DIR/tiny-$p-cpu.jsonl" 2e-2); then
+        row "train 20 steps cuda=cpu ($p)" PASS "$r (bound 2e-2)"
+      else row "train 20 steps cuda=cpu ($p)" FAIL "$r (bound 2e-2)"; fi
+      # how far the lo run is from fp32 on cuda (informative: not fp32, but close)
+      r=$(cmp_losses "$REP_DIR/tiny-$p-cuda.jsonl" "$REP_DIR/tiny-cuda.jsonl" 1)
+      row "train cuda $p vs fp32" INFO "$r"
+    done
+  fi
 fi
 
 # 3. inference: KV-cache decode and full forward, cuda vs cpu -----------------------------
@@ -229,7 +266,24 @@ else
   else row "infer full-forward nll cuda=cpu" SKIP "no nll in --eval output"; fi
 fi
 
-# 4. sanitizers ------------------------------------------------------------------
+# 4. host CPU: the SIMD quantized kernels (our own machine lacks AVX-512) ----------------
+cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: *//')
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' |
+        grep -xE 'avx2|avx512f|avx512bw|avx512_vnni|avx512vnni|avx512_bf16|f16c' | sort -u | tr '\n' ' ')
+row "host CPU" INFO "${cpu:-unknown} ($(nproc 2>/dev/null) cpus): ${flags:-no listed SIMD flags}"
+if [ ! -x "$BIN/test_quant" ]; then row "quant kernels on host CPU" SKIP "no test_quant binary"
+else
+  env LD_LIBRARY_PATH="$LDP" OMP_WAIT_POLICY=passive timeout $(tl 120) "$BIN/test_quant" >"$REP_DIR/test_quant.log" 2>&1
+  rc=$?
+  cat "$REP_DIR/test_quant.log" >>"$LOG"
+  isa=$(grep -m1 '# fast kernels checked' "$REP_DIR/test_quant.log" | sed 's/^# *//')
+  ran=$(grep -c '^\[       OK \]' "$REP_DIR/test_quant.log")
+  if [ $rc = 0 ] && [ -n "$isa" ]; then row "quant kernels on host CPU" PASS "$ran tests; $isa"
+  else row "quant kernels on host CPU" FAIL "rc=$rc; ${isa:-no kernel summary} (test_quant.log)"; fi
+  grep -m1 'not tested' "$REP_DIR/test_quant.log" >&2
+fi
+
+# 5. sanitizers ------------------------------------------------------------------
 if [ $SANITIZE = 1 ]; then
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -z "$CS" ]; then row "compute-sanitizer" SKIP "not installed"
@@ -257,7 +311,7 @@ if [ $SANITIZE = 1 ]; then
   fi
 fi
 
-# 5. timings ---------------------------------------------------------------------
+# 6. timings ---------------------------------------------------------------------
 if [ -x "$BIN/gpu_check" ] && [ $QUICK = 0 ] && ! late 30; then
   env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/gpu_check" --bench --bench-batch 8 --out "$REP_DIR/bench.txt" >"$REP_DIR/bench.log" 2>&1
   cat "$REP_DIR/bench.log" >>"$LOG"
@@ -268,23 +322,28 @@ if [ -x "$BIN/gpu_check" ] && [ $QUICK = 0 ] && ! late 30; then
   done
   row "op times (B=8,T=1024,GPT-2 124M)" INFO "see bench.txt: $(grep -c '^time' "$REP_DIR/bench.log") ops"
 fi
-# GPT-2 124M training throughput (fp32; TF32 via LLM_CUDA_TF32=1), MFU against the bf16
+# GPT-2 124M training throughput (fp32; TF32 via LLM_CUDA_TF32=1; bf16 with --precision
+# when llm-train has it), MFU against the bf16
 # dense peak of an H200 (989 TFLOP/s) and the plain fp32 peak (67 TFLOP/s)
 if have llm-train && [ -n "$DATA" ] && [ $QUICK = 0 ] && [ -f "$DATA/ts_gpt2.bin" ] && ! late 60; then
-  for tf in 0 1; do
+  modes="0 1"
+  LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "--precision" && modes="0 1 bf16"
+  for tf in $modes; do
+    prec=fp32; [ $tf = bf16 ] && prec=bf16
     cat >"$REP_DIR/gpt2.yaml" <<Y
 model: {arch: gpt2, n_layer: 12, n_head: 12, n_embd: 768, vocab_size: 50257, max_seq_len: 1024}
 data: {train: $DATA/ts_gpt2.bin, val: $DATA/ts_gpt2.bin, tokenizer: gpt2}
 train: {batch_size: 16, seq_len: 1024, max_steps: 8, lr: 0.0006, warmup_steps: 2, save_every: 100000, seed: 1, threads: 8, device: cuda, eval_every: 0}
 Y
-    rm -rf "$REP_DIR/gpt2run"
-    LLM_CUDA_TF32=$tf env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" -o "$REP_DIR/gpt2run" \
-      --metrics "$REP_DIR/gpt2-tf$tf.jsonl" >>"$LOG" 2>&1
+    rm -rf "$REP_DIR/gpt2run" "$REP_DIR/gpt2-tf$tf.jsonl"
+    LLM_CUDA_TF32=$([ $tf = 1 ] && echo 1 || echo 0) env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" -o "$REP_DIR/gpt2run" \
+      $([ $prec = bf16 ] && echo --precision bf16) --metrics "$REP_DIR/gpt2-tf$tf.jsonl" >>"$LOG" 2>&1
     tps=$(grep -o '"tokens_per_s": *[0-9.eE+]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | sed 's/.*: *//' | tail -n +3 | sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}')
-    name="GPT-2 124M train B16 T1024 $([ $tf = 1 ] && echo tf32 || echo fp32)"
+    name="GPT-2 124M train B16 T1024 $([ $tf = 1 ] && echo tf32 || echo $prec)"
+    peak=$(grep -o '"gpu_mem_peak_mb":[0-9.]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | tail -1 | sed 's/.*://')
     if [ -n "$tps" ]; then
       # flops/token = 6 N + 12 L C T (llm.c's estimate), N = 124475904 with Vp 50304
-      row "$name" INFO "$(awk -v t="$tps" 'BEGIN{f=6*124475904+12*12*768*1024; printf "%.0f tok/s, MFU %.1f%% of bf16 peak, %.1f%% of fp32 peak", t, 100*t*f/989e12, 100*t*f/67e12}')"
+      row "$name" INFO "$(awk -v t="$tps" 'BEGIN{f=6*124475904+12*12*768*1024; printf "%.0f tok/s, MFU %.1f%% of bf16 peak, %.1f%% of fp32 peak", t, 100*t*f/989e12, 100*t*f/67e12}')${peak:+, held peak $peak MiB}"
     else row "$name" FAIL "no tokens_per_s (see log)"; fi
   done
   # decode tokens/s at batch 1 and 32 from the GPT-2 run's checkpoint

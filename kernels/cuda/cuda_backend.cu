@@ -44,15 +44,103 @@ extern "C" int lc_fail_blas(lc_ctx *c, int rc, const char *what, const char *fil
     return 1;
 }
 
+/* ---- device memory accounting ----
+ * Every device allocation of the backend (be->alloc, workspaces, scratch) goes through
+ * lc_dmalloc/lc_dfree: the table maps pointer -> size so a free subtracts exactly what
+ * was added, and held_peak is the most the backend ever held (device_stats). */
+
+static size_t lc_mem_slot(uintptr_t p, size_t cap)
+{
+    uint64_t x = (uint64_t)p >> 4;   /* cudaMalloc pointers are 256-byte aligned */
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+static void lc_mem_put(uintptr_t *key, size_t *size, size_t cap, uintptr_t p, size_t bytes)
+{
+    size_t i = lc_mem_slot(p, cap);
+    while (key[i]) i = (i + 1) & (cap - 1);
+    key[i] = p;
+    size[i] = bytes;
+}
+
+/* Room for one more entry (load <= 1/2); 0 or -1 when the host is out of memory. */
+static int lc_mem_reserve(lc_ctx *c)
+{
+    if (2 * (c->mem_n + 1) <= c->mem_cap) return 0;
+    size_t cap = c->mem_cap ? 2 * c->mem_cap : 256;
+    uintptr_t *key = (uintptr_t *)calloc(cap, sizeof *key);
+    size_t *size = (size_t *)calloc(cap, sizeof *size);
+    if (!key || !size) { free(key); free(size); return -1; }
+    for (size_t i = 0; i < c->mem_cap; i++)
+        if (c->mem_key[i]) lc_mem_put(key, size, cap, c->mem_key[i], c->mem_size[i]);
+    free(c->mem_key);
+    free(c->mem_size);
+    c->mem_key = key;
+    c->mem_size = size;
+    c->mem_cap = cap;
+    return 0;
+}
+
+/* Remove p; returns its size, 0 when p is not in the table.  Linear probing with
+ * backward-shift deletion (no tombstones): later entries of the probe run move up. */
+static size_t lc_mem_take(lc_ctx *c, uintptr_t p)
+{
+    if (!c->mem_cap) return 0;
+    size_t mask = c->mem_cap - 1, i = lc_mem_slot(p, c->mem_cap);
+    while (c->mem_key[i] != p) {
+        if (!c->mem_key[i]) return 0;
+        i = (i + 1) & mask;
+    }
+    size_t bytes = c->mem_size[i];
+    c->mem_key[i] = 0;
+    c->mem_n--;
+    for (size_t j = i;;) {
+        j = (j + 1) & mask;
+        if (!c->mem_key[j]) break;
+        size_t h = lc_mem_slot(c->mem_key[j], c->mem_cap);
+        /* the entry at j may stay when its home h lies cyclically in (i, j] */
+        if (i <= j ? (i < h && h <= j) : (i < h || h <= j)) continue;
+        c->mem_key[i] = c->mem_key[j];
+        c->mem_size[i] = c->mem_size[j];
+        c->mem_key[j] = 0;
+        i = j;
+    }
+    return bytes;
+}
+
+extern "C" cudaError_t lc_dmalloc(lc_ctx *c, void **p, size_t bytes)
+{
+    *p = NULL;
+    if (bytes == 0) bytes = 1;
+    if (lc_mem_reserve(c)) return cudaErrorMemoryAllocation;
+    cudaError_t rc = cudaMalloc(p, bytes);
+    if (rc != cudaSuccess) { *p = NULL; return rc; }
+    lc_mem_put(c->mem_key, c->mem_size, c->mem_cap, (uintptr_t)*p, bytes);
+    c->mem_n++;
+    c->held += bytes;
+    if (c->held > c->held_peak) c->held_peak = c->held;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t lc_dfree(lc_ctx *c, void *p)
+{
+    if (!p) return cudaSuccess;
+    c->held -= lc_mem_take(c, (uintptr_t)p);
+    return cudaFree(p);
+}
+
 extern "C" void *lc_scratch(lc_ctx *c, size_t bytes)
 {
     if (bytes == 0) bytes = 1;
     if (c->scratch_bytes >= bytes) return c->scratch;
-    if (c->scratch) LC_CK(c, cudaFree(c->scratch));
+    if (c->scratch) LC_CK(c, lc_dfree(c, c->scratch));
     c->scratch = NULL;
     c->scratch_bytes = 0;
     size_t want = bytes + bytes / 4;   /* headroom: shapes grow a little between calls */
-    if (LC_CK(c, cudaMalloc(&c->scratch, want))) { c->scratch = NULL; return NULL; }
+    if (LC_CK(c, lc_dmalloc(c, &c->scratch, want))) { c->scratch = NULL; return NULL; }
     c->scratch_bytes = want;
     return c->scratch;
 }
@@ -67,10 +155,10 @@ __global__ void lc_fill_kernel(float *x, size_t n, float v)
 extern "C" const float *lc_ones(lc_ctx *c, size_t n)
 {
     if (c->ones_n >= n && c->ones) return c->ones;
-    if (c->ones) LC_CK(c, cudaFree(c->ones));
+    if (c->ones) LC_CK(c, lc_dfree(c, c->ones));
     c->ones = NULL;
     c->ones_n = 0;
-    if (LC_CK(c, cudaMalloc((void **)&c->ones, n * sizeof(float)))) { c->ones = NULL; return NULL; }
+    if (LC_CK(c, lc_dmalloc(c, (void **)&c->ones, n * sizeof(float)))) { c->ones = NULL; return NULL; }
     lc_fill_kernel<<<lc_blocks(n, 256, 4096), 256, 0, c->stream>>>(c->ones, n, 1.0f);
     if (LC_LAUNCHED(c)) return NULL;
     c->ones_n = n;
@@ -83,7 +171,7 @@ static void *lc_alloc(llm_backend *be, size_t bytes)
 {
     lc_ctx *c = lc_get(be);
     void *p = NULL;
-    cudaError_t rc = cudaMalloc(&p, bytes ? bytes : 1);
+    cudaError_t rc = lc_dmalloc(c, &p, bytes);
     if (rc != cudaSuccess) {
         /* out of memory is the caller's to report (alloc returns NULL); clear it so it is
          * not mistaken for a sticky kernel error later */
@@ -94,7 +182,7 @@ static void *lc_alloc(llm_backend *be, size_t bytes)
      * the caller may use it from any stream or copy into it at once */
     if (LC_CK(c, cudaMemsetAsync(p, 0, bytes, c->stream)) ||
         LC_CK(c, cudaStreamSynchronize(c->stream))) {
-        cudaFree(p);
+        lc_dfree(c, p);
         return NULL;
     }
     return p;
@@ -102,16 +190,50 @@ static void *lc_alloc(llm_backend *be, size_t bytes)
 
 static void lc_free(llm_backend *be, void *p)
 {
-    if (p) LC_CK(lc_get(be), cudaFree(p));
+    if (p) LC_CK(lc_get(be), lc_dfree(lc_get(be), p));
+}
+
+#define LC_STAGES 4
+#define LC_STAGE_BYTES ((size_t)1 << 20)
+
+/* The pinned staging ring, made on first use; 0, or -1 when it cannot be (then every
+ * upload synchronises, as before). */
+static int lc_stage_ready(lc_ctx *c)
+{
+    if (c->stage_state) return c->stage_state > 0 ? 0 : -1;
+    c->stage_state = -1;
+    for (int i = 0; i < LC_STAGES; i++)
+        if (cudaHostAlloc(&c->stage[i], LC_STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess ||
+            cudaEventCreateWithFlags(&c->stage_ev[i], cudaEventDisableTiming) != cudaSuccess) {
+            (void)cudaGetLastError();   /* pinned memory is a nicety: no error recorded */
+            return -1;
+        }
+    c->stage_state = 1;
+    return 0;
 }
 
 static void lc_to_device(llm_backend *be, void *dst, const void *src, size_t bytes)
 {
     lc_ctx *c = lc_get(be);
     if (!bytes) return;
-    /* synchronous for the caller: the host buffer may be reused as soon as we return */
+    /* The host buffer may be reused as soon as we return.  Small uploads (token batches,
+     * decode positions) go through a pinned slot and are queued on the stream like a
+     * kernel: no wait for the GPU.  Ops on the stream see the data in order; other
+     * streams (NCCL) follow be->sync, which waits for the copy too. */
+    if (bytes <= LC_STAGE_BYTES && lc_stage_ready(c) == 0) {
+        unsigned i = c->stage_next++ % LC_STAGES;
+        /* the slot's previous copy must have left it (long done, normally) */
+        if (LC_CK(c, cudaEventSynchronize(c->stage_ev[i]))) return;
+        memcpy(c->stage[i], src, bytes);
+        if (LC_CK(c, cudaMemcpyAsync(dst, c->stage[i], bytes, cudaMemcpyHostToDevice, c->stream)))
+            return;
+        LC_CK(c, cudaEventRecord(c->stage_ev[i], c->stream));
+        c->stage_runs[0]++;
+        return;
+    }
     LC_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
     LC_CK(c, cudaStreamSynchronize(c->stream));
+    c->stage_runs[1]++;
 }
 
 static void lc_to_host(llm_backend *be, void *dst, const void *src, size_t bytes)
@@ -148,6 +270,12 @@ static void lc_release(lc_ctx *c)
 {
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
+    lc_lo_release(c);
+    lc_stats_release(c);
+    for (int i = 0; i < LC_STAGES; i++) {
+        if (c->stage[i]) cudaFreeHost(c->stage[i]);
+        if (c->stage_ev[i]) cudaEventDestroy(c->stage_ev[i]);
+    }
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas) cublasDestroy(c->blas);
     if (c->blas_ws) cudaFree(c->blas_ws);
@@ -159,6 +287,8 @@ static void lc_release(lc_ctx *c)
     if (c->h_buf) cudaFreeHost(c->h_buf);
     free(c->h_tmp);
     if (c->stream) cudaStreamDestroy(c->stream);
+    free(c->mem_key);
+    free(c->mem_size);
     free(c);
 }
 
@@ -199,8 +329,8 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     STEP("cublasSetStream", (int)cublasSetStream(c->blas, c->stream));
     STEP("cublasLtCreate", (int)cublasLtCreate(&c->lt));
     c->ws_bytes = LC_WS_BYTES;
-    STEP("cudaMalloc(workspace)", cudaMalloc(&c->blas_ws, c->ws_bytes));
-    STEP("cudaMalloc(workspace)", cudaMalloc(&c->lt_ws, c->ws_bytes));
+    STEP("cudaMalloc(workspace)", lc_dmalloc(c, &c->blas_ws, c->ws_bytes));
+    STEP("cudaMalloc(workspace)", lc_dmalloc(c, &c->lt_ws, c->ws_bytes));
     STEP("cublasSetWorkspace", (int)cublasSetWorkspace(c->blas, c->blas_ws, c->ws_bytes));
     /* exact fp32 unless asked: cuBLAS's default math never uses TF32 by itself, but
      * NVIDIA_TF32_OVERRIDE could; pedantic is not needed for that */
@@ -224,6 +354,8 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     lc_fill_ops(be);
     lc_fill_optim(be);
     lc_fill_infer(be);
+    lc_fill_lo(be);
+    lc_fill_stats(be);
     return 0;
 fail:
     {
@@ -264,6 +396,13 @@ extern "C" void llm_backend_cuda_set_tf32(llm_backend *be, int on)
     if (!c) return;
     c->tf32 = on != 0;
     LC_CKB(c, cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+extern "C" void llm_backend_cuda_upload_counts(llm_backend *be, long counts[2])
+{
+    lc_ctx *c = lc_get(be);
+    counts[0] = c ? c->stage_runs[0] : 0;
+    counts[1] = c ? c->stage_runs[1] : 0;
 }
 
 extern "C" int llm_backend_cuda_device_info(llm_backend *be, char *name, size_t namelen,

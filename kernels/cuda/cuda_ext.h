@@ -28,6 +28,24 @@ void llm_backend_cuda_set_tf32(llm_backend *be, int on);
 int llm_backend_cuda_device_info(llm_backend *be, char *name, size_t namelen,
                                  size_t *mem_used, size_t *mem_total);
 
+/* Device memory the backend holds now and the most it has held since init (bytes):
+ * be->alloc'ed buffers plus its own workspaces and scratch.  0 or -1.  (device_stats
+ * reports the peak in MiB; this exact form is for tests.) */
+int llm_backend_cuda_mem_held(llm_backend *be, size_t *held, size_t *peak);
+
+/* Which library ran the mixed-precision GEMMs: runs (may be NULL) receives how many
+ * ran through cuBLASLt [0] and through cublasGemmEx [1] so far; force_gemmex 1 makes
+ * every later one use cublasGemmEx (the fallback for shapes cuBLASLt refuses), 0 the
+ * default (cuBLASLt first), -1 leaves it.  For tests. */
+void llm_backend_cuda_lo_gemm_path(llm_backend *be, int force_gemmex, long runs[2]);
+
+/* How many to_device uploads went through the pinned staging ring without waiting
+ * [0] (up to 1 MiB each) and how many synchronised [1] (larger ones).  For tests. */
+void llm_backend_cuda_upload_counts(llm_backend *be, long counts[2]);
+
+/* 1 when device_stats has loaded NVML (after its first call), else 0. */
+int llm_backend_cuda_nvml_loaded(llm_backend *be);
+
 #ifdef __cplusplus
 }
 #endif

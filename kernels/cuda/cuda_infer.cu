@@ -12,9 +12,6 @@
 
 #include "kernels/cuda/cuda_internal.h"
 
-/* llm_dtype values of common/ckpt.h (kernels do not include common/) */
-enum { LC_DT_F32 = 0, LC_DT_F16 = 1, LC_DT_BF16 = 2 };
-
 __device__ __forceinline__ float lc_ld(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float lc_ld(const __half *p, size_t i) { return __half2float(p[i]); }
 __device__ __forceinline__ float lc_ld(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }

@@ -40,6 +40,32 @@ typedef struct {
     int failed;
     int pending;
     char errmsg[256];
+    /* device memory accounting (lc_dmalloc/lc_dfree): pointer -> size, open addressing
+     * (key 0 = empty slot); held now and the most ever held, in bytes */
+    uintptr_t *mem_key;
+    size_t *mem_size;
+    size_t mem_cap, mem_n;
+    size_t held, held_peak;
+    /* mixed precision (cuda_lo.cu): grow-only lo copies of GEMM operands, [0] the
+     * activations or dout, [1] the backward's inp; and cached cuBLASLt plans */
+    void *lo_buf[2];
+    size_t lo_bytes[2];
+    struct lc_lo_plan *lo_plans;    /* LC_LO_PLANS entries, allocated on first use */
+    unsigned lo_next;               /* round-robin victim when the cache is full */
+    int lo_force_ex;                /* test hook: skip cuBLASLt, use cublasGemmEx */
+    long lo_runs[2];                /* lo GEMMs run by cuBLASLt, by cublasGemmEx */
+    /* to_device staging: small uploads are copied into a ring of pinned buffers and sent
+     * with cudaMemcpyAsync on the stream, so the caller neither waits for the GPU nor
+     * keeps its buffer; stage_ev[i] marks slot i's copy done.  stage_state 0 not yet
+     * made, 1 ready, -1 unavailable (uploads then synchronise) */
+    void *stage[4];
+    cudaEvent_t stage_ev[4];
+    unsigned stage_next;
+    int stage_state;
+    long stage_runs[2];             /* uploads staged / synchronous (for tests) */
+    /* NVML loaded at run time by device_stats (cuda_stats.cu); NULL until first use */
+    struct lc_nvml *nvml;
+    int nvml_tried;
 } lc_ctx;
 
 static inline lc_ctx *lc_get(llm_backend *be) { return (lc_ctx *)be->ctx; }
@@ -52,6 +78,14 @@ extern "C" int lc_fail_blas(lc_ctx *c, int rc, const char *what, const char *fil
 #define LC_CKB(c, call) lc_fail_blas((c), (int)(call), #call, __FILE__, __LINE__)
 /* after every kernel launch */
 #define LC_LAUNCHED(c) lc_fail_cuda((c), cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+/* llm_dtype values of common/ckpt.h (kernels do not include common/) */
+enum { LC_DT_F32 = 0, LC_DT_F16 = 1, LC_DT_BF16 = 2 };
+
+/* cudaMalloc / cudaFree that keep the backend's held and peak byte counts (device_stats).
+ * lc_dfree(NULL) is a no-op; a pointer the table does not know is freed uncounted. */
+extern "C" cudaError_t lc_dmalloc(lc_ctx *c, void **p, size_t bytes);
+extern "C" cudaError_t lc_dfree(lc_ctx *c, void *p);
 
 /* Device scratch of at least bytes (contents undefined), or NULL after recording an error.
  * Growing frees the old block; cudaFree synchronises, so work queued on the old block is
@@ -75,6 +109,11 @@ extern "C" void lc_fill_attention(llm_backend *be);
 extern "C" void lc_fill_ops(llm_backend *be);
 extern "C" void lc_fill_optim(llm_backend *be);
 extern "C" void lc_fill_infer(llm_backend *be);
+extern "C" void lc_fill_lo(llm_backend *be);
+extern "C" void lc_fill_stats(llm_backend *be);
+/* Release what cuda_lo.cu / cuda_stats.cu hold in c (plans, lo buffers, NVML). */
+extern "C" void lc_lo_release(lc_ctx *c);
+extern "C" void lc_stats_release(lc_ctx *c);
 
 /* Row-major fp32 GEMM helper shared by matmul and attention:
  * C(m x n, row-major, ldc) = alpha * op(A) op(B) + beta * C, where op(A) is (m x k) and

@@ -68,13 +68,13 @@ static int lc_embed_buffers(lc_ctx *c, size_t n)
     if (LC_CK(c, cudaStreamSynchronize(c->stream))) return -1;
     if (c->h_tok) cudaFreeHost(c->h_tok);
     if (c->h_buf) cudaFreeHost(c->h_buf);
-    if (c->d_buf) cudaFree(c->d_buf);
+    if (c->d_buf) lc_dfree(c, c->d_buf);
     free(c->h_tmp);
     c->h_tok = c->h_buf = c->h_tmp = c->d_buf = NULL;
     c->h_n = c->d_n = 0;
     if (LC_CK(c, cudaMallocHost((void **)&c->h_tok, n * sizeof(int32_t))) ||
         LC_CK(c, cudaMallocHost((void **)&c->h_buf, (3 * n + 1) * sizeof(int32_t))) ||
-        LC_CK(c, cudaMalloc((void **)&c->d_buf, (3 * n + 1) * sizeof(int32_t))))
+        LC_CK(c, lc_dmalloc(c, (void **)&c->d_buf, (3 * n + 1) * sizeof(int32_t))))
         return -1;
     c->h_tmp = (int32_t *)malloc((n + 65536) * sizeof(int32_t));
     if (!c->h_tmp) { LC_CK(c, cudaErrorMemoryAllocation); return -1; }

@@ -57,6 +57,9 @@ check "keep_last 2: step 8 and 12 kept" [ "$(ls a)" = "$(printf 'step-00000008.l
 check "checkpoints verify" verify a/step-00000012.llmk
 check "prom file written" grep -qx "llmkit_train_step 12" a.prom
 check "prom has val loss" grep -q "^llmkit_train_val_loss " a.prom
+# a CPU run has no device health: no gpu_* field in the step lines, no gpu gauge
+check "cpu run: no gpu fields in step lines" $PY -c "import sys; sys.exit('\"gpu_' in open('a.jsonl').read())"
+check "cpu run: no gpu gauges in prom" $PY -c "import sys; sys.exit('gpu' in open('a.prom').read())"
 
 # ---- exact resume: 6 steps + resume == 12 straight ----
 expect_exit "first half (exit_after 6)" 0 llm-train --config run.yaml -o b --set train.exit_after=6 --metrics b1.jsonl

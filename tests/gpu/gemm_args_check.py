@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """gemm_args_check.py — checks, on the CPU, the cuBLAS argument lists of the CUDA
-backend's GEMM call sites (kernels/cuda/cuda_matmul.cu, cuda_attention.cu).
+backend's GEMM call sites (kernels/cuda/cuda_matmul.cu, cuda_attention.cu, and the
+cuBLASLt layouts and cublasGemmEx fallback of cuda_lo.cu).
 
 cuBLAS is emulated exactly (column-major, op flags, leading dimensions, batch strides,
 on flat arrays); lc_gemm_rm's row-major-to-column-major swap and each call's arguments
@@ -118,5 +119,74 @@ want[:, :, 0] += dQ.transpose(0, 2, 1, 3)
 want[:, :, 1] += dK.transpose(0, 2, 1, 3)
 want[:, :, 2] += dV.transpose(0, 2, 1, 3)
 ok &= check("attention dqkv", dqkv.reshape(B, T, 3, NH, hs), want)
+
+# ---- mixed precision (cuda_lo.cu): cuBLASLt layouts + BIAS epilogue, cublasGemmEx ----
+def lt_view(X, rows, cols, ld):
+    """a cuBLASLt matrix layout: column-major (rows, cols) with leading dimension ld"""
+    assert ld >= rows
+    it = X.itemsize
+    return as_strided(X, shape=(rows, cols), strides=(it, ld * it))
+
+def cublaslt_matmul(transa, transb, A, la, B, lb, beta, D, ld, bias):
+    """D = op(A) op(B) + beta D (+ bias[i] on row i): checks that the layouts agree"""
+    Am, Bm = lt_view(A, *la), lt_view(B, *lb)
+    opA = Am if transa == 'N' else Am.T
+    opB = Bm if transb == 'N' else Bm.T
+    Dv = lt_view(D, *ld)
+    assert opA.shape[1] == opB.shape[0], (opA.shape, opB.shape)
+    assert (opA.shape[0], opB.shape[1]) == Dv.shape, (opA.shape, opB.shape, Dv.shape)
+    res = opA @ opB
+    if bias is not None:
+        assert len(bias) == Dv.shape[0]
+        res = res + bias[:, None]
+    Dv[:, :] = res + (beta * Dv if beta != 0 else 0.0)
+
+def lo_gemm(path, ta, tb, m, n, k, A, lda, B, ldb, beta, C, ldc, bias):
+    """lc_lo_gemm as written: plan layouts (lc_plan_build) or the cublasGemmEx call"""
+    if path == 'lt':
+        la = (k if tb else n, n if tb else k, ldb)
+        lb = (m if ta else k, k if ta else m, lda)
+        ldl = (n, m, ldc)
+        cublaslt_matmul('T' if tb else 'N', 'T' if ta else 'N', B, la, A, lb, beta, C, ldl, bias)
+    else:
+        cublas_sgemm('T' if tb else 'N', 'T' if ta else 'N', n, m, k, 1.0, B, 0, ldb, A, 0, lda,
+                     beta, C, 0, ldc)
+        if bias is not None:   # lc_lo_bias_kernel: out[i] += bias[i % n]
+            C[:m * n] += np.tile(bias, m)
+
+def colsum_lo(d, N, OC):
+    """lc_dbias_lo: R row blocks of rows_per rows, 8 row-strided threads per column"""
+    R = min((N + 63) // 64, 1024)
+    rows_per = (N + R - 1) // R
+    part = np.zeros((R, OC))
+    D = d.reshape(N, OC)
+    for by in range(R):
+        r0, r1 = by * rows_per, min(N, by * rows_per + rows_per)
+        sh = np.zeros((8, OC))
+        for ty in range(8):
+            sh[ty] = D[r0 + ty:r1:8].sum(0)
+        part[by] = sh.sum(0)
+    return part.sum(0)
+
+for path in ('lt', 'ex'):
+    for (N, C, OC) in ((5, 7, 3), (1, 4, 9), (130, 3, 2)):
+        x = rng.standard_normal(N * C); w = rng.standard_normal(OC * C)
+        bias = rng.standard_normal(OC)
+        out = np.zeros(N * OC)
+        lo_gemm(path, 0, 1, N, OC, C, x, C, w, C, 0.0, out, OC, bias)
+        ok &= check(f"lo {path} fwd {N}x{C}x{OC}", out.reshape(N, OC),
+                    x.reshape(N, C) @ w.reshape(OC, C).T + bias)
+        d = rng.standard_normal(N * OC)
+        dinp = rng.standard_normal(N * C); dinp0 = dinp.copy()
+        lo_gemm(path, 0, 0, N, C, OC, d, OC, w, C, 1.0, dinp, C, None)
+        ok &= check(f"lo {path} dinp {N}x{C}x{OC}", dinp.reshape(N, C),
+                    dinp0.reshape(N, C) + d.reshape(N, OC) @ w.reshape(OC, C))
+        dw = rng.standard_normal(OC * C); dw0 = dw.copy()
+        lo_gemm(path, 1, 0, OC, C, N, d, OC, x, C, 1.0, dw, C, None)
+        ok &= check(f"lo {path} dw {N}x{C}x{OC}", dw.reshape(OC, C),
+                    dw0.reshape(OC, C) + d.reshape(N, OC).T @ x.reshape(N, C))
+        if path == 'lt':
+            ok &= check(f"lo dbias colsum {N}x{OC}", colsum_lo(d, N, OC), d.reshape(N, OC).sum(0))
+
 print("all PASS" if ok else "SOME FAIL")
 raise SystemExit(0 if ok else 1)

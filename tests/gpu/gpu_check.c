@@ -3,7 +3,9 @@
  * random inputs at several shapes (many not multiples of 32/64/128).  Prints one table
  * row per (op output, shape): max relative error of cuda vs ref64, cuda vs cpu-ref and
  * cpu-ref vs ref64, its bound and PASS/FAIL; exits 1 on any FAIL.  Also checks that the
- * ops promised deterministic give bit-identical results twice.  --bench adds timings.
+ * ops promised deterministic give bit-identical results twice.  The mixed-precision ops
+ * and device_stats are checked in gpu_check_lo.c, the inference ops in
+ * gpu_check_infer.c; the shared helpers live in gc_util.c.  --bench adds timings.
  * Without a GPU it prints "no GPU: skipped" and exits 0. */
 #include <math.h>
 #include <stdint.h>
@@ -19,162 +21,6 @@
 #include "tests/gpu/gpu_check.h"
 #include "tests/gpu/ref64.h"
 
-typedef struct {
-    llm_backend g;      /* cuda */
-    llm_backend r;      /* cpu-ref (host memory) */
-    int have_ref;
-    int cuda;           /* g is the cuda backend (else --device: a harness self-test) */
-    uint64_t rng;
-    FILE *out;          /* copy of the table, may be NULL */
-    int rows, fails;
-} gc;
-
-/* ---- random inputs, buffers ---- */
-
-static uint64_t rnext(gc *x)
-{
-    uint64_t z = (x->rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static float runi(gc *x, float lo, float hi)
-{
-    return lo + (hi - lo) * (float)((rnext(x) >> 40) * (1.0 / 16777216.0));
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) { fprintf(stderr, "gpu_check: out of host memory\n"); exit(2); }
-    return p;
-}
-
-static float *rnd(gc *x, size_t n, float lo, float hi)
-{
-    float *p = xmalloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = runi(x, lo, hi);
-    return p;
-}
-
-static int32_t *rtok(gc *x, size_t n, int V)
-{
-    int32_t *p = xmalloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = (int32_t)(rnext(x) % (uint64_t)V);
-    return p;
-}
-
-static double *dcopy(const float *a, size_t n)
-{
-    double *d = xmalloc(n * sizeof *d);
-    for (size_t i = 0; i < n; i++) d[i] = a[i];
-    return d;
-}
-
-static float *fdup(const float *a, size_t n)
-{
-    float *p = xmalloc(n * sizeof *p);
-    memcpy(p, a, n * sizeof *p);
-    return p;
-}
-
-/* device copy of host data */
-static void *gput(gc *x, const void *h, size_t bytes)
-{
-    void *d = x->g.alloc(&x->g, bytes);
-    if (!d) { fprintf(stderr, "gpu_check: device allocation of %zu bytes failed\n", bytes); exit(2); }
-    x->g.to_device(&x->g, d, h, bytes);
-    return d;
-}
-
-/* device buffer of n floats filled with NaN, so unwritten outputs show */
-static float *gpoison(gc *x, size_t n)
-{
-    float *h = xmalloc(n * sizeof *h);
-    for (size_t i = 0; i < n; i++) h[i] = NAN;
-    float *d = gput(x, h, n * sizeof *h);
-    free(h);
-    return d;
-}
-
-static float *gget(gc *x, const float *d, size_t n)
-{
-    float *h = xmalloc(n * sizeof *h);
-    x->g.to_host(&x->g, h, d, n * sizeof *h);
-    return h;
-}
-
-/* ---- errors and the table ---- */
-
-/* max_i |a_i - r_i| / max(|r_i|, rms(r)): relative where an element is at least the
- * tensor's typical size, relative to that size below it (fp32 sums of K terms leave
- * absolute errors ~ sqrt(K) eps rms, which would swamp a near-zero element's own scale).
- * A wrong index or an unwritten element still shows as an O(1) error; NaN/inf anywhere
- * gives INFINITY. */
-static double err64(const float *a, const double *r, size_t n)
-{
-    double ss = 0;
-    for (size_t i = 0; i < n; i++) ss += r[i] * r[i];
-    double fl = n ? sqrt(ss / n) : 0;
-    if (fl < 1e-30) fl = 1e-30;
-    double e = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i])) return INFINITY;
-        double d = fabs(a[i] - r[i]) / fmax(fabs(r[i]), fl);
-        if (d > e) e = d;
-    }
-    return e;
-}
-
-static double errff(const float *a, const float *b, size_t n)
-{
-    double *r = dcopy(b, n);
-    for (size_t i = 0; i < n; i++) if (!isfinite(b[i])) { free(r); return INFINITY; }
-    double e = err64(a, r, n);
-    free(r);
-    return e;
-}
-
-static void row_print(gc *x, const char *op, const char *shape, double eg, double egr,
-                      double er, double bound, int pass)
-{
-    char b1[32], b2[32], b3[32];
-    snprintf(b1, sizeof b1, "%.2e", eg);
-    if (egr >= 0) snprintf(b2, sizeof b2, "%.2e", egr); else snprintf(b2, sizeof b2, "-");
-    if (er >= 0) snprintf(b3, sizeof b3, "%.2e", er); else snprintf(b3, sizeof b3, "-");
-    char line[256];
-    snprintf(line, sizeof line, "%-26s %-22s %10s %10s %10s %9.1e  %s\n", op, shape, b1, b2, b3,
-             bound, pass ? "PASS" : "FAIL");
-    fputs(line, stdout);
-    if (x->out) fputs(line, x->out);
-}
-
-/* One output compared: a = cuda, ref = double reference, c = cpu-ref (may be NULL). */
-static void row(gc *x, const char *op, const char *shape, const float *a, const double *ref,
-                const float *c, size_t n, double bound)
-{
-    double eg = err64(a, ref, n);
-    double egr = (c && x->have_ref) ? errff(a, c, n) : -1;
-    double er = (c && x->have_ref) ? err64(c, ref, n) : -1;
-    /* the cpu-ref column is informative; cuda must meet the bound against both */
-    int pass = eg <= bound && (egr < 0 || egr <= 2 * bound);
-    char msg[256];
-    if (x->cuda && llm_backend_cuda_status(&x->g, msg, sizeof msg)) pass = 0;
-    x->rows++;
-    if (!pass) x->fails++;
-    row_print(x, op, shape, eg, egr, er, bound, pass);
-}
-
-static void row_det(gc *x, const char *op, const char *shape, const float *a, const float *b,
-                    size_t n)
-{
-    int same = memcmp(a, b, n * sizeof *a) == 0;
-    x->rows++;
-    if (!same) x->fails++;
-    row_print(x, op, shape, same ? 0.0 : 1.0, -1, -1, 0.0, same);
-}
-
 /* gc_report_fn for gpu_check_infer.c: the error is against cpu-ref */
 static void row_infer(void *xv, const char *op, const char *shape, double err, double bound)
 {
@@ -186,11 +32,6 @@ static void row_infer(void *xv, const char *op, const char *shape, double err, d
     if (!pass) x->fails++;
     row_print(x, op, shape, err, err, -1, bound, pass);
 }
-
-#define B_EW 1e-5     /* elementwise: rounding of one or two operations */
-/* (bounds are for err64's metric; fp32 ops land near 1e-6, wrong ones near 1) */
-#define B_RED 1e-4    /* reductions and GEMMs in fp32 */
-#define B_BWD 5e-4    /* chained backward reductions (attention, layernorm dinp) */
 
 /* ---- the ops ---- */
 
@@ -794,6 +635,9 @@ int main(int argc, char **argv)
         check_xent(&x, 33, 50257, 50304);
         check_optim(&x, 1000003, 1);
     }
+    gpu_check_xfer(&x);
+    gpu_check_lo(&x, tiny);
+    gpu_check_device_stats(&x, tiny);
     gpu_check_infer(&x.g, x.rng, tiny, row_infer, &x);
 
     char msg[256];

@@ -3,7 +3,10 @@
 #define LLM_GPU_CHECK_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+
+#include "kernels/backend.h"
 
 /* GEMM throughput through cuBLASLt on its own buffers: M x N x K with mode "fp32"
  * (exact), "tf32" or "bf16" (bf16 inputs/outputs, fp32 accumulate).  Median of reps
@@ -27,8 +30,63 @@ typedef void (*gc_report_fn)(void *x, const char *op, const char *shape, double 
 /* The inference ops of g (embed_rows, matmul_rows, kv_store, attention_rows) against
  * the cpu-ref backend's, on random inputs from seed; tiny: small shapes only.  Each
  * result goes to report.  0, or -1 when g lacks the ops (reported as a failure). */
-#include "kernels/backend.h"
-#include <stdint.h>
 int gpu_check_infer(llm_backend *g, uint64_t seed, int tiny, gc_report_fn report, void *x);
+
+/* ---- shared by gpu_check's files (gc_util.c) ---- */
+
+/* The run's state: the backend under test, the reference, the table. */
+typedef struct {
+    llm_backend g;      /* cuda */
+    llm_backend r;      /* cpu-ref (host memory) */
+    int have_ref;
+    int cuda;           /* g is the cuda backend (else --device: a harness self-test) */
+    uint64_t rng;
+    FILE *out;          /* copy of the table, may be NULL */
+    int rows, fails;
+} gc;
+
+/* splitmix64 stream of x; uniform in [lo,hi) */
+uint64_t rnext(gc *x);
+float runi(gc *x, float lo, float hi);
+/* malloc that exits(2) when the host is out of memory */
+void *xmalloc(size_t n);
+/* fresh host arrays: n uniforms in [lo,hi), n ids in [0,V), double/float copies */
+float *rnd(gc *x, size_t n, float lo, float hi);
+int32_t *rtok(gc *x, size_t n, int V);
+double *dcopy(const float *a, size_t n);
+float *fdup(const float *a, size_t n);
+/* device copy of host data (exits on failure); n NaNs; n floats back to the host */
+void *gput(gc *x, const void *h, size_t bytes);
+float *gpoison(gc *x, size_t n);
+float *gget(gc *x, const float *d, size_t n);
+/* max_i |a_i - r_i| / max(|r_i|, rms(r)) (INFINITY on a non-finite a_i); errff against
+ * a float reference */
+double err64(const float *a, const double *r, size_t n);
+double errff(const float *a, const float *b, size_t n);
+/* table rows: row_print as given; row compares a (cuda) with ref (double) and c
+ * (cpu-ref, may be NULL; must meet 2 x bound); row_det passes when a == b bit for bit */
+void row_print(gc *x, const char *op, const char *shape, double eg, double egr, double er,
+               double bound, int pass);
+void row(gc *x, const char *op, const char *shape, const float *a, const double *ref,
+         const float *c, size_t n, double bound);
+void row_det(gc *x, const char *op, const char *shape, const float *a, const float *b, size_t n);
+/* one pass/fail row with a free-form measure (bound printed; pass decided by the caller) */
+void row_check(gc *x, const char *op, const char *shape, double v, double bound, int pass);
+
+#define B_EW 1e-5     /* elementwise: rounding of one or two operations */
+/* (bounds are for err64's metric; fp32 ops land near 1e-6, wrong ones near 1) */
+#define B_RED 1e-4    /* reductions and GEMMs in fp32 */
+#define B_BWD 5e-4    /* chained backward reductions (attention, layernorm dinp) */
+
+
+/* The mixed-precision ops (cast_lo, matmul_forward_lo, matmul_backward_lo) and
+ * device_stats of x->g, against the CPU conversions of common/quant.h, the cpu-ref
+ * backend's lo ops when it has them, and double precision on the lo-rounded operands
+ * (gpu_check_lo.c).  tiny: small shapes only. */
+void gpu_check_lo(gc *x, int tiny);
+void gpu_check_device_stats(gc *x, int tiny);
+/* to_device ordering and host-buffer reuse, staged and synchronous uploads
+ * (gpu_check_xfer.c). */
+void gpu_check_xfer(gc *x);
 
 #endif
