@@ -78,13 +78,18 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
     /* The first stage holds the embeddings (and with tied weights the last one a copy). */
     o->n_params_dev = (embed_params(m) + Ls * layer_params(m)) / tp;
 
-    double wb = c->precision == LLM_PREC_FP32 ? 4 : 2;   /* weights, grads, activations */
+    /* llmkit's mixed precision (llm-train --precision bf16|fp16) rounds the GEMM operands
+     * only: fp32 parameters (the master weights) plus a 16-bit copy for the GEMMs, fp32
+     * gradients, moments and activations.  Inference reads weights in their file's dtype
+     * (bf16/f16 for a 16-bit plan) with fp32 activations and KV cache. */
+    double wb = c->precision == LLM_PREC_FP32 ? 4 : 2;   /* a weight in the plan's dtype */
+    double ab = 4;                                        /* activations, KV cache */
     double P = o->n_params_dev;
     if (c->train) {
-        o->params = P * wb / (c->zero >= 3 ? dp : 1);
-        o->grads = P * wb / (c->zero >= 2 ? dp : 1);
-        /* AdamW m and v in fp32, plus an fp32 master copy when weights are 16-bit. */
-        o->optimizer = P * (8 + (wb < 4 ? 4 : 0)) / (c->zero >= 1 ? dp : 1);
+        o->params = P * (4 + (wb < 4 ? wb : 0)) / (c->zero >= 3 ? dp : 1);
+        o->grads = P * 4 / (c->zero >= 2 ? dp : 1);
+        /* AdamW m and v in fp32 */
+        o->optimizer = P * 8 / (c->zero >= 1 ? dp : 1);
     } else {
         o->params = P * wb;
     }
@@ -107,9 +112,9 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
         /* Global: Ls+1 residual streams, ln_f out + stats, logits (vocab-parallel over tp),
          * losses + lse, two (N,4C) scratch buffers, the residual gradient. */
         double global = (Ls + 1) * NC + NC + 2 * N + N * Vp / tp + 2 * N + 8 * NC + NC + extra;
-        o->act_per_layer = layer * wb;
+        o->act_per_layer = layer * ab;
         /* token ids and targets on the device: int32 whatever the precision */
-        o->act_global = global * wb + 2 * N * 4;
+        o->act_global = global * ab + 2 * N * 4;
         /* 1F1B: the first stage holds pp micro-batches' activations at its peak. */
         o->activations = c->pp * (Ls * o->act_per_layer + o->act_global);
     } else {
@@ -117,10 +122,10 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
          * proj (N,C), qkv (N,3C), fc and its GELU (N,4C), logits for up to 64 rows, ids. */
         double R = N, lr = R > 64 ? 64 : R;
         o->act_per_layer = 0;
-        o->act_global = (15 * R * C / 1.0) * wb + lr * Vp * wb + 3 * R * 4;
+        o->act_global = (15 * R * C / 1.0) * ab + lr * Vp * ab + 3 * R * 4;
         o->activations = o->act_global;
         /* K and V for seq positions of each of the B sequences, layers of this stage. */
-        o->kv_cache = 2.0 * Ls * B * T * C / tp * wb;
+        o->kv_cache = 2.0 * Ls * B * T * C / tp * ab;
     }
     o->workspace = c->cpu ? 0 : 32.0 * 1024 * 1024;
     o->total = o->params + o->grads + o->optimizer + o->activations + o->kv_cache + o->workspace;

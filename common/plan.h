@@ -1,14 +1,15 @@
 /* plan.h — the memory planner: bytes per device for a model, batch and parallel layout.
  *
  * Components (per device, worst pipeline stage; formulas in man/man1/llm-profile.1):
- *   params       P_dev * wbytes                      (ZeRO-3: / dp)
- *   grads        P_dev * wbytes                      (ZeRO-2,3: / dp)
- *   optimizer    P_dev * (8, +4 fp32 master copy when weights are not fp32)  (ZeRO-1..3: / dp)
+ *   params       P_dev * 4 fp32 master weights, + P_dev * 2 for the 16-bit GEMM copy of
+ *                bf16/fp16 training (ZeRO-3: / dp); inference P_dev * wbytes
+ *   grads        P_dev * 4                           (ZeRO-2,3: / dp)
+ *   optimizer    P_dev * 8, AdamW m and v            (ZeRO-1..3: / dp)
  *   activations  what llmkit's training pass keeps (common/model_pass.c), per layer and
- *                global, in the activation dtype; tensor parallelism splits the
+ *                global, in fp32 (mixed precision rounds GEMM operands only); tensor parallelism splits the
  *                per-head and MLP tensors; pipeline stages hold ceil(L/pp) layers and,
  *                1F1B, pp micro-batches in flight; recompute drops tensors (below)
- *   kv_cache     inference: 2 * layers * B * maxT * C / tp elements
+ *   kv_cache     inference: 2 * layers * B * maxT * C / tp fp32 elements
  *   workspace    cuBLAS(Lt) workspace on GPUs (32 MiB), 0 on the CPU
  * where P_dev = (embedding params + ceil(L/pp) * per-layer params) / tp,
  * dp = gpus / (tp * pp).  The CPU prediction (fp32, recompute none; one device, or dp

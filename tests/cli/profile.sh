@@ -107,7 +107,7 @@ for k in ["model", "gpus", "dp", "tp", "pp", "zero", "precision", "recompute", "
     assert k in d, k
 b = d["bytes"]
 P = d["params_per_device"]
-assert d["dp"] == 8 and b["optimizer"] == P * 12 / 8 and b["params"] == P * 2
+assert d["dp"] == 8 and b["optimizer"] == P * 8 / 8 and b["params"] == P * 6 and b["grads"] == P * 4
 assert abs(b["total"] - sum(b[k] for k in ["params", "grads", "optimizer", "activations", "kv_cache", "workspace"])) < 1
 P
 llm-profile plan --config "$TMP/cfg.yaml" --gpus 4 --tp 2 --gpu-mem 80G >"$TMP/plan.txt" 2>&1

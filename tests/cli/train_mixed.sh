@@ -190,4 +190,24 @@ else
     check "zero $z: the same true gradient norms (within 1e-4)" norms_close d1.jsonl d2z$z.jsonl 1e-4
   done
 fi
+# the planner's prediction for mixed precision (fp32 master weights + a 16-bit copy, fp32
+# gradients, moments and activations) against the backend allocations llm-train measures
+cat >pm.yaml <<Y
+model: {n_layer: 4, n_head: 4, n_embd: 256, vocab_size: 257, max_seq_len: 64}
+data: {train: $TMP/train.bin, tokenizer: byte}
+train: {batch_size: 4, seq_len: 64, max_steps: 2, lr: 0.001, warmup_steps: 1, save_every: 1000,
+        keep_last: 0, seed: 5, threads: 2}
+Y
+for p in fp32 bf16 fp16; do
+  llm-profile plan --config pm.yaml --device cpu --precision $p --json >pm$p.json
+  LLM_TRAIN_MEMSTAT=1 llm-train --config pm.yaml -o pm$p --precision $p -q 2>pm$p.err >/dev/null
+  $PY - pm$p.json pm$p.err <<'PY' && ok "$p: planner within 10% of the measured allocation peak" || notok "$p: planner vs measured: $(cat pm$p.err | tail -2)"
+import json, re, sys
+plan = json.load(open(sys.argv[1]))['bytes']['total']
+m = [re.search(r'peak memory (\d+) bytes allocated', l) for l in open(sys.argv[2])]
+meas = [float(x.group(1)) for x in m if x][0]
+print('# planned %.0f measured %.0f (%+.2f%%)' % (plan, meas, 100 * (plan / meas - 1)))
+assert abs(plan / meas - 1) <= 0.10
+PY
+done
 echo "1..$_n"
