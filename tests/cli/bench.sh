@@ -135,4 +135,14 @@ if [ -f "$DATA/tinyshakespeare/input.txt" ]; then
 else
   skip "infer" "no shared data"
 fi
+# tests/gpu/bench_check.sh: skips without a GPU; its steps and validators on the CPU
+bash "$ROOT/tests/gpu/bench_check.sh" "$BIN" "$TMP/bc" >"$TMP/bc.out" 2>&1; rc=$?
+[ $rc = 0 ] && grep -q "^bench_check: no GPU: skipped" "$TMP/bc.out" && ok "bench_check.sh skips without a GPU" \
+  || notok "bench_check.sh without a GPU: exit $rc $(tail -3 "$TMP/bc.out")"
+if "$PY" -c 1 2>/dev/null; then
+  BENCH_CHECK_DEVICE=cpu bash "$ROOT/tests/gpu/bench_check.sh" "$BIN" "$TMP/bcc" >"$TMP/bc.out" 2>&1; rc=$?
+  np=$(grep -c '^[a-z ]* PASS ' "$TMP/bc.out")
+  [ $rc = 0 ] && grep -q "^bench_check: [0-9]* checks, 0 failed" "$TMP/bc.out" && [ "$np" -ge 10 ] \
+    && ok "bench_check.sh on the cpu: $np validations pass" || notok "bench_check.sh on the cpu: exit $rc, $np PASS: $(tail -5 "$TMP/bc.out")"
+fi
 echo "1..$_n"
