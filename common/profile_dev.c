@@ -27,10 +27,10 @@ typedef struct {
     llm_profile_devmem mem;
 } dev_state;
 
-static void dev_mem_sample(llm_profile *p, dev_state *d, double *into)
+static void dev_mem_sample(dev_state *d, double *into)
 {
     size_t used = 0, total = 0;
-    if (llm_backend_cuda_device_info(p->inner, NULL, 0, &used, &total) != 0) return;
+    if (!d->cp || llm_cuda_prof_meminfo(d->cp, &used, &total) != 0) return;
     *into = (double)used;
     d->mem.total = (double)total;
     if ((double)used > d->mem.used_peak) d->mem.used_peak = (double)used;
@@ -58,7 +58,8 @@ int llm_profile_dev_init(llm_profile *p, llm_status *st)
     d->cur = -1;
     d->mem.used_before = d->mem.used_after = d->mem.used_peak = d->mem.total = -1;
     p->dev = d;
-    dev_mem_sample(p, d, &d->mem.used_before);
+    /* before: after the backend's own init (cuBLAS workspaces), before the model */
+    dev_mem_sample(d, &d->mem.used_before);
     d->mem.used_after = d->mem.used_before;
     llm_cuda_prof_origin(d->cp);
     return 0;
@@ -95,7 +96,7 @@ void llm_profile_dev_flush(llm_profile *p)
     }
     d->npend = 0;
     llm_cuda_prof_clear(d->cp);
-    dev_mem_sample(p, d, &d->mem.used_after);
+    dev_mem_sample(d, &d->mem.used_after);
 }
 
 void llm_profile_dev_reset(llm_profile *p)

@@ -117,6 +117,8 @@ void llm_cuda_prof_end(llm_cuda_prof *p, int slot);
 int llm_cuda_prof_resolve(llm_cuda_prof *p, double *start, double *dur, int n);
 void llm_cuda_prof_clear(llm_cuda_prof *p);
 int llm_cuda_prof_origin(llm_cuda_prof *p);
+/* Device memory in use (whole device) and in total, from cudaMemGetInfo: 0 or -1. */
+int llm_cuda_prof_meminfo(llm_cuda_prof *p, size_t *used, size_t *total);
 /* NVTX ranges for spans (a training step, a decode token). */
 void llm_cuda_prof_range_push(const char *name);
 void llm_cuda_prof_range_pop(void);

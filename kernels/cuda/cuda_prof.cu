@@ -127,6 +127,16 @@ extern "C" int llm_cuda_prof_origin(llm_cuda_prof *p)
     return 0;
 }
 
+extern "C" int llm_cuda_prof_meminfo(llm_cuda_prof *p, size_t *used, size_t *total)
+{
+    (void)p;
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) { (void)cudaGetLastError(); return -1; }
+    *used = tot - fr;
+    *total = tot;
+    return 0;
+}
+
 extern "C" void llm_cuda_prof_range_push(const char *name)
 {
     nvtxRangePushA(name);
