@@ -70,6 +70,19 @@ static const char *gpu_dtype(const char *d)
     return NULL;
 }
 
+/* The GPU mem ops: bytes moved per repetition (x size) and whether they stay in device
+ * memory (then the DRAM peak applies). */
+static const struct { const char *op; double factor; int dram; } mem_ops[] = {
+    {"copy", 2, 1}, {"memcpy", 2, 1}, {"triad", 3, 1}, {"h2d", 1, 0}, {"d2h", 1, 0},
+};
+
+static int mem_op(const char *op)
+{
+    for (int i = 0; i < (int)(sizeof mem_ops / sizeof mem_ops[0]); i++)
+        if (!strcmp(op, mem_ops[i].op)) return i;
+    return -1;
+}
+
 #ifdef LLM_CUDA
 
 static int cuda_code(int rc, llm_status *st, const char *err)
@@ -149,12 +162,7 @@ int llm_bench_gemm_cuda(const llm_bench_gemm_opts *o, llm_bench_row *row, llm_st
 int llm_bench_mem_cuda(const char *op, size_t bytes, int warmup, int reps, llm_bench_row *row,
                        llm_status *st)
 {
-    static const struct { const char *op; double factor; int dram; } ops[] = {
-        {"copy", 2, 1}, {"memcpy", 2, 1}, {"triad", 3, 1}, {"h2d", 1, 0}, {"d2h", 1, 0},
-    };
-    int k = -1;
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(op, ops[i].op)) k = i;
+    int k = mem_op(op);
     if (k < 0) return llm_err(st, LLM_EUSAGE, "mem op '%s': use copy, memcpy, triad, h2d or d2h", op);
     if (bytes < 4 || bytes > ((size_t)1 << 40))
         return llm_err(st, LLM_EUSAGE, "array size %zu bytes: must be in 4..1T", bytes);
@@ -177,14 +185,14 @@ int llm_bench_mem_cuda(const char *op, size_t bytes, int warmup, int reps, llm_b
     snprintf(row->shape, sizeof row->shape, "bytes=%zu", b);
     row->threads = 0;
     row->warmup = warmup;
-    llm_bench_row_times(row, t, reps, ops[k].factor * (double)b, 1e9, "GB/s");
+    llm_bench_row_times(row, t, reps, mem_ops[k].factor * (double)b, 1e9, "GB/s");
     free(t);
-    double peak = ops[k].dram ? llm_bench_gpu_peak_gbs(di.mem_clock_mhz, di.bus_width_bits) : -1;
+    double peak = mem_ops[k].dram ? llm_bench_gpu_peak_gbs(di.mem_clock_mhz, di.bus_width_bits) : -1;
     if (peak > 0) {
         row->peak_pct = 100.0 * row->rate / peak;
         llm_bench_row_kv(row, "peak_gbs", peak);
     }
-    dev_note(row->note, sizeof row->note, &di, ops[k].dram ? ", output checked" : ", pinned host, output checked");
+    dev_note(row->note, sizeof row->note, &di, mem_ops[k].dram ? ", output checked" : ", pinned host, output checked");
     return 0;
 }
 
@@ -212,7 +220,8 @@ int llm_bench_gemm_cuda(const llm_bench_gemm_opts *o, llm_bench_row *row, llm_st
 int llm_bench_mem_cuda(const char *op, size_t bytes, int warmup, int reps, llm_bench_row *row,
                        llm_status *st)
 {
-    (void)op; (void)bytes; (void)warmup; (void)reps; (void)row;
+    (void)bytes; (void)warmup; (void)reps; (void)row;
+    if (mem_op(op) < 0) return llm_err(st, LLM_EUSAGE, "mem op '%s': use copy, memcpy, triad, h2d or d2h", op);
     return no_cuda(st);
 }
 
