@@ -3,7 +3,9 @@
 #
 # Usage: tests/gpu/bench_check.sh [BINDIR [OUTDIR [TOKENS.bin]]]
 #   BINDIR   the llm-* programs (default: $BIN, else bin/ of this tree)
-#   OUTDIR   JSON, traces, logs and report.txt (default: build/gpu-check/bench)
+#   OUTDIR   JSON, traces, logs and report.txt (default: build/gpu-check/bench); when $OUT
+#            names a directory (a lent machine's), the report, JSON and traces are copied
+#            there too as bench-check-*
 #   TOKENS   an llm.c token file with ids < 257 for the one-step training run that makes
 #            the decode model (default: random tokens written with python3)
 # Environment: LD_LIBRARY_PATH as the programs need it; BENCH_CHECK_BUDGET seconds
@@ -29,13 +31,13 @@
 set -u
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 BINDIR=${1:-${BIN:-$HERE/bin}}
-OUT=${2:-$HERE/build/gpu-check/bench}
+ODIR=${2:-$HERE/build/gpu-check/bench}
 TOK=${3:-}
 DEV=${BENCH_CHECK_DEVICE:-cuda}
 PY=${PYTHON:-python3}
-mkdir -p "$OUT" || exit 1
-OUT=$(cd "$OUT" && pwd)
-LOG=$OUT/log.txt
+mkdir -p "$ODIR" || exit 1
+ODIR=$(cd "$ODIR" && pwd)
+LOG=$ODIR/log.txt
 : >"$LOG"
 T0=$(date +%s)
 DEADLINE=$((T0 + ${BENCH_CHECK_BUDGET:-90}))
@@ -49,13 +51,13 @@ row() {
   [ "$2" = FAIL ] && FAILS=$((FAILS + 1))
   return 0
 }
-# run NAME TIMEOUT CMD...: stdout to $OUT/NAME.out, stderr to $OUT/NAME.err and the log
+# run NAME TIMEOUT CMD...: stdout to $ODIR/NAME.out, stderr to $ODIR/NAME.err and the log
 run() {
   local name=$1 t=$2; shift 2
   echo "+ $*" >>"$LOG"
-  timeout "$(tl "$t")" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+  timeout "$(tl "$t")" "$@" >"$ODIR/$name.out" 2>"$ODIR/$name.err"
   local rc=$?
-  cat "$OUT/$name.err" >>"$LOG"
+  cat "$ODIR/$name.err" >>"$LOG"
   echo "  exit $rc" >>"$LOG"
   return $rc
 }
@@ -210,8 +212,14 @@ finish() {
     printf '%-30s %-5s %s\n' "check" "result" "detail"
     for r in "${ROWS[@]}"; do echo "$r"; done
     echo "bench_check: $NCHK checks, $FAILS failed"
-  } >"$OUT/report.txt"
-  cat "$OUT/report.txt"
+  } >"$ODIR/report.txt"
+  cat "$ODIR/report.txt"
+  # on a lent machine ($OUT comes back): the report, JSON and traces
+  if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && [ "$OUT" != "$ODIR" ]; then
+    for f in report.txt log.txt gemm_*.out mem.out train_profile.json train_trace.json decode_profile.json decode_trace.json; do
+      for g in "$ODIR"/$f; do [ -f "$g" ] && cp "$g" "$OUT/bench-check-$(basename "$g")"; done
+    done
+  fi
   [ "$FAILS" = 0 ]
   exit $?
 }
@@ -233,75 +241,75 @@ fi
 # 0. is there a GPU?
 run probe 60 llm-bench gemm --sizes 64 --dtype f32 -r 1 -w 0 -d "$DEV" -F json
 rc=$?
-if [ $rc = 69 ] && grep -q "no CUDA device\|not available in this build" "$OUT/probe.err"; then
-  echo "bench_check: no GPU: skipped ($(head -c 200 "$OUT/probe.err"))"
+if [ $rc = 69 ] && grep -q "no CUDA device\|not available in this build" "$ODIR/probe.err"; then
+  echo "bench_check: no GPU: skipped ($(head -c 200 "$ODIR/probe.err"))"
   exit 0
 fi
 have_py || row "validators" SKIP "no $PY: exit codes only"
-GPU_NAME=$(have_py && "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][0]['note'].split(' (')[0])" "$OUT/probe.out" 2>/dev/null)
+GPU_NAME=$(have_py && "$PY" -c "import json,sys; print(json.load(open(sys.argv[1]))['results'][0]['note'].split(' (')[0])" "$ODIR/probe.out" 2>/dev/null)
 
 # 1. GEMMs --------------------------------------------------------------------------
 # one run per dtype: a dtype cuBLASLt refuses does not hide the others
 for dt in ${DTYPES//,/ }; do
   if run "gemm_$dt" 60 llm-bench gemm --sizes "$SIZES" --dtype "$dt" -r 5 -w 2 -d "$DEV" -F json; then
-    if have_py; then add_rows "gemm $dt" < <(validate bench "$OUT/gemm_$dt.out" "$DEV" gemm $STRICT)
+    if have_py; then add_rows "gemm $dt" < <(validate bench "$ODIR/gemm_$dt.out" "$DEV" gemm $STRICT)
     else row "gemm $dt" PASS "exit 0 (not validated)"; fi
   else
-    rc=$?; row "gemm $dt" FAIL "exit $rc: $(tail -c 300 "$OUT/gemm_$dt.err")"
+    rc=$?; row "gemm $dt" FAIL "exit $rc: $(tail -c 300 "$ODIR/gemm_$dt.err")"
   fi
 done
 
 # 2. memory bandwidth ---------------------------------------------------------------
 if run mem 60 llm-bench mem --size "$MEMSIZE" -r 5 -w 2 -d "$DEV" -F json; then
-  if have_py; then add_rows "mem" < <(validate bench "$OUT/mem.out" "$DEV" mem $STRICT)
+  if have_py; then add_rows "mem" < <(validate bench "$ODIR/mem.out" "$DEV" mem $STRICT)
   else row "mem" PASS "exit 0 (not validated)"; fi
 else
-  rc=$?; row "mem" FAIL "exit $rc: $(tail -c 300 "$OUT/mem.err")"
+  rc=$?; row "mem" FAIL "exit $rc: $(tail -c 300 "$ODIR/mem.err")"
 fi
 
 if ! have_py; then finish; fi
 
 # 3. training: llm-bench (no profiler) and llm-profile ---------------------------------
-if [ -n "$TOK" ] && [ -f "$TOK" ]; then cp "$TOK" "$OUT/tokens.bin"
-else add_rows "tokens" < <(validate tokens "$OUT/tokens.bin" 200000); fi
-cat >"$OUT/model.yaml" <<Y
+if [ -n "$TOK" ] && [ -f "$TOK" ]; then cp "$TOK" "$ODIR/tokens.bin"
+else add_rows "tokens" < <(validate tokens "$ODIR/tokens.bin" 200000); fi
+cat >"$ODIR/model.yaml" <<Y
 model: {arch: gpt2, n_layer: $L, n_head: $NH, n_embd: $C, vocab_size: $V, max_seq_len: $MAXT}
-data: {train: $OUT/tokens.bin, tokenizer: byte}
+data: {train: $ODIR/tokens.bin, tokenizer: byte}
 train: {batch_size: $TB, seq_len: $TT, max_steps: 1, warmup_steps: 1, save_every: 100000, device: $DEV, eval_every: 0}
 Y
 ref=
-if run train_bench 60 llm-bench train --config "$OUT/model.yaml" -b $TB -s $TT -r 3 -w 1 -d "$DEV" -F json; then
-  ref=$(validate value "$OUT/train_bench.out" ms_per_step)
-  row "train llm-bench" INFO "$(printf '%.3f ms/step, %.0f tokens/s (no profiler)' "$ref" "$(validate value "$OUT/train_bench.out" rate)")"
+if run train_bench 60 llm-bench train --config "$ODIR/model.yaml" -b $TB -s $TT -r 3 -w 1 -d "$DEV" -F json; then
+  ref=$(validate value "$ODIR/train_bench.out" ms_per_step)
+  row "train llm-bench" INFO "$(printf '%.3f ms/step, %.0f tokens/s (no profiler)' "$ref" "$(validate value "$ODIR/train_bench.out" rate)")"
 else
-  rc=$?; row "train llm-bench" FAIL "exit $rc: $(tail -c 300 "$OUT/train_bench.err")"
+  rc=$?; row "train llm-bench" FAIL "exit $rc: $(tail -c 300 "$ODIR/train_bench.err")"
 fi
-if run train_prof 60 llm-profile --config "$OUT/model.yaml" -b $TB -t $TT -s 3 -w 1 -d "$DEV" --json \
-     --trace "$OUT/train_trace.json"; then
-  cp "$OUT/train_prof.out" "$OUT/train_profile.json"
-  add_rows "profile train" < <(validate profile "$OUT/train_profile.json" "$OUT/train_trace.json" "$DEV" train "${ref}" $STRICT)
+if run train_prof 60 llm-profile --config "$ODIR/model.yaml" -b $TB -t $TT -s 3 -w 1 -d "$DEV" --json \
+     --trace "$ODIR/train_trace.json"; then
+  cp "$ODIR/train_prof.out" "$ODIR/train_profile.json"
+  add_rows "profile train" < <(validate profile "$ODIR/train_profile.json" "$ODIR/train_trace.json" "$DEV" train "${ref}" $STRICT)
 else
-  rc=$?; row "profile train" FAIL "exit $rc: $(tail -c 300 "$OUT/train_prof.err")"
+  rc=$?; row "profile train" FAIL "exit $rc: $(tail -c 300 "$ODIR/train_prof.err")"
 fi
 
 # 4. decode: a model file from one training step, then llm-bench infer and llm-profile --
-rm -rf "$OUT/run"
-if run make_model 90 llm-train --config "$OUT/model.yaml" -o "$OUT/run" && M=$(ls "$OUT"/run/*.llmk 2>/dev/null | sort | tail -1) && [ -n "$M" ]; then
+rm -rf "$ODIR/run"
+if run make_model 90 llm-train --config "$ODIR/model.yaml" -o "$ODIR/run" && M=$(ls "$ODIR"/run/*.llmk 2>/dev/null | sort | tail -1) && [ -n "$M" ]; then
   P=$((DT / 2))
   if run infer_bench 60 llm-bench infer "$M" -b $DB -s $P --gen 16 -r 2 -w 1 -d "$DEV" -F json; then
     row "decode llm-bench" INFO "$(printf 'tpot %.3f ms (with the host'"'"'s greedy pick), %.0f tokens/s' \
-      "$(validate value "$OUT/infer_bench.out" tpot_ms decode)" "$(validate value "$OUT/infer_bench.out" rate decode)")"
+      "$(validate value "$ODIR/infer_bench.out" tpot_ms decode)" "$(validate value "$ODIR/infer_bench.out" rate decode)")"
   else
-    rc=$?; row "decode llm-bench" FAIL "exit $rc: $(tail -c 300 "$OUT/infer_bench.err")"
+    rc=$?; row "decode llm-bench" FAIL "exit $rc: $(tail -c 300 "$ODIR/infer_bench.err")"
   fi
-  if run decode_prof 60 llm-profile "$M" --mode decode -b $DB -t $DT -d "$DEV" --json --trace "$OUT/decode_trace.json"; then
-    cp "$OUT/decode_prof.out" "$OUT/decode_profile.json"
-    add_rows "profile decode" < <(validate profile "$OUT/decode_profile.json" "$OUT/decode_trace.json" "$DEV" decode "" $STRICT)
+  if run decode_prof 60 llm-profile "$M" --mode decode -b $DB -t $DT -d "$DEV" --json --trace "$ODIR/decode_trace.json"; then
+    cp "$ODIR/decode_prof.out" "$ODIR/decode_profile.json"
+    add_rows "profile decode" < <(validate profile "$ODIR/decode_profile.json" "$ODIR/decode_trace.json" "$DEV" decode "" $STRICT)
   else
-    rc=$?; row "profile decode" FAIL "exit $rc: $(tail -c 300 "$OUT/decode_prof.err")"
+    rc=$?; row "profile decode" FAIL "exit $rc: $(tail -c 300 "$ODIR/decode_prof.err")"
   fi
 else
-  row "decode model" FAIL "llm-train for the decode model failed: $(tail -c 300 "$OUT/make_model.err")"
+  row "decode model" FAIL "llm-train for the decode model failed: $(tail -c 300 "$ODIR/make_model.err")"
 fi
-rm -rf "$OUT/run"
+rm -rf "$ODIR/run"
 finish
