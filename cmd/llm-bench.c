@@ -41,10 +41,14 @@ static void opts_default(opts *o)
     {"quiet", 'q', LLM_OPT_FLAG, &(o).quiet, NULL, "errors only on stderr"},                 \
     {"verbose", 'v', LLM_OPT_COUNT, &(o).verbose, NULL, "more diagnostics"}
 
+/* Which devices a subcommand runs on. */
+enum { DEV_CPU, DEV_MODEL, DEV_GPU };
+
 /* Validate the options every subcommand shares; returns 0 or an exit status.
- * model: the subcommand runs through kernels/backend.h (train, infer), so any device
- * the backend knows is fine; the others have CPU code only so far. */
-static int check_common(const char *prog, const opts *o, llm_bench_format *fmt, int model)
+ * devs: DEV_MODEL when the subcommand runs through kernels/backend.h (train, infer), so
+ * any device the backend knows is fine; DEV_GPU for gemm and mem (cpu, and cuda in a
+ * CUDA build); DEV_CPU for the collectives, which have CPU code only so far. */
+static int check_common(const char *prog, const opts *o, llm_bench_format *fmt, int devs)
 {
     if (llm_bench_format_parse(o->format, fmt)) {
         fprintf(stderr, "%s: format '%s': use table, csv, json or jsonl\n", prog, o->format);
@@ -58,15 +62,19 @@ static int check_common(const char *prog, const opts *o, llm_bench_format *fmt, 
         fprintf(stderr, "%s: --threads must be in 0..4096\n", prog);
         return 64;
     }
-    if (model && (!strcmp(o->device, "cpu") || !strcmp(o->device, "cpu-ref") || !strcmp(o->device, "cuda")))
+    if (devs == DEV_MODEL && (!strcmp(o->device, "cpu") || !strcmp(o->device, "cpu-ref") || !strcmp(o->device, "cuda")))
         return 0;
     if (strcmp(o->device, "cpu") != 0) {
         if (strcmp(o->device, "cuda") == 0) {
+            /* gemm, mem: bench_cuda.c says why when it cannot run (no CUDA in this
+             * build, no GPU), after checking the dtype and op names */
+            if (devs == DEV_GPU) return 0;
 #ifdef LLM_CUDA
-            fprintf(stderr, "%s: device 'cuda': not implemented yet for this benchmark (cuBLASLt/CUDA "
-                            "path pending)\n", prog);
+            fprintf(stderr, "%s: device 'cuda': not implemented yet for this benchmark (NCCL path "
+                            "pending)\n", prog);
 #else
-            fprintf(stderr, "%s: device 'cuda': not available in this build (CPU only)\n", prog);
+            fprintf(stderr, "%s: device 'cuda': not available in this build (CPU only; rebuild with "
+                            "make CUDA=1)\n", prog);
 #endif
             return 69;
         }
@@ -97,11 +105,11 @@ static int emit(const char *prog, const opts *o, llm_bench_format fmt, llm_bench
 /* Parse the options (pos may be NULL) and check the shared ones: -1 when the subcommand
  * should run, else its exit status (0 after --help). */
 static int start(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, const opts *o,
-                 llm_bench_format *fmt, int model)
+                 llm_bench_format *fmt, int devs)
 {
     int r = llm_cli_parse(cli, argc, argv, pos);
     if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
-    r = check_common(cli->prog, o, fmt, model);
+    r = check_common(cli->prog, o, fmt, devs);
     return r ? r : -1;
 }
 
@@ -140,14 +148,15 @@ static int run_gemm(int argc, char **argv)
     const llm_opt table[] = {
         COMMON_OPTS(o),
         {"sizes", 's', LLM_OPT_STR, &o.sizes, "LIST", "N (square) or MxNxK, comma-separated (default: 256,512,1024)"},
-        {"dtype", 't', LLM_OPT_STR, &o.dtypes, "LIST", "f32, f64, bf16, comma-separated (default: f32)"},
-        {"peak", 0, LLM_OPT_DOUBLE, &o.peak, "GFLOPS", "f32 peak for peak_pct (default: measured)"},
+        {"dtype", 't', LLM_OPT_STR, &o.dtypes, "LIST", "cpu: f32, f64, bf16; cuda: f32, tf32, bf16, f16; comma-separated (default: f32)"},
+        {"peak", 0, LLM_OPT_DOUBLE, &o.peak, "GFLOPS", "peak for peak_pct (default: cpu the measured f32 FMA peak, cuda a table)"},
         {0},
     };
-    const llm_cli cli = {prog, "[options]", "Time C = A B with OpenBLAS for each size and dtype.",
+    const llm_cli cli = {prog, "[options]",
+                         "Time C = A B with OpenBLAS (cpu) or cuBLASLt (cuda) for each size and dtype.",
                          table, 0, 0};
     llm_bench_format fmt;
-    int r = start(&cli, argc, argv, NULL, &o, &fmt, 0);
+    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_GPU);
     if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     char sbuf[1024], dbuf[256];
@@ -156,8 +165,12 @@ static int run_gemm(int argc, char **argv)
     char *sz[64], *dt[8];
     int nsz = split(sbuf, sz, 64), ndt = split(dbuf, dt, 8);
     if (nsz == 0 || ndt == 0) { llm_error(&lg, "empty --sizes or --dtype"); return 64; }
-    double peak = o.peak > 0 ? o.peak : llm_bench_cpu_peak_gflops(o.threads);
-    llm_debug(&lg, "measured f32 FMA peak: %.1f GFLOP/s", peak);
+    int cuda = !strcmp(o.device, "cuda");
+    double peak = o.peak;   /* cuda: <= 0 means the table's peak for each dtype */
+    if (!cuda) {
+        peak = o.peak > 0 ? o.peak : llm_bench_cpu_peak_gflops(o.threads);
+        llm_debug(&lg, "measured f32 FMA peak: %.1f GFLOP/s", peak);
+    }
     llm_bench_rows rows = {0};
     llm_status st = {0};
     for (int d = 0; d < ndt; d++)
@@ -174,7 +187,8 @@ static int run_gemm(int argc, char **argv)
             }
             llm_bench_gemm_opts g = {M, N, K, dt[d], o.threads, o.warmup, o.reps, peak};
             llm_bench_row row;
-            if (llm_bench_gemm(&g, &row, &st) || llm_bench_rows_push(&rows, &row, &st)) {
+            if ((cuda ? llm_bench_gemm_cuda(&g, &row, &st) : llm_bench_gemm(&g, &row, &st)) ||
+                llm_bench_rows_push(&rows, &row, &st)) {
                 return fail(&lg, &st, &rows);
             }
         }
@@ -187,16 +201,19 @@ static int run_mem(int argc, char **argv)
     opts o;
     opts_default(&o);
     o.size = "64M";
-    o.ops = "copy,triad";
+    o.ops = NULL;
     const llm_opt table[] = {
         COMMON_OPTS(o),
         {"size", 's', LLM_OPT_STR, &o.size, "BYTES", "bytes per array, K/M/G suffixes (default: 64M)"},
-        {"op", 0, LLM_OPT_STR, &o.ops, "LIST", "copy, triad, comma-separated (default: copy,triad)"},
+        {"op", 0, LLM_OPT_STR, &o.ops, "LIST",
+         "cpu: copy, triad; cuda: copy, memcpy, triad, h2d, d2h; comma-separated (default: all of them)"},
         {0},
     };
-    const llm_cli cli = {prog, "[options]", "STREAM-style copy and triad bandwidth.", table, 0, 0};
+    const llm_cli cli = {prog, "[options]",
+                         "STREAM-style copy and triad bandwidth; on cuda also cudaMemcpy and pinned host<->device.",
+                         table, 0, 0};
     llm_bench_format fmt;
-    int r = start(&cli, argc, argv, NULL, &o, &fmt, 0);
+    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_GPU);
     if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     size_t bytes;
@@ -204,15 +221,17 @@ static int run_mem(int argc, char **argv)
         llm_error(&lg, "size '%s': use a byte count like 64M", o.size);
         return 64;
     }
+    int cuda = !strcmp(o.device, "cuda");
     char obuf[128];
-    snprintf(obuf, sizeof obuf, "%s", o.ops);
+    snprintf(obuf, sizeof obuf, "%s", o.ops ? o.ops : cuda ? "copy,memcpy,triad,h2d,d2h" : "copy,triad");
     char *ops[8];
     int nops = split(obuf, ops, 8);
     llm_bench_rows rows = {0};
     llm_status st = {0};
     for (int i = 0; i < nops; i++) {
         llm_bench_row row;
-        if (llm_bench_mem(ops[i], bytes, o.threads, o.warmup, o.reps, &row, &st) ||
+        if ((cuda ? llm_bench_mem_cuda(ops[i], bytes, o.warmup, o.reps, &row, &st)
+                  : llm_bench_mem(ops[i], bytes, o.threads, o.warmup, o.reps, &row, &st)) ||
             llm_bench_rows_push(&rows, &row, &st)) {
             return fail(&lg, &st, &rows);
         }
@@ -239,7 +258,7 @@ static int run_coll(const char *coll, int argc, char **argv)
                          "Collective bandwidth with nccl-tests' size, time, algbw and busbw.",
                          table, 0, 0};
     llm_bench_format fmt;
-    int r = start(&cli, argc, argv, NULL, &o, &fmt, 0);
+    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_CPU);
     if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     size_t lo, hi;
@@ -309,7 +328,7 @@ static int run_model(int train, int argc, char **argv)
                          train ? table_train : table_infer, 0, 1};
     llm_strlist pos = {0};
     llm_bench_format fmt;
-    int r = start(&cli, argc, argv, &pos, &o, &fmt, 1);
+    int r = start(&cli, argc, argv, &pos, &o, &fmt, DEV_MODEL);
     const char *model = pos.n ? pos.v[0] : NULL;  /* a string of argv: outlives pos */
     llm_strlist_free(&pos);
     if (r >= 0) return r;
@@ -374,8 +393,8 @@ int main(int argc, char **argv)
 {
     llm_cli_quiet_sigpipe();
     static const llm_subcmd subs[] = {
-        {"gemm", "GEMM GFLOP/s and % of the measured peak (OpenBLAS)", run_gemm},
-        {"mem", "memory bandwidth: copy and triad GB/s", run_mem},
+        {"gemm", "GEMM GFLOP/s and % of peak (OpenBLAS; cuBLASLt on cuda)", run_gemm},
+        {"mem", "memory bandwidth: copy and triad GB/s (cuda: also memcpy, h2d, d2h)", run_mem},
         {"allreduce", "allreduce size, time, algbw, busbw", run_allreduce},
         {"allgather", "allgather size, time, algbw, busbw", run_allgather},
         {"reducescatter", "reducescatter size, time, algbw, busbw", run_reducescatter},

@@ -170,7 +170,7 @@ static int run_profile(int argc, char **argv)
         if (!T) o.T = tc.seq_len;
     }
     llm_status st = {0};
-    if (llm_profile_peaks_get(&o.peaks, peaks, threads, &st)) {
+    if (llm_profile_peaks_get_dev(&o.peaks, peaks, device, threads, &st)) {
         llm_error(&lg, "%s", st.msg);
         return llm_exit_code(st.code);
     }

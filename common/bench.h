@@ -124,4 +124,40 @@ int llm_bench_collective_dist(const char *coll, struct llm_dist *d, size_t bytes
 /* The nccl-tests bus-bandwidth factor for coll at n ranks; -1 for an unknown name. */
 double llm_bench_busbw_factor(const char *coll, int n);
 
+/* ---- GPU benchmarks (bench_cuda.c; kernels/cuda/cuda_bench.cu in a CUDA build) ----
+ * In a build without CUDA each returns LLM_ENODEV ("this build has no CUDA"); in a CUDA
+ * build without a usable GPU or driver, LLM_ENODEV with "no CUDA device: ...". */
+
+/* Dense peak of a GPU in GFLOP/s for dtype ("f32", "tf32", "bf16", "f16"): the flop per
+ * clock per SM of its compute capability (NVIDIA's architecture whitepapers; table in
+ * bench_cuda.c and llm-bench(1)) x sm_count x clock_mhz, with tensor-core dtypes on
+ * compute capability 9.0 at most at the 1830 MHz tensor boost clock of the H100
+ * whitepaper.  -1 when the table has no entry (an unknown architecture, or tensor
+ * dtypes on consumer parts whose fp32-accumulate rate differs between products). */
+double llm_bench_gpu_peak_gflops(int cc_major, int cc_minor, int sm_count, double clock_mhz,
+                                 const char *dtype);
+
+/* Peak DRAM bandwidth in GB/s: 2 (double data rate) x mem_clock_mhz x bus_width_bits / 8,
+ * as the CUDA samples compute it; -1 when either is unknown (<= 0). */
+double llm_bench_gpu_peak_gbs(double mem_clock_mhz, int bus_width_bits);
+
+/* The same C = A B on the GPU with cuBLASLt (llm_cuda_bench_gemm: CUDA events, output
+ * checked after timing); dtype "f32" (also "fp32"), "tf32", "bf16", "f16" (also "fp16").
+ * o->threads is ignored (the row says 0); o->peak_gflops > 0 replaces the table peak.
+ * LLM_EUSAGE (dtype, sizes), LLM_ENODEV (no GPU; no cuBLASLt algorithm), LLM_ENOMEM,
+ * LLM_ESOFTWARE (a CUDA failure, or an output that failed its check). */
+int llm_bench_gemm_cuda(const llm_bench_gemm_opts *o, llm_bench_row *row, llm_status *st);
+
+/* GPU memory bandwidth: op "copy" (kernel, 2 x bytes moved), "memcpy" (cudaMemcpy device
+ * to device, 2 x bytes), "triad" (kernel, 3 x bytes), "h2d" and "d2h" (pinned host memory
+ * over the bus, 1 x bytes).  One row in GB/s; peak_pct against llm_bench_gpu_peak_gbs for
+ * the device-memory ops.  Errors as llm_bench_gemm_cuda. */
+int llm_bench_mem_cuda(const char *op, size_t bytes, int warmup, int reps, llm_bench_row *row,
+                       llm_status *st);
+
+/* The current GPU's peaks: table GFLOP/s for dtype and DRAM GB/s (-1 when unknown), and
+ * its name (may be NULL).  LLM_ENODEV without a GPU or CUDA. */
+int llm_bench_gpu_peaks(const char *dtype, double *gflops, double *gbs, char *name, size_t namelen,
+                        llm_status *st);
+
 #endif

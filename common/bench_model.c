@@ -79,7 +79,16 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
     row->warmup = o->warmup;
     llm_bench_row_times(row, t, o->reps, (double)n, 1, "tokens/s");
     double fpt = llm_bench_train_flops_per_token(&mc, o->T);
-    double peak = o->peak_gflops > 0 ? o->peak_gflops : llm_bench_cpu_peak_gflops(be.threads);
+    double peak = o->peak_gflops;
+    if (!(peak > 0) && !strcmp(be.name, "cuda")) {
+        /* the GPU's table peak for the GEMMs the backend runs (fp32, or TF32 on request);
+         * -1 when the table does not know the device: no MFU then */
+        const char *tf = getenv("LLM_CUDA_TF32");
+        llm_status ps = {0};
+        if (llm_bench_gpu_peaks(tf && *tf == '1' ? "tf32" : "f32", &peak, NULL, NULL, 0, &ps)) peak = -1;
+    } else if (!(peak > 0)) {
+        peak = llm_bench_cpu_peak_gflops(be.threads);
+    }
     llm_bench_row_kv(row, "batch", o->B);
     llm_bench_row_kv(row, "ms_per_step", 1e3 * row->t_med);
     llm_bench_row_kv(row, "flops_per_token", fpt);

@@ -12,7 +12,8 @@ typedef struct {
     int threads, warmup, reps;
     int B, T;                        /* train: batch and sequence; infer: batch and prompt */
     int gen;                         /* infer: decode steps timed (tokens per sequence) */
-    double peak_gflops;              /* for MFU (<= 0: measured FMA peak) */
+    double peak_gflops;              /* for MFU (<= 0: measured FMA peak; cuda: the GPU table's
+                                        f32 peak, tf32 with LLM_CUDA_TF32=1) */
 } llm_bench_model_opts;
 
 /* Training FLOPs per token: 6 P + 6 L T C (matmuls forward+backward, plus causal

@@ -195,11 +195,20 @@ static void attribute(llm_profile *p, const void *weight, int *site, int *layer)
     *layer = p->ctx_layer;
 }
 
+void llm_profile_add_time(llm_profile *p, int op, int site, int layer, double dur)
+{
+    agg_entry *e = agg_get(p, op, site, layer);
+    if (e) e->seconds += dur;
+    p->total_s += dur;
+}
+
 void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t0,
                         llm_op_cost c)
 {
     double t1 = now_s();
-    double dur = llm_profile_dev_end(p, t0, t1);
+    /* on a GPU the duration is known only once the device has run the op (flush) */
+    int later = p->dev != NULL;
+    double dur = later ? 0 : t1 - t0;
     agg_entry *e = agg_get(p, op, site, layer);
     if (e) {
         e->calls++;
@@ -209,9 +218,13 @@ void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t
     }
     p->total_s += dur;
     p->nevents++;
-    if (p->ntrace < p->trace_cap)
+    size_t ti = SIZE_MAX;
+    if (p->ntrace < p->trace_cap) {
+        ti = p->ntrace;
         p->trace[p->ntrace++] = (trace_event){t0 - p->t_origin, dur, c.flop, c.bytes,
                                               (int16_t)op, (int16_t)layer, site};
+    }
+    if (later) llm_profile_dev_end(p, op, site, layer, ti);
 }
 
 #define BEGIN(OP) double t0_ = llm_profile_dev_begin(p, (OP), now_s())
@@ -219,6 +232,45 @@ void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t
 
 #define P(be) ((llm_profile *)(be)->ctx)
 #define IN(p) ((p)->inner)
+
+/* ---- small uploads remembered off the CPU (see attention_rows) ---- */
+
+#define UPLOAD_MAX 65536
+#define NUPLOADS ((int)(sizeof ((llm_profile *)0)->uploads / sizeof ((llm_profile *)0)->uploads[0]))
+
+static void uploads_forget(llm_profile *p, const void *dst, size_t bytes)
+{
+    uintptr_t a = (uintptr_t)dst, b = a + (bytes ? bytes : 1);
+    for (int i = 0; i < NUPLOADS; i++) {
+        uintptr_t s = (uintptr_t)p->uploads[i].dst, e = s + p->uploads[i].bytes;
+        if (p->uploads[i].dst && s < b && a < e) p->uploads[i].dst = NULL;
+    }
+}
+
+static void uploads_remember(llm_profile *p, const void *dst, const void *src, size_t bytes)
+{
+    if (p->host_mem || bytes == 0) return;
+    uploads_forget(p, dst, bytes);
+    if (bytes > UPLOAD_MAX) return;
+    int i = p->next_upload;
+    p->next_upload = (i + 1) % NUPLOADS;
+    if (p->uploads[i].cap < bytes) {
+        void *h = realloc(p->uploads[i].host, bytes);
+        if (!h) return;   /* then attention_rows reads the device */
+        p->uploads[i].host = h;
+        p->uploads[i].cap = bytes;
+    }
+    memcpy(p->uploads[i].host, src, bytes);
+    p->uploads[i].dst = dst;
+    p->uploads[i].bytes = bytes;
+}
+
+static const void *uploads_find(const llm_profile *p, const void *dst, size_t bytes)
+{
+    for (int i = 0; i < NUPLOADS; i++)
+        if (p->uploads[i].dst == dst && p->uploads[i].bytes >= bytes) return p->uploads[i].host;
+    return NULL;
+}
 
 static void *w_alloc(llm_backend *be, size_t bytes)
 {
@@ -234,13 +286,18 @@ static void *w_alloc(llm_backend *be, size_t bytes)
 static void w_free(llm_backend *be, void *ptr)
 {
     llm_profile *p = P(be);
-    if (ptr) p->live -= blocks_take(p, ptr);
+    if (ptr) {
+        size_t b = blocks_take(p, ptr);
+        p->live -= b;
+        if (!p->host_mem) uploads_forget(p, ptr, b);
+    }
     IN(p)->free(IN(p), ptr);
 }
 
 static void w_to_device(llm_backend *be, void *dst, const void *src, size_t bytes)
 {
     llm_profile *p = P(be);
+    uploads_remember(p, dst, src, bytes);
     BEGIN(LLM_OP_TO_DEVICE);
     IN(p)->to_device(IN(p), dst, src, bytes);
     END(LLM_OP_TO_DEVICE, p->site_mem, -1, ((llm_op_cost){0, 2.0 * (double)bytes}));
@@ -257,6 +314,7 @@ static void w_to_host(llm_backend *be, void *dst, const void *src, size_t bytes)
 static void w_copy(llm_backend *be, void *dst, const void *src, size_t bytes)
 {
     llm_profile *p = P(be);
+    if (!p->host_mem) uploads_forget(p, dst, bytes);
     BEGIN(LLM_OP_COPY);
     IN(p)->copy(IN(p), dst, src, bytes);
     END(LLM_OP_COPY, p->site_mem, -1, ((llm_op_cost){0, 2.0 * (double)bytes}));
@@ -265,6 +323,7 @@ static void w_copy(llm_backend *be, void *dst, const void *src, size_t bytes)
 static void w_zero(llm_backend *be, void *ptr, size_t bytes)
 {
     llm_profile *p = P(be);
+    if (!p->host_mem) uploads_forget(p, ptr, bytes);
     BEGIN(LLM_OP_ZERO);
     IN(p)->zero(IN(p), ptr, bytes);
     END(LLM_OP_ZERO, p->site_mem, -1, ((llm_op_cost){0, (double)bytes}));
@@ -498,11 +557,14 @@ static void w_attention_rows(llm_backend *be, float *out, const float *qkv, cons
     llm_profile *p = P(be);
     int site, layer;
     attribute(p, NULL, &site, &layer);
-    /* The cost depends on the positions: read them (device memory off the CPU). */
+    /* The cost depends on the positions: read them (device memory off the CPU: from
+     * the upload that wrote them when it is remembered, so the device keeps running). */
     llm_op_cost c = {0, 0};
     int32_t small[256], *hp = N <= 256 ? small : malloc((size_t)N * sizeof *hp);
     if (hp) {
+        const void *up = p->host_mem ? NULL : uploads_find(p, pos, (size_t)N * sizeof *hp);
         if (p->host_mem) memcpy(hp, pos, (size_t)N * sizeof *hp);
+        else if (up) memcpy(hp, up, (size_t)N * sizeof *hp);
         else IN(p)->to_host(IN(p), hp, pos, (size_t)N * sizeof *hp);
         c = llm_cost_attention_rows(hp, N, C, NH);
         if (hp != small) free(hp);
@@ -560,6 +622,7 @@ int llm_profile_new(llm_profile **out, llm_backend *inner, size_t trace_cap, llm
     p->inner = inner;
     p->trace_cap = trace_cap;
     p->ctx_layer = -1;
+    p->span_open = -1;
     p->host_mem = inner->name && strncmp(inner->name, "cpu", 3) == 0;
     snprintf(p->name, sizeof p->name, "profile(%s)", inner->name ? inner->name : "?");
     if (trace_cap && !(p->trace = malloc(trace_cap * sizeof *p->trace))) {
@@ -584,6 +647,7 @@ void llm_profile_free(llm_profile *p)
 {
     if (!p) return;
     llm_profile_dev_free(p);
+    for (int i = 0; i < NUPLOADS; i++) free(p->uploads[i].host);
     free(p->blocks);
     free(p->agg);
     free(p->regions);
@@ -595,6 +659,7 @@ void llm_profile_free(llm_profile *p)
 
 void llm_profile_reset(llm_profile *p)
 {
+    llm_profile_dev_reset(p);
     free(p->agg);
     p->agg = NULL;
     p->cagg = p->nagg = 0;
@@ -620,14 +685,22 @@ void llm_profile_span_begin(llm_profile *p, const char *name)
     s->t0 = now_s() - p->t_origin;
     s->dur = -1;
     p->span_open = (long)p->nspans++;
+    llm_profile_dev_span_begin(p, s->name);
 }
 
 void llm_profile_span_end(llm_profile *p)
 {
     if (p->span_open < 0) return;
+    llm_profile_dev_span_end(p);
     span *s = &p->spans[p->span_open];
     s->dur = now_s() - p->t_origin - s->t0;
     p->span_open = -1;
+    llm_profile_dev_flush(p);
+}
+
+void llm_profile_flush(llm_profile *p)
+{
+    llm_profile_dev_flush(p);
 }
 
 size_t llm_profile_mem_live(const llm_profile *p) { return p->live; }

@@ -2,10 +2,11 @@
  *
  * llm_profile_new() wraps an existing backend; llm_profile_backend() hands out an
  * llm_backend whose every pointer forwards to the inner backend and records the call:
- * wall time (host clock around the call; on a GPU the device is synchronised before and
- * after each op, which is also an NVTX range),
- * FLOP and bytes moved from the formulas below, and the layer.  Memory calls are
- * tracked too (bytes live now and at the peak).
+ * its time (on the CPU the host clock around the call; on a GPU a pair of CUDA events
+ * on the backend's stream around it, read back after each span or at llm_profile_flush,
+ * with no device synchronisation per op; each op is also an NVTX range), FLOP and bytes
+ * moved from the formulas below, and the layer.  Memory calls are tracked too (bytes
+ * live now and at the peak).
  *
  * Layers: register the model's parameter tensors with llm_profile_add_region(); an op
  * whose weight pointer falls in "h.3.attn.c_attn.weight" is attributed to layer 3 and
@@ -109,9 +110,24 @@ int llm_profile_add_region(llm_profile *p, const void *ptr, size_t bytes, const 
 /* Forget the timings and trace recorded so far (memory tracking carries on). */
 void llm_profile_reset(llm_profile *p);
 
-/* A named span in the trace (a training step, a decode token); begin/end pair up. */
+/* A named span in the trace (a training step, a decode token); begin/end pair up.
+ * On a GPU the span is an NVTX range, span_end waits for the device's work (the span's
+ * host-clock duration covers it) and then folds in the op times of the span. */
 void llm_profile_span_begin(llm_profile *p, const char *name);
 void llm_profile_span_end(llm_profile *p);
+
+/* On a GPU: wait for the device and fold the op times still pending into the aggregates
+ * and the trace (the readers below see only folded times).  A no-op on the CPU. */
+void llm_profile_flush(llm_profile *p);
+
+/* Device memory as cudaMemGetInfo reports it, in bytes, for the whole device (other
+ * processes included): in use when the profiler was made (after the backend's own
+ * init), at the latest flush, the most at any flush, and the device's total. */
+typedef struct {
+    double used_before, used_after, used_peak, total;
+} llm_profile_devmem;
+/* 0 and *out filled on a GPU; -1 on the CPU (or when the driver could not tell). */
+int llm_profile_device_mem(const llm_profile *p, llm_profile_devmem *out);
 
 /* Bytes allocated through the wrapper now and at the peak; number of live blocks. */
 size_t llm_profile_mem_live(const llm_profile *p);

@@ -62,14 +62,29 @@ struct llm_profile {
     long span_open;
     /* device timing (CUDA events), NULL on the CPU */
     void *dev;
+    /* the latest small uploads (to_device) by destination, off the CPU: attention_rows
+     * reads its positions from here instead of a device round trip */
+    struct { const void *dst; size_t bytes, cap; void *host; } uploads[8];
+    int next_upload;
 };
 
-/* Device hooks (profile_dev.c): begin returns the host start time to record; end
- * returns the op's duration in seconds (host clock on the CPU, CUDA events on a GPU). */
+/* Device hooks (profile_dev.c; no-ops on the CPU, where p->dev is NULL).
+ * begin brackets the start of an op (a CUDA event and an NVTX range) and returns the
+ * host time to record; end closes it and keeps (op, site, layer, trace index) until
+ * flush, which waits for the device and adds each op's event-timed duration to its
+ * aggregate, the total and its trace event.  reset forgets what is pending and starts a
+ * new time origin (the caller reads its host clock right after).  span_begin/span_end
+ * add an NVTX range around a span; span_end waits for the device first. */
 int llm_profile_dev_init(llm_profile *p, llm_status *st);
 void llm_profile_dev_free(llm_profile *p);
 double llm_profile_dev_begin(llm_profile *p, llm_op op, double host_now);
-double llm_profile_dev_end(llm_profile *p, double t0, double host_now);
+void llm_profile_dev_end(llm_profile *p, llm_op op, int site, int layer, size_t trace_idx);
+void llm_profile_dev_flush(llm_profile *p);
+void llm_profile_dev_reset(llm_profile *p);
+void llm_profile_dev_span_begin(llm_profile *p, const char *name);
+void llm_profile_dev_span_end(llm_profile *p);
+/* Add dur seconds to the aggregate (op, site, layer) and the total (profile.c). */
+void llm_profile_add_time(llm_profile *p, int op, int site, int layer, double dur);
 
 void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t0,
                         llm_op_cost c);

@@ -40,25 +40,32 @@ int llm_profile_config_model(const llm_train_config *tc, llm_model_config *mc, l
 
 /* ---- peaks ---- */
 
-static int peaks_read(llm_profile_peaks *pk, const char *path, llm_status *st)
+/* The best f32 gemm and triad rates of device's rows (cpu-ref reads cpu rows); a file
+ * without rows of that device gives its best rows of any device. */
+static int peaks_read(llm_profile_peaks *pk, const char *path, const char *device, llm_status *st)
 {
     json_error_t e;
     json_t *doc = json_load_file(path, 0, &e);
     if (!doc) return llm_err(st, LLM_EDATA, "peaks file '%s': %s (line %d)", path, e.text, e.line);
     json_t *rows = json_is_object(doc) ? json_object_get(doc, "results") : doc;
+    const char *want = strncmp(device, "cpu", 3) == 0 ? "cpu" : device;
     double g = 0, b = 0;
-    size_t i;
-    json_t *r;
-    if (json_is_array(rows))
-        json_array_foreach(rows, i, r) {
-            const char *bench = json_string_value(json_object_get(r, "benchmark"));
-            const char *op = json_string_value(json_object_get(r, "op"));
-            const char *dt = json_string_value(json_object_get(r, "dtype"));
-            double rate = json_number_value(json_object_get(r, "rate"));
-            if (!bench || !(rate > 0)) continue;
-            if (!strcmp(bench, "gemm") && dt && !strcmp(dt, "f32") && rate > g) g = rate;
-            if (!strcmp(bench, "mem") && op && !strcmp(op, "triad") && rate > b) b = rate;
-        }
+    for (int any = 0; any < 2 && !(g > 0) && !(b > 0); any++) {
+        size_t i;
+        json_t *r;
+        if (json_is_array(rows))
+            json_array_foreach(rows, i, r) {
+                const char *bench = json_string_value(json_object_get(r, "benchmark"));
+                const char *op = json_string_value(json_object_get(r, "op"));
+                const char *dt = json_string_value(json_object_get(r, "dtype"));
+                const char *dev = json_string_value(json_object_get(r, "device"));
+                double rate = json_number_value(json_object_get(r, "rate"));
+                if (!bench || !(rate > 0)) continue;
+                if (!any && (!dev || strcmp(dev, want) != 0)) continue;
+                if (!strcmp(bench, "gemm") && dt && !strcmp(dt, "f32") && rate > g) g = rate;
+                if (!strcmp(bench, "mem") && op && !strcmp(op, "triad") && rate > b) b = rate;
+            }
+    }
     json_decref(doc);
     if (pk->gflops <= 0) pk->gflops = g;
     if (pk->gbs <= 0) pk->gbs = b;
@@ -67,18 +74,32 @@ static int peaks_read(llm_profile_peaks *pk, const char *path, llm_status *st)
 
 int llm_profile_peaks_get(llm_profile_peaks *pk, const char *path, int threads, llm_status *st)
 {
+    return llm_profile_peaks_get_dev(pk, path, "cpu", threads, st);
+}
+
+int llm_profile_peaks_get_dev(llm_profile_peaks *pk, const char *path, const char *device, int threads,
+                              llm_status *st)
+{
     if (pk->gflops > 0 && pk->gbs > 0) return 0;
     if (path) {
         FILE *f = fopen(path, "r");
         if (f) {
             fclose(f);
-            return peaks_read(pk, path, st);
+            return peaks_read(pk, path, device ? device : "cpu", st);
         }
     }
     llm_bench_row rows[2];
-    llm_bench_gemm_opts g = {512, 512, 512, "f32", threads, 1, 3, 0};
-    if (llm_bench_gemm(&g, &rows[0], st)) return st->code;
-    if (llm_bench_mem("triad", (size_t)32 << 20, threads, 1, 3, &rows[1], st)) return st->code;
+    if (device && !strcmp(device, "cuda")) {
+        /* the GEMMs the model runs: fp32, or TF32 when the backend was told to use it */
+        const char *tf = getenv("LLM_CUDA_TF32");
+        llm_bench_gemm_opts g = {2048, 2048, 2048, tf && *tf == '1' ? "tf32" : "f32", 0, 1, 3, 0};
+        if (llm_bench_gemm_cuda(&g, &rows[0], st)) return st->code;
+        if (llm_bench_mem_cuda("triad", (size_t)256 << 20, 1, 3, &rows[1], st)) return st->code;
+    } else {
+        llm_bench_gemm_opts g = {512, 512, 512, "f32", threads, 1, 3, 0};
+        if (llm_bench_gemm(&g, &rows[0], st)) return st->code;
+        if (llm_bench_mem("triad", (size_t)32 << 20, threads, 1, 3, &rows[1], st)) return st->code;
+    }
     if (pk->gflops <= 0) pk->gflops = rows[0].rate;
     if (pk->gbs <= 0) pk->gbs = rows[1].rate;
     if (path) {
@@ -260,6 +281,8 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
                          int B, int T, int steps, const llm_plan *plan, double measured, double rss,
                          FILE *out, llm_status *st)
 {
+    llm_profile_devmem dm;
+    int have_dm = llm_profile_device_mem(r->prof, &dm) == 0;
     double total = llm_profile_total_seconds(r->prof);
     const char *unit = o->mode == LLM_PROFILE_TRAIN ? "step" : o->mode == LLM_PROFILE_PREFILL ? "prefill" : "token";
     double tokens = o->mode == LLM_PROFILE_DECODE ? (double)B * steps : (double)B * T * steps;
@@ -302,6 +325,13 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
         llm_json_obj_begin(&j);
         llm_json_knum(&j, "allocated_peak", measured);
         llm_json_knum(&j, "peak_rss", rss);
+        if (have_dm) {
+            llm_json_knum(&j, "device_used_before", dm.used_before);
+            llm_json_knum(&j, "device_used_after", dm.used_after);
+            llm_json_knum(&j, "device_used_delta", dm.used_after - dm.used_before);
+            llm_json_knum(&j, "device_used_peak", dm.used_peak);
+            llm_json_knum(&j, "device_total", dm.total);
+        }
         llm_json_obj_end(&j);
         llm_json_knum(&j, "error_pct", pred > 0 ? 100.0 * (measured - pred) / pred : 0);
         llm_json_obj_end(&j);
@@ -325,6 +355,12 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
     fprintf(out, "allocated    %12.0f %14.0f   (%+.2f%%; tracked backend allocations, peak)\n", pred,
             measured, pred > 0 ? 100.0 * (measured - pred) / pred : 0);
     fprintf(out, "peak RSS                   %14.0f\n", rss);
+    if (have_dm) {
+        fprintf(out, "device used                %14.0f   (%+.0f since the profiler started; cudaMemGetInfo, "
+                     "whole device)\n", dm.used_after, dm.used_after - dm.used_before);
+        fprintf(out, "device used, peak          %14.0f   (of %.0f; sampled after each step or token)\n",
+                dm.used_peak, dm.total);
+    }
 }
 
 int llm_profile_run(const llm_profile_run_opts *o, FILE *out, const llm_log *lg, llm_status *st)
@@ -358,6 +394,7 @@ int llm_profile_run(const llm_profile_run_opts *o, FILE *out, const llm_log *lg,
         rc = run_infer(&r, o, &mc, B, T, steps, st);
     }
     if (rc) { run_free(&r); return rc; }
+    llm_profile_flush(r.prof);   /* on a GPU: the last op times (a no-op on the CPU) */
     llm_debug(lg, "%zu op calls recorded", llm_profile_nevents(r.prof));
 
     llm_plan_config pc = {.model = mc, .batch = B, .seq = T, .gpus = 1, .tp = 1, .pp = 1, .zero = 0,

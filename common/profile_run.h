@@ -42,6 +42,13 @@ int llm_profile_run(const llm_profile_run_opts *o, FILE *out, const llm_log *lg,
  * Fields given > 0 in *pk are kept. */
 int llm_profile_peaks_get(llm_profile_peaks *pk, const char *path, int threads, llm_status *st);
 
+/* The same for a device: "cpu"/"cpu-ref" as above; "cuda" reads the file's cuda rows, or
+ * measures a 2048^3 cuBLASLt GEMM (f32, or tf32 when LLM_CUDA_TF32=1) and a 256 MiB
+ * triad on the GPU (LLM_ENODEV without one).  A file without rows of the device gives
+ * its best rows of any device. */
+int llm_profile_peaks_get_dev(llm_profile_peaks *pk, const char *path, const char *device, int threads,
+                              llm_status *st);
+
 /* Peak resident set size of this process in bytes (getrusage). */
 double llm_profile_peak_rss(void);
 

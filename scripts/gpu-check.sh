@@ -364,6 +364,17 @@ Y
 elif [ $QUICK = 0 ]; then row "GPT-2 124M train/decode" SKIP "no llm-train or data"
 fi
 
+# 7. llm-bench gemm/mem and llm-profile on cuda (tests/gpu/bench_check.sh), if time is left
+if [ $QUICK = 0 ] || [ $DRY = 1 ]; then
+  if late 45; then row "llm-bench/llm-profile cuda" SKIP "no time left in the budget"
+  elif env LD_LIBRARY_PATH="$LDP" BENCH_CHECK_DEVICE=$([ $DRY = 1 ] && echo cpu || echo cuda) \
+      timeout $(tl 120) bash "$ROOT/tests/gpu/bench_check.sh" "$BIN" "$REP_DIR/bench" \
+      ${DATA:+"$DATA/ts_byte.bin"} >"$REP_DIR/bench-check.txt" 2>&1
+  then row "llm-bench/llm-profile cuda" PASS "$(tail -1 "$REP_DIR/bench-check.txt")"
+  else row "llm-bench/llm-profile cuda" FAIL "$(tail -1 "$REP_DIR/bench-check.txt")"; fi
+  cat "$REP_DIR/bench-check.txt" >>"$LOG"
+fi
+
 # summary --------------------------------------------------------------------------
 {
   echo "gpu-check: ${GPU:-unknown GPU}, commit $(cat "$CARRY/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null), $(date -u +%FT%TZ), $(( $(date +%s) - T0 )) s"

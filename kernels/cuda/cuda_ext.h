@@ -46,6 +46,100 @@ void llm_backend_cuda_upload_counts(llm_backend *be, long counts[2]);
 /* 1 when device_stats has loaded NVML (after its first call), else 0. */
 int llm_backend_cuda_nvml_loaded(llm_backend *be);
 
+/* ---- benchmarks and profiling (cuda_bench.cu, cuda_prof.cu; added for issue 9) ----
+ * The llm_cuda_bench_* functions need no backend: each takes the device as the backend
+ * would (device 0, or LLM_CUDA_DEVICE), makes its own stream, cuBLASLt handle and
+ * buffers, and releases them before it returns.  They return one of these codes, with a
+ * message in err (lowercase, "no CUDA device: ..." when there is no usable GPU or
+ * driver). */
+enum {
+    LLM_CUDA_OK = 0,
+    LLM_CUDA_ENODEV = -1,   /* no GPU, no driver, or LLM_CUDA_DEVICE names no device */
+    LLM_CUDA_ENOMEM = -2,   /* device or pinned host memory exhausted */
+    LLM_CUDA_EUNSUP = -3,   /* cuBLASLt has no algorithm for this shape and dtype here */
+    LLM_CUDA_EFAIL = -4,    /* a CUDA or cuBLAS call failed */
+    LLM_CUDA_EWRONG = -5    /* the timed kernel's output failed its check */
+};
+
+/* What cudaGetDeviceProperties / cudaDeviceGetAttribute say about the device. */
+typedef struct {
+    char name[128];
+    int device;             /* the ordinal used */
+    int cc_major, cc_minor; /* compute capability */
+    int sm_count;
+    double sm_clock_mhz;    /* peak SM clock (cudaDevAttrClockRate) */
+    double mem_clock_mhz;   /* peak memory clock (cudaDevAttrMemoryClockRate) */
+    int bus_width_bits;     /* cudaDevAttrGlobalMemoryBusWidth */
+    size_t mem_total, mem_free;   /* cudaMemGetInfo */
+} llm_cuda_devinfo;
+
+/* Fill *out for the device the bench functions use.  LLM_CUDA_OK or LLM_CUDA_ENODEV. */
+int llm_cuda_bench_devinfo(llm_cuda_devinfo *out, char *err, size_t errlen);
+
+/* One GEMM configuration: row-major C(M,N) = A(M,K) B(K,N) through cuBLASLt.
+ * dtype "f32" (fp32, exact fp32 math), "tf32" (fp32 storage, TF32 tensor cores), "bf16"
+ * or "f16" (A and B in that type; fp32 accumulate and fp32 C).  A and B hold uniform
+ * values in (-1, 1).  Each of warmup + reps runs is bracketed by CUDA events on one
+ * stream, with no host synchronisation in between; times[i] receives repetition i in
+ * seconds.  Then C is filled with NaN, the GEMM runs once more and its output is checked
+ * (on the device, in fp64): 64 entries (the four corners and 60 pseudo-random ones)
+ * against dot products of the stored inputs, and every column sum of C against
+ * (1^T A) B.  Errors are normalised by the root sum of squares of the products that
+ * make up each value, so the bound does not depend on K: check_err is the worst,
+ * check_bound its limit (1e-3 for f32, bf16, f16; 1e-2 for tf32), and a result above it
+ * (or NaN anywhere) returns LLM_CUDA_EWRONG. */
+typedef struct {
+    int M, N, K;
+    const char *dtype;
+    int warmup, reps;
+    double *times;          /* out: reps entries (caller's) */
+    double check_err;       /* out */
+    double check_bound;     /* out */
+    char algo[64];          /* out: what ran, e.g. "cublasLt heuristic #0, ws 32 MiB" */
+} llm_cuda_gemm_args;
+int llm_cuda_bench_gemm(llm_cuda_gemm_args *g, char *err, size_t errlen);
+
+/* One memory-bandwidth configuration on float arrays of bytes each (bytes rounded down
+ * to whole floats):
+ *   "copy"   a = b            copy kernel (float4 loads/stores), device memory
+ *   "memcpy" a = b            cudaMemcpyAsync device to device
+ *   "triad"  a = b + 3 c      kernel, device memory
+ *   "h2d"    device = host    cudaMemcpyAsync from pinned (cudaHostAlloc) memory
+ *   "d2h"    host = device    cudaMemcpyAsync to pinned memory
+ * Timed like the GEMM (CUDA events, times[i] in seconds), then the destination is
+ * poisoned, the op runs once more and every element is compared with its exact expected
+ * value; mismatches counts the wrong ones (nonzero: LLM_CUDA_EWRONG). */
+typedef struct {
+    const char *op;
+    size_t bytes;
+    int warmup, reps;
+    double *times;          /* out: reps entries (caller's) */
+    long long mismatches;   /* out */
+} llm_cuda_mem_args;
+int llm_cuda_bench_mem(llm_cuda_mem_args *m, char *err, size_t errlen);
+
+/* Per-op timing for the profiler (common/profile_dev.c) on a "cuda" backend be.
+ * A pool of cap CUDA event pairs recorded on be's stream: begin/end bracket one op
+ * (and push/pop an NVTX range named name), returning/taking a slot; nothing waits on the
+ * device until resolve, which synchronises on the last end event and reports, for the
+ * slots 0..n-1 in order of begin, the start (seconds after the origin event) and the
+ * duration.  origin synchronises the stream and records a new origin event (the caller
+ * reads its host clock right after); clear forgets the slots.  begin returns -1 when
+ * the pool is full (resolve, then clear).  NULL/-1 on failure (message in err). */
+typedef struct llm_cuda_prof llm_cuda_prof;
+int llm_cuda_prof_new(llm_cuda_prof **out, llm_backend *be, int cap, char *err, size_t errlen);
+void llm_cuda_prof_free(llm_cuda_prof *p);
+int llm_cuda_prof_begin(llm_cuda_prof *p, const char *name);
+void llm_cuda_prof_end(llm_cuda_prof *p, int slot);
+int llm_cuda_prof_resolve(llm_cuda_prof *p, double *start, double *dur, int n);
+void llm_cuda_prof_clear(llm_cuda_prof *p);
+int llm_cuda_prof_origin(llm_cuda_prof *p);
+/* Device memory in use (whole device) and in total, from cudaMemGetInfo: 0 or -1. */
+int llm_cuda_prof_meminfo(llm_cuda_prof *p, size_t *used, size_t *total);
+/* NVTX ranges for spans (a training step, a decode token). */
+void llm_cuda_prof_range_push(const char *name);
+void llm_cuda_prof_range_pop(void);
+
 #ifdef __cplusplus
 }
 #endif

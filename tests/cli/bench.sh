@@ -60,6 +60,16 @@ llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 50 -F json -o "$TMP/o.json" >"$TM
 llm-bench mem --size 64K -r 2 -w 1 -j 1 -F json >"$TMP/m.json" 2>/dev/null
 n=$(schema "$TMP/m.json" json 'r["unit"]=="GB/s" and r["work"]==(2 if r["op"]=="copy" else 3)*65536' 2>&1)
 [ "$n" = 2 ] && ok "mem copy and triad: bytes moved and schema" || notok "mem: $n"
+# cpu rows keep exactly their fields (the cuda rows add check_err, check_bound, peak_gbs)
+"$PY" - "$TMP/g.json" "$TMP/m.json" <<'P' && ok "cpu gemm and mem rows: the same fields as before" || notok "cpu row fields changed"
+import json, sys
+base = ["benchmark", "op", "device", "dtype", "shape", "threads", "ranks", "warmup", "reps", "time_min_s",
+        "time_median_s", "time_max_s", "work", "rate", "unit", "peak_pct", "note", "commit", "host", "date"]
+for path, extra in ((sys.argv[1], ["peak_gflops"]), (sys.argv[2], [])):
+    for r in json.load(open(path))["results"]:
+        assert sorted(r) == sorted(base + extra), sorted(r)
+        assert r["device"] == "cpu" and r["note"] == ""
+P
 
 for c in allreduce allgather reducescatter broadcast; do
   llm-bench $c -b 1K -e 16K -f 4 -r 2 -w 1 -F jsonl >"$TMP/c.jsonl" 2>"$TMP/err"
@@ -75,7 +85,16 @@ expect_exit "bad size exits 64" 64 llm-bench gemm --sizes 8x
 expect_exit "zero reps exits 64" 64 llm-bench mem --size 1K -r 0
 expect_exit "bad mem size exits 64" 64 llm-bench mem --size 12Q
 expect_exit "bad step factor exits 64" 64 llm-bench allreduce -f 1
-expect_exit "cuda gemm in a CPU build exits 69" 69 llm-bench gemm --sizes 8 -d cuda
+# cuda without a GPU (this machine): a CPU-only build and a CUDA build both refuse with 69
+# and say why; usage errors first
+expect_exit "cuda gemm without a GPU exits 69" 69 llm-bench gemm --sizes 8 -d cuda
+grep -q "no CUDA device\|not available in this build" "$TMP/err" && ok "cuda gemm says why" || notok "cuda gemm message: $(cat "$TMP/err")"
+expect_exit "cuda mem without a GPU exits 69" 69 llm-bench mem --size 1K -d cuda
+grep -q "no CUDA device\|not available in this build" "$TMP/err" && ok "cuda mem says why" || notok "cuda mem message: $(cat "$TMP/err")"
+expect_exit "cuda gemm f64 exits 64" 64 llm-bench gemm --sizes 8 -d cuda --dtype f64
+expect_exit "cuda mem unknown op exits 64" 64 llm-bench mem --size 1K -d cuda --op stream
+expect_exit "cuda allreduce exits 69" 69 llm-bench allreduce -d cuda
+expect_exit "cuda train without a GPU exits 69" 69 llm-bench train --config /dev/null -d cuda
 expect_exit "unknown subcommand exits 64" 64 llm-bench gemmm
 expect_exit "unwritable -o exits 74" 74 llm-bench gemm --sizes 8 -r 1 -w 0 -o /nonexistent/dir/x.json
 llm-bench gemm --sizes 8,8,8,8 -r 1 -w 0 --peak 50 -F jsonl 2>"$TMP/err" | head -c 10 >/dev/null
@@ -115,5 +134,15 @@ if [ -f "$DATA/tinyshakespeare/input.txt" ]; then
   fi
 else
   skip "infer" "no shared data"
+fi
+# tests/gpu/bench_check.sh: skips without a GPU; its steps and validators on the CPU
+bash "$ROOT/tests/gpu/bench_check.sh" "$BIN" "$TMP/bc" >"$TMP/bc.out" 2>&1; rc=$?
+[ $rc = 0 ] && grep -q "^bench_check: no GPU: skipped" "$TMP/bc.out" && ok "bench_check.sh skips without a GPU" \
+  || notok "bench_check.sh without a GPU: exit $rc $(tail -3 "$TMP/bc.out")"
+if "$PY" -c 1 2>/dev/null; then
+  BENCH_CHECK_DEVICE=cpu bash "$ROOT/tests/gpu/bench_check.sh" "$BIN" "$TMP/bcc" >"$TMP/bc.out" 2>&1; rc=$?
+  np=$(grep -c '^[a-z0-9 ]* PASS ' "$TMP/bc.out")
+  [ $rc = 0 ] && grep -q "^bench_check: [0-9]* checks, 0 failed" "$TMP/bc.out" && [ "$np" -ge 8 ] \
+    && ok "bench_check.sh on the cpu: $np validations pass" || notok "bench_check.sh on the cpu: exit $rc, $np PASS: $(tail -5 "$TMP/bc.out")"
 fi
 echo "1..$_n"

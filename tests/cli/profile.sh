@@ -23,6 +23,12 @@ grep -qE '^matmul_forward +attn.c_attn +all ' "$TMP/p.txt" && grep -qE '^matmul_
 grep -qE '^allocated +[0-9]+ +[0-9]+ +\(\+0\.00%' "$TMP/p.txt" && ok "memory: predicted equals measured allocations" \
   || notok "memory line: $(grep allocated "$TMP/p.txt")"
 
+grep -q '^device used' "$TMP/p.txt" && notok "cpu table has no device memory lines" || ok "cpu table has no device memory lines"
+expect_exit "cuda without a GPU exits 69" 69 llm-profile --config "$TMP/cfg.yaml" -d cuda $PK
+grep -q "no CUDA device\|no CUDA support\|not available in this build" "$TMP/err" && ok "cuda without a GPU says why" \
+  || notok "cuda message: $(cat "$TMP/err")"
+expect_exit "cuda peaks without a GPU exit 69" 69 llm-profile --config "$TMP/cfg.yaml" -d cuda
+
 llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --json --per-layer >"$TMP/p.json" 2>"$TMP/err"
 "$PY" - "$TMP/p.json" <<'P' && ok "--json: ops per layer, FLOP counts, memory within 10%" || notok "--json $(cat "$TMP/err")"
 import json, sys
@@ -41,6 +47,7 @@ assert abs(sum(o["pct"] for o in ops) - 100) < 1e-6
 m = d["memory"]
 assert abs(m["error_pct"]) < 10, m
 assert m["measured"]["peak_rss"] > 0
+assert sorted(m["measured"]) == ["allocated_peak", "peak_rss"], m["measured"]   # no device_* on the cpu
 P
 if command -v gnuplot >/dev/null; then
   "$ROOT/scripts/plot-roofline.sh" "$TMP/p.json" "$TMP/roof.png" >/dev/null 2>"$TMP/err" &&

@@ -209,13 +209,69 @@ static void test_peak(void **state)
     assert_true(p > 0 && isfinite(p));
 }
 
+/* The GPU peak table against the datasheet numbers it documents (no GPU needed). */
+static void test_gpu_peaks(void **state)
+{
+    (void)state;
+#define NEAR(x, want) assert_true(fabs((x) - (want)) <= 1e-3 * (want))
+    /* H100 SXM / H200: 132 SMs, 1980 MHz; tensor dtypes at the 1830 MHz tensor clock */
+    NEAR(llm_bench_gpu_peak_gflops(9, 0, 132, 1980, "f32"), 66908.2);
+    NEAR(llm_bench_gpu_peak_gflops(9, 0, 132, 1980, "tf32"), 494714.9);
+    NEAR(llm_bench_gpu_peak_gflops(9, 0, 132, 1980, "bf16"), 989429.8);
+    NEAR(llm_bench_gpu_peak_gflops(9, 0, 132, 1980, "f16"), 989429.8);
+    /* below the cap the reported clock counts */
+    NEAR(llm_bench_gpu_peak_gflops(9, 0, 132, 1500, "bf16"), 132 * 4096 * 1.5e3 * 1e-3);
+    /* A100 108 SMs, 1410 MHz: 19.5, 156, 312 TFLOP/s */
+    NEAR(llm_bench_gpu_peak_gflops(8, 0, 108, 1410, "f32"), 19491.8);
+    NEAR(llm_bench_gpu_peak_gflops(8, 0, 108, 1410, "tf32"), 155934.7);
+    NEAR(llm_bench_gpu_peak_gflops(8, 0, 108, 1410, "bf16"), 311869.4);
+    /* V100 SXM2 80 SMs, 1530 MHz: 15.7 f32, 125 f16; no bf16 or tf32 */
+    NEAR(llm_bench_gpu_peak_gflops(7, 0, 80, 1530, "f32"), 15667.2);
+    NEAR(llm_bench_gpu_peak_gflops(7, 0, 80, 1530, "f16"), 125337.6);
+    assert_true(llm_bench_gpu_peak_gflops(7, 0, 80, 1530, "bf16") < 0);
+    /* consumer Ampere: f32 only */
+    NEAR(llm_bench_gpu_peak_gflops(8, 6, 82, 1695, "f32"), 35582.0);
+    assert_true(llm_bench_gpu_peak_gflops(8, 6, 82, 1695, "f16") < 0);
+    /* unknown architecture, dtype or device facts */
+    assert_true(llm_bench_gpu_peak_gflops(12, 0, 100, 2000, "f32") < 0);
+    assert_true(llm_bench_gpu_peak_gflops(9, 0, 132, 1980, "f64") < 0);
+    assert_true(llm_bench_gpu_peak_gflops(9, 0, 0, 1980, "f32") < 0);
+    assert_true(llm_bench_gpu_peak_gflops(9, 0, 132, 0, "f32") < 0);
+    /* DRAM: 2 x clock x bus / 8 (H200: 3201 MHz x 6144 bits = 4917 GB/s) */
+    NEAR(llm_bench_gpu_peak_gbs(3201, 6144), 4916.7);
+    assert_true(llm_bench_gpu_peak_gbs(0, 6144) < 0 && llm_bench_gpu_peak_gbs(3201, 0) < 0);
+#undef NEAR
+}
+
+/* Without a GPU (or without CUDA in the build) the cuda rows refuse with LLM_ENODEV;
+ * usage errors come first. */
+static void test_gpu_refuses(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    llm_bench_row r;
+    llm_bench_gemm_opts g = {8, 8, 8, "f64", 0, 0, 1, 0};
+    assert_int_equal(llm_bench_gemm_cuda(&g, &r, &st), LLM_EUSAGE);
+    llm_status_clear(&st);
+    double gf = 0, gb = 0;
+    if (llm_bench_gpu_peaks("f32", &gf, &gb, NULL, 0, &st) == 0) skip();   /* a GPU is here */
+    assert_int_equal(st.code, LLM_ENODEV);
+    llm_status_clear(&st);
+    g.dtype = "bf16";
+    assert_int_equal(llm_bench_gemm_cuda(&g, &r, &st), LLM_ENODEV);
+    assert_true(strstr(st.msg, "no CUDA device") || strstr(st.msg, "not available in this build"));
+    llm_status_clear(&st);
+    assert_int_equal(llm_bench_mem_cuda("triad", 1024, 0, 1, &r, &st), LLM_ENODEV);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse),         cmocka_unit_test(test_times_and_kv),
         cmocka_unit_test(test_time_loop),     cmocka_unit_test(test_writers),
         cmocka_unit_test(test_tiny_runs),     cmocka_unit_test(test_busbw_factors),
-        cmocka_unit_test(test_peak),
+        cmocka_unit_test(test_peak),          cmocka_unit_test(test_gpu_peaks),
+        cmocka_unit_test(test_gpu_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -376,6 +376,57 @@ static void test_trace_cap(void **state)
     llm_profile_free(p);
 }
 
+static void s_att_rows(llm_backend *be, float *o, const float *q, const float *k, const float *v,
+                       const int32_t *slot, const int32_t *pos, int N, int C, int NH, int maxT)
+{
+    (void)o; (void)q; (void)k; (void)v; (void)slot; (void)pos; (void)N; (void)C; (void)NH; (void)maxT;
+    S(be)->calls[LLM_OP_ATTENTION_ROWS]++;
+}
+
+/* Off the CPU attention_rows needs the positions on the host for its cost: it takes them
+ * from the upload that wrote them (no device round trip), and reads the device once
+ * that buffer was written otherwise. */
+static void test_attention_rows_positions(void **state)
+{
+    (void)state;
+    stub s;
+    llm_backend inner, be;
+    stub_init(&inner, &s);
+    inner.attention_rows = s_att_rows;   /* "stub" is not host memory to the profiler */
+    llm_profile *p;
+    llm_status st = {0};
+    assert_int_equal(llm_profile_new(&p, &inner, 100, &st), 0);
+    llm_profile_backend(p, &be);
+    int32_t hpos[3] = {4, 0, 9};
+    int32_t *dpos = be.alloc(&be, sizeof hpos);
+    be.to_device(&be, dpos, hpos, sizeof hpos);
+    be.attention_rows(&be, NULL, NULL, NULL, NULL, NULL, dpos, 3, 8, 2, 16);
+    assert_int_equal(s.calls[LLM_OP_TO_HOST], 0);
+    assert_int_equal(s.calls[LLM_OP_ATTENTION_ROWS], 1);
+    llm_profile_entry *v;
+    int n;
+    assert_int_equal(llm_profile_entries(p, 1, &v, &n, &st), 0);
+    const llm_profile_entry *e = find(v, n, LLM_OP_ATTENTION_ROWS, "", -1);
+    assert_non_null(e);
+    llm_op_cost c = llm_cost_attention_rows(hpos, 3, 8, 2);
+    assert_true(e->flop == c.flop && e->bytes == c.bytes && c.flop > 0);
+    free(v);
+    /* a later write that is not an upload: the device is read */
+    be.zero(&be, dpos, sizeof hpos);
+    be.attention_rows(&be, NULL, NULL, NULL, NULL, NULL, dpos, 3, 8, 2, 16);
+    assert_int_equal(s.calls[LLM_OP_TO_HOST], 1);
+    /* a new upload is remembered again; freeing forgets it */
+    be.to_device(&be, dpos, hpos, sizeof hpos);
+    be.attention_rows(&be, NULL, NULL, NULL, NULL, NULL, dpos, 3, 8, 2, 16);
+    assert_int_equal(s.calls[LLM_OP_TO_HOST], 1);
+    be.free(&be, dpos);
+    int32_t *d2 = be.alloc(&be, sizeof hpos);
+    be.attention_rows(&be, NULL, NULL, NULL, NULL, NULL, d2, 3, 8, 2, 16);
+    assert_int_equal(s.calls[LLM_OP_TO_HOST], 2);
+    be.free(&be, d2);
+    llm_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -385,6 +436,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_outputs, setup, teardown),
         cmocka_unit_test(test_bound),
         cmocka_unit_test(test_trace_cap),
+        cmocka_unit_test(test_attention_rows_positions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
