@@ -279,8 +279,12 @@ int llm_infer_tp_local_ids(llm_infer_tp *tp, int32_t *ids, int n, llm_status *st
 int llm_infer_tp_allreduce(llm_infer_tp *tp, llm_backend *be, float *buf, size_t n,
                            llm_status *st)
 {
-    if (!tp->stage)
+    if (!tp->stage) {
+        /* device collectives (NCCL) run on the communicator's own stream: the backend's
+         * work that wrote buf must be finished first (a no-op on the CPU) */
+        be->sync(be);
         return llm_dist_allreduce(tp->d, buf, n, LLM_DIST_F32, LLM_DIST_SUM, st);
+    }
     if (grow((void **)&tp->host, &tp->cap_host, n, sizeof(float), st))
         return st->code;
     be->to_host(be, tp->host, buf, n * sizeof(float));

@@ -123,10 +123,11 @@ static void test_zero_tp_pp(void **state)
     assert_int_equal(llm_plan_compute(&pc, &p3, &st), 0);
     double P = 124475904.0;
     assert_int_equal(p0.dp, 8);
-    assert_true(p0.params == 2 * P && p0.grads == 2 * P && p0.optimizer == 12 * P);
-    assert_true(p1.optimizer == 12 * P / 8 && p1.grads == 2 * P && p1.params == 2 * P);
-    assert_true(p2.grads == 2 * P / 8 && p2.params == 2 * P);
-    assert_true(p3.params == 2 * P / 8);
+    /* llm-train's bf16: fp32 master weights + a 16-bit copy, fp32 grads and moments */
+    assert_true(p0.params == 6 * P && p0.grads == 4 * P && p0.optimizer == 8 * P);
+    assert_true(p1.optimizer == 8 * P / 8 && p1.grads == 4 * P && p1.params == 6 * P);
+    assert_true(p2.grads == 4 * P / 8 && p2.params == 6 * P);
+    assert_true(p3.params == 6 * P / 8);
     assert_true(p0.activations == p3.activations);
     assert_true(p0.workspace == 32.0 * 1024 * 1024);
 
@@ -200,12 +201,12 @@ static void test_fit_and_max_batch(void **state)
     pc.device_mem = 0;
     assert_int_equal(llm_plan_compute(&pc, &q, &st), 0);
     assert_int_equal(q.fits, -1);
-    /* inference: KV cache 2 L B T C elements, no grads or optimizer */
+    /* inference: KV cache 2 L B T C fp32 elements, no grads or optimizer */
     pc.train = 0;
     pc.batch = 2;
     pc.seq = 1024;
     assert_int_equal(llm_plan_compute(&pc, &q, &st), 0);
-    assert_true(q.kv_cache == 2.0 * 12 * 2 * 1024 * 768 * 2);
+    assert_true(q.kv_cache == 2.0 * 12 * 2 * 1024 * 768 * 4);
     assert_true(q.grads == 0 && q.optimizer == 0);
 }
 
