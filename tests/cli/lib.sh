@@ -72,3 +72,16 @@ Y
   llm-train --config "$TMP/train.yaml" -o "$TMP/run" >/dev/null 2>"$TMP/err" || return
   M=$(ls "$TMP"/run/*.llmk | tail -1)
 }
+
+# losses FILE...: "step loss" lines of the step records of llm-train metrics files (later
+# files win), the loss as Python's repr (exact)
+losses() { $PY - "$@" <<'PY'
+import json, sys
+d = {}
+for p in sys.argv[1:]:
+    for l in open(p):
+        j = json.loads(l)
+        if 'loss' in j: d[j['step']] = repr(j['loss'])
+for s in sorted(d): print(s, d[s])
+PY
+}

@@ -16,17 +16,6 @@ data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
 train: {batch_size: 4, seq_len: 64, max_steps: 12, lr: 0.003, warmup_steps: 2, eval_every: 6,
         eval_batches: 2, save_every: 4, keep_last: 2, seed: 99, threads: 2}
 Y
-# losses FILE...: "step loss" lines of the step records (later files win)
-losses() { $PY - "$@" <<'PY'
-import json, sys
-d = {}
-for p in sys.argv[1:]:
-    for l in open(p):
-        j = json.loads(l)
-        if 'loss' in j: d[j['step']] = repr(j['loss'])
-for s in sorted(d): print(s, d[s])
-PY
-}
 # weights A B: the tensor data of two checkpoints is identical (headers may differ)
 weights() { $PY - "$1" "$2" <<'PY'
 import sys

@@ -63,19 +63,6 @@ static llm_model *model(llm_backend *be, llm_dtype lo, uint64_t seed)
 
 static size_t nparams(void) { return llm_model_num_params(&CFG); }
 
-/* max |a-b| / max |b| */
-static double scaled_err(const float *a, const float *b, size_t n)
-{
-    double d = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (!(e <= d))
-            d = isnan(e) ? INFINITY : e;
-        if (fabs((double)b[i]) > s)
-            s = fabs((double)b[i]);
-    }
-    return s > 0 ? d / s : d;
-}
 
 static float fwd_bwd(llm_model *m)
 {
@@ -157,7 +144,7 @@ static void test_close_to_fp32(void **state)
     for (int b = 0; b < 2; b++)
         for (int k = 1; k < 3; k++) {
             double el = fabs(loss[b][k] - loss[b][0]) / loss[b][0];
-            double eg = scaled_err(g[b][k], g[b][0], n);
+            double eg = tu_scaled_err(g[b][k], g[b][0], n);
             print_message("# %s %s vs fp32: loss %.7f vs %.7f (rel %.3g), gradients %.3g\n",
                           names[b], lo_name(dts[k]), loss[b][k], loss[b][0], el, eg);
             assert_true(el <= 1e-2);
@@ -166,7 +153,7 @@ static void test_close_to_fp32(void **state)
         }
     for (int k = 0; k < 3; k++) {
         double el = fabs(loss[1][k] - loss[0][k]) / loss[0][k];
-        double eg = scaled_err(g[1][k], g[0][k], n);
+        double eg = tu_scaled_err(g[1][k], g[0][k], n);
         print_message("# %s cpu vs cpu-ref: loss rel %.3g, gradients %.3g\n",
                       k ? lo_name(dts[k]) : "fp32", el, eg);
         assert_true(el <= 1e-5);

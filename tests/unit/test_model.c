@@ -101,18 +101,6 @@ static int free_fixture(void **state)
     return 0;
 }
 
-static double scaled_err(const float *a, const float *b, size_t n)
-{
-    double d = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (!(e <= d))
-            d = isnan(e) ? INFINITY : e;
-        if (fabs((double)b[i]) > s)
-            s = fabs((double)b[i]);
-    }
-    return s > 0 ? d / s : d;
-}
 
 static llm_backend *backend(const char *name)
 {
@@ -166,7 +154,7 @@ static void reference_backend(const char *bname)
     const float *ref_logits = arr("logits", &nl);
     const float *ref_loss = arr("loss", NULL);
     assert_int_equal(nl, (size_t)fx.B * fx.T * fx.cfg.padded_vocab);
-    double el = scaled_err(llm_model_logits(m), ref_logits, nl);
+    double el = tu_scaled_err(llm_model_logits(m), ref_logits, nl);
     double eloss = fabs(loss - ref_loss[0]) / fabs(ref_loss[0]);
     printf("# %s: logits err %.3g, loss %.7f (ref %.7f, err %.3g)\n", bname, el, loss, ref_loss[0], eloss);
     assert_true(el <= 1e-5);
@@ -176,7 +164,7 @@ static void reference_backend(const char *bname)
     llm_backend *be2 = backend(bname);
     llm_model *mi = fixture_model(be2);
     assert_int_equal(llm_model_forward(mi, in, NULL, fx.B, fx.T, NULL, &st), 0);
-    assert_true(scaled_err(llm_model_logits(mi), ref_logits, nl) <= 1e-5);
+    assert_true(tu_scaled_err(llm_model_logits(mi), ref_logits, nl) <= 1e-5);
     assert_true(llm_model_bytes(mi) < llm_model_bytes(m));
     llm_model_free(mi);
     drop_backend(be2);
@@ -189,7 +177,7 @@ static void reference_backend(const char *bname)
     for (int i = 0; i < llm_model_nviews(m); i++) {
         const llm_param_view *v = llm_model_view(m, i);
         const float *ours = llm_model_grads(m) + v->offset;
-        double e = scaled_err(ours, ref_g + v->offset, v->numel);
+        double e = tu_scaled_err(ours, ref_g + v->offset, v->numel);
         if (i == 0 || e > worst) {
             worst = e;
             worst_name = v->name;
@@ -306,7 +294,7 @@ static void test_accumulation(void **s)
     assert_int_equal(llm_model_forward(b, in + B / 2 * T, tg + B / 2 * T, B / 2, T, &l2, &st), 0);
     assert_int_equal(llm_model_backward(b, 0.5f, &st), 0);
     double el = fabs(0.5 * (l1 + l2) - la) / la;
-    double eg = scaled_err(llm_model_grads(b), llm_model_grads(a), llm_model_num_params(&fx.cfg));
+    double eg = tu_scaled_err(llm_model_grads(b), llm_model_grads(a), llm_model_num_params(&fx.cfg));
     printf("# accumulation 2 x B=4 vs B=8: loss err %.3g, grad err %.3g\n", el, eg);
     assert_true(el <= 1e-6);
     assert_true(eg <= 1e-6);

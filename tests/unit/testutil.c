@@ -73,3 +73,16 @@ const char *tu_data(const char *rel)
     }
     return access(buf, R_OK) == 0 ? buf : NULL;
 }
+
+double tu_scaled_err(const float *a, const float *b, size_t n)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (!(e <= d))
+            d = isnan(e) ? INFINITY : e;
+        if (fabs((double)b[i]) > s)
+            s = fabs((double)b[i]);
+    }
+    return s > 0 ? d / s : d;
+}

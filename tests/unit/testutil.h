@@ -17,6 +17,10 @@ void tu_fill(tu_rng *r, float *x, size_t n, float lo, float hi);
 /* max |a-b| / max(|b|, floor) over n elements; *worst gets the index (may be NULL). */
 double tu_max_rel_err(const float *a, const float *b, size_t n, double floor, size_t *worst);
 
+/* max |a-b| / max |b| over n elements (max |a-b| when b is all zero); a NaN difference
+ * counts as infinite. */
+double tu_scaled_err(const float *a, const float *b, size_t n);
+
 /* A fresh temporary directory (removed by tu_rmdir). Returns a malloc'd path. */
 char *tu_tmpdir(void);
 void tu_rmdir(const char *path);
