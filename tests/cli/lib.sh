@@ -75,7 +75,7 @@ Y
 
 # losses FILE...: "step loss" lines of the step records of llm-train metrics files (later
 # files win), the loss as Python's repr (exact)
-losses() { $PY - "$@" <<'PY'
+losses() { "${PY:-python3}" - "$@" <<'PY'
 import json, sys
 d = {}
 for p in sys.argv[1:]:
