@@ -86,6 +86,8 @@ static const entry schema[] = {
      "fp16: initial loss scale (dynamic: halved on overflow, doubled after a window)"},
     {"train.loss_scale_window", K_I64, O(loss_scale_window), "1000", 1, 1e9, NULL,
      "fp16: consecutive clean steps before the loss scale doubles"},
+    {"train.recompute", K_WORD, O(recompute), "none", 0, 0, "none|selective|full",
+     "activations recomputed in the backward: none, attention probabilities, whole layers"},
     {"output.dir", K_STR, O(out_dir), "out", 0, 0, NULL, "checkpoint directory"},
     {"output.metrics", K_STR, O(metrics), "", 0, 0, NULL, "JSON lines file (empty or -: stdout)"},
     {"output.prom", K_STR, O(prom), "", 0, 0, NULL, "Prometheus textfile (empty: none)"},

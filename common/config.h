@@ -57,6 +57,7 @@ typedef struct {
     char precision[LLM_CFG_WORD_MAX];  /* fp32 | bf16 | fp16: precision of the GEMM operands */
     double loss_scale;                 /* fp16: the initial loss scale, [1, 2^24] */
     int64_t loss_scale_window;         /* fp16: clean steps before the loss scale doubles */
+    char recompute[LLM_CFG_WORD_MAX];  /* none | selective | full (model.h) */
 
     /* output: */
     char out_dir[LLM_CFG_PATH_MAX];

@@ -170,6 +170,19 @@ void llm_model_opt_range(const llm_model *m, size_t *lo, size_t *hi);
 typedef int (*llm_model_opt_saver)(void *ctx, llm_ckpt_writer *w, llm_status *st);
 void llm_model_set_opt_saver(llm_model *m, llm_model_opt_saver fn, void *ctx);
 
+/* ---- activation recompute (train.recompute) ----
+ * none       every layer keeps what its backward reads (model_impl.h, llm_layer_acts)
+ * selective  the attention probabilities (B,NH,T,T) are kept for one layer only and
+ *            recomputed from the kept qkv in the backward (one attention forward per
+ *            layer more)
+ * full       only the L+1 residual streams are kept; each layer's forward is rerun
+ *            from its input stream into one shared layer slot in the backward (one
+ *            layer forward per layer more)
+ * The gradients are the same as without recompute (the same kernels on the same inputs). */
+typedef enum { LLM_RECOMPUTE_NONE, LLM_RECOMPUTE_SELECTIVE, LLM_RECOMPUTE_FULL } llm_recompute;
+/* Errors: LLM_EUSAGE for a value outside the enum. Takes effect at the next forward. */
+int llm_model_set_recompute(llm_model *m, llm_recompute r, llm_status *st);
+
 /* Bytes of backend memory held (params, grads, moments, activations) for reporting. */
 size_t llm_model_bytes(const llm_model *m);
 

@@ -47,6 +47,8 @@ struct llm_model {
     size_t acts_floats;
     size_t cap_n, cap_att;
     int acts_train;                      /* 1: per-layer slots kept for the backward */
+    int recompute;                       /* llm_recompute wanted (model.h) */
+    int acts_recompute;                  /* llm_recompute the training layout was made for */
     float **x;                           /* training: L+1 residual streams; inference: 1 */
     llm_layer_acts *layer;               /* training: L slots; inference: 1 */
     float *lnf, *lnf_mean, *lnf_rstd;    /* (N,C), (N), (N) */

@@ -20,7 +20,8 @@ static size_t layer_floats(size_t n, size_t C, size_t natt)
 static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
 {
     size_t n = (size_t)B * (size_t)T, natt = (size_t)B * m->cfg.n_head * (size_t)T * (size_t)T;
-    if (m->acts && n <= m->cap_n && natt <= m->cap_att && (m->acts_train || !train))
+    if (m->acts && n <= m->cap_n && natt <= m->cap_att &&
+        ((m->acts_train && m->acts_recompute == m->recompute) || !train))
         return LLM_OK;
     llm_backend *be = m->be;
     if (n < m->cap_n)
@@ -46,8 +47,13 @@ static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
     m->backward_ready = 0;
 
     size_t C = (size_t)m->cfg.n_embd, Vp = (size_t)m->cfg.padded_vocab;
-    int L = m->cfg.n_layer, nslots = train ? L : 1, nx = train ? L + 1 : 1;
-    size_t total = (size_t)nslots * layer_floats(n, C, natt) + (size_t)nx * n * C
+    int rec = train ? m->recompute : LLM_RECOMPUTE_NONE;
+    int L = m->cfg.n_layer, nx = train ? L + 1 : 1;
+    int nslots = train && rec != LLM_RECOMPUTE_FULL ? L : 1;
+    /* selective: one attention-probability buffer shared by the layer slots */
+    int shared_att = rec == LLM_RECOMPUTE_SELECTIVE;
+    size_t total = (size_t)nslots * (layer_floats(n, C, natt) - (shared_att ? natt : 0))
+                   + (shared_att ? natt : 0) + (size_t)nx * n * C
                    + n * C + 2 * n                  /* lnf, mean, rstd */
                    + n * Vp + 2 * n                 /* logits, losses, lse */
                    + 2 * n * 4 * C                  /* scratch a, b */
@@ -65,13 +71,19 @@ static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
 #define TAKE(ptr, count) do { (ptr) = p; p += (count); } while (0)
     for (int i = 0; i < nx; i++)
         TAKE(m->x[i], n * C);
+    float *att_shared = NULL;
+    if (shared_att)
+        TAKE(att_shared, natt);
     for (int l = 0; l < nslots; l++) {
         llm_layer_acts *a = &m->layer[l];
         TAKE(a->ln1, n * C);
         TAKE(a->ln1_mean, n);
         TAKE(a->ln1_rstd, n);
         TAKE(a->qkv, n * 3 * C);
-        TAKE(a->att, natt);
+        if (shared_att)
+            a->att = att_shared;
+        else
+            TAKE(a->att, natt);
         TAKE(a->atty, n * C);
         TAKE(a->res2, n * C);
         TAKE(a->ln2, n * C);
@@ -98,6 +110,7 @@ static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
     m->cap_n = n;
     m->cap_att = natt;
     m->acts_train = train;
+    m->acts_recompute = rec;
     return LLM_OK;
 }
 
@@ -137,6 +150,32 @@ static void mm_backward(llm_model *m, float *dinp, int w, float *dbias, const fl
         be->matmul_backward(be, dinp, G(m, w), dbias, dout, inp, P(m, w), n, C, OC);
 }
 
+/* Layer l's forward from the residual stream x: the kept activations into a (layernorm
+ * statistics when train), res2 = x + attention block (res2 may be x: inference updates
+ * the stream in place), then xo = res2 + MLP block.  xo NULL (recompute in the backward)
+ * stops after the fc pre-activation: everything the backward reads, nothing more. */
+static void layer_forward(llm_model *m, int l, llm_layer_acts *a, const float *x, float *res2,
+                          float *xo, int train, int B, int T)
+{
+    llm_backend *be = m->be;
+    int C = m->cfg.n_embd, NH = m->cfg.n_head, n = B * T;
+    size_t N = (size_t)n;
+    be->layernorm_forward(be, a->ln1, train ? a->ln1_mean : NULL, train ? a->ln1_rstd : NULL,
+                          x, P(m, PV_LAYER(l, PV_LN1W)), P(m, PV_LAYER(l, PV_LN1B)), n, C);
+    mm_forward(m, a->qkv, a->ln1, PV_LAYER(l, PV_QKVW), P(m, PV_LAYER(l, PV_QKVB)), n, C, 3 * C);
+    be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, NH);
+    mm_forward(m, m->buf_b, a->atty, PV_LAYER(l, PV_APW), P(m, PV_LAYER(l, PV_APB)), n, C, C);
+    be->residual_forward(be, res2, x, m->buf_b, N * C);
+    be->layernorm_forward(be, a->ln2, train ? a->ln2_mean : NULL, train ? a->ln2_rstd : NULL,
+                          res2, P(m, PV_LAYER(l, PV_LN2W)), P(m, PV_LAYER(l, PV_LN2B)), n, C);
+    mm_forward(m, a->fch, a->ln2, PV_LAYER(l, PV_FCW), P(m, PV_LAYER(l, PV_FCB)), n, C, 4 * C);
+    if (!xo)
+        return;
+    be->gelu_forward(be, m->buf_a, a->fch, N * 4 * C);
+    mm_forward(m, m->buf_b, m->buf_a, PV_LAYER(l, PV_FPW), P(m, PV_LAYER(l, PV_FPB)), n, 4 * C, C);
+    be->residual_forward(be, xo, res2, m->buf_b, N * C);
+}
+
 int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                       float *loss, llm_status *st)
 {
@@ -152,7 +191,7 @@ int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *target
     if ((rc = alloc_acts(m, B, T, targets != NULL, st)))
         return rc;
     llm_backend *be = m->be;
-    int L = c->n_layer, C = c->n_embd, NH = c->n_head, Vp = c->padded_vocab, V = c->vocab_size;
+    int L = c->n_layer, C = c->n_embd, Vp = c->padded_vocab, V = c->vocab_size;
     int n = (int)N, train = m->acts_train;
     m->backward_ready = 0;
     if (m->lo && m->lo_stale) {
@@ -165,26 +204,11 @@ int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *target
         be->to_device(be, m->d_targets, targets, N * sizeof(int32_t));
 
     be->embed_forward(be, m->x[0], m->d_inputs, P(m, PV_WTE), P(m, PV_WPE), B, T, C);
+    int slots = train && m->acts_recompute != LLM_RECOMPUTE_FULL;
     for (int l = 0; l < L; l++) {
-        llm_layer_acts *a = &m->layer[train ? l : 0];
+        llm_layer_acts *a = &m->layer[slots ? l : 0];
         float *x = m->x[train ? l : 0], *xo = m->x[train ? l + 1 : 0];
-        float *res2 = train ? a->res2 : x;   /* inference: the stream is updated in place */
-        be->layernorm_forward(be, a->ln1, train ? a->ln1_mean : NULL, train ? a->ln1_rstd : NULL,
-                              x, P(m, PV_LAYER(l, PV_LN1W)), P(m, PV_LAYER(l, PV_LN1B)), n, C);
-        mm_forward(m, a->qkv, a->ln1, PV_LAYER(l, PV_QKVW),
-                   P(m, PV_LAYER(l, PV_QKVB)), n, C, 3 * C);
-        be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, NH);
-        mm_forward(m, m->buf_b, a->atty, PV_LAYER(l, PV_APW),
-                   P(m, PV_LAYER(l, PV_APB)), n, C, C);
-        be->residual_forward(be, res2, x, m->buf_b, N * C);
-        be->layernorm_forward(be, a->ln2, train ? a->ln2_mean : NULL, train ? a->ln2_rstd : NULL,
-                              res2, P(m, PV_LAYER(l, PV_LN2W)), P(m, PV_LAYER(l, PV_LN2B)), n, C);
-        mm_forward(m, a->fch, a->ln2, PV_LAYER(l, PV_FCW),
-                   P(m, PV_LAYER(l, PV_FCB)), n, C, 4 * C);
-        be->gelu_forward(be, m->buf_a, a->fch, N * 4 * C);
-        mm_forward(m, m->buf_b, m->buf_a, PV_LAYER(l, PV_FPW),
-                   P(m, PV_LAYER(l, PV_FPB)), n, 4 * C, C);
-        be->residual_forward(be, xo, res2, m->buf_b, N * C);
+        layer_forward(m, l, a, x, train ? a->res2 : x, xo, train, B, T);
     }
     float *xl = m->x[train ? L : 0];
     be->layernorm_forward(be, m->lnf, train ? m->lnf_mean : NULL, train ? m->lnf_rstd : NULL, xl,
@@ -233,8 +257,13 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
     be->zero(be, dres, N * C * fz);
     be->layernorm_backward(be, dres, G(m, m->nviews - 2), G(m, m->nviews - 1), A, m->x[L],
                            P(m, m->nviews - 2), m->lnf_mean, m->lnf_rstd, n, C);
+    int rec = m->acts_recompute;
     for (int l = L - 1; l >= 0; l--) {
-        llm_layer_acts *a = &m->layer[l];
+        llm_layer_acts *a = &m->layer[rec == LLM_RECOMPUTE_FULL ? 0 : l];
+        /* full recompute: rerun the layer's forward into the shared slot (the last layer's
+         * activations are still there from the forward) */
+        if (rec == LLM_RECOMPUTE_FULL && l != L - 1)
+            layer_forward(m, l, a, m->x[l], a->res2, NULL, 1, B, T);
         /* x_{l+1} = res2 + c_proj(gelu(c_fc(ln_2(res2)))) */
         be->gelu_forward(be, A, a->fch, N * 4 * C);
         be->zero(be, Bf, N * 4 * C * fz);
@@ -248,6 +277,10 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
         /* res2 = x_l + c_proj(attn(c_attn(ln_1(x_l)))) */
         be->zero(be, A, N * C * fz);
         mm_backward(m, A, PV_LAYER(l, PV_APW), G(m, PV_LAYER(l, PV_APB)), dres, a->atty, n, C, C);
+        /* selective recompute: the probabilities of this layer into the shared buffer
+         * (the output goes to scratch: atty is kept) */
+        if (rec == LLM_RECOMPUTE_SELECTIVE && l != L - 1)
+            be->attention_forward(be, Bf, a->att, a->qkv, B, T, C, NH);
         be->zero(be, Bf, N * 3 * C * fz);
         be->attention_backward(be, Bf, A, a->qkv, a->att, B, T, C, NH);
         be->zero(be, A, N * C * fz);
@@ -257,5 +290,13 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
     }
     be->embed_backward(be, G(m, PV_WTE), G(m, PV_WPE), dres, m->d_inputs, B, T, C);
     be->sync(be);
+    return LLM_OK;
+}
+
+int llm_model_set_recompute(llm_model *m, llm_recompute r, llm_status *st)
+{
+    if ((int)r < LLM_RECOMPUTE_NONE || (int)r > LLM_RECOMPUTE_FULL)
+        return llm_err(st, LLM_EUSAGE, "model: recompute mode %d unknown", (int)r);
+    m->recompute = r;
     return LLM_OK;
 }

@@ -28,7 +28,7 @@
 #include "common/status.h"
 
 typedef enum { LLM_PREC_FP32, LLM_PREC_BF16, LLM_PREC_FP16 } llm_precision;
-typedef enum { LLM_RECOMPUTE_NONE, LLM_RECOMPUTE_SELECTIVE, LLM_RECOMPUTE_FULL } llm_recompute;
+/* llm_recompute (none, selective, full) is in common/model.h. */
 
 typedef struct {
     llm_model_config model;

@@ -340,6 +340,11 @@ static int setup(trainer *t, llm_status *st)
         goto out;
     }
     llm_loss_scaler_init(&t->ls, lo == LLM_DT_F16, c->loss_scale, c->loss_scale_window);
+    /* activation recompute trades one more (partial) forward for activation memory */
+    if ((rc = llm_model_set_recompute(t->m, !strcmp(c->recompute, "full") ? LLM_RECOMPUTE_FULL
+                                            : !strcmp(c->recompute, "selective")
+                                                ? LLM_RECOMPUTE_SELECTIVE : LLM_RECOMPUTE_NONE, st)))
+        goto out;
     if ((rc = load_tokenizer(t, st)))
         goto out;
     if (t->tok && llm_tokenizer_vocab_size(t->tok) > mc.vocab_size) {

@@ -187,10 +187,13 @@ data: {train: $TMP/train.bin, tokenizer: byte}
 train: {batch_size: 4, seq_len: 64, max_steps: 2, lr: 0.001, warmup_steps: 1, save_every: 1000,
         keep_last: 0, seed: 5, threads: 2}
 Y
-for p in fp32 bf16 fp16; do
-  llm-profile plan --config pm.yaml --device cpu --precision $p --json >pm$p.json
-  LLM_TRAIN_MEMSTAT=1 llm-train --config pm.yaml -o pm$p --precision $p -q 2>pm$p.err >/dev/null
-  $PY - pm$p.json pm$p.err <<'PY' && ok "$p: planner within 10% of the measured allocation peak" || notok "$p: planner vs measured: $(cat pm$p.err | tail -2)"
+# (and activation recompute: the planner's selective and full against llm-train's)
+for pr in fp32:none bf16:none fp16:none fp32:selective fp32:full bf16:full; do
+  p=${pr%:*} rc=${pr#*:}
+  llm-profile plan --config pm.yaml --device cpu --precision $p --recompute $rc --json >pm$p$rc.json
+  LLM_TRAIN_MEMSTAT=1 llm-train --config pm.yaml -o pm$p$rc --precision $p --set train.recompute=$rc -q \
+    2>pm$p$rc.err >/dev/null
+  $PY - pm$p$rc.json pm$p$rc.err <<'PY' && ok "$p, recompute $rc: planner within 10% of the measured allocation peak" || notok "$p $rc: planner vs measured: $(tail -2 pm$p$rc.err)"
 import json, re, sys
 plan = json.load(open(sys.argv[1]))['bytes']['total']
 m = [re.search(r'peak memory (\d+) bytes allocated', l) for l in open(sys.argv[2])]
@@ -199,4 +202,17 @@ print('# planned %.0f measured %.0f (%+.2f%%)' % (plan, meas, 100 * (plan / meas
 assert abs(plan / meas - 1) <= 0.10
 PY
 done
+# recompute changes memory, not results: the same losses and final weights as keeping all
+for rc in none selective full; do
+  expect_exit "recompute $rc: 6 steps" 0 llm-train --config run.yaml -o rc$rc --set train.recompute=$rc \
+    --set train.max_steps=6 --metrics rc$rc.jsonl -q
+done
+for rc in selective full; do
+  check "recompute $rc: losses identical to none" diff <(losses rcnone.jsonl) <(losses rc$rc.jsonl)
+  llm-shard info --json rcnone/step-00000006.llmk | grep -o '"crc32": *[0-9]*' >crc.none
+  llm-shard info --json rc$rc/step-00000006.llmk | grep -o '"crc32": *[0-9]*' >crc.$rc
+  check "recompute $rc: final checkpoint tensors identical (crc32 of each)" \
+    eval '[ "$(wc -l <crc.none)" -gt 10 ] && cmp -s crc.none crc.'$rc
+done
+expect_exit "recompute: an unknown mode is refused" 64 llm-train --config run.yaml -o rcbad --set train.recompute=most
 echo "1..$_n"

@@ -303,6 +303,61 @@ static void test_accumulation(void **s)
     drop_backend(be);
 }
 
+/* Activation recompute: the same gradients as keeping everything (the same kernels run on
+ * the same inputs), bit for bit, with less activation memory; fp32 and bf16, cpu and
+ * cpu-ref, and with two micro-batches of different shapes reusing the layout. */
+static void test_recompute(void **s)
+{
+    (void)s;
+    const char *bes[] = {"cpu", "cpu-ref"};
+    for (int bi = 0; bi < 2; bi++)
+        for (int lo = 0; lo < 2; lo++) {
+            llm_backend *be = backend(bes[bi]);
+            llm_status st = {0};
+            int B = 3, T = 10;
+            int32_t in[3 * 10], tg[3 * 10];
+            tu_rng r = {11};
+            for (int i = 0; i < B * T; i++) {
+                in[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
+                tg[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
+            }
+            size_t np = llm_model_num_params(&fx.cfg), bytes[3];
+            float *g0 = malloc(np * sizeof(float)), loss[3][2];
+            for (int rc = LLM_RECOMPUTE_NONE; rc <= LLM_RECOMPUTE_FULL; rc++) {
+                llm_model *m = fixture_model(be);
+                if (lo)
+                    assert_int_equal(llm_model_set_precision(m, LLM_DT_BF16, &st), 0);
+                assert_int_equal(llm_model_set_recompute(m, (llm_recompute)rc, &st), 0);
+                assert_int_equal(llm_model_zero_grad(m, &st), 0);
+                assert_int_equal(llm_model_forward(m, in, tg, B, T, &loss[rc][0], &st), 0);
+                assert_int_equal(llm_model_backward(m, 0.5f, &st), 0);
+                assert_int_equal(llm_model_forward(m, in, tg, B - 1, T - 3, &loss[rc][1], &st), 0);
+                assert_int_equal(llm_model_backward(m, 0.5f, &st), 0);
+                bytes[rc] = llm_model_bytes(m);
+                const float *g = llm_model_grads(m);
+                if (rc == LLM_RECOMPUTE_NONE)
+                    memcpy(g0, g, np * sizeof(float));
+                else if (memcmp(g0, g, np * sizeof(float)) != 0)
+                    fail_msg("%s %s recompute %d: gradients differ (scaled err %g)", bes[bi],
+                             lo ? "bf16" : "fp32", rc, tu_scaled_err(g, g0, np));
+                assert_memory_equal(loss[rc], loss[0], sizeof loss[0]);
+                llm_model_free(m);
+            }
+            printf("# %s %s: model bytes none %zu selective %zu full %zu\n", bes[bi],
+                   lo ? "bf16" : "fp32", bytes[0], bytes[1], bytes[2]);
+            assert_true(bytes[1] < bytes[0] && bytes[2] < bytes[1]);
+            free(g0);
+            drop_backend(be);
+        }
+    llm_model *m = NULL;
+    llm_backend *be = backend("cpu");
+    llm_status st = {0};
+    assert_int_equal(llm_model_new(&m, &fx.cfg, be, &st), 0);
+    assert_int_equal(llm_model_set_recompute(m, (llm_recompute)7, &st), LLM_EUSAGE);
+    llm_model_free(m);
+    drop_backend(be);
+}
+
 static void test_bad_input_and_skip(void **s)
 {
     (void)s;
@@ -549,6 +604,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_cpu_ref), cmocka_unit_test(test_reference_cpu),
         cmocka_unit_test(test_init),              cmocka_unit_test(test_accumulation),
+        cmocka_unit_test(test_recompute),
         cmocka_unit_test(test_bad_input_and_skip), cmocka_unit_test(test_config),
         cmocka_unit_test(test_checkpoint),        cmocka_unit_test(test_opt_range),
     };
