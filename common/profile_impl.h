@@ -23,6 +23,12 @@ typedef struct {
     int layer, site;
 } region;
 
+/* A lo copy made by cast_lo: lo element i at dst stands for the fp32 element i at src. */
+typedef struct {
+    uintptr_t dst, src;
+    size_t n;                      /* elements; 0: unused slot */
+} lo_alias;
+
 typedef struct {
     double t0, dur, flop, bytes;   /* seconds since t_origin */
     int16_t op, layer;
@@ -50,8 +56,10 @@ struct llm_profile {
     size_t nregions, cregions;
     char (*sites)[40];
     int nsites, csites;
-    int site_none, site_mem, site_opt, site_wte, site_lm_head;
+    int site_none, site_mem, site_opt, site_wte, site_lm_head, site_params;
     int ctx_layer;
+    lo_alias lo[8];                /* the latest cast_lo destinations (mixed precision) */
+    int next_lo;
     int host_mem;      /* inner backend memory is host memory (CPU backends) */
     /* trace */
     double t_origin;
