@@ -97,4 +97,13 @@ void llm_profile_add_time(llm_profile *p, int op, int site, int layer, double du
 void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t0,
                         llm_op_cost c);
 
+/* Hash maps (profile_maps.c).  Memory blocks: put records a live allocation (0, or -1
+ * when out of memory: then it is not tracked); take forgets one and returns its size
+ * (0 when unknown); size looks one up without forgetting it.  agg_get finds or adds the
+ * aggregate of (op, site, layer); NULL when out of memory. */
+int llm_profile_blocks_put(llm_profile *p, void *ptr, size_t bytes);
+size_t llm_profile_blocks_take(llm_profile *p, void *ptr);
+size_t llm_profile_blocks_size(const llm_profile *p, const void *ptr);
+agg_entry *llm_profile_agg_get(llm_profile *p, int op, int site, int layer);
+
 #endif
