@@ -305,13 +305,15 @@ static int run_model(int train, int argc, char **argv)
     opts_default(&o);
     o.reps = 3;
     o.warmup = 1;
-    const char *config = NULL, *batches = train ? "4" : "1,2,4";
+    const char *config = NULL, *batches = train ? "4" : "1,2,4", *prec = NULL;
     int T = 0, gen = 16;
     const llm_opt table_train[] = {
         COMMON_OPTS(o),
         {"config", 'c', LLM_OPT_STR, &config, "FILE", "llm-train config: random-init model of its shape"},
         {"batch", 'b', LLM_OPT_STR, &batches, "LIST", "batch sizes, comma-separated (default: 4)"},
         {"seq", 's', LLM_OPT_INT, &T, "T", "sequence length (default: train.seq_len or max_seq_len)"},
+        {"precision", 'p', LLM_OPT_STR, &prec, "P",
+         "fp32, bf16 or fp16 matmul operands, as llm-train (default: the config's train.precision, else fp32)"},
         {"peak", 0, LLM_OPT_DOUBLE, &o.peak, "GFLOPS", "peak for MFU (default: measured FMA peak)"},
         {0},
     };
@@ -334,10 +336,17 @@ static int run_model(int train, int argc, char **argv)
     if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     if (!!model == !!config) { llm_error(&lg, "give a model file%s", train ? " or --config FILE (one of them)" : ""); return 64; }
+    llm_precision precision = LLM_PREC_FP32;
+    if (prec && llm_plan_precision_parse(prec, &precision)) {
+        llm_error(&lg, "precision '%s': use fp32, bf16 or fp16", prec);
+        return 64;
+    }
     llm_status st = {0};
     llm_train_config tc;
     llm_model_config mc;
     int maxT = 0;
+    double loss_scale = 0;
+    long long ls_window = 0;
     if (config) {
         llm_config_defaults(&tc);
         if (llm_config_load(&tc, config, &st)) { llm_error(&lg, "%s", st.msg); return llm_exit_code(st.code); }
@@ -347,6 +356,13 @@ static int run_model(int train, int argc, char **argv)
         mc.vocab_size = tc.vocab_size; mc.max_seq_len = tc.max_seq_len;
         mc.padded_vocab = tc.padded_vocab_size ? tc.padded_vocab_size : (tc.vocab_size + 127) / 128 * 128;
         if (!T) T = tc.seq_len;
+        /* the config's precision and loss scaling unless --precision says otherwise */
+        if (!prec && llm_plan_precision_parse(tc.precision, &precision)) {
+            llm_error(&lg, "%s: train.precision '%s': use fp32, bf16 or fp16", config, tc.precision);
+            return 78;
+        }
+        loss_scale = tc.loss_scale;
+        ls_window = (long long)tc.loss_scale_window;
     } else {
         llm_ckpt *ck;
         if (llm_ckpt_open(&ck, model, LLM_CKPT_HEADER_ONLY, &st)) { llm_error(&lg, "%s", st.msg); return llm_exit_code(st.code); }
@@ -371,7 +387,7 @@ static int run_model(int train, int argc, char **argv)
             return 64;
         }
         llm_bench_model_opts mo = {model, config ? &mc : NULL, o.device, o.threads, o.warmup, o.reps,
-                                   B, T, gen, o.peak};
+                                   B, T, gen, o.peak, precision, loss_scale, ls_window};
         llm_bench_row out[2];
         int rc = train ? llm_bench_train(&mo, &out[0], &st) : llm_bench_infer(&mo, out, &st);
         for (int k = 0; !rc && k < (train ? 1 : 2); k++) rc = llm_bench_rows_push(&rows, &out[k], &st);

@@ -110,7 +110,7 @@ static int run_plan(int argc, char **argv)
 static int run_profile(int argc, char **argv)
 {
     const char *prog = "llm-profile";
-    const char *config = NULL, *device = "cpu", *mode = "train", *trace = NULL, *peaks = NULL;
+    const char *config = NULL, *device = "cpu", *mode = "train", *trace = NULL, *peaks = NULL, *prec = NULL;
     int threads = 0, B = 0, T = 0, steps = 0, warmup = 1, per_layer = 0, json = 0, quiet = 0, verbose = 0;
     double pg = 0, pb = 0;
     long long seed = 1234;
@@ -121,6 +121,8 @@ static int run_profile(int argc, char **argv)
         {"batch", 'b', LLM_OPT_INT, &B, "B", "batch size (default: 4)"},
         {"seq", 't', LLM_OPT_INT, &T, "T", "sequence length (default: max_seq_len)"},
         {"mode", 'm', LLM_OPT_STR, &mode, "M", "train, prefill or decode (default: train)"},
+        {"precision", 'p', LLM_OPT_STR, &prec, "P",
+         "train: fp32, bf16 or fp16 GEMM operands (default: the config's train.precision, else fp32)"},
         {"steps", 's', LLM_OPT_INT, &steps, "N", "train steps, prefill runs or decode tokens"},
         {"warmup", 'w', LLM_OPT_INT, &warmup, "N", "untimed steps first (default: 1)"},
         {"per-layer", 'l', LLM_OPT_FLAG, &per_layer, NULL, "one row per layer instead of folding layers"},
@@ -156,6 +158,14 @@ static int run_profile(int argc, char **argv)
     else if (!strcmp(mode, "prefill")) o.mode = LLM_PROFILE_PREFILL;
     else if (!strcmp(mode, "decode")) o.mode = LLM_PROFILE_DECODE;
     else { llm_error(&lg, "mode '%s': use train, prefill or decode", mode); return 64; }
+    if (prec && llm_plan_precision_parse(prec, &o.precision)) {
+        llm_error(&lg, "precision '%s': use fp32, bf16 or fp16", prec);
+        return 64;
+    }
+    if (prec && o.precision != LLM_PREC_FP32 && o.mode != LLM_PROFILE_TRAIN) {
+        llm_error(&lg, "--precision %s is for --mode train", prec);
+        return 64;
+    }
     if (!!model == !!config) { llm_error(&lg, "give a model file or --config FILE (one of them)"); return 64; }
     if (B < 0 || T < 0 || steps < 0 || steps > 1000000 || warmup < 0 || warmup > 1000 || threads < 0) {
         llm_error(&lg, "-b, -t, --steps, --warmup and --threads must be >= 0");
@@ -168,6 +178,14 @@ static int run_profile(int argc, char **argv)
         o.config = &mc;
         if (!B) o.B = tc.batch_size;
         if (!T) o.T = tc.seq_len;
+        /* the config's precision and loss scaling unless --precision says otherwise
+         * (profiling an inference mode keeps fp32: the precision is llm-train's) */
+        if (!prec && o.mode == LLM_PROFILE_TRAIN && llm_plan_precision_parse(tc.precision, &o.precision)) {
+            llm_error(&lg, "%s: train.precision '%s': use fp32, bf16 or fp16", config, tc.precision);
+            return 78;
+        }
+        o.loss_scale = tc.loss_scale;
+        o.loss_scale_window = (long long)tc.loss_scale_window;
     }
     llm_status st = {0};
     if (llm_profile_peaks_get_dev(&o.peaks, peaks, device, threads, &st)) {

@@ -150,6 +150,7 @@ static void json_row(llm_json *j, const llm_bench_row *r)
     llm_json_kstr(j, "op", r->op);
     llm_json_kstr(j, "device", r->device);
     llm_json_kstr(j, "dtype", r->dtype);
+    if (r->precision[0]) llm_json_kstr(j, "precision", r->precision);
     llm_json_kstr(j, "shape", r->shape);
     llm_json_kint(j, "threads", r->threads);
     llm_json_kint(j, "ranks", r->ranks);
@@ -204,7 +205,10 @@ static void write_csv(FILE *f, const llm_bench_row *rows, int n)
 {
     const char *keys[64];
     int nk = kv_keys(rows, n, keys, 64);
-    fputs("benchmark,op,device,dtype,shape,threads,ranks,warmup,reps,time_min_s,"
+    int prec = 0;
+    for (int i = 0; i < n && !prec; i++) prec = rows[i].precision[0] != 0;
+    fputs(prec ? "benchmark,op,device,dtype,precision,shape," : "benchmark,op,device,dtype,shape,", f);
+    fputs("threads,ranks,warmup,reps,time_min_s,"
           "time_median_s,time_max_s,work,rate,unit,peak_pct", f);
     for (int k = 0; k < nk; k++) fprintf(f, ",%s", keys[k]);
     fputs(",note,commit,host,date\n", f);
@@ -214,6 +218,7 @@ static void write_csv(FILE *f, const llm_bench_row *rows, int n)
         csv_field(f, r->op); fputc(',', f);
         csv_field(f, r->device); fputc(',', f);
         csv_field(f, r->dtype); fputc(',', f);
+        if (prec) { csv_field(f, r->precision); fputc(',', f); }
         csv_field(f, r->shape);
         fprintf(f, ",%d,%d,%d,%d,", r->threads, r->ranks, r->warmup, r->reps);
         csv_num(f, r->t_min); fputc(',', f);
@@ -251,6 +256,7 @@ static void write_table(FILE *f, const llm_bench_row *rows, int n)
                 r->bench, r->op, r->device, r->dtype, r->shape, r->threads, r->reps,
                 1e3 * r->t_min, 1e3 * r->t_med, 1e3 * r->t_max, r->rate, r->unit, pk);
         for (int k = 0; k < r->nkv; k++) fprintf(f, " %s=%.4g", r->kv[k].key, r->kv[k].v);
+        if (r->precision[0]) fprintf(f, " precision=%s", r->precision);
         if (r->note[0]) fprintf(f, "  # %s", r->note);
         fputc('\n', f);
     }

@@ -26,6 +26,8 @@ typedef struct {
     char op[24];        /* variant: "sgemm", "copy", "triad", "step", "prefill", "decode" */
     char device[16];    /* "cpu", "cuda" */
     char dtype[8];      /* "f32", "f64", "bf16", ... */
+    char precision[8];  /* train: "fp32", "bf16", "fp16" (llm-train --precision); "" for
+                           rows without one: then no such field is written */
     char shape[80];     /* "M=512,N=512,K=512", "bytes=1048576", "B=4,T=64" */
     int threads;        /* CPU threads (0: not applicable) */
     int ranks;          /* processes taking part (1 without a communicator) */
@@ -59,7 +61,10 @@ double llm_bench_row_get(const llm_bench_row *r, const char *key, double def);
 void llm_bench_row_times(llm_bench_row *r, double *t, int n, double work, double scale,
                          const char *unit);
 
-/* Write rows in format fmt to f.  Returns 0, or -1 when a write failed (errno set). */
+/* Write rows in format fmt to f.  A row's precision, when set, is a string member
+ * "precision" after dtype (JSON), a column of that name when any row has one (CSV), and
+ * "precision=P" after the extras (table).  Returns 0, or -1 when a write failed (errno
+ * set). */
 int llm_bench_write(FILE *f, llm_bench_format fmt, const llm_bench_row *rows, int n);
 
 /* A byte size: decimal digits with an optional binary suffix K, M, G (KiB, MiB, GiB;

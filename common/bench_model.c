@@ -1,11 +1,13 @@
 /* bench_model.c — training and inference throughput. */
 #include "common/bench_model.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/ckpt.h"
 #include "common/infer.h"
+#include "common/loss_scale.h"
 
 double llm_bench_train_flops_per_token(const llm_model_config *c, int T)
 {
@@ -50,6 +52,12 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
     }
     if (o->T > mc.max_seq_len) { rc = llm_err(st, LLM_EUSAGE, "seq %d exceeds max_seq_len %d", o->T, mc.max_seq_len); goto done; }
     if ((rc = llm_model_new(&m, &mc, &be, st))) goto done;
+    llm_dtype lo = o->precision == LLM_PREC_BF16 ? LLM_DT_BF16 : o->precision == LLM_PREC_FP16 ? LLM_DT_F16
+                                                                                              : LLM_DT_F32;
+    if (lo != LLM_DT_F32 && (rc = llm_model_set_precision(m, lo, st))) goto done;
+    llm_loss_scaler ls;
+    llm_loss_scaler_init(&ls, lo == LLM_DT_F16, o->loss_scale > 0 ? o->loss_scale : 65536.0,
+                         o->loss_scale_window > 0 ? (int64_t)o->loss_scale_window : 1000);
     if (ck) { if ((rc = llm_model_load(m, ck, 0, st))) goto done; }
     else llm_model_init_gpt2(m, 1234);
     size_t n = (size_t)o->B * o->T;
@@ -66,14 +74,21 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
     for (int k = 0; k < o->warmup + o->reps; k++) {
         double t0 = llm_bench_now();
         float loss;
-        if ((rc = llm_model_zero_grad(m, st)) || (rc = llm_model_forward(m, ids, tgt, o->B, o->T, &loss, st)) ||
-            (rc = llm_model_backward(m, 1.0f, st)) || (rc = llm_model_update(m, &hp, k + 1, NULL, NULL, st)))
+        int skipped = 0;
+        if ((rc = llm_model_set_loss_scale(m, ls.scale, st)) || (rc = llm_model_zero_grad(m, st)) ||
+            (rc = llm_model_forward(m, ids, tgt, o->B, o->T, &loss, st)) ||
+            (rc = llm_model_backward(m, 1.0f, st)) || (rc = llm_model_update(m, &hp, k + 1, NULL, &skipped, st)))
             goto done;
+        /* fp16: an overflow skips the step and halves the scale, as in llm-train */
+        llm_loss_scaler_update(&ls, skipped && isfinite(loss), skipped && !isfinite(loss), NULL);
         be.sync(&be);
         if (k >= o->warmup) t[k - o->warmup] = llm_bench_now() - t0;
     }
     llm_bench_row_init(row, "train", "step");
     snprintf(row->device, sizeof row->device, "%s", be.name);
+    snprintf(row->precision, sizeof row->precision, "%s", llm_plan_precision_name(o->precision));
+    const char *gemm_dt = lo == LLM_DT_BF16 ? "bf16" : lo == LLM_DT_F16 ? "f16" : "f32";
+    snprintf(row->dtype, sizeof row->dtype, "%s", gemm_dt);
     snprintf(row->shape, sizeof row->shape, "B=%d,T=%d,L=%d,C=%d", o->B, o->T, mc.n_layer, mc.n_embd);
     row->threads = be.threads;
     row->warmup = o->warmup;
@@ -81,12 +96,16 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
     double fpt = llm_bench_train_flops_per_token(&mc, o->T);
     double peak = o->peak_gflops;
     if (!(peak > 0) && !strcmp(be.name, "cuda")) {
-        /* the GPU's table peak for the GEMMs the backend runs (fp32, or TF32 on request);
-         * -1 when the table does not know the device: no MFU then */
+        /* the GPU's table peak for the GEMMs the backend runs (fp32, or TF32 on request;
+         * bf16/f16 tensor cores under mixed precision); -1 when the table does not know
+         * the device: no MFU then */
         const char *tf = getenv("LLM_CUDA_TF32");
+        const char *pdt = lo != LLM_DT_F32 ? gemm_dt : tf && *tf == '1' ? "tf32" : "f32";
         llm_status ps = {0};
-        if (llm_bench_gpu_peaks(tf && *tf == '1' ? "tf32" : "f32", &peak, NULL, NULL, 0, &ps)) peak = -1;
+        if (llm_bench_gpu_peaks(pdt, &peak, NULL, NULL, 0, &ps)) peak = -1;
     } else if (!(peak > 0)) {
+        /* the CPU's fp32 FMA peak whatever the precision: its bf16/fp16 matmuls are
+         * fp32 GEMMs on rounded operands */
         peak = llm_bench_cpu_peak_gflops(be.threads);
     }
     llm_bench_row_kv(row, "batch", o->B);

@@ -4,6 +4,7 @@
 
 #include "common/bench.h"
 #include "common/model.h"
+#include "common/plan.h"
 
 typedef struct {
     const char *model_path;          /* .llmk (weights loaded) or NULL with config */
@@ -13,15 +14,23 @@ typedef struct {
     int B, T;                        /* train: batch and sequence; infer: batch and prompt */
     int gen;                         /* infer: decode steps timed (tokens per sequence) */
     double peak_gflops;              /* for MFU (<= 0: measured FMA peak; cuda: the GPU table's
-                                        f32 peak, tf32 with LLM_CUDA_TF32=1) */
+                                        peak for the matmul operands: f32, tf32 with
+                                        LLM_CUDA_TF32=1, bf16 or f16) */
+    llm_precision precision;         /* train: matmul operands as llm-train --precision (fp32
+                                        master weights + a 16-bit copy for bf16/fp16) */
+    double loss_scale;               /* train fp16: initial dynamic loss scale (<= 0: 65536) */
+    long long loss_scale_window;     /* train fp16: clean steps before it doubles (<= 0: 1000) */
 } llm_bench_model_opts;
 
 /* Training FLOPs per token: 6 P + 6 L T C (matmuls forward+backward, plus causal
  * attention scores and values over T/2 positions on average). */
 double llm_bench_train_flops_per_token(const llm_model_config *c, int T);
 
-/* Time full training steps (zero_grad, forward, backward, AdamW) on random tokens; one row:
- * tokens/s over the median step, ms_per_step, mfu (%), flops_per_token. */
+/* Time full training steps (zero_grad, forward, backward, AdamW) on random tokens in
+ * o->precision (fp16 with dynamic loss scaling, as llm-train); one row: tokens/s over the
+ * median step, ms_per_step, mfu (%), flops_per_token; precision "fp32"/"bf16"/"fp16" and
+ * dtype the matmul operands' ("f32", "bf16", "f16").  LLM_ENODEV when the backend has no
+ * bf16/fp16 matmuls. */
 int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_status *st);
 
 /* Prefill B prompts of T tokens, then gen decode steps, on a model file; two rows:

@@ -12,101 +12,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- small hash maps ---- */
-
-static size_t hash_ptr(const void *p)
-{
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return (size_t)x;
-}
-
-/* Memory blocks: open addressing, deleted slots marked with size SIZE_MAX. */
-static int blocks_put(llm_profile *p, void *ptr, size_t bytes)
-{
-    if (2 * (p->nblocks + p->ndead + 1) > p->cblocks) {
-        size_t cap = p->cblocks ? 2 * p->cblocks : 256;
-        while (2 * (p->nblocks + 1) > cap) cap *= 2;
-        mem_block *nb = calloc(cap, sizeof *nb);
-        if (!nb) return -1;
-        for (size_t i = 0; i < p->cblocks; i++) {
-            mem_block b = p->blocks[i];
-            if (!b.ptr || b.bytes == SIZE_MAX) continue;
-            size_t h = hash_ptr(b.ptr) & (cap - 1);
-            while (nb[h].ptr) h = (h + 1) & (cap - 1);
-            nb[h] = b;
-        }
-        free(p->blocks);
-        p->blocks = nb;
-        p->cblocks = cap;
-        p->ndead = 0;
-    }
-    size_t h = hash_ptr(ptr) & (p->cblocks - 1);
-    while (p->blocks[h].ptr && p->blocks[h].bytes != SIZE_MAX) h = (h + 1) & (p->cblocks - 1);
-    if (p->blocks[h].ptr) p->ndead--;
-    p->blocks[h] = (mem_block){ptr, bytes};
-    p->nblocks++;
-    return 0;
-}
-
-static size_t blocks_take(llm_profile *p, void *ptr)
-{
-    if (!p->cblocks) return 0;
-    size_t h = hash_ptr(ptr) & (p->cblocks - 1);
-    while (p->blocks[h].ptr) {
-        if (p->blocks[h].ptr == ptr && p->blocks[h].bytes != SIZE_MAX) {
-            size_t b = p->blocks[h].bytes;
-            p->blocks[h].bytes = SIZE_MAX;
-            p->nblocks--;
-            p->ndead++;
-            return b;
-        }
-        h = (h + 1) & (p->cblocks - 1);
-    }
-    return 0;
-}
-
-/* Aggregates keyed by (op, site, layer). */
-static size_t agg_hash(int op, int site, int layer)
-{
-    return ((size_t)op * 1000003u) ^ ((size_t)site * 7919u) ^ ((size_t)(layer + 1) * 104729u);
-}
-
-static agg_entry *agg_get(llm_profile *p, int op, int site, int layer)
-{
-    if (2 * (p->nagg + 1) > p->cagg) {
-        size_t cap = p->cagg ? 2 * p->cagg : 512;
-        agg_entry *na = calloc(cap, sizeof *na);
-        if (!na) return NULL;
-        for (size_t i = 0; i < p->cagg; i++) {
-            if (!p->agg[i].used) continue;
-            agg_entry *e = &p->agg[i];
-            size_t h = agg_hash(e->op, e->site, e->layer) & (cap - 1);
-            while (na[h].used) h = (h + 1) & (cap - 1);
-            na[h] = *e;
-        }
-        free(p->agg);
-        p->agg = na;
-        p->cagg = cap;
-    }
-    size_t h = agg_hash(op, site, layer) & (p->cagg - 1);
-    while (p->agg[h].used) {
-        agg_entry *e = &p->agg[h];
-        if (e->op == op && e->site == site && e->layer == layer) return e;
-        h = (h + 1) & (p->cagg - 1);
-    }
-    agg_entry *e = &p->agg[h];
-    memset(e, 0, sizeof *e);
-    e->used = 1;
-    e->op = op;
-    e->site = site;
-    e->layer = layer;
-    p->nagg++;
-    return e;
-}
-
 /* ---- regions (named parameter tensors) ---- */
 
 static int site_intern(llm_profile *p, const char *name)
@@ -195,9 +100,57 @@ static void attribute(llm_profile *p, const void *weight, int *site, int *layer)
     *layer = p->ctx_layer;
 }
 
+/* ---- the lo copy (mixed precision): learnt from cast_lo ---- */
+
+#define NLO ((int)(sizeof ((llm_profile *)0)->lo / sizeof ((llm_profile *)0)->lo[0]))
+
+static void lo_remember(llm_profile *p, const void *dst, const float *src, size_t n)
+{
+    if (!dst || !src || !n) return;
+    int slot = -1;
+    for (int i = 0; i < NLO && slot < 0; i++)
+        if (p->lo[i].n && p->lo[i].dst == (uintptr_t)dst) slot = i;
+    if (slot < 0) {
+        slot = p->next_lo;
+        p->next_lo = (slot + 1) % NLO;
+    }
+    p->lo[slot] = (lo_alias){(uintptr_t)dst, (uintptr_t)src, n};
+}
+
+/* A buffer [ptr, ptr + bytes) was freed: mappings into it are gone. */
+static void lo_forget(llm_profile *p, const void *ptr, size_t bytes)
+{
+    uintptr_t a = (uintptr_t)ptr, b = a + (bytes ? bytes : 1);
+    for (int i = 0; i < NLO; i++)
+        if (p->lo[i].n && p->lo[i].dst < b && a < p->lo[i].dst + 2 * p->lo[i].n) p->lo[i].n = 0;
+}
+
+/* The fp32 element a lo pointer was cast from, or NULL when no cast_lo wrote there. */
+static const void *lo_source(const llm_profile *p, const void *w_lo)
+{
+    uintptr_t a = (uintptr_t)w_lo;
+    for (int k = 1; k <= NLO; k++) {   /* newest first */
+        const lo_alias *l = &p->lo[(p->next_lo - k + NLO) % NLO];
+        if (l->n && a >= l->dst && a < l->dst + 2 * l->n)
+            return (const void *)(l->src + (a - l->dst) / 2 * sizeof(float));
+    }
+    return NULL;
+}
+
+/* Site and layer of an op reading lo weights: a registered region of the lo pointer
+ * itself, else the region of the fp32 weight it was cast from. */
+static void attribute_lo(llm_profile *p, const void *w_lo, int *site, int *layer)
+{
+    if (w_lo && !region_of(p, w_lo)) {
+        const void *src = lo_source(p, w_lo);
+        if (src) w_lo = src;
+    }
+    attribute(p, w_lo, site, layer);
+}
+
 void llm_profile_add_time(llm_profile *p, int op, int site, int layer, double dur)
 {
-    agg_entry *e = agg_get(p, op, site, layer);
+    agg_entry *e = llm_profile_agg_get(p, op, site, layer);
     if (e) e->seconds += dur;
     p->total_s += dur;
 }
@@ -209,7 +162,7 @@ void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t
     /* on a GPU the duration is known only once the device has run the op (flush) */
     int later = p->dev != NULL;
     double dur = later ? 0 : t1 - t0;
-    agg_entry *e = agg_get(p, op, site, layer);
+    agg_entry *e = llm_profile_agg_get(p, op, site, layer);
     if (e) {
         e->calls++;
         e->seconds += dur;
@@ -276,7 +229,7 @@ static void *w_alloc(llm_backend *be, size_t bytes)
 {
     llm_profile *p = P(be);
     void *ptr = IN(p)->alloc(IN(p), bytes);
-    if (ptr && blocks_put(p, ptr, bytes) == 0) {
+    if (ptr && llm_profile_blocks_put(p, ptr, bytes) == 0) {
         p->live += bytes;
         if (p->live > p->peak) p->peak = p->live;
     }
@@ -287,9 +240,10 @@ static void w_free(llm_backend *be, void *ptr)
 {
     llm_profile *p = P(be);
     if (ptr) {
-        size_t b = blocks_take(p, ptr);
+        size_t b = llm_profile_blocks_take(p, ptr);
         p->live -= b;
         if (!p->host_mem) uploads_forget(p, ptr, b);
+        lo_forget(p, ptr, b);
     }
     IN(p)->free(IN(p), ptr);
 }
@@ -574,6 +528,55 @@ static void w_attention_rows(llm_backend *be, float *out, const float *qkv, cons
     END(LLM_OP_ATTENTION_ROWS, site, layer, c);
 }
 
+static void w_cast_lo(llm_backend *be, void *dst, const float *src, size_t n, int lo)
+{
+    llm_profile *p = P(be);
+    if (!p->host_mem) uploads_forget(p, dst, 2 * n);
+    lo_remember(p, dst, src, n);
+    /* one tensor: its site; the model's whole parameter buffer: "params" */
+    const region *r = src ? region_of(p, src) : NULL;
+    int site = p->site_params, layer = -1;
+    if (r && (uintptr_t)src + n * sizeof(float) <= r->start + r->bytes) {
+        site = r->site;
+        layer = r->layer;
+    }
+    BEGIN(LLM_OP_CAST_LO);
+    IN(p)->cast_lo(IN(p), dst, src, n, lo);
+    END(LLM_OP_CAST_LO, site, layer, llm_cost_cast_lo(n));
+}
+
+static void w_matmul_forward_lo(llm_backend *be, float *out, const float *inp, const void *w_lo,
+                                int lo, const float *bias, int N, int C, int OC)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute_lo(p, w_lo, &site, &layer);
+    site = lm_head_site(p, site);
+    BEGIN(LLM_OP_MATMUL_FWD_LO);
+    IN(p)->matmul_forward_lo(IN(p), out, inp, w_lo, lo, bias, N, C, OC);
+    END(LLM_OP_MATMUL_FWD_LO, site, layer, llm_cost_matmul_forward_lo(N, C, OC, bias != NULL));
+}
+
+static void w_matmul_backward_lo(llm_backend *be, float *dinp, float *dw, float *dbias,
+                                 const float *dout, const float *inp, const void *w_lo, int lo,
+                                 int N, int C, int OC)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute_lo(p, w_lo, &site, &layer);
+    site = lm_head_site(p, site);
+    BEGIN(LLM_OP_MATMUL_BWD_LO);
+    IN(p)->matmul_backward_lo(IN(p), dinp, dw, dbias, dout, inp, w_lo, lo, N, C, OC);
+    END(LLM_OP_MATMUL_BWD_LO, site, layer, llm_cost_matmul_backward_lo(N, C, OC, dbias != NULL));
+}
+
+/* Host-side queries (NVML, cudaMemGetInfo): passed through untimed. */
+static int w_device_stats(llm_backend *be, struct llm_device_stats *out)
+{
+    llm_profile *p = P(be);
+    return IN(p)->device_stats(IN(p), out);
+}
+
 void llm_profile_backend(llm_profile *p, llm_backend *be)
 {
     *be = (llm_backend){
@@ -610,6 +613,10 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .matmul_rows = p->inner->matmul_rows ? w_matmul_rows : NULL,
         .kv_store = p->inner->kv_store ? w_kv_store : NULL,
         .attention_rows = p->inner->attention_rows ? w_attention_rows : NULL,
+        .cast_lo = p->inner->cast_lo ? w_cast_lo : NULL,
+        .matmul_forward_lo = p->inner->matmul_forward_lo ? w_matmul_forward_lo : NULL,
+        .matmul_backward_lo = p->inner->matmul_backward_lo ? w_matmul_backward_lo : NULL,
+        .device_stats = p->inner->device_stats ? w_device_stats : NULL,
     };
 }
 
@@ -634,7 +641,8 @@ int llm_profile_new(llm_profile **out, llm_backend *inner, size_t trace_cap, llm
     p->site_opt = site_intern(p, "optimizer");
     p->site_wte = site_intern(p, "wte");
     p->site_lm_head = site_intern(p, "lm_head");
-    if (p->site_lm_head < 0 || llm_profile_dev_init(p, st)) {
+    p->site_params = site_intern(p, "params");
+    if (p->site_lm_head < 0 || p->site_params < 0 || llm_profile_dev_init(p, st)) {
         llm_profile_free(p);
         return st && st->code ? (int)st->code : llm_err(st, LLM_ENOMEM, "out of memory for the profiler");
     }
@@ -701,6 +709,17 @@ void llm_profile_span_end(llm_profile *p)
 void llm_profile_flush(llm_profile *p)
 {
     llm_profile_dev_flush(p);
+}
+
+size_t llm_profile_mem_lo(const llm_profile *p)
+{
+    size_t total = 0;
+    for (int i = 0; i < NLO; i++) {
+        if (!p->lo[i].n) continue;
+        size_t b = llm_profile_blocks_size(p, (const void *)p->lo[i].dst);
+        total += b ? b : 2 * p->lo[i].n;
+    }
+    return total;
 }
 
 size_t llm_profile_mem_live(const llm_profile *p) { return p->live; }

@@ -39,6 +39,23 @@
  *   matmul_rows         flop 2NC*OC (+N*OC)  bytes wbytes(OC*C) + 4(NC + N*OC (+OC))
  *   kv_store            flop 0              bytes 4(4NC + 2N)
  *   attention_rows      flop S(4C + 5NH)    bytes 4(2NC + 2N + 2C*S), S = sum_i (pos[i]+1)
+ * Mixed-precision ops (lo = bf16/fp16, 2 bytes an element; the GEMM flops are the fp32
+ * ones, a rounding is no FLOP).  An operand rounded on the way in is read in fp32 once,
+ * written in lo once and read in lo once by the GEMM (what the CUDA backend does: a
+ * rounding kernel into a lo buffer, then cuBLASLt on lo operands):
+ *   cast_lo             flop 0              bytes 4n + 2n
+ *   matmul_forward_lo   flop 2NC*OC (+N*OC bias)
+ *                       bytes (4+2+2)NC + 2OC*C + 4N*OC (+4OC)
+ *   matmul_backward_lo  flop 4NC*OC (+N*OC bias)
+ *                       bytes (4+2+2)N*OC + (4+2+2)NC + 8NC (dinp r/w) + 2OC*C
+ *                             + 8OC*C (dw r/w) (+8OC dbias r/w)
+ *
+ * Mixed precision: the model's lo weights are a separate buffer (a 16-bit copy of the
+ * parameters, same offsets).  The profiler learns where it lives from cast_lo: a call
+ * cast_lo(dst, src, n) makes dst[i] stand for src[i], so a lo weight pointer inside dst is
+ * attributed to the region of the fp32 element it was cast from (the layer and site of
+ * the fp32 weight).  A later cast_lo to the same dst replaces the mapping; freeing dst
+ * forgets it.
  */
 #ifndef LLM_PROFILE_H
 #define LLM_PROFILE_H
@@ -58,6 +75,7 @@ typedef enum {
     LLM_OP_GELU_BWD, LLM_OP_ACCUMULATE, LLM_OP_XENT_BWD,
     LLM_OP_SUM_SQUARES, LLM_OP_ADAMW,
     LLM_OP_EMBED_ROWS, LLM_OP_MATMUL_ROWS, LLM_OP_KV_STORE, LLM_OP_ATTENTION_ROWS,
+    LLM_OP_CAST_LO, LLM_OP_MATMUL_FWD_LO, LLM_OP_MATMUL_BWD_LO,
     LLM_OP_COPY, LLM_OP_TO_DEVICE, LLM_OP_TO_HOST, LLM_OP_ZERO, LLM_OP_SYNC,
     LLM_OP_COUNT
 } llm_op;
@@ -91,6 +109,9 @@ llm_op_cost llm_cost_matmul_rows(int N, int C, int OC, int w_dt, int has_bias);
 llm_op_cost llm_cost_kv_store(int N, int C);
 /* pos: host array of the N rows' positions. */
 llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH);
+llm_op_cost llm_cost_cast_lo(size_t n);
+llm_op_cost llm_cost_matmul_forward_lo(int N, int C, int OC, int has_bias);
+llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias);
 
 typedef struct llm_profile llm_profile;
 
@@ -99,7 +120,9 @@ typedef struct llm_profile llm_profile;
 int llm_profile_new(llm_profile **out, llm_backend *inner, size_t trace_cap, llm_status *st);
 void llm_profile_free(llm_profile *p);
 
-/* Fill be with the forwarding backend (name "profile(INNER)", ctx = p). */
+/* Fill be with the forwarding backend (name "profile(INNER)", ctx = p).  The optional
+ * pointers (inference, mixed precision, device_stats) are set only where inner has them,
+ * so the wrapper has the same capabilities. */
 void llm_profile_backend(llm_profile *p, llm_backend *be);
 
 /* Name a region of backend memory (a parameter tensor: "h.3.mlp.c_fc.weight") so that
@@ -128,6 +151,10 @@ typedef struct {
 } llm_profile_devmem;
 /* 0 and *out filled on a GPU; -1 on the CPU (or when the driver could not tell). */
 int llm_profile_device_mem(const llm_profile *p, llm_profile_devmem *out);
+
+/* Bytes of the live buffers cast_lo has written (the model's 16-bit weight copy under
+ * mixed precision; 0 in fp32): the size of each allocation it wrote into. */
+size_t llm_profile_mem_lo(const llm_profile *p);
 
 /* Bytes allocated through the wrapper now and at the peak; number of live blocks. */
 size_t llm_profile_mem_live(const llm_profile *p);

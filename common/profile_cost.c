@@ -24,6 +24,9 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_MATMUL_ROWS] = "matmul_rows",
     [LLM_OP_KV_STORE] = "kv_store",
     [LLM_OP_ATTENTION_ROWS] = "attention_rows",
+    [LLM_OP_CAST_LO] = "cast_lo",
+    [LLM_OP_MATMUL_FWD_LO] = "matmul_forward_lo",
+    [LLM_OP_MATMUL_BWD_LO] = "matmul_backward_lo",
     [LLM_OP_COPY] = "copy",
     [LLM_OP_TO_DEVICE] = "to_device",
     [LLM_OP_TO_HOST] = "to_host",
@@ -172,4 +175,27 @@ llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH)
     for (int i = 0; i < N; i++) S += (double)pos[i] + 1;
     double nc = (double)N * C;
     return cost(S * (4.0 * C + 5.0 * NH), 2 * nc + 2.0 * N + 2.0 * C * S);
+}
+
+/* Mixed precision: 2-byte lo elements; a rounded operand is read in fp32, written in lo
+ * and read back in lo by the GEMM (4 + 2 + 2 bytes an element). */
+llm_op_cost llm_cost_cast_lo(size_t n)
+{
+    return (llm_op_cost){0, 6.0 * (double)n};
+}
+
+llm_op_cost llm_cost_matmul_forward_lo(int N, int C, int OC, int has_bias)
+{
+    double nc = (double)N * C, noc = (double)N * OC, occ = (double)OC * C;
+    return (llm_op_cost){2 * noc * C + (has_bias ? noc : 0),
+                         8 * nc + 2 * occ + 4 * noc + (has_bias ? 4.0 * OC : 0)};
+}
+
+llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias)
+{
+    double nc = (double)N * C, noc = (double)N * OC, occ = (double)OC * C;
+    /* dout and inp rounded (8 bytes an element each), dinp read and written (8), the lo
+     * weights read (2), dw read and written (8), dbias read and written (8) */
+    return (llm_op_cost){4 * noc * C + (has_bias ? noc : 0),
+                         8 * noc + 16 * nc + 10 * occ + (has_bias ? 8.0 * OC : 0)};
 }

@@ -23,6 +23,12 @@ typedef struct {
     int layer, site;
 } region;
 
+/* A lo copy made by cast_lo: lo element i at dst stands for the fp32 element i at src. */
+typedef struct {
+    uintptr_t dst, src;
+    size_t n;                      /* elements; 0: unused slot */
+} lo_alias;
+
 typedef struct {
     double t0, dur, flop, bytes;   /* seconds since t_origin */
     int16_t op, layer;
@@ -50,8 +56,10 @@ struct llm_profile {
     size_t nregions, cregions;
     char (*sites)[40];
     int nsites, csites;
-    int site_none, site_mem, site_opt, site_wte, site_lm_head;
+    int site_none, site_mem, site_opt, site_wte, site_lm_head, site_params;
     int ctx_layer;
+    lo_alias lo[8];                /* the latest cast_lo destinations (mixed precision) */
+    int next_lo;
     int host_mem;      /* inner backend memory is host memory (CPU backends) */
     /* trace */
     double t_origin;
@@ -88,5 +96,14 @@ void llm_profile_add_time(llm_profile *p, int op, int site, int layer, double du
 
 void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t0,
                         llm_op_cost c);
+
+/* Hash maps (profile_maps.c).  Memory blocks: put records a live allocation (0, or -1
+ * when out of memory: then it is not tracked); take forgets one and returns its size
+ * (0 when unknown); size looks one up without forgetting it.  agg_get finds or adds the
+ * aggregate of (op, site, layer); NULL when out of memory. */
+int llm_profile_blocks_put(llm_profile *p, void *ptr, size_t bytes);
+size_t llm_profile_blocks_take(llm_profile *p, void *ptr);
+size_t llm_profile_blocks_size(const llm_profile *p, const void *ptr);
+agg_entry *llm_profile_agg_get(llm_profile *p, int op, int site, int layer);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -12,6 +13,7 @@
 #include "common/ckpt.h"
 #include "common/infer.h"
 #include "common/json.h"
+#include "common/loss_scale.h"
 #include "common/plan.h"
 
 double llm_profile_peak_rss(void)
@@ -160,6 +162,13 @@ static int run_train(run_state *r, const llm_profile_run_opts *o, llm_model_conf
     }
     if (T > mc->max_seq_len) return llm_err(st, LLM_EUSAGE, "-t %d exceeds max_seq_len %d", T, mc->max_seq_len);
     if (llm_model_new(&r->model, mc, &r->be, st)) return st->code;
+    /* mixed precision as llm-train runs it: the lo copy is allocated here (tracked) */
+    llm_dtype lo = o->precision == LLM_PREC_BF16 ? LLM_DT_BF16 : o->precision == LLM_PREC_FP16 ? LLM_DT_F16
+                                                                                              : LLM_DT_F32;
+    if (lo != LLM_DT_F32 && llm_model_set_precision(r->model, lo, st)) return st->code;
+    llm_loss_scaler ls;
+    llm_loss_scaler_init(&ls, lo == LLM_DT_F16, o->loss_scale > 0 ? o->loss_scale : 65536.0,
+                         o->loss_scale_window > 0 ? (int64_t)o->loss_scale_window : 1000);
     if (r->ck) {
         if (llm_model_load(r->model, r->ck, 0, st)) return st->code;
     } else {
@@ -187,11 +196,14 @@ static int run_train(run_state *r, const llm_profile_run_opts *o, llm_model_conf
         snprintf(name, sizeof name, "step %d", step);
         llm_profile_span_begin(r->prof, name);
         float loss;
-        if (llm_model_zero_grad(r->model, st) ||
+        int skipped = 0;
+        if (llm_model_set_loss_scale(r->model, ls.scale, st) || llm_model_zero_grad(r->model, st) ||
             llm_model_forward(r->model, r->ids, r->tgt, B, T, &loss, st) ||
             llm_model_backward(r->model, 1.0f, st) ||
-            llm_model_update(r->model, &hp, step, NULL, NULL, st))
+            llm_model_update(r->model, &hp, step, NULL, &skipped, st))
             return st->code;
+        /* fp16: an overflowing step is skipped and the scale halves, as in llm-train */
+        llm_loss_scaler_update(&ls, skipped && isfinite(loss), skipped && !isfinite(loss), NULL);
         r->be.sync(&r->be);
         llm_profile_span_end(r->prof);
     }
@@ -287,6 +299,10 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
     const char *unit = o->mode == LLM_PROFILE_TRAIN ? "step" : o->mode == LLM_PROFILE_PREFILL ? "prefill" : "token";
     double tokens = o->mode == LLM_PROFILE_DECODE ? (double)B * steps : (double)B * T * steps;
     double pred = plan->total - (o->mode == LLM_PROFILE_TRAIN ? 0 : plan->params);
+    /* mixed precision: the 16-bit weight copy (part of params) predicted and measured */
+    int mixed = o->precision != LLM_PREC_FP32;
+    double lo_pred = mixed ? 2.0 * plan->n_params_dev : 0, lo_meas = (double)llm_profile_mem_lo(r->prof);
+    const char *prec = llm_plan_precision_name(o->precision);
     if (o->json) {
         llm_json j;
         llm_json_init(&j, out, 1);
@@ -294,6 +310,7 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
         llm_json_kstr(&j, "mode", mode_name(o->mode));
         llm_json_kstr(&j, "device", r->inner.name);
         llm_json_kint(&j, "threads", r->inner.threads);
+        llm_json_kstr(&j, "precision", prec);
         llm_json_kint(&j, "batch", B);
         llm_json_kint(&j, "seq", T);
         llm_json_kint(&j, "steps", steps);
@@ -312,6 +329,7 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
         llm_json_key(&j, "predicted");
         llm_json_obj_begin(&j);
         llm_json_knum(&j, "params", plan->params);
+        if (mixed) llm_json_knum(&j, "params_lo", lo_pred);
         llm_json_knum(&j, "grads", plan->grads);
         llm_json_knum(&j, "optimizer", plan->optimizer);
         llm_json_knum(&j, "activations", plan->activations);
@@ -324,6 +342,7 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
         llm_json_key(&j, "measured");
         llm_json_obj_begin(&j);
         llm_json_knum(&j, "allocated_peak", measured);
+        if (mixed) llm_json_knum(&j, "params_lo", lo_meas);
         llm_json_knum(&j, "peak_rss", rss);
         if (have_dm) {
             llm_json_knum(&j, "device_used_before", dm.used_before);
@@ -339,8 +358,8 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
         fputc('\n', out);
         return;
     }
-    fprintf(out, "# llm-profile: mode %s, device %s (%d threads), B=%d T=%d, %d %s(s), L=%d C=%d\n",
-            mode_name(o->mode), r->inner.name, r->inner.threads, B, T, steps, unit, mc->n_layer, mc->n_embd);
+    fprintf(out, "# llm-profile: mode %s, device %s (%d threads), B=%d T=%d, %d %s(s), L=%d C=%d, precision %s\n",
+            mode_name(o->mode), r->inner.name, r->inner.threads, B, T, steps, unit, mc->n_layer, mc->n_embd, prec);
     fprintf(out, "# %.3f ms per %s, %.1f tokens/s; peaks %.1f GFLOP/s, %.1f GB/s\n",
             steps ? 1e3 * total / steps : 0, unit, total > 0 ? tokens / total : 0, o->peaks.gflops,
             o->peaks.gbs);
@@ -348,6 +367,9 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
     fprintf(out, "\nmemory          predicted       measured\n");
     fprintf(out, "params       %12.0f %s\n", plan->params,
             o->mode == LLM_PROFILE_TRAIN ? "" : "  (mmap'd from the file, not allocated)");
+    if (mixed)
+        fprintf(out, "  params_lo  %12.0f %14.0f   (the %s copy of the weights, in params)\n", lo_pred, lo_meas,
+                prec);
     fprintf(out, "grads        %12.0f\n", plan->grads);
     fprintf(out, "optimizer    %12.0f\n", plan->optimizer);
     fprintf(out, "activations  %12.0f   (%.0f per layer)\n", plan->activations, plan->act_per_layer);
@@ -374,6 +396,11 @@ int llm_profile_run(const llm_profile_run_opts *o, FILE *out, const llm_log *lg,
     r.inner_ok = 1;
     int B = o->B > 0 ? o->B : 4;
     if (B > 4096) { run_free(&r); return llm_err(st, LLM_EUSAGE, "-b %d: must be in 1..4096", B); }
+    if (o->precision != LLM_PREC_FP32 && o->mode != LLM_PROFILE_TRAIN) {
+        run_free(&r);
+        return llm_err(st, LLM_EUSAGE, "--precision %s is for --mode train (inference runs the "
+                       "checkpoint's weights as stored)", llm_plan_precision_name(o->precision));
+    }
     if (llm_profile_new(&r.prof, &r.inner, 1u << 20, st)) { run_free(&r); return st->code; }
     llm_profile_backend(r.prof, &r.be);
 
@@ -398,7 +425,7 @@ int llm_profile_run(const llm_profile_run_opts *o, FILE *out, const llm_log *lg,
     llm_debug(lg, "%zu op calls recorded", llm_profile_nevents(r.prof));
 
     llm_plan_config pc = {.model = mc, .batch = B, .seq = T, .gpus = 1, .tp = 1, .pp = 1, .zero = 0,
-                          .precision = LLM_PREC_FP32, .recompute = LLM_RECOMPUTE_NONE,
+                          .precision = o->precision, .recompute = LLM_RECOMPUTE_NONE,
                           .train = o->mode == LLM_PROFILE_TRAIN, .cpu = 1};
     llm_plan plan;
     if (o->mode != LLM_PROFILE_TRAIN) {

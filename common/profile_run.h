@@ -9,6 +9,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/model.h"
+#include "common/plan.h"
 #include "common/profile.h"
 #include "common/status.h"
 
@@ -29,10 +30,15 @@ typedef struct {
     const char *trace_path;          /* NULL: no trace */
     llm_profile_peaks peaks;         /* <= 0 fields: unknown */
     unsigned long long seed;
+    llm_precision precision;         /* train: GEMM operand precision, as llm-train --precision
+                                        (fp32 master weights + a 16-bit copy for bf16/fp16) */
+    double loss_scale;               /* fp16: initial dynamic loss scale (<= 0: 65536) */
+    long long loss_scale_window;     /* fp16: clean steps before it doubles (<= 0: 1000) */
 } llm_profile_run_opts;
 
 /* Run and write the report to out.  Errors: LLM_ENOINPUT/LLM_EDATA (model file),
- * LLM_EUSAGE (B/T/mode out of range, decode without a model file), LLM_ENODEV,
+ * LLM_EUSAGE (B/T/mode out of range, decode without a model file, a precision other
+ * than fp32 outside train mode), LLM_ENODEV (also: a backend without the bf16/fp16 ops),
  * LLM_ENOMEM, LLM_EIO (writing). */
 int llm_profile_run(const llm_profile_run_opts *o, FILE *out, const llm_log *lg, llm_status *st);
 

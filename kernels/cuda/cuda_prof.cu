@@ -2,7 +2,14 @@
  *
  * Each op gets a pair of events on the backend's own stream, so an op's time is the
  * device time between the work queued before it finishing and its own work finishing;
- * nothing waits on the device until the caller resolves a batch (after a step). */
+ * nothing waits on the device until the caller resolves a batch (after a step).
+ *
+ * The pool is per op call, not per op kind: every op kind of common/profile.h gets its
+ * pair and its NVTX name (llm_op_name) the same way, the mixed-precision ones included.
+ * matmul_forward_lo / matmul_backward_lo round their activations and output gradients
+ * into lo buffers (cuda_lo.cu) on the same stream inside their pair, so that rounding is
+ * part of the op's time, as the byte counts assume; cast_lo (the weight copy after each
+ * update) is an op of its own. */
 #include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
 #include <stdlib.h>

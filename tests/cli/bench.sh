@@ -108,6 +108,31 @@ Y
 llm-bench train --config "$TMP/tiny.yaml" -b 1,2 -r 2 -w 1 -j 1 --peak 50 -F json >"$TMP/t.json" 2>"$TMP/err"
 n=$(schema "$TMP/t.json" json 'r["unit"]=="tokens/s" and r["work"]==r["batch"]*16 and r["mfu"]>0 and r["ms_per_step"]>0 and r["flops_per_token"]>0' 2>&1)
 [ "$n" = 2 ] && ok "train --config: tokens/s, ms/step, MFU per batch" || notok "train: $n $(cat "$TMP/err")"
+# mixed precision: the same row schema plus "precision"; dtype is the matmul operands'
+llm-bench train --config "$TMP/tiny.yaml" -b 1,2 -r 2 -w 1 -j 1 --peak 50 --precision bf16 -F json >"$TMP/tb.json" 2>"$TMP/err"
+n=$(schema "$TMP/tb.json" json 'r["precision"]=="bf16" and r["dtype"]=="bf16" and r["unit"]=="tokens/s" and r["work"]==r["batch"]*16 and r["mfu"]>0 and r["ms_per_step"]>0 and abs(r["mfu"]-100*r["rate"]*r["flops_per_token"]/50e9)<=1e-9*r["mfu"] and r["peak_pct"]==r["mfu"]' 2>&1)
+[ "$n" = 2 ] && ok "train --precision bf16: row schema with precision, MFU as in fp32" || notok "train bf16: $n $(cat "$TMP/err")"
+"$PY" -c "
+import json; r = json.load(open('$TMP/t.json'))['results'][0]
+assert r['precision'] == 'fp32' and r['dtype'] == 'f32', r
+" && ok "train rows say fp32 by default" || notok "train fp32 precision field"
+llm-bench train --config "$TMP/tiny.yaml" -b 2 -r 1 -w 1 -j 1 --peak 50 --precision fp16 -F jsonl >"$TMP/th.jsonl" 2>"$TMP/err"
+n=$(schema "$TMP/th.jsonl" jsonl 'r["precision"]=="fp16" and r["dtype"]=="f16" and r["mfu"]>0' 2>&1)
+[ "$n" = 1 ] && ok "train --precision fp16 (jsonl)" || notok "train fp16: $n $(cat "$TMP/err")"
+llm-bench train --config "$TMP/tiny.yaml" -b 2 -r 1 -w 0 -j 1 -d cpu-ref --peak 50 --precision bf16 -F csv >"$TMP/tb.csv" 2>"$TMP/err"
+"$PY" -c "
+import csv; rows = list(csv.DictReader(open('$TMP/tb.csv')))
+assert len(rows) == 1 and rows[0]['precision'] == 'bf16' and rows[0]['device'] == 'cpu-ref', rows
+" && ok "train csv: a precision column (cpu-ref)" || notok "train csv: $(head -2 "$TMP/tb.csv") $(cat "$TMP/err")"
+llm-bench train --config "$TMP/tiny.yaml" -b 2 -r 1 -w 0 -j 1 --peak 50 --precision bf16 >"$TMP/tb.txt" 2>/dev/null
+grep -qE '^train +step +cpu +bf16 .* precision=bf16$' "$TMP/tb.txt" && ok "train table: dtype and precision" || notok "train table: $(cat "$TMP/tb.txt")"
+printf 'model: {arch: gpt2, n_layer: 1, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 16}\ntrain: {batch_size: 1, seq_len: 8, precision: fp16}\n' >"$TMP/tinyh.yaml"
+llm-bench train --config "$TMP/tinyh.yaml" -r 1 -w 0 -j 1 --peak 50 -F jsonl >"$TMP/tc.jsonl" 2>"$TMP/err"
+n=$(schema "$TMP/tc.jsonl" jsonl 'r["precision"]=="fp16"' 2>&1)
+[ "$n" = 1 ] && ok "train: train.precision of --config is the default" || notok "train config precision: $n $(cat "$TMP/err")"
+expect_exit "train bad precision exits 64" 64 llm-bench train --config "$TMP/tiny.yaml" --precision fp8
+grep -q "precision 'fp8'" "$TMP/err" && ok "train bad precision is named" || notok "train bad precision message: $(cat "$TMP/err")"
+expect_exit "infer has no --precision (64)" 64 llm-bench infer "$TMP/nope.llmk" --precision bf16
 if command -v gnuplot >/dev/null; then
   "$ROOT/scripts/plot-throughput.sh" "$TMP/t.json" "$TMP/tp.png" >/dev/null 2>"$TMP/err" &&
     [ "$(head -c 4 "$TMP/tp.png" | od -An -c | tr -d ' ')" = '211PNG' ] && ok "plot-throughput.sh writes a PNG" ||

@@ -49,6 +49,63 @@ assert abs(m["error_pct"]) < 10, m
 assert m["measured"]["peak_rss"] > 0
 assert sorted(m["measured"]) == ["allocated_peak", "peak_rss"], m["measured"]   # no device_* on the cpu
 P
+# mixed precision: the lo ops with their formulas, sites per layer, the lo copy in memory
+llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision bf16 >"$TMP/pb.txt" 2>"$TMP/err"
+grep -qE '^matmul_forward_lo +attn.c_attn +all ' "$TMP/pb.txt" && grep -qE '^matmul_backward_lo +lm_head ' "$TMP/pb.txt" \
+  && grep -qE '^cast_lo +params +all +2 ' "$TMP/pb.txt" && ! grep -qE '^matmul_(for|back)ward ' "$TMP/pb.txt" \
+  && grep -q 'precision bf16' "$TMP/pb.txt" && ok "--precision bf16: table lists the lo ops at their sites" \
+  || notok "bf16 table: $(head -8 "$TMP/pb.txt") $(cat "$TMP/err")"
+grep -qE '^allocated +[0-9]+ +[0-9]+ +\(\+0\.00%' "$TMP/pb.txt" && grep -qE '^  params_lo +([0-9]+) +\1 ' "$TMP/pb.txt" \
+  && ok "bf16 memory: predicted equals measured, lo copy shown" || notok "bf16 memory: $(grep -A8 '^memory' "$TMP/pb.txt")"
+llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision bf16 --json --per-layer >"$TMP/pb.json" 2>"$TMP/err"
+"$PY" - "$TMP/pb.json" <<'P' && ok "bf16 --json: lo op counts equal the formulas; memory exact" || notok "bf16 --json $(cat "$TMP/err")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["precision"] == "bf16" and d["steps"] == 2
+ops = d["ops"]
+def one(op, site, layer):
+    r = [o for o in ops if o["op"] == op and o["site"] == site and o["layer"] == layer]
+    assert len(r) == 1, (op, site, layer, r)
+    return r[0]
+N, C, L, V, Vp, T = 32, 32, 2, 257, 384, 32
+assert not [o for o in ops if o["op"] in ("matmul_forward", "matmul_backward")]
+for l in range(L):
+    # per step: forward_lo 2NC4C + N4C, bytes 8NC + 2(4C)C + 4N(4C) + 4(4C); backward_lo 4NC4C + N4C,
+    # bytes 8N(4C) + 16NC + 10(4C)C + 8(4C); 2 steps
+    f = one("matmul_forward_lo", "mlp.c_fc", l)
+    assert f["calls"] == 2
+    assert abs(f["gflop"] * 1e9 - 2 * (2 * N * C * 4 * C + N * 4 * C)) < 1e-3, f
+    assert abs(f["gb"] * 1e9 - 2 * (8 * N * C + 2 * 4 * C * C + 4 * N * 4 * C + 4 * 4 * C)) < 1e-3, f
+    b = one("matmul_backward_lo", "mlp.c_proj", l)   # OC = C, in = 4C
+    assert abs(b["gflop"] * 1e9 - 2 * (4 * N * 4 * C * C + N * C)) < 1e-3, b
+    assert abs(b["gb"] * 1e9 - 2 * (8 * N * C + 16 * N * 4 * C + 10 * C * 4 * C + 8 * C)) < 1e-3, b
+# the tied output projection: no bias, OC = Vp
+h = one("matmul_forward_lo", "lm_head", -1)
+assert abs(h["gflop"] * 1e9 - 2 * 2 * N * C * Vp) < 1e-3, h
+P_ = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+c = one("cast_lo", "params", -1)
+assert c["calls"] == 2 and c["gflop"] == 0 and abs(c["gb"] * 1e9 - 2 * 6 * P_) < 1e-3, (c, P_)
+m = d["memory"]
+assert m["predicted"]["params"] == 6 * P_ and m["predicted"]["params_lo"] == 2 * P_, m
+assert m["measured"]["params_lo"] == 2 * P_, m
+assert m["measured"]["allocated_peak"] == m["predicted"]["allocated"] and abs(m["error_pct"]) < 1e-9, m
+P
+llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision fp16 --json >"$TMP/ph.json" 2>"$TMP/err"
+"$PY" -c "
+import json; d = json.load(open('$TMP/ph.json')); m = d['memory']
+assert d['precision'] == 'fp16' and any(o['op'] == 'matmul_backward_lo' for o in d['ops'])
+assert abs(m['error_pct']) < 1e-9 and m['measured']['params_lo'] == m['predicted']['params_lo'] > 0
+" && ok "--precision fp16: lo ops, memory exact" || notok "fp16: $(cat "$TMP/err")"
+printf 'model: {arch: gpt2, n_layer: 1, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 16}\ntrain: {batch_size: 1, seq_len: 8, precision: bf16}\n' >"$TMP/cfgb.yaml"
+llm-profile --config "$TMP/cfgb.yaml" -j 1 -s 1 $PK >"$TMP/pc.txt" 2>"$TMP/err" && grep -q 'precision bf16' "$TMP/pc.txt" \
+  && grep -q '^cast_lo ' "$TMP/pc.txt" && ok "train.precision of --config is the default" || notok "config precision: $(head -2 "$TMP/pc.txt") $(cat "$TMP/err")"
+llm-profile --config "$TMP/cfgb.yaml" -j 1 -s 1 $PK --precision fp32 >"$TMP/pc.txt" 2>"$TMP/err" && grep -q 'precision fp32' "$TMP/pc.txt" \
+  && ! grep -q '^cast_lo ' "$TMP/pc.txt" && ok "--precision overrides the config" || notok "precision override: $(head -2 "$TMP/pc.txt")"
+expect_exit "bad precision exits 64" 64 llm-profile --config "$TMP/cfg.yaml" --precision fp8 $PK
+grep -q "precision 'fp8'" "$TMP/err" && ok "bad precision is named" || notok "bad precision message: $(cat "$TMP/err")"
+expect_exit "precision outside train mode exits 64" 64 llm-profile --config "$TMP/cfg.yaml" --mode prefill --precision bf16 $PK
+expect_exit "cpu-ref bf16 runs" 0 llm-profile --config "$TMP/cfgb.yaml" -d cpu-ref -j 1 -s 1 $PK --precision bf16
+
 if command -v gnuplot >/dev/null; then
   "$ROOT/scripts/plot-roofline.sh" "$TMP/p.json" "$TMP/roof.png" >/dev/null 2>"$TMP/err" &&
     [ "$(head -c 4 "$TMP/roof.png" | od -An -c | tr -d ' ')" = '211PNG' ] && ok "plot-roofline.sh writes a PNG" ||

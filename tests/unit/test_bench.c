@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/bench.h"
+#include "common/bench_model.h"
 
 static void test_parse(void **state)
 {
@@ -149,6 +150,28 @@ static void test_writers(void **state)
     s = write_rows(LLM_BENCH_TABLE, rows, 2);
     assert_non_null(strstr(s, "allreduce"));
     assert_non_null(strstr(s, "# commit "));
+    assert_null(strstr(s, "precision"));
+    free(s);
+
+    /* a row with a precision (train): a "precision" member after dtype, a CSV column when
+     * any row has one, a table field; rows without one write no such field */
+    snprintf(rows[1].precision, sizeof rows[1].precision, "bf16");
+    s = write_rows(LLM_BENCH_JSON, rows, 2);
+    doc = json_loads(s, 0, &err);
+    assert_non_null(doc);
+    res = json_object_get(doc, "results");
+    assert_null(json_object_get(json_array_get(res, 0), "precision"));
+    assert_string_equal(json_string_value(json_object_get(json_array_get(res, 1), "precision")), "bf16");
+    assert_non_null(strstr(s, "\"dtype\": \"f32\",\n      \"precision\": \"bf16\""));
+    json_decref(doc);
+    free(s);
+    s = write_rows(LLM_BENCH_CSV, rows, 2);
+    assert_non_null(strstr(s, "benchmark,op,device,dtype,precision,shape,"));
+    assert_non_null(strstr(s, ",f32,bf16,"));   /* the allreduce row */
+    assert_non_null(strstr(s, ",f32,,\"bytes=1"));  /* the mem row: empty */
+    free(s);
+    s = write_rows(LLM_BENCH_TABLE, rows, 2);
+    assert_non_null(strstr(s, " precision=bf16\n"));
     free(s);
 }
 
@@ -264,6 +287,29 @@ static void test_gpu_refuses(void **state)
     assert_int_equal(llm_bench_mem_cuda("triad", 1024, 0, 1, &r, &st), LLM_ENODEV);
 }
 
+/* llm_bench_train in each precision on a tiny random model: the row says which, the
+ * matmul dtype follows it, MFU is rate x flop per token / peak as in fp32. */
+static void test_train_precision(void **state)
+{
+    (void)state;
+    llm_model_config mc = {"gpt2", 1, 2, 16, 64, 128, 16};
+    const char *names[3] = {"fp32", "bf16", "fp16"}, *dts[3] = {"f32", "bf16", "f16"};
+    llm_precision ps[3] = {LLM_PREC_FP32, LLM_PREC_BF16, LLM_PREC_FP16};
+    for (int i = 0; i < 3; i++) {
+        llm_bench_model_opts o = {NULL, &mc, "cpu", 1, 0, 2, 2, 8, 0, 100.0, ps[i], 0, 0};
+        llm_bench_row r;
+        llm_status st = {0};
+        assert_int_equal(llm_bench_train(&o, &r, &st), 0);
+        assert_string_equal(r.bench, "train");
+        assert_string_equal(r.precision, names[i]);
+        assert_string_equal(r.dtype, dts[i]);
+        assert_true(r.work == 16 && r.rate > 0);
+        double fpt = llm_bench_row_get(&r, "flops_per_token", -1);
+        assert_true(fpt == llm_bench_train_flops_per_token(&mc, 8));
+        assert_true(fabs(llm_bench_row_get(&r, "mfu", -1) - 100.0 * r.rate * fpt / 100e9) <= 1e-9 * r.peak_pct);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,7 +317,7 @@ int main(void)
         cmocka_unit_test(test_time_loop),     cmocka_unit_test(test_writers),
         cmocka_unit_test(test_tiny_runs),     cmocka_unit_test(test_busbw_factors),
         cmocka_unit_test(test_peak),          cmocka_unit_test(test_gpu_peaks),
-        cmocka_unit_test(test_gpu_refuses),
+        cmocka_unit_test(test_gpu_refuses),   cmocka_unit_test(test_train_precision),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -139,6 +139,26 @@ static void test_cost_formulas(void **state)
     /* embed_rows N=2 C=4 f32: 8 adds; wte rows 8 floats, ids+pos 4, wpe rows 8, out 8. */
     c = llm_cost_embed_rows(2, 4, LLM_DT_F32);
     assert_true(c.flop == 8 && c.bytes == 112);
+    /* Mixed precision (2-byte lo elements; a rounded operand: fp32 read 4 + lo write 2 +
+     * lo read 2 = 8 bytes an element).  cast_lo n=10: read 40, write 20. */
+    c = llm_cost_cast_lo(10);
+    assert_true(c.flop == 0 && c.bytes == 60);
+    /* matmul_forward_lo N=4 C=3 OC=5 + bias: flop as fp32 (140); inp 12 x 8 = 96,
+     * w_lo 15 x 2 = 30, out 20 x 4 = 80, bias 5 x 4 = 20 -> 226. */
+    c = llm_cost_matmul_forward_lo(4, 3, 5, 1);
+    assert_true(c.flop == 140 && c.bytes == 226);
+    c = llm_cost_matmul_forward_lo(4, 3, 5, 0);
+    assert_true(c.flop == 120 && c.bytes == 206);
+    /* matmul_backward_lo N=4 C=3 OC=5 + bias: flop 260 as fp32; dout 20 x 8 = 160,
+     * inp 12 x 8 = 96, dinp r/w 12 x 8 = 96, w_lo 15 x 2 = 30, dw r/w 15 x 8 = 120,
+     * dbias r/w 5 x 8 = 40 -> 542. */
+    c = llm_cost_matmul_backward_lo(4, 3, 5, 1);
+    assert_true(c.flop == 260 && c.bytes == 542);
+    c = llm_cost_matmul_backward_lo(4, 3, 5, 0);
+    assert_true(c.flop == 240 && c.bytes == 502);
+    assert_string_equal(llm_op_name(LLM_OP_CAST_LO), "cast_lo");
+    assert_string_equal(llm_op_name(LLM_OP_MATMUL_FWD_LO), "matmul_forward_lo");
+    assert_string_equal(llm_op_name(LLM_OP_MATMUL_BWD_LO), "matmul_backward_lo");
     /* No 32-bit overflow on GPT-2 XL sized shapes. */
     c = llm_cost_matmul_forward(8 * 1024, 1600, 4 * 1600, 0);
     assert_true(c.flop == 2.0 * 8192 * 1600 * 6400);
@@ -427,6 +447,122 @@ static void test_attention_rows_positions(void **state)
     llm_profile_free(p);
 }
 
+/* ---- mixed precision: the lo ops, attribution through the lo copy, capabilities ---- */
+
+static int last_lo;
+static void s_cast_lo(llm_backend *be, void *d, const float *s, size_t n, int lo) { (void)d; (void)s; (void)n; last_lo = lo; S(be)->calls[LLM_OP_CAST_LO]++; }
+static void s_mm_f_lo(llm_backend *be, float *o, const float *i, const void *w, int lo, const float *b, int N, int C, int OC) { (void)o; (void)i; (void)w; (void)b; last_lo = lo; stub *s = S(be); s->calls[LLM_OP_MATMUL_FWD_LO]++; s->lastN = N; s->lastC = C; s->lastOC = OC; }
+static void s_mm_b_lo(llm_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const void *w, int lo, int N, int C, int OC) { (void)di; (void)dw; (void)db; (void)d; (void)i; (void)w; (void)N; (void)C; (void)OC; last_lo = lo; S(be)->calls[LLM_OP_MATMUL_BWD_LO]++; }
+static int s_stats(llm_backend *be, struct llm_device_stats *o) { (void)be; o->mem_used_mb = 42; o->util_pct = -1; return 0; }
+
+static void test_capabilities(void **state)
+{
+    (void)state;
+    stub s;
+    llm_backend inner, be;
+    llm_profile *p;
+    llm_status st = {0};
+    /* an inner backend without the optional ops: the wrapper has none either */
+    stub_init(&inner, &s);
+    assert_int_equal(llm_profile_new(&p, &inner, 0, &st), 0);
+    llm_profile_backend(p, &be);
+    assert_null(be.cast_lo);
+    assert_null(be.matmul_forward_lo);
+    assert_null(be.matmul_backward_lo);
+    assert_null(be.device_stats);
+    assert_null(be.matmul_rows);
+    llm_profile_free(p);
+    /* with them: forwarded */
+    inner.cast_lo = s_cast_lo;
+    inner.matmul_forward_lo = s_mm_f_lo;
+    inner.matmul_backward_lo = s_mm_b_lo;
+    inner.device_stats = s_stats;
+    assert_int_equal(llm_profile_new(&p, &inner, 0, &st), 0);
+    llm_profile_backend(p, &be);
+    assert_non_null(be.cast_lo);
+    assert_non_null(be.matmul_forward_lo);
+    assert_non_null(be.matmul_backward_lo);
+    struct llm_device_stats ds = {0};
+    assert_int_equal(be.device_stats(&be, &ds), 0);
+    assert_true(ds.mem_used_mb == 42 && ds.util_pct == -1);
+    assert_int_equal(llm_profile_nevents(p), 0);   /* a query, not an op */
+    llm_profile_free(p);
+}
+
+static void test_mixed_precision(void **state)
+{
+    fixture *f = *state;
+    /* the fixture's profiler wraps f->inner: give it the lo ops and re-fill the wrapper */
+    f->inner.cast_lo = s_cast_lo;
+    f->inner.matmul_forward_lo = s_mm_f_lo;
+    f->inner.matmul_backward_lo = s_mm_b_lo;
+    llm_profile_backend(f->p, &f->be);
+    llm_backend *be = &f->be;
+    /* the model's lo copy: 300 two-byte elements, cast from the whole parameter buffer */
+    uint16_t *lo = be->alloc(be, 300 * sizeof(uint16_t));
+    assert_non_null(lo);
+    be->cast_lo(be, lo, f->params, 300, LLM_DT_BF16);
+    assert_int_equal(last_lo, LLM_DT_BF16);
+    assert_int_equal(llm_profile_mem_lo(f->p), 600);
+    be->matmul_forward_lo(be, NULL, NULL, lo + 10, LLM_DT_BF16, f->params, 4, 3, 5);    /* layer 0 */
+    be->gelu_forward(be, NULL, NULL, 10);                                                  /* -> layer 0 */
+    be->matmul_forward_lo(be, NULL, NULL, lo + 100, LLM_DT_BF16, NULL, 4, 3, 5);         /* layer 1 */
+    be->matmul_forward_lo(be, NULL, NULL, lo + 250, LLM_DT_BF16, NULL, 2, 4, 8);         /* lm_head */
+    be->matmul_backward_lo(be, NULL, NULL, NULL, NULL, NULL, lo + 250, LLM_DT_BF16, 2, 4, 8);
+    be->matmul_backward_lo(be, NULL, NULL, (float *)f->params, NULL, NULL, lo + 110, LLM_DT_F16, 4, 3, 5);
+    assert_int_equal(last_lo, LLM_DT_F16);
+    /* a single tensor cast: its own site */
+    uint16_t one[20];
+    be->cast_lo(be, one, f->params + 60, 20, LLM_DT_BF16);
+    assert_int_equal(f->s.calls[LLM_OP_CAST_LO], 2);
+    assert_int_equal(f->s.calls[LLM_OP_MATMUL_FWD_LO], 3);
+    assert_int_equal(f->s.calls[LLM_OP_MATMUL_BWD_LO], 2);
+    assert_int_equal(f->s.lastOC, 8);
+
+    llm_profile_entry *v;
+    int n;
+    llm_status st = {0};
+    assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
+    const llm_profile_entry *e = find(v, n, LLM_OP_CAST_LO, "params", -1);
+    assert_non_null(e);
+    llm_op_cost c = llm_cost_cast_lo(300);
+    assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
+    e = find(v, n, LLM_OP_CAST_LO, "ln_1", 0);
+    assert_non_null(e);
+    assert_true(e->bytes == llm_cost_cast_lo(20).bytes);
+    e = find(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_attn", 0);
+    assert_non_null(e);
+    c = llm_cost_matmul_forward_lo(4, 3, 5, 1);
+    assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
+    assert_non_null(find(v, n, LLM_OP_GELU_FWD, "", 0));
+    e = find(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_attn", 1);
+    assert_non_null(e);
+    c = llm_cost_matmul_forward_lo(4, 3, 5, 0);
+    assert_true(e->flop == c.flop && e->bytes == c.bytes);
+    e = find(v, n, LLM_OP_MATMUL_FWD_LO, "lm_head", -1);
+    assert_non_null(e);
+    assert_true(e->flop == llm_cost_matmul_forward_lo(2, 4, 8, 0).flop);
+    e = find(v, n, LLM_OP_MATMUL_BWD_LO, "lm_head", -1);
+    assert_non_null(e);
+    c = llm_cost_matmul_backward_lo(2, 4, 8, 0);
+    assert_true(e->flop == c.flop && e->bytes == c.bytes);
+    e = find(v, n, LLM_OP_MATMUL_BWD_LO, "attn.c_attn", 1);
+    assert_non_null(e);
+    c = llm_cost_matmul_backward_lo(4, 3, 5, 1);
+    assert_true(e->flop == c.flop && e->bytes == c.bytes);
+    free(v);
+
+    /* freed: the lo copy is forgotten, its memory no longer counts */
+    be->free(be, lo);
+    assert_int_equal(llm_profile_mem_lo(f->p), 40);   /* the 20-element cast into one[] */
+    llm_profile_reset(f->p);
+    uint16_t stray[8];
+    be->matmul_forward_lo(be, NULL, NULL, stray, LLM_DT_BF16, NULL, 1, 2, 3);
+    assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
+    assert_non_null(find(v, n, LLM_OP_MATMUL_FWD_LO, "", 1));   /* unattributed: the context */
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -437,6 +573,8 @@ int main(void)
         cmocka_unit_test(test_bound),
         cmocka_unit_test(test_trace_cap),
         cmocka_unit_test(test_attention_rows_positions),
+        cmocka_unit_test(test_capabilities),
+        cmocka_unit_test_setup_teardown(test_mixed_precision, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
