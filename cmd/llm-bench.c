@@ -292,11 +292,9 @@ static int run_coll(const char *coll, int argc, char **argv)
     }
     int cuda = !strcmp(o.device, "cuda");
     llm_status st = {0};
-    /* cuda: say "no CUDA device" before any rank waits for the others */
-    if (cuda && llm_bench_gpu_peaks("f32", NULL, NULL, NULL, 0, &st)) {
-        llm_error(&lg, "%s", st.msg);
-        return llm_exit_code(st.code);
-    }
+    /* cuda: no GPU is LLM_ENODEV ("nccl: no CUDA device visible") from llm_dist_init or
+     * llm_dist_nccl_self, before any rank waits for the others; no probe here, which would
+     * make a context on GPU 0 in every rank */
     llm_dist *d = NULL;  /* ranks from mpirun (MPI builds), srun or --dist-init; else one rank */
     llm_dist_opts dopt = {dist_init, dist_timeout, cuda, &lg};
     if (llm_dist_init(&d, &dopt, &st) || (cuda && llm_dist_nccl_self(d, &st))) {
