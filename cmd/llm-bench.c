@@ -42,12 +42,13 @@ static void opts_default(opts *o)
     {"verbose", 'v', LLM_OPT_COUNT, &(o).verbose, NULL, "more diagnostics"}
 
 /* Which devices a subcommand runs on. */
-enum { DEV_CPU, DEV_MODEL, DEV_GPU };
+enum { DEV_CPU, DEV_MODEL, DEV_GPU, DEV_NCCL };
 
 /* Validate the options every subcommand shares; returns 0 or an exit status.
  * devs: DEV_MODEL when the subcommand runs through kernels/backend.h (train, infer), so
  * any device the backend knows is fine; DEV_GPU for gemm and mem (cpu, and cuda in a
- * CUDA build); DEV_CPU for the collectives, which have CPU code only so far. */
+ * CUDA build); DEV_NCCL for the collectives (cpu, and cuda in a CUDA build with NCCL);
+ * DEV_CPU for cpu only. */
 static int check_common(const char *prog, const opts *o, llm_bench_format *fmt, int devs)
 {
     if (llm_bench_format_parse(o->format, fmt)) {
@@ -69,9 +70,15 @@ static int check_common(const char *prog, const opts *o, llm_bench_format *fmt, 
             /* gemm, mem: bench_cuda.c says why when it cannot run (no CUDA in this
              * build, no GPU), after checking the dtype and op names */
             if (devs == DEV_GPU) return 0;
+#if defined(LLM_CUDA) && defined(LLM_NCCL)
+            if (devs == DEV_NCCL) return 0;
+#endif
 #ifdef LLM_CUDA
-            fprintf(stderr, "%s: device 'cuda': not implemented yet for this benchmark (NCCL path "
-                            "pending)\n", prog);
+            if (devs == DEV_NCCL)
+                fprintf(stderr, "%s: device 'cuda': the collectives need NCCL, and this build has "
+                                "none (rebuild with NCCL=1, NCCL_HOME=DIR)\n", prog);
+            else
+                fprintf(stderr, "%s: device 'cuda': not implemented for this benchmark\n", prog);
 #else
             fprintf(stderr, "%s: device 'cuda': not available in this build (CPU only; rebuild with "
                             "make CUDA=1)\n", prog);
@@ -247,18 +254,27 @@ static int run_coll(const char *coll, int argc, char **argv)
     opts_default(&o);
     o.minb = "1K";
     o.maxb = "16M";
+    const char *dist_init = NULL;
+    double dist_timeout = 600;
     const llm_opt table[] = {
         COMMON_OPTS(o),
         {"minbytes", 'b', LLM_OPT_STR, &o.minb, "BYTES", "smallest size (default: 1K)"},
         {"maxbytes", 'e', LLM_OPT_STR, &o.maxb, "BYTES", "largest size (default: 16M)"},
         {"stepfactor", 'f', LLM_OPT_DOUBLE, &o.factor, "F", "size multiplier between rows (default: 4)"},
+        {"dist-init", 0, LLM_OPT_STR, &dist_init, "file:PATH|tcp://HOST:PORT",
+         "cuda: NCCL id exchange for ranks from RANK/WORLD_SIZE or Slurm (no MPI)"},
+        {"dist-timeout", 0, LLM_OPT_DOUBLE, &dist_timeout, "SECONDS",
+         "end the job (exit 70) when a collective waits longer (600)"},
         {0},
     };
     const llm_cli cli = {prog, "[options]",
-                         "Collective bandwidth with nccl-tests' size, time, algbw and busbw.",
+                         "Collective bandwidth with nccl-tests' size, time, algbw and busbw: cpu over "
+                         "MPI on host memory; cuda over NCCL on device memory, one process per GPU "
+                         "(mpirun -np N, srun, or --dist-init), out-of-place and in-place rows, the "
+                         "result checked.",
                          table, 0, 0};
     llm_bench_format fmt;
-    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_CPU);
+    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_NCCL);
     if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     size_t lo, hi;
@@ -270,21 +286,37 @@ static int run_coll(const char *coll, int argc, char **argv)
         llm_error(&lg, "--stepfactor must be in (1, 1024]");
         return 64;
     }
+    if (!(dist_timeout > 0)) {
+        llm_error(&lg, "--dist-timeout must be positive");
+        return 64;
+    }
+    int cuda = !strcmp(o.device, "cuda");
     llm_status st = {0};
-    llm_dist *d = NULL;  /* ranks from mpirun (MPI builds); else one rank */
-    llm_dist_opts dopt = {NULL, 600, 0, &lg};
-    if (llm_dist_init(&d, &dopt, &st)) {
+    /* cuda: no GPU is LLM_ENODEV ("nccl: no CUDA device visible") from llm_dist_init or
+     * llm_dist_nccl_self, before any rank waits for the others; no probe here, which would
+     * make a context on GPU 0 in every rank */
+    llm_dist *d = NULL;  /* ranks from mpirun (MPI builds), srun or --dist-init; else one rank */
+    llm_dist_opts dopt = {dist_init, dist_timeout, cuda, &lg};
+    if (llm_dist_init(&d, &dopt, &st) || (cuda && llm_dist_nccl_self(d, &st))) {
         llm_error(&lg, "%s", st.msg);
+        llm_dist_free(d);
         return llm_exit_code(st.code);
     }
     if (llm_dist_world(d) == 1)
-        llm_warn(&lg, "1 rank (not started by mpirun, or no MPI in this build): timing the "
-                 "local copy path");
+        llm_warn(&lg, cuda ? "1 rank: a one-rank NCCL communicator (one process per GPU: mpirun "
+                             "-np N, srun, or --dist-init)"
+                           : "1 rank (not started by mpirun, or no MPI in this build): timing the "
+                             "local copy path");
     llm_bench_rows rows = {0};
     for (double s = (double)lo; s <= (double)hi * (1 + 1e-9); s *= o.factor) {
-        llm_bench_row row;
-        if (llm_bench_collective_dist(coll, d, (size_t)s, o.warmup, o.reps, &row, &st) ||
-            llm_bench_rows_push(&rows, &row, &st)) {
+        llm_bench_row row[2];
+        int k = 0;
+        if (cuda ? llm_bench_collective_cuda(coll, d, (size_t)s, o.warmup, o.reps, row, &st)
+                 : llm_bench_collective_dist(coll, d, (size_t)s, o.warmup, o.reps, row, &st))
+            k = -1;
+        for (int i = 0; k >= 0 && i < (cuda ? 2 : 1); i++)
+            if (llm_bench_rows_push(&rows, &row[i], &st)) k = -1;
+        if (k < 0) {
             r = fail(&lg, &st, &rows);
             llm_dist_abort(d, r);
             llm_dist_free(d);

@@ -129,6 +129,43 @@ int llm_bench_collective_dist(const char *coll, struct llm_dist *d, size_t bytes
 /* The nccl-tests bus-bandwidth factor for coll at n ranks; -1 for an unknown name. */
 double llm_bench_busbw_factor(const char *coll, int n);
 
+/* The same on GPUs (bench_nccl.c): NCCL over d, which must be an "nccl" communicator
+ * (llm_dist_init with device 1, then llm_dist_nccl_self for one rank); every rank calls
+ * it.  Device buffers; nccl-tests' layout: n = bytes / 4 floats (allgather and
+ * reducescatter: rounded down to a multiple of the ranks, at least one per rank; the
+ * NCCL count is n / ranks for them, n otherwise), broadcast from rank 0.  rows[0] is
+ * out-of-place, rows[1] in-place (the input inside the output, as nccl-tests places it).
+ * Each: warmup untimed runs, then reps runs, each between two CUDA events on the
+ * communicator's stream (with more than one rank, after a one-float allreduce that lines
+ * the ranks up), all queued before one wait; the time of a rep is the slowest rank's.
+ * Then the input is written again, the output poisoned with NaN, the collective runs once
+ * more and every output element is compared with llm_bench_coll_expect; the row's
+ * "wrong" is the count over all ranks, and any is LLM_ESOFTWARE.  Extra fields as the
+ * CPU rows plus "wrong"; device "cuda", threads 0.  LLM_ENODEV without NCCL in the build,
+ * LLM_ENOMEM, LLM_EIO (NCCL), LLM_ESOFTWARE (CUDA). */
+int llm_bench_collective_cuda(const char *coll, struct llm_dist *d, size_t bytes, int warmup,
+                              int reps, llm_bench_row rows[2], llm_status *st);
+
+/* The GPU collectives' result check, plain C.  n: elements of the buffer that size counts
+ * (allreduce, broadcast: the buffer; allgather: the gathered output; reducescatter: the
+ * input), a multiple of world for allgather and reducescatter; c = n / world. */
+/* The value rank writes at element i of that buffer: an integer in [-125, 185], so sums
+ * over up to 90000 ranks are exact in float in any order. */
+float llm_bench_coll_value(int rank, size_t i);
+/* Elements of one rank's input (allgather: c) and output (reducescatter: c). */
+void llm_bench_coll_counts(const char *coll, size_t n, int world, size_t *in, size_t *out);
+/* Write rank's input of coll to in (llm_bench_coll_counts' in elements): value(rank, i)
+ * for its elements i (allgather: rank's part, i = rank c + j). */
+void llm_bench_coll_fill(const char *coll, size_t n, int rank, int world, float *in);
+/* The exact expected element j of rank's output: allreduce the sum over ranks of
+ * value(k, j); reducescatter that sum at i = rank c + j; allgather value(j / c, j);
+ * broadcast value(0, j). */
+float llm_bench_coll_expect(const char *coll, size_t n, int rank, int world, size_t j);
+/* How many elements of out (the output count) differ from the expected ones (NaN
+ * counts); *first is the first such index, or (size_t)-1. */
+long long llm_bench_coll_check(const char *coll, size_t n, int rank, int world, const float *out,
+                               size_t *first);
+
 /* ---- GPU benchmarks (bench_cuda.c; kernels/cuda/cuda_bench.cu in a CUDA build) ----
  * In a build without CUDA each returns LLM_ENODEV ("this build has no CUDA"); in a CUDA
  * build without a usable GPU or driver, LLM_ENODEV with "no CUDA device: ...". */

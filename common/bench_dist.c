@@ -1,4 +1,5 @@
 /* bench_dist.c — collectives over a real communicator (MPI ranks), nccl-tests style. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,4 +75,69 @@ out:
     free(recv);
     free(t);
     return rc;
+}
+
+/* ---- the result check of the GPU collectives (bench_nccl.c): plain C ---- */
+
+float llm_bench_coll_value(int rank, size_t i)
+{
+    /* small integers: every partial sum over up to 90000 ranks is exact in float, so the
+     * reduced values can be compared with == whatever order NCCL adds them in */
+    return (float)((long)(i % 251) - 125 + rank % 61);
+}
+
+void llm_bench_coll_counts(const char *coll, size_t n, int world, size_t *in, size_t *out)
+{
+    size_t c = n / (size_t)world;
+    *in = !strcmp(coll, "allgather") ? c : n;
+    *out = !strcmp(coll, "reducescatter") ? c : n;
+}
+
+void llm_bench_coll_fill(const char *coll, size_t n, int rank, int world, float *in)
+{
+    size_t nin, nout;
+    llm_bench_coll_counts(coll, n, world, &nin, &nout);
+    /* allgather: rank r provides elements [r c, (r+1) c) of the gathered output */
+    size_t base = !strcmp(coll, "allgather") ? (size_t)rank * (n / (size_t)world) : 0;
+    for (size_t j = 0; j < nin; j++)
+        in[j] = llm_bench_coll_value(rank, base + j);
+}
+
+/* sum over ranks k < world of llm_bench_coll_value(k, i), less world x the i part */
+static long rank_sum(int world)
+{
+    long s = 0;
+    for (int k = 0; k < world; k++)
+        s += k % 61;
+    return s;
+}
+
+static float expect(const char *coll, size_t n, int rank, int world, long rsum, size_t j)
+{
+    size_t c = n / (size_t)world;
+    if (!strcmp(coll, "broadcast"))
+        return llm_bench_coll_value(0, j);
+    if (!strcmp(coll, "allgather"))
+        return llm_bench_coll_value((int)(j / c), j);
+    size_t i = !strcmp(coll, "reducescatter") ? (size_t)rank * c + j : j;
+    return (float)((long)world * ((long)(i % 251) - 125) + rsum);
+}
+
+float llm_bench_coll_expect(const char *coll, size_t n, int rank, int world, size_t j)
+{
+    return expect(coll, n, rank, world, rank_sum(world), j);
+}
+
+long long llm_bench_coll_check(const char *coll, size_t n, int rank, int world, const float *out,
+                               size_t *first)
+{
+    size_t nin, nout;
+    llm_bench_coll_counts(coll, n, world, &nin, &nout);
+    long rsum = rank_sum(world);
+    long long wrong = 0;
+    *first = (size_t)-1;
+    for (size_t j = 0; j < nout; j++)
+        if (!(out[j] == expect(coll, n, rank, world, rsum, j)) && wrong++ == 0)
+            *first = j;
+    return wrong;
 }

@@ -84,4 +84,25 @@ int llm_dist_broadcast(llm_dist *d, void *buf, size_t n, llm_dist_type type, int
                        llm_status *st);
 int llm_dist_barrier(llm_dist *d, llm_status *st);
 
+/* ---- the NCCL communicator for benchmarks (llm-bench's collectives; issue 9) ----
+ * Additions only: nothing above changes.  Defined in dist_nccl.c; in a build without
+ * NCCL they return LLM_ENODEV / -1. */
+
+/* Make d a one-rank NCCL communicator when it has one rank and is not one already (from
+ * llm_dist_init with device 1: "single", or "mpi" under mpirun -np 1), so that the NCCL
+ * path runs even alone: the GPU is the one llm_dist_init's NCCL would pick (local rank
+ * modulo the visible GPUs); afterwards d is "nccl" with device memory.  0 when d is
+ * already nccl; LLM_EUSAGE for more than one rank that is not nccl; LLM_ENODEV without a
+ * GPU or NCCL; LLM_EIO when NCCL fails. */
+int llm_dist_nccl_self(llm_dist *d, llm_status *st);
+
+/* The ncclComm_t and cudaStream_t of an nccl d (as void *; the stream is where its
+ * collectives run): 0, or -1 when d is not nccl.  d keeps ownership. */
+int llm_dist_nccl_handles(llm_dist *d, void **comm, void **stream);
+
+/* Wait for the work queued on d's stream as the collectives do: polling NCCL's async
+ * error, and past d's timeout aborting the communicator (LLM_EIO).  what names the wait
+ * in messages. */
+int llm_dist_nccl_wait(llm_dist *d, const char *what, llm_status *st);
+
 #endif

@@ -213,6 +213,91 @@ int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status 
     d->ops = &nccl_ops;
     return 0;
 }
+
+/* ---- for benchmarks (llm-bench's collectives; issue 9): additions only ---- */
+
+int llm_dist_nccl_self(llm_dist *d, llm_status *st)
+{
+    if (d->ops == &nccl_ops)
+        return 0;
+    if (d->world != 1)
+        return llm_err(st, LLM_EUSAGE, "dist: %d %s ranks: NCCL comes from llm_dist_init "
+                       "(device memory)", d->world, d->ops->name);
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1)
+        return llm_err(st, LLM_ENODEV, "nccl: no CUDA device visible");
+    int dev = d->local_rank % ndev;
+    if (cudaSetDevice(dev) != cudaSuccess)
+        return llm_err(st, LLM_ENODEV, "nccl: cannot select GPU %d", dev);
+    nccl_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    int rc = 0;
+    ncclResult_t r;
+    if (cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMalloc((void **)&s->scratch, sizeof(float)) != cudaSuccess)
+        rc = llm_err(st, LLM_ENODEV, "nccl: cannot create a stream");
+    /* one process, one GPU: no unique id to hand around */
+    else if ((r = ncclCommInitAll(&s->comm, 1, &dev)) != ncclSuccess)
+        rc = nerr(st, "ncclCommInitAll", r);
+    if (rc) {
+        /* not n_fini: that would also finalize MPI, which d still uses */
+        if (s->scratch)
+            cudaFree(s->scratch);
+        if (s->stream)
+            cudaStreamDestroy(s->stream);
+        free(s);
+        return rc;
+    }
+#ifdef LLM_MPI
+    if (!strcmp(d->ops->name, "mpi"))
+        llm_dist__mpi_detach(d);   /* n_fini finalizes MPI */
+#endif
+    d->impl = s;
+    d->ops = &nccl_ops;
+    d->device = 1;
+    return 0;
+}
+
+int llm_dist_nccl_handles(llm_dist *d, void **comm, void **stream)
+{
+    if (!d || d->ops != &nccl_ops || !d->impl)
+        return -1;
+    nccl_state *s = d->impl;
+    if (comm)
+        *comm = s->comm;
+    if (stream)
+        *stream = s->stream;
+    return 0;
+}
+
+int llm_dist_nccl_wait(llm_dist *d, const char *what, llm_status *st)
+{
+    if (!d || d->ops != &nccl_ops || !d->impl)
+        return llm_err(st, LLM_EUSAGE, "dist: %s: not an NCCL communicator", what);
+    return wait_done(d, what, st);
+}
 #else
 typedef int llm_dist_nccl_unused; /* ISO C forbids an empty translation unit */
+#endif
+
+#ifndef LLM_NCCL
+/* ---- for benchmarks (issue 9): a build without NCCL ---- */
+int llm_dist_nccl_self(llm_dist *d, llm_status *st)
+{
+    (void)d;
+    return llm_err(st, LLM_ENODEV, "dist: this build has no NCCL: rebuild with CUDA=1 NCCL=1");
+}
+
+int llm_dist_nccl_handles(llm_dist *d, void **comm, void **stream)
+{
+    (void)d, (void)comm, (void)stream;
+    return -1;
+}
+
+int llm_dist_nccl_wait(llm_dist *d, const char *what, llm_status *st)
+{
+    (void)d;
+    return llm_err(st, LLM_ENODEV, "dist: %s: this build has no NCCL", what);
+}
 #endif

@@ -93,7 +93,23 @@ expect_exit "cuda mem without a GPU exits 69" 69 llm-bench mem --size 1K -d cuda
 grep -q "no CUDA device\|not available in this build" "$TMP/err" && ok "cuda mem says why" || notok "cuda mem message: $(cat "$TMP/err")"
 expect_exit "cuda gemm f64 exits 64" 64 llm-bench gemm --sizes 8 -d cuda --dtype f64
 expect_exit "cuda mem unknown op exits 64" 64 llm-bench mem --size 1K -d cuda --op stream
-expect_exit "cuda allreduce exits 69" 69 llm-bench allreduce -d cuda
+for c in allreduce allgather reducescatter broadcast; do
+  expect_exit "cuda $c without a GPU exits 69" 69 llm-bench $c -d cuda -b 8 -e 1K
+  grep -q "no CUDA device\|not available in this build\|need NCCL" "$TMP/err" && ok "cuda $c says why" \
+    || notok "cuda $c message: $(cat "$TMP/err")"
+done
+expect_exit "cuda allreduce: unknown --format first (64)" 64 llm-bench allreduce -d cuda -F xml
+expect_exit "--dist-init on the cpu exits 64" 64 llm-bench allreduce -b 1K -e 1K --dist-init file:$TMP/id
+expect_exit "--dist-timeout 0 exits 64" 64 llm-bench allreduce -b 1K -e 1K --dist-timeout 0
+# cpu rows under mpirun (MPI builds): as before the cuda path, no "wrong" field
+if command -v mpirun >/dev/null; then
+  MPIRUN=(mpirun --oversubscribe --mca btl self,vader); [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+  if timeout 120 "${MPIRUN[@]}" -np 2 llm-bench allreduce -b 1K -e 4K -r 2 -w 1 -F jsonl >"$TMP/mp.jsonl" 2>"$TMP/err"; then
+    n=$(schema "$TMP/mp.jsonl" jsonl "r['device']=='cpu' and r['ranks']==2 and r['op']=='in-place' and r['note']=='2 ranks, mpi' and 'wrong' not in r and r['busbw']==r['algbw']" 2>&1)
+    [ "$n" = 2 ] && ok "allreduce under mpirun -np 2: cpu rows as before" || notok "mpirun cpu rows: $n"
+  elif grep -q "this build has no MPI" "$TMP/err"; then skip "allreduce under mpirun" "MPI=0 build"
+  else notok "allreduce under mpirun -np 2: $(tail -c 300 "$TMP/err")"; fi
+fi
 expect_exit "cuda train without a GPU exits 69" 69 llm-bench train --config /dev/null -d cuda
 expect_exit "unknown subcommand exits 64" 64 llm-bench gemmm
 expect_exit "unwritable -o exits 74" 74 llm-bench gemm --sizes 8 -r 1 -w 0 -o /nonexistent/dir/x.json

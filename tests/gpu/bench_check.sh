@@ -16,6 +16,10 @@
 #   1. llm-bench gemm: 4096^3 and 4099x2053x1031 for f32, tf32, bf16, f16 (rows checked:
 #      schema, rate > 0, work = 2MNK, the output check's error within its bound)
 #   2. llm-bench mem: copy, memcpy, triad, h2d, d2h at 256 MiB (schema, rate > 0, bytes)
+#   2b. llm-bench allreduce over NCCL on a one-rank communicator, 8 B..256 MiB (x2): the
+#      schema, out-of-place and in-place rows for every size, size = work, algbw = rate > 0,
+#      busbw = algbw x 2(n-1)/n (0 at one rank: > 0 only with more), the result check
+#      passed (wrong = 0 on every row)
 #   3. llm-bench train and llm-profile train (--json --trace) on a 6-layer, 1024-wide
 #      model, B=8 T=512: the profile's fields and rates; its op times summed per step
 #      within 10% of the step time on the host clock (trace spans) and of llm-bench's
@@ -176,6 +180,41 @@ def profile(path, trace, device, mode, ref_ms, strict):
         out("PASS" if ok else ("FAIL" if strict else "INFO"),
             "profile %s: %.3f ms/step vs llm-bench %.3f (%.1f%%, bound 90-110%%)" % (mode, d["ms_per_step"], ref_ms, 100 * r))
 
+def coll(path, device, name, lo, hi):
+    rows = json.load(open(path))["results"]
+    need = ["benchmark", "op", "device", "dtype", "shape", "threads", "ranks", "warmup", "reps",
+            "time_min_s", "time_median_s", "time_max_s", "work", "rate", "unit", "peak_pct",
+            "note", "commit", "host", "date", "size", "count", "time_us", "algbw", "busbw"]
+    if device == "cuda": need.append("wrong")
+    bad, sizes = [], {}
+    for r in rows:
+        miss = [k for k in need if k not in r]
+        if miss: bad.append("missing %s" % miss); continue
+        n = r["ranks"]
+        f = {"allreduce": 2.0 * (n - 1) / n, "allgather": (n - 1.0) / n, "reducescatter": (n - 1.0) / n, "broadcast": 1.0}[name]
+        tag = "%s %s" % (r["op"], r["shape"])
+        if r["device"] != device or r["benchmark"] != name: bad.append("%s: device/benchmark" % tag)
+        if not (r["rate"] > 0 and math.isfinite(r["rate"]) and 0 < r["time_min_s"] <= r["time_median_s"] <= r["time_max_s"]): bad.append("%s: rate/times" % tag)
+        if not (r["size"] == r["work"] == int(r["shape"].split("=")[1])): bad.append("%s: size != work" % tag)
+        if r["algbw"] != r["rate"] or abs(r["busbw"] - r["algbw"] * f) > 1e-9 * r["algbw"]: bad.append("%s: algbw/busbw" % tag)
+        if n > 1 and not r["busbw"] > 0: bad.append("%s: busbw %r" % (tag, r["busbw"]))
+        if device == "cuda" and (r["wrong"] != 0 or r["threads"] != 0): bad.append("%s: wrong %r" % (tag, r["wrong"]))
+        sizes.setdefault(r["size"], set()).add(r["op"])
+    want = []
+    s = lo
+    while s <= hi: want.append(s); s *= 2
+    if sorted(sizes) != want: bad.append("sizes %s, want %d..%d x2" % (sorted(sizes)[:4], lo, hi))
+    if device == "cuda" and any(v != {"out-of-place", "in-place"} for v in sizes.values()): bad.append("not both ops for every size")
+    big = [r for r in rows if "size" in r and r["size"] == max(sizes or [0])]
+    small = [r for r in rows if "size" in r and r["size"] == min(sizes or [0])]
+    desc = "; ".join("%s %.4g GB/s algbw, busbw %.4g" % (r["op"], r["algbw"], r["busbw"]) for r in big)
+    out("FAIL" if bad else "PASS", "%d rows, %d sizes, ranks %s%s; at %d B: %s%s" % (
+        len(rows), len(sizes), sorted({r.get("ranks") for r in rows}),
+        (", result check passed (wrong 0)" if all(r.get("wrong") == 0 for r in rows) else ", WRONG results") if device == "cuda" else "",
+        max(sizes or [0]), desc, "; " + ", ".join(bad[:6]) if bad else ""))
+    if small:
+        out("INFO", "at %d B: %s" % (small[0]["size"], "; ".join("%s %.1f us" % (r["op"], r["time_us"]) for r in small)))
+
 def bench_value(path, key, op=None):
     rows = json.load(open(path))["results"]
     for r in rows:
@@ -189,6 +228,8 @@ try:
     elif cmd == "profile":
         ref = float(sys.argv[6]) if sys.argv[6] else None
         profile(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], ref, sys.argv[7] == "1")
+    elif cmd == "coll":
+        coll(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
     elif cmd == "value":
         bench_value(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
     elif cmd == "tokens":   # an llm.c token file (version 1) of random ids < 257
@@ -219,7 +260,7 @@ finish() {
   cat "$ODIR/report.txt"
   # on a lent machine ($OUT comes back): the report, JSON and traces
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && [ "$OUT" != "$ODIR" ]; then
-    for f in report.txt log.txt gemm_*.out mem.out train_profile.json train_trace.json decode_profile.json decode_trace.json; do
+    for f in report.txt log.txt gemm_*.out mem.out allreduce.out train_profile.json train_trace.json decode_profile.json decode_trace.json; do
       for g in "$ODIR"/$f; do [ -f "$g" ] && cp "$g" "$OUT/bench-check-$(basename "$g")"; done
     done
   fi
@@ -268,6 +309,15 @@ if run mem 60 llm-bench mem --size "$MEMSIZE" -r 5 -w 2 -d "$DEV" -F json; then
   else row "mem" PASS "exit 0 (not validated)"; fi
 else
   rc=$?; row "mem" FAIL "exit $rc: $(tail -c 300 "$ODIR/mem.err")"
+fi
+
+# 2b. allreduce over NCCL, one rank (cpu: the local copy path, tiny) ------------------
+CMAX=$([ "$DEV" = cuda ] && echo 268435456 || echo 4096)
+if run allreduce 60 llm-bench allreduce -b 8 -e "$CMAX" -f 2 -r 5 -w 2 -d "$DEV" -F json; then
+  if have_py; then add_rows "allreduce" < <(validate coll "$ODIR/allreduce.out" "$DEV" allreduce 8 "$CMAX")
+  else row "allreduce" PASS "exit 0 (not validated)"; fi
+else
+  rc=$?; row "allreduce" FAIL "exit $rc: $(tail -c 300 "$ODIR/allreduce.err")"
 fi
 
 if ! have_py; then finish; fi
