@@ -123,7 +123,7 @@ int llm_bench_collective(const char *coll, size_t bytes, int warmup, int reps,
     llm_bench_row_kv(row, "algbw", row->rate);
     llm_bench_row_kv(row, "busbw", row->rate * factor);
     snprintf(row->note, sizeof row->note,
-             "1 rank, no communicator: local copy path (MPI/NCCL come with issue 10)");
+             "1 rank, no communicator: local copy path (run under mpirun for MPI, --device cuda for NCCL)");
     free(src); free(dst); free(t);
     return 0;
 }
