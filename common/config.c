@@ -80,6 +80,8 @@ static const entry schema[] = {
     {"train.threads", K_INT, O(threads), "0", 0, 4096, NULL, "CPU threads (0: all cores)"},
     {"train.zero", K_INT, O(zero), "0", 0, 1, NULL,
      "ZeRO stage with several ranks: 0 replicated optimizer, 1 sharded AdamW moments"},
+    {"train.bucket_mb", K_DBL, O(bucket_mb), "4", 0, 1048576, NULL,
+     "ZeRO-0: all-reduce gradients in buckets of >= N MiB during the backward (0: after it)"},
     {"train.precision", K_WORD, O(precision), "fp32", 0, 0, "fp32|bf16|fp16",
      "matmul operands: fp32, or bf16/fp16 with fp32 accumulation and master weights"},
     {"train.loss_scale", K_DBL, O(loss_scale), "65536", 1, 16777216, NULL,

@@ -54,6 +54,7 @@ typedef struct {
     char device[LLM_CFG_WORD_MAX];
     int threads;
     int zero;                          /* ZeRO stage (0 or 1) for multi-rank runs */
+    double bucket_mb;                  /* ZeRO-0: overlapped all-reduce buckets, MiB (0: off) */
     char precision[LLM_CFG_WORD_MAX];  /* fp32 | bf16 | fp16: precision of the GEMM operands */
     double loss_scale;                 /* fp16: the initial loss scale, [1, 2^24] */
     int64_t loss_scale_window;         /* fp16: clean steps before the loss scale doubles */

@@ -69,7 +69,7 @@ static int s_barrier(llm_dist *d, llm_status *st)
 }
 static const llm_dist_ops single_ops = {"single", s_allreduce, s_reduce_scatter, s_allgather,
                                         s_broadcast, s_barrier, NULL, NULL, NULL,
-                                        s_reduce_scatter_inplace};
+                                        s_reduce_scatter_inplace, NULL, NULL, NULL};
 
 /* ---- watchdog ---- */
 
@@ -330,5 +330,57 @@ int llm_dist_barrier(llm_dist *d, llm_status *st)
     busy(d, "barrier");
     int rc = d->ops->barrier(d, st);
     busy(d, NULL);
+    return rc;
+}
+
+/* ---- non-blocking all-reduce ---- */
+
+void llm_dist_set_stream(llm_dist *d, void *stream)
+{
+    if (d)
+        d->stream = stream;
+}
+
+int llm_dist_iallreduce(llm_dist *d, void *buf, size_t n, llm_dist_type type, llm_dist_op op,
+                        llm_dist_req **req, llm_status *st)
+{
+    *req = NULL;
+    if (!d || d->world == 1 || !n)
+        return 0;
+    if (!d->ops->iallreduce)   /* no non-blocking form: done now, nothing to wait for */
+        return llm_dist_allreduce(d, buf, n, type, op, st);
+    llm_dist_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    *r = (llm_dist_req){buf, n, type, op, NULL};
+    /* starting one is local (no peer needed), but NCCL may wait for its queue: watched */
+    busy(d, "allreduce (start)");
+    int rc = d->ops->iallreduce(d, r, st);
+    busy(d, NULL);
+    if (rc) {
+        free(r);
+        return rc;
+    }
+    *req = r;
+    return 0;
+}
+
+int llm_dist_test(llm_dist *d, llm_dist_req *req, int *done, llm_status *st)
+{
+    *done = 1;
+    if (!req)
+        return 0;
+    *done = 0;
+    return d->ops->test(d, req, done, st);
+}
+
+int llm_dist_wait(llm_dist *d, llm_dist_req *req, llm_status *st)
+{
+    if (!req)
+        return 0;
+    busy(d, "allreduce (bucket)");
+    int rc = d->ops->wait(d, req, st);
+    busy(d, NULL);
+    free(req);
     return rc;
 }

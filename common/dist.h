@@ -105,4 +105,36 @@ int llm_dist_nccl_handles(llm_dist *d, void **comm, void **stream);
  * in messages. */
 int llm_dist_nccl_wait(llm_dist *d, const char *what, llm_status *st);
 
+/* ---- non-blocking all-reduce (overlap with the backward pass: common/train_dist.c) ----
+ * llm_dist_iallreduce starts an all-reduce in place over buf and returns at once with a
+ * request in *req (NULL when there is nothing to wait for: one rank, or n == 0); buf must
+ * not be read or written until llm_dist_wait(req) has returned.  Every rank starts the
+ * same requests in the same order (and its blocking collectives in the same order
+ * relative to them).
+ *   mpi   MPI_Iallreduce on host memory.  Open MPI moves a non-blocking collective on
+ *         only inside MPI calls (no progress thread here): call llm_dist_test on the
+ *         outstanding requests now and then (train_dist.c does, at each gradient range
+ *         the backward reports), else the whole transfer happens in llm_dist_wait.
+ *   nccl  device memory: ncclAllReduce on the communicator's stream, ordered after the
+ *         work enqueued so far on the compute stream (llm_dist_set_stream: an event
+ *         recorded there, waited for on the communicator's stream), so the host does not
+ *         wait; without a compute stream the device is synchronised first.
+ * llm_dist_wait blocks until req is complete, applies AVG, and frees req (NULL is fine);
+ * it runs under the collective watchdog like every blocking collective (a peer that died
+ * or hangs ends the process with exit status 70 after timeout_s; NCCL: the communicator
+ * is aborted and LLM_EIO returned).  The time a request spends outstanding while the
+ * caller computes does not count against the timeout.  llm_dist_test never blocks: it
+ * lets req progress and sets *done to 1 when it is complete (it still needs a wait).
+ * After an error on one rank the job is to be ended (llm_dist_abort); outstanding
+ * requests are not cancelled. */
+typedef struct llm_dist_req llm_dist_req;
+int llm_dist_iallreduce(llm_dist *d, void *buf, size_t n, llm_dist_type type, llm_dist_op op,
+                        llm_dist_req **req, llm_status *st);
+int llm_dist_test(llm_dist *d, llm_dist_req *req, int *done, llm_status *st);
+int llm_dist_wait(llm_dist *d, llm_dist_req *req, llm_status *st);
+/* NCCL: the CUDA stream (a cudaStream_t) whose work the non-blocking collectives wait
+ * for (the backend's compute stream: llm_backend_cuda_stream); NULL: none.  Ignored by
+ * the other implementations. */
+void llm_dist_set_stream(llm_dist *d, void *stream);
+
 #endif

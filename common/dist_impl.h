@@ -22,6 +22,10 @@ typedef struct {
     /* buf holds n elements; afterwards buf[lo, hi) (this rank's shard) is reduced */
     int (*reduce_scatter_inplace)(llm_dist *d, void *buf, size_t n, llm_dist_type t,
                                   llm_dist_op op, llm_status *st);
+    /* non-blocking all-reduce (dist.h); NULL: run the blocking one inside iallreduce */
+    int (*iallreduce)(llm_dist *d, llm_dist_req *r, llm_status *st);
+    int (*test)(llm_dist *d, llm_dist_req *r, int *done, llm_status *st);
+    int (*wait)(llm_dist *d, llm_dist_req *r, llm_status *st);   /* also frees r->impl */
 } llm_dist_ops;
 
 struct llm_dist {
@@ -35,8 +39,18 @@ struct llm_dist {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int wd_running, wd_quit;
+    void *stream;                     /* llm_dist_set_stream (NCCL); NULL */
     double busy_since;                /* > 0: inside a collective since (monotonic s) */
     const char *busy_what;
+};
+
+/* A non-blocking all-reduce in flight (dist.h). */
+struct llm_dist_req {
+    void *buf;
+    size_t n;
+    llm_dist_type t;
+    llm_dist_op op;
+    void *impl;                       /* the implementation's handles */
 };
 
 double llm_dist__now(void);

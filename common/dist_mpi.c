@@ -197,6 +197,55 @@ static int m_barrier(llm_dist *d, llm_status *st)
     return rc == MPI_SUCCESS ? 0 : mpierr(st, "barrier", rc);
 }
 
+/* Non-blocking all-reduce: one MPI_Iallreduce per CHUNK elements; impl holds the
+ * MPI_Request array, its count first. */
+typedef struct {
+    int n;
+    MPI_Request r[];
+} mpi_reqs;
+
+static int m_iallreduce(llm_dist *d, llm_dist_req *q, llm_status *st)
+{
+    (void)d;
+    size_t es = llm_dist__tsize(q->t), k = (q->n + CHUNK - 1) / CHUNK;
+    mpi_reqs *m = calloc(1, sizeof *m + k * sizeof(MPI_Request));
+    if (!m)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    for (size_t i = 0; i < k; i++) {
+        size_t o = i * CHUNK, c = q->n - o < CHUNK ? q->n - o : CHUNK;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)q->buf + o * es, (int)c, dt(q->t),
+                                mop(q->op), MPI_COMM_WORLD, &m->r[i]);
+        if (rc != MPI_SUCCESS) {
+            free(m);   /* the job is ended after an error (dist.h): no waiting here */
+            return mpierr(st, "iallreduce", rc);
+        }
+        m->n++;
+    }
+    q->impl = m;
+    return 0;
+}
+
+static int m_test(llm_dist *d, llm_dist_req *q, int *done, llm_status *st)
+{
+    (void)d;
+    mpi_reqs *m = q->impl;
+    int rc = MPI_Testall(m->n, m->r, done, MPI_STATUSES_IGNORE);
+    return rc == MPI_SUCCESS ? 0 : mpierr(st, "iallreduce (test)", rc);
+}
+
+static int m_wait(llm_dist *d, llm_dist_req *q, llm_status *st)
+{
+    mpi_reqs *m = q->impl;
+    int rc = MPI_Waitall(m->n, m->r, MPI_STATUSES_IGNORE);
+    free(m);
+    q->impl = NULL;
+    if (rc != MPI_SUCCESS)
+        return mpierr(st, "iallreduce (wait)", rc);
+    if (q->op == LLM_DIST_AVG)
+        scale(q->buf, q->n, q->t, d->world);
+    return 0;
+}
+
 static void m_fini(llm_dist *d)
 {
     mpi_state *s = d->impl;
@@ -220,7 +269,7 @@ static void m_abort_job(llm_dist *d, int code)
 
 static const llm_dist_ops mpi_ops = {"mpi", m_allreduce, m_reduce_scatter, m_allgather,
                                      m_broadcast, m_barrier, NULL, m_abort_job, m_fini,
-                                     m_reduce_scatter_inplace};
+                                     m_reduce_scatter_inplace, m_iallreduce, m_test, m_wait};
 
 int llm_dist__mpi_init(llm_dist *d, llm_status *st)
 {

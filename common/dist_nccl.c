@@ -1,7 +1,8 @@
 /* dist_nccl.c — the NCCL implementation of dist.h: device memory, one GPU per rank
  * (device = local rank modulo the visible GPUs).  Built only with NCCL=1 (LLM_NCCL).
  * Collectives run on the communicator's own stream; the caller syncs its compute stream
- * first (train_dist.c does).  Waiting polls the stream and NCCL's async error, and past
+ * first (train_dist.c does), except the non-blocking all-reduce, which orders itself
+ * after the compute stream on the device (an event; llm_dist_set_stream).  Waiting polls the stream and NCCL's async error, and past
  * the timeout aborts the communicator (ncclCommAbort) and returns LLM_EIO, so a dead peer
  * ends the job instead of hanging it. */
 #include "common/dist_impl.h"
@@ -17,6 +18,7 @@ typedef struct {
     ncclComm_t comm;
     cudaStream_t stream;
     float *scratch;   /* one float for the barrier */
+    cudaEvent_t ready; /* non-blocking all-reduce: recorded on the compute stream */
     int aborted;
 } nccl_state;
 
@@ -35,13 +37,14 @@ static int nerr(llm_status *st, const char *what, ncclResult_t r)
     return llm_err(st, LLM_EIO, "nccl: %s failed: %s", what, ncclGetErrorString(r));
 }
 
-/* Wait for the stream, watching for NCCL errors and the timeout. */
-static int wait_done(llm_dist *d, const char *what, llm_status *st)
+/* Wait for the stream (ev NULL) or for the event ev, watching for NCCL errors and the
+ * timeout. */
+static int wait_event(llm_dist *d, const char *what, cudaEvent_t ev, llm_status *st)
 {
     nccl_state *s = d->impl;
     double t0 = llm_dist__now();
     for (;;) {
-        cudaError_t e = cudaStreamQuery(s->stream);
+        cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(s->stream);
         if (e == cudaSuccess)
             return 0;
         if (e != cudaErrorNotReady)
@@ -61,6 +64,11 @@ static int wait_done(llm_dist *d, const char *what, llm_status *st)
         }
         usleep(50);
     }
+}
+
+static int wait_done(llm_dist *d, const char *what, llm_status *st)
+{
+    return wait_event(d, what, NULL, st);
 }
 
 static int n_allreduce(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_dist_op op,
@@ -136,6 +144,54 @@ static int n_barrier(llm_dist *d, llm_status *st)
     return n_allreduce(d, s->scratch, 1, LLM_DIST_F32, LLM_DIST_SUM, st);
 }
 
+/* Non-blocking all-reduce: the communicator's stream waits (on the device) for the
+ * work enqueued so far on the compute stream, then reduces; impl is an event recorded
+ * after the reduce. */
+static int n_iallreduce(llm_dist *d, llm_dist_req *q, llm_status *st)
+{
+    nccl_state *s = d->impl;
+    cudaError_t e;
+    if (d->stream) {
+        if ((e = cudaEventRecord(s->ready, (cudaStream_t)d->stream)) != cudaSuccess ||
+            (e = cudaStreamWaitEvent(s->stream, s->ready, 0)) != cudaSuccess)
+            return llm_err(st, LLM_EIO, "nccl: iallreduce: %s", cudaGetErrorString(e));
+    } else if ((e = cudaDeviceSynchronize()) != cudaSuccess) {
+        return llm_err(st, LLM_EIO, "nccl: iallreduce: %s", cudaGetErrorString(e));
+    }
+    ncclResult_t r = ncclAllReduce(q->buf, q->buf, q->n, ty(q->t), rop(q->op), s->comm,
+                                   s->stream);
+    if (r != ncclSuccess)
+        return nerr(st, "iallreduce", r);
+    cudaEvent_t done;
+    if ((e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming)) != cudaSuccess)
+        return llm_err(st, LLM_EIO, "nccl: iallreduce: %s", cudaGetErrorString(e));
+    if ((e = cudaEventRecord(done, s->stream)) != cudaSuccess) {
+        cudaEventDestroy(done);
+        return llm_err(st, LLM_EIO, "nccl: iallreduce: %s", cudaGetErrorString(e));
+    }
+    q->impl = done;
+    return 0;
+}
+
+static int n_test(llm_dist *d, llm_dist_req *q, int *done, llm_status *st)
+{
+    (void)d;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)q->impl);
+    *done = e == cudaSuccess;
+    if (e != cudaSuccess && e != cudaErrorNotReady)
+        return llm_err(st, LLM_EIO, "nccl: iallreduce: %s", cudaGetErrorString(e));
+    return 0;
+}
+
+static int n_wait(llm_dist *d, llm_dist_req *q, llm_status *st)
+{
+    cudaEvent_t ev = (cudaEvent_t)q->impl;
+    int rc = wait_event(d, "allreduce (bucket)", ev, st);
+    cudaEventDestroy(ev);
+    q->impl = NULL;
+    return rc;   /* AVG: ncclAvg did it */
+}
+
 static void n_abort(llm_dist *d)
 {
     nccl_state *s = d->impl;
@@ -154,6 +210,8 @@ static void n_fini(llm_dist *d)
         ncclCommDestroy(s->comm);
     if (s->scratch)
         cudaFree(s->scratch);
+    if (s->ready)
+        cudaEventDestroy(s->ready);
     if (s->stream)
         cudaStreamDestroy(s->stream);
     free(s);
@@ -166,7 +224,7 @@ static void n_fini(llm_dist *d)
 
 static const llm_dist_ops nccl_ops = {"nccl", n_allreduce, n_reduce_scatter, n_allgather,
                                       n_broadcast, n_barrier, n_abort, NULL, n_fini,
-                                      n_reduce_scatter_inplace};
+                                      n_reduce_scatter_inplace, n_iallreduce, n_test, n_wait};
 
 int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status *st)
 {
@@ -194,7 +252,8 @@ int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status 
     if (!s)
         return llm_err(st, LLM_ENOMEM, "out of memory");
     if (cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaMalloc((void **)&s->scratch, sizeof(float)) != cudaSuccess) {
+        cudaMalloc((void **)&s->scratch, sizeof(float)) != cudaSuccess ||
+        cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming) != cudaSuccess) {
         d->impl = s;
         n_fini(d);
         return llm_err(st, LLM_ENODEV, "nccl: cannot create a stream");

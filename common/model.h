@@ -110,6 +110,25 @@ int llm_model_zero_grad(llm_model *m, llm_status *st);
  * 1/accumulation_steps for gradient accumulation). */
 int llm_model_backward(llm_model *m, float grad_scale, llm_status *st);
 
+/* Gradient-ready hook (data-parallel overlap, common/train_dist.c): while armed, each
+ * llm_model_backward calls fn(ctx, lo, hi, st) as soon as the elements [lo, hi) of the
+ * gradient buffer (layout offsets, in floats) are final for this backward, i.e. no later
+ * op of the pass writes them.  The calls are deterministic and cover [0, nparams)
+ * exactly once, from the top of the layout down, each range ending where the previous
+ * one began:
+ *   [ln_f.weight, nparams)           after the final layernorm's backward
+ *   [h.{l}.ln_1.weight, next)        after layer l's backward, l = L-1 .. 0
+ *   [0, h.0.ln_1.weight)             wte and wpe, after the embedding backward (wte also
+ *                                    takes the tied output projection's gradient first)
+ * so L + 2 calls per backward.  On a host backend the range is computed when fn runs; on
+ * a device backend the ops that compute it have been enqueued on the backend's stream
+ * (a consumer orders itself after that stream: an event, or be->sync).  A non-zero
+ * return (with st set) ends the backward with that code.  Arm it only for the backward
+ * whose gradients are to be sent (the last micro-batch of an accumulation); fn NULL
+ * disarms it.  ctx is borrowed. */
+typedef int (*llm_model_grad_ready_fn)(void *ctx, size_t lo, size_t hi, llm_status *st);
+void llm_model_set_grad_ready(llm_model *m, llm_model_grad_ready_fn fn, void *ctx);
+
 /* Global L2 norm of the gradient buffer. */
 double llm_model_grad_norm(llm_model *m);
 

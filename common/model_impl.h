@@ -70,6 +70,8 @@ struct llm_model {
     int lo, lo_stale;
     void *params_lo;
     double loss_scale;                   /* d(loss) multiplier of the backward; 1 */
+    llm_model_grad_ready_fn grad_ready;  /* llm_model_set_grad_ready; NULL: disarmed */
+    void *grad_ready_ctx;
 };
 
 /* Layout/validation shared by model.c and model_io.c. */

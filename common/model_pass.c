@@ -233,6 +233,20 @@ int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *target
 
 const float *llm_model_logits(const llm_model *m) { return m->logits; }
 
+void llm_model_set_grad_ready(llm_model *m, llm_model_grad_ready_fn fn, void *ctx)
+{
+    m->grad_ready = fn;
+    m->grad_ready_ctx = fn ? ctx : NULL;
+}
+
+/* The gradients [lo, *top) are final: tell the hook (if armed); *top becomes lo. */
+static int ready(llm_model *m, size_t lo, size_t *top, llm_status *st)
+{
+    size_t hi = *top;
+    *top = lo;
+    return m->grad_ready && hi > lo ? m->grad_ready(m->grad_ready_ctx, lo, hi, st) : LLM_OK;
+}
+
 int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
 {
     if (!m->backward_ready)
@@ -257,6 +271,11 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
     be->zero(be, dres, N * C * fz);
     be->layernorm_backward(be, dres, G(m, m->nviews - 2), G(m, m->nviews - 1), A, m->x[L],
                            P(m, m->nviews - 2), m->lnf_mean, m->lnf_rstd, n, C);
+    /* the ranges below are final when reported: nothing later in the pass writes them
+     * (see llm_model_set_grad_ready) */
+    size_t top = m->nparams;
+    if ((rc = ready(m, m->views[m->nviews - 2].offset, &top, st)))
+        return rc;
     int rec = m->acts_recompute;
     for (int l = L - 1; l >= 0; l--) {
         llm_layer_acts *a = &m->layer[rec == LLM_RECOMPUTE_FULL ? 0 : l];
@@ -287,8 +306,12 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
         mm_backward(m, A, PV_LAYER(l, PV_QKVW), G(m, PV_LAYER(l, PV_QKVB)), Bf, a->ln1, n, C, 3 * C);
         be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN1W)), G(m, PV_LAYER(l, PV_LN1B)), A,
                                m->x[l], P(m, PV_LAYER(l, PV_LN1W)), a->ln1_mean, a->ln1_rstd, n, C);
+        if ((rc = ready(m, m->views[PV_LAYER(l, PV_LN1W)].offset, &top, st)))
+            return rc;
     }
     be->embed_backward(be, G(m, PV_WTE), G(m, PV_WPE), dres, m->d_inputs, B, T, C);
+    if ((rc = ready(m, 0, &top, st)))
+        return rc;
     be->sync(be);
     return LLM_OK;
 }

@@ -381,6 +381,7 @@ static int setup(trainer *t, llm_status *st)
         if ((rc = llm_train_dist_new(&t->dd, t->o->dist, t->m, t->be, c->zero, st)) ||
             (rc = llm_train_dist_check_step(t->dd, t->step, st)))
             goto out;
+        llm_train_dist_set_bucket_mb(t->dd, c->bucket_mb);
     }
     rc = t->rank ? llm_metrics_open(&t->met, "/dev/null", "", 0, st)
                  : llm_metrics_open(&t->met, c->metrics, c->prom, t->o->progress, st);

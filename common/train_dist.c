@@ -8,6 +8,9 @@
 #include <zlib.h>
 
 #include "common/model_impl.h"
+#ifdef LLM_CUDA
+#include "kernels/cuda/cuda_ext.h"
+#endif
 
 /* Moments in device memory reach the host (checksums, the writer) in pieces of this many
  * floats (4 MiB). */
@@ -18,6 +21,13 @@ typedef struct {
     int k;              /* 0: opt.m, 1: opt.v */
     int view;
 } src_tensor;
+
+/* One bucket of the overlapped all-reduce: elements [lo, hi) of the gradient buffer. */
+typedef struct {
+    size_t lo, hi;
+    llm_dist_req *req;
+    int done;           /* llm_dist_test saw it complete (it still needs its wait) */
+} bucket;
 
 struct llm_train_dist {
     llm_dist *d;
@@ -38,6 +48,13 @@ struct llm_train_dist {
     size_t dlo, dhi;
     int data_host;      /* data is host memory; else device memory, read through chunk */
     float *chunk;       /* CHUNK floats of host memory when the moments live on a device */
+    /* ZeRO-0 overlap (llm_train_dist_set_bucket_mb): buckets of at least bucket floats,
+     * all-reduced as the backward reports their gradients final */
+    size_t bucket;      /* 0: one all-reduce after the backward */
+    size_t pend_lo, pend_hi;   /* reported final, not yet in a bucket */
+    bucket *bk;         /* the buckets of this step, in order of launch */
+    int nbk, cap_bk;
+    int ranges;         /* ranges reported during this step (stats) */
 };
 
 static int is_device(const llm_backend *be)
@@ -145,6 +162,12 @@ int llm_train_dist_new(llm_train_dist **out, llm_dist *d, llm_model *m, llm_back
     if ((rc = llm_train_dist_shard_model(m, d, zero, st)) ||
         (rc = llm_model__ensure_grads(m, st)) || (rc = llm_model__ensure_moments(m, st)))
         goto fail;
+#ifdef LLM_CUDA
+    /* NCCL's non-blocking all-reduce waits for the backend's stream on the device */
+    if (llm_dist_on_device(d))
+        llm_dist_set_stream(d, llm_backend_cuda_stream(be));
+#endif
+    td->bucket = LLM_TRAIN_BUCKET_DEFAULT;
     if (td->stage && !(td->host = malloc(n * sizeof(float)))) {
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto fail;
@@ -189,6 +212,9 @@ void llm_train_dist_free(llm_train_dist *td)
     if (!td)
         return;
     save_done(td);
+    for (int i = 0; i < td->nbk; i++)
+        free(td->bk[i].req);   /* only after an error (the job ends): never waited for */
+    free(td->bk);
     free(td->host);
     free(td);
 }
@@ -455,6 +481,86 @@ static int zero_update(llm_train_dist *td, const llm_adamw_config *hp, int t, do
     return allgather_be(td, m->params, st);
 }
 
+void llm_train_dist_set_bucket_mb(llm_train_dist *td, double mb)
+{
+    td->bucket = mb > 0 ? (size_t)(mb * 1048576.0 / sizeof(float)) : 0;
+    if (mb > 0 && !td->bucket)
+        td->bucket = 1;
+}
+
+void llm_train_dist_overlap_stats(const llm_train_dist *td, int *ranges, int *buckets)
+{
+    *ranges = td->ranges;
+    *buckets = td->nbk;
+}
+
+/* Start the all-reduce of gradient elements [lo, hi) as one bucket. */
+static int launch(llm_train_dist *td, size_t lo, size_t hi, llm_status *st)
+{
+    if (td->nbk == td->cap_bk) {
+        int cap = td->cap_bk ? 2 * td->cap_bk : 16;
+        bucket *b = realloc(td->bk, (size_t)cap * sizeof *b);
+        if (!b)
+            return llm_err(st, LLM_ENOMEM, "out of memory");
+        td->bk = b;
+        td->cap_bk = cap;
+    }
+    float *g = td->m->grads + lo;
+    if (td->stage) {
+        /* host collectives for a device model: this range through the staging buffer
+         * (to_host waits for the stream, so the copy is of final values) */
+        td->be->to_host(td->be, td->host + lo, g, (hi - lo) * sizeof(float));
+        g = td->host + lo;
+    }
+    bucket *b = &td->bk[td->nbk];
+    *b = (bucket){lo, hi, NULL, 0};
+    if (llm_dist_iallreduce(td->d, g, hi - lo, LLM_DIST_F32, LLM_DIST_SUM, &b->req, st))
+        return st->code;
+    td->nbk++;
+    return 0;
+}
+
+/* The model's gradient-ready hook (llm_model_set_grad_ready): ranges come from the top
+ * of the layout down; a bucket closes once it holds td->bucket floats, and the last one
+ * (ending at 0) at the end of the backward.  Every rank sees the same ranges, so every
+ * rank starts the same buckets in the same order.  Then the outstanding requests are
+ * tested: Open MPI moves a non-blocking collective on only inside MPI calls, so this is
+ * where the transfers progress while the backward computes (once per layer). */
+static int on_ready(void *ctx, size_t lo, size_t hi, llm_status *st)
+{
+    llm_train_dist *td = ctx;
+    td->ranges++;
+    if (hi != td->pend_lo || lo >= hi)
+        return llm_err(st, LLM_ESOFTWARE, "overlap: gradient range [%zu, %zu) out of order "
+                       "(expected one ending at %zu)", lo, hi, td->pend_lo);
+    td->pend_lo = lo;
+    if (lo == 0 || td->pend_hi - lo >= td->bucket) {
+        if (launch(td, lo, td->pend_hi, st))
+            return st->code;
+        td->pend_hi = lo;
+    }
+    for (int i = 0; i < td->nbk; i++)
+        if (!td->bk[i].done && llm_dist_test(td->d, td->bk[i].req, &td->bk[i].done, st))
+            return st->code;
+    return 0;
+}
+
+/* Wait for every bucket of this step, in launch order (the same on every rank). */
+static int wait_buckets(llm_train_dist *td, llm_status *st)
+{
+    for (int i = 0; i < td->nbk; i++) {
+        bucket *b = &td->bk[i];
+        llm_dist_req *r = b->req;
+        b->req = NULL;
+        if (llm_dist_wait(td->d, r, st))
+            return st->code;
+        if (td->stage)
+            td->be->to_device(td->be, td->m->grads + b->lo, td->host + b->lo,
+                              (b->hi - b->lo) * sizeof(float));
+    }
+    return 0;
+}
+
 int llm_train_dist_step(llm_train_dist *td, llm_data *data, int32_t *in, int32_t *tg, int B,
                         int T, int64_t accum, const llm_adamw_config *hp, int t, int force_nan,
                         double *loss, double *gnorm, int *skipped, llm_status *st)
@@ -464,6 +570,8 @@ int llm_train_dist_step(llm_train_dist *td, llm_data *data, int32_t *in, int32_t
         return st->code;
     int64_t total = accum * td->world, mine = (int64_t)td->rank * accum;
     float gscale = (float)(1.0 / (double)total);
+    int overlap = !td->zero && td->bucket > 0;
+    td->nbk = td->ranges = 0;
     double sum = 0;
     for (int64_t g = 0; g < total; g++) {
         /* every rank reads every micro-batch of the global batch, in order, so that the
@@ -473,10 +581,28 @@ int llm_train_dist_step(llm_train_dist *td, llm_data *data, int32_t *in, int32_t
         if (g < mine || g >= mine + accum)
             continue;
         float l = 0;
-        if (llm_model_forward(m, in, tg, B, T, &l, st) || llm_model_backward(m, gscale, st))
+        if (llm_model_forward(m, in, tg, B, T, &l, st))
             return st->code;
+        /* overlap: only the last micro-batch's backward makes the gradients final */
+        int arm = overlap && g == mine + accum - 1;
+        if (arm) {
+            td->pend_lo = td->pend_hi = m->nparams;
+            llm_model_set_grad_ready(m, on_ready, td);
+        }
+        int rc = llm_model_backward(m, gscale, st);
+        if (arm)
+            llm_model_set_grad_ready(m, NULL, NULL);
+        if (rc)
+            return rc;
         sum += l;
     }
+    if (overlap && td->pend_lo != 0)
+        return llm_err(st, LLM_ESOFTWARE, "overlap: the backward reported gradients up to "
+                       "%zu only", td->pend_lo);
+    /* the buckets first: every rank waits for them whatever the loss, so that the
+     * collectives match (a non-finite step then skips the update) */
+    if (overlap && wait_buckets(td, st))
+        return st->code;
     if (force_nan)
         sum = NAN;
     if (llm_dist_allreduce(td->d, &sum, 1, LLM_DIST_F64, LLM_DIST_SUM, st))
@@ -490,7 +616,7 @@ int llm_train_dist_step(llm_train_dist *td, llm_data *data, int32_t *in, int32_t
     }
     if (td->zero)
         return zero_update(td, hp, t, gnorm, skipped, st);
-    if (allreduce_be(td, m->grads, m->nparams, st))
+    if (!overlap && allreduce_be(td, m->grads, m->nparams, st))
         return st->code;
     return llm_model_update(m, hp, t, gnorm, skipped, st);
 }

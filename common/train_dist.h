@@ -6,8 +6,15 @@
  * position stays the global one, so a checkpoint resumes on any world size).  Gradients
  * are scaled by 1/(world*accum) in the backward pass and summed across ranks, so 2 ranks
  * x B=4 == 1 rank x B=8 == 1 rank x B=4 x 2 accumulation steps.
- *   zero 0  one all-reduce of the whole gradient buffer (one bucket) after the backward;
- *           every rank then runs the same AdamW update
+ *   zero 0  the gradients are all-reduced in buckets overlapped with the backward of the
+ *           last micro-batch: the model reports each range of the gradient buffer as it
+ *           becomes final (llm_model_set_grad_ready: ln_f, then layer L-1 .. 0, then the
+ *           embeddings); the ranges are gathered into buckets of at least
+ *           train.bucket_mb MiB (llm_train_dist_set_bucket_mb), each started as a
+ *           non-blocking all-reduce (llm_dist_iallreduce) as soon as it is full, and all
+ *           are waited for before the update (MPI progresses them at each reported range:
+ *           llm_dist_test).  bucket_mb 0: one all-reduce of the whole buffer after the
+ *           backward.  Every rank then runs the same AdamW update
  *   zero 1  each rank holds the AdamW moments of its shard of the flat parameter buffer
  *           only (llm_dist_shard; llm_model_set_opt_range): 8 x P / world bytes instead
  *           of 8 x P.  Parameters and gradients stay whole.  After the backward, a
@@ -57,6 +64,18 @@ int llm_train_dist_shard_model(llm_model *m, const llm_dist *d, int zero, llm_st
 int  llm_train_dist_new(llm_train_dist **out, llm_dist *d, llm_model *m, llm_backend *be,
                         int zero, llm_status *st);
 void llm_train_dist_free(llm_train_dist *td);
+
+/* ZeRO-0 overlap: the smallest bucket in MiB (rounded to whole floats; > 0 means at
+ * least one float); 0 turns the overlap off (one all-reduce after the backward).  Buckets
+ * are whole ranges reported by the model, so one may be larger (a layer or the embeddings
+ * bigger than mb).  Default LLM_TRAIN_BUCKET_DEFAULT floats.  ZeRO-1 ignores it (its
+ * reduce-scatter runs after the backward). */
+#define LLM_TRAIN_BUCKET_MB_DEFAULT 4.0
+#define LLM_TRAIN_BUCKET_DEFAULT ((size_t)(LLM_TRAIN_BUCKET_MB_DEFAULT * 1048576.0 / 4.0))
+void llm_train_dist_set_bucket_mb(llm_train_dist *td, double mb);
+/* What the last step did: gradient ranges the model reported (L + 2 per step with the
+ * overlap on: the last micro-batch's only) and buckets all-reduced.  For tests. */
+void llm_train_dist_overlap_stats(const llm_train_dist *td, int *ranges, int *buckets);
 
 /* Refuse to go on when the ranks do not all start at the same step (a checkpoint
  * directory that is not shared, or a rank that resumed another file): LLM_EDATA. */

@@ -2,7 +2,11 @@
 # 1 -> 2 rank scaling of llm-train on the CPU (1 thread per rank, same global batch):
 #   scripts/bench-dist.sh [STEPS]   (needs bin/llm-train built with MPI, and mpirun)
 # Prints tokens/s (median over the steps after the first two) for 1 rank x B=16 and
-# 2 ranks x B=8, ZeRO 0 and 1, and the speed-up.  Timings are noisy on a shared machine.
+# 2 ranks x B=8, ZeRO 0 and 1, and the speed-up; then ZeRO-0's step time with the
+# gradient all-reduce after the backward (train.bucket_mb=0) and overlapped with it in
+# buckets of one layer (bucket_mb=0.5: a layer is 0.76 MiB), alternating, ROUNDS times
+# (OVERLAP_ROUNDS, default 3).  Timings are noisy on a shared machine: the load average
+# is printed.
 set -euo pipefail
 STEPS=${1:-12}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,3 +34,12 @@ a=$(med "$T/a.jsonl"); b=$(med "$T/b.jsonl"); c=$(med "$T/c.jsonl")
 echo "1 rank  B=16      : $a tokens/s"
 echo "2 ranks B=8       : $b tokens/s  (x$(python3 -c "print(round($b/$a,2))"))"
 echo "2 ranks B=8 ZeRO-1: $c tokens/s  (x$(python3 -c "print(round($c/$a,2))"))"
+# step time in ms (median): 16 x 128 tokens per step
+ms() { python3 -c "import json,sys,statistics; v=[json.loads(l)['tokens_per_s'] for l in open(sys.argv[1]) if 'loss' in l][2:]; print('%.1f' % (2048e3 / statistics.median(v)))" "$1"; }
+echo "load average before the overlap runs: $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq "${OVERLAP_ROUNDS:-3}"); do
+  for mb in 0 0.5; do
+    "${MPI[@]}" -np 2 "$ROOT/bin/llm-train" --config "$T/run.yaml" -o "$T/o$mb" --set train.batch_size=8 --set train.bucket_mb=$mb --metrics "$T/o$mb.jsonl" 2>/dev/null
+  done
+  echo "round $r: 2 ranks B=8 ZeRO-0 step: all-reduce after the backward $(ms "$T/o0.jsonl") ms, overlapped (buckets of 0.5 MiB) $(ms "$T/o0.5.jsonl") ms  (load $(cut -d' ' -f1 /proc/loadavg))"
+done

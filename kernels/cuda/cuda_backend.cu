@@ -390,6 +390,12 @@ extern "C" int llm_backend_cuda_status(llm_backend *be, char *err, size_t errlen
     return -1;
 }
 
+extern "C" void *llm_backend_cuda_stream(llm_backend *be)
+{
+    lc_ctx *c = lc_get(be);
+    return c ? (void *)c->stream : NULL;
+}
+
 extern "C" void llm_backend_cuda_set_tf32(llm_backend *be, int on)
 {
     lc_ctx *c = lc_get(be);

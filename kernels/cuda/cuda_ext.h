@@ -19,6 +19,11 @@ extern "C" {
  * a fault that breaks the CUDA context makes every later op fail, so it shows again. */
 int llm_backend_cuda_status(llm_backend *be, char *err, size_t errlen);
 
+/* The cudaStream_t every op of the backend is enqueued on (as void *), NULL when be is
+ * not a CUDA backend: for collectives that order themselves after the backend's work
+ * (llm_dist_set_stream, common/train_dist.c; added for issue 10). */
+void *llm_backend_cuda_stream(llm_backend *be);
+
 /* Allow (on != 0) or forbid TF32 tensor-core math in fp32 GEMMs.  Default: forbidden,
  * unless the environment has LLM_CUDA_TF32=1 at init.  TF32 keeps ~10 mantissa bits of
  * the inputs (relative error near 3e-4 instead of 1e-6). */

@@ -3,9 +3,11 @@
 # B=4 x 2 accumulation steps (losses and weights), with ZeRO-1 too; a checkpoint from 2
 # ranks resumes on 1 and on 3 ranks and in either ZeRO stage; ZeRO-1 holds a shard of the
 # optimizer state only (per-rank peak memory vs ZeRO-0 and vs llm-profile plan); the
-# in-place reduce-scatter on 3 ranks (test_dist under mpirun); a killed rank or a hung one
-# ends the job non-zero within --dist-timeout; SIGTERM to rank 0 only stops every rank at
-# the same step.
+# in-place reduce-scatter on 3 ranks (test_dist under mpirun); ZeRO-0's gradient
+# all-reduce in buckets overlapped with the backward (train.bucket_mb) == one all-reduce
+# after it (1e-6) on 2 and 3 ranks; a killed rank or a hung one ends the job non-zero
+# within --dist-timeout, with and without buckets; SIGTERM to rank 0 only stops every
+# rank at the same step.
 . "$(dirname "$0")/lib.sh"
 # Open MPI allocates at MPI_Init and never frees it, in plugins it unloads at exit, so
 # LeakSanitizer suppressions cannot name them: under `make check` (LLM_SAN) leak checks
@@ -101,10 +103,21 @@ check "one checkpoint from 2 ranks (rank 0 writes)" [ "$(ls dp)" = step-00000010
 check "ZeRO-1 checkpoint verifies" llm-shard verify -q z1/step-00000010.llmk
 UNITDIR=${UNITDIR:-$ROOT/build/tests}
 if [ -x "$UNITDIR/test_dist" ]; then
-  expect_exit "in-place reduce-scatter on 3 ranks (test_dist under mpirun)" 0 "${MPIRUN[@]}" -np 3 "$UNITDIR/test_dist"
+  expect_exit "in-place reduce-scatter, iallreduce, bucketed step on 3 ranks (test_dist under mpirun)" 0 "${MPIRUN[@]}" -np 3 "$UNITDIR/test_dist"
+  expect_exit "iallreduce, bucketed step on 2 ranks (test_dist under mpirun)" 0 "${MPIRUN[@]}" -np 2 "$UNITDIR/test_dist"
 else
   skip "in-place reduce-scatter on 3 ranks" "no $UNITDIR/test_dist"
 fi
+
+# ---- overlap: buckets all-reduced during the backward == one all-reduce after it ----
+# 0.02 MiB = 5242 floats: one bucket per layer (12704 floats) and one for the embeddings;
+# with accumulation 2 (global batch 16 rows on 2 ranks) the last micro-batch's only
+for n in 2 3; do
+  expect_exit "$n ranks, ZeRO-0, no buckets (bucket_mb 0)" 0 mp $n -o nb$n --set train.bucket_mb=0 --set train.total_batch_tokens=$((8 * n * T)) --metrics nb$n.jsonl
+  expect_exit "$n ranks, ZeRO-0, buckets of 0.02 MiB" 0 mp $n -o bk$n --set train.bucket_mb=0.02 --set train.total_batch_tokens=$((8 * n * T)) --metrics bk$n.jsonl
+  check "$n ranks: bucketed == unbucketed (losses 1e-6)" close nb$n.jsonl bk$n.jsonl 1e-6
+  check "$n ranks: bucketed == unbucketed (weights and moments)" wclose nb$n/step-00000010.llmk bk$n/step-00000010.llmk
+done
 
 # ---- save at step 10 on 2 ranks (ZeRO-1), resume on 1 and on 3 ranks ----
 # global batch 12 rows of B=2: 2 ranks x 3 accum, 1 rank x 6, 3 ranks x 2
@@ -194,7 +207,8 @@ wait_steps() { for _ in $(seq 600); do [ -f "$1" ] && [ "$(grep -c '"loss"' "$1"
 LONG=(--set train.max_steps=100000 --set train.save_every=5 --set train.keep_last=2)
 
 # ---- a rank dies: the job ends non-zero within the timeout; resume auto continues ----
-mp 2 -o kill "${LONG[@]}" --dist-timeout 10 --metrics kill.jsonl >/dev/null 2>kill.err & job=$!
+# (buckets of 0.02 MiB: one per layer, all-reduced during the backward)
+mp 2 -o kill "${LONG[@]}" --set train.bucket_mb=0.02 --dist-timeout 10 --metrics kill.jsonl >/dev/null 2>kill.err & job=$!
 if wait_steps kill.jsonl 7 && r1=$(pid_of $job 1) && [ -n "$r1" ]; then
   t0=$(date +%s); kill -9 "$r1"; wait $job; rc=$?; dt=$(( $(date +%s) - t0 ))
   check "killed rank 1: job exits non-zero (rc $rc)" [ "$rc" != 0 ]
@@ -207,15 +221,18 @@ else
 fi
 
 # ---- a rank hangs (SIGSTOP): the watchdog ends the job within the timeout ----
-mp 2 -o hang "${LONG[@]}" --dist-timeout 3 --metrics hang.jsonl >/dev/null 2>hang.err & job=$!
-if wait_steps hang.jsonl 3 && r1=$(pid_of $job 1) && [ -n "$r1" ]; then
+# with buckets all-reduced during the backward (one per layer), and without (bucket_mb 0)
+for bmb in 0.02 0; do
+mp 2 -o hang$bmb "${LONG[@]}" --set train.bucket_mb=$bmb --dist-timeout 3 --metrics hang$bmb.jsonl >/dev/null 2>hang$bmb.err & job=$!
+if wait_steps hang$bmb.jsonl 3 && r1=$(pid_of $job 1) && [ -n "$r1" ]; then
   t0=$(date +%s); kill -STOP "$r1"; wait $job; rc=$?; dt=$(( $(date +%s) - t0 ))
-  check "hung rank 1: job exits non-zero (rc $rc)" [ "$rc" != 0 ]
-  check "the watchdog names the collective" grep -q "did not complete within 3 s" hang.err
-  check "within the 3 s timeout (+ slack): ${dt}s" [ "$dt" -le 15 ]
+  check "bucket_mb $bmb: hung rank 1: job exits non-zero (rc $rc)" [ "$rc" != 0 ]
+  check "bucket_mb $bmb: the watchdog names the collective" grep -q "did not complete within 3 s" hang$bmb.err
+  check "bucket_mb $bmb: within the 3 s timeout (+ slack): ${dt}s" [ "$dt" -le 15 ]
 else
-  kill $job 2>/dev/null; wait $job; notok "hang test: run did not start ($(tail -c 300 hang.err))"
+  kill $job 2>/dev/null; wait $job; notok "hang test (bucket_mb $bmb): run did not start ($(tail -c 300 hang$bmb.err))"
 fi
+done
 
 # ---- SIGTERM to rank 0 only: every rank stops at the same step, one checkpoint, exit 0 ----
 mp 2 -o term "${LONG[@]}" --set train.save_every=100000 --set train.zero=1 --metrics term.jsonl >/dev/null 2>term.err & job=$!

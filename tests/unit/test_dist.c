@@ -1,6 +1,9 @@
 /* Unit tests for common/dist (one process): shards, the single-process communicator,
  * rank discovery from the environment, and the --dist-init id exchange (file and TCP,
- * between forked processes).  Multi-rank MPI runs are in tests/cli/dist.sh. */
+ * between forked processes); the overlapped (bucketed) ZeRO-0 step of
+ * common/train_dist.c on one rank.  Under mpirun with several ranks (tests/cli/dist.sh
+ * runs it on 2 and 3): the in-place reduce-scatter, the non-blocking all-reduce, and the
+ * bucketed step against the unbucketed one. */
 #include "tests/unit/testutil.h"
 
 #include <math.h>
@@ -9,8 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/data.h"
 #include "common/dist.h"
 #include "common/dist_impl.h"
+#include "common/model.h"
+#include "common/train_dist.h"
+#include "kernels/backend.h"
 
 static void clear_env(void)
 {
@@ -65,6 +72,14 @@ static void test_single(void **state)
     assert_int_equal(llm_dist_allgather(d, x, 5, LLM_DIST_F32, &st), 0);
     assert_int_equal(llm_dist_broadcast(d, x, 5, LLM_DIST_F32, 0, &st), 0);
     assert_int_equal(llm_dist_barrier(d, &st), 0);
+    llm_dist_req *q = (llm_dist_req *)1;            /* one rank: nothing to wait for */
+    int done = 0;
+    assert_int_equal(llm_dist_iallreduce(d, x, 5, LLM_DIST_F32, LLM_DIST_AVG, &q, &st), 0);
+    assert_null(q);
+    assert_int_equal(llm_dist_test(d, q, &done, &st), 0);
+    assert_int_equal(done, 1);
+    assert_int_equal(llm_dist_wait(d, q, &st), 0);
+    assert_true(x[4] == 5);
     llm_dist_abort(d, 70);                          /* returns for one process */
     llm_dist_free(d);
     /* NULL is a single process too */
@@ -166,14 +181,31 @@ static double val(int rank, size_t i)
     return (double)((i * 7 + (size_t)rank * 13) % 101) - 50.0;   /* sums exact in float */
 }
 
+/* The MPI communicator of the multi-rank group (MPI can be initialised once only). */
+static llm_dist *mpi_d;
+
+static int mpi_setup(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    llm_dist_opts o = {NULL, 60, 0, NULL};
+    if (llm_dist_init(&mpi_d, &o, &st) || strcmp(llm_dist_kind(mpi_d), "mpi"))
+        return -1;
+    return 0;
+}
+
+static int mpi_teardown(void **state)
+{
+    (void)state;
+    llm_dist_free(mpi_d);
+    return 0;
+}
+
 static void test_mpi_reduce_scatter(void **state)
 {
     (void)state;
-    llm_dist *d;
+    llm_dist *d = mpi_d;
     llm_status st = {0};
-    llm_dist_opts o = {NULL, 60, 0, NULL};
-    assert_int_equal(llm_dist_init(&d, &o, &st), 0);
-    assert_string_equal(llm_dist_kind(d), "mpi");
     int W = llm_dist_world(d), r = llm_dist_rank(d);
     const size_t ns[] = {1, 2, 7, 100, ((size_t)3 << 20) + 7};
     const llm_dist_op ops[] = {LLM_DIST_SUM, LLM_DIST_MAX, LLM_DIST_AVG};
@@ -208,21 +240,187 @@ static void test_mpi_reduce_scatter(void **state)
                 }
                 free(buf);
             }
+}
+
+/* Several non-blocking all-reduces in flight at once (sizes from 1 element to more than
+ * the per-call piece of the staging tests), progressed by llm_dist_test, then waited for
+ * in order: sums exact, AVG divided. */
+static void test_mpi_iallreduce(void **state)
+{
+    (void)state;
+    llm_dist *d = mpi_d;
+    llm_status st = {0};
+    int W = llm_dist_world(d), r = llm_dist_rank(d);
+    const size_t ns[] = {1, 7, 1000, ((size_t)1 << 20) + 3};
+    enum { K = sizeof ns / sizeof *ns };
+    float *b[K];
+    double avg[5];
+    llm_dist_req *q[K + 1];
+    for (int k = 0; k < K; k++) {
+        assert_non_null(b[k] = malloc(ns[k] * sizeof(float)));
+        for (size_t i = 0; i < ns[k]; i++)
+            b[k][i] = (float)val(r, i + (size_t)k);
+        assert_int_equal(llm_dist_iallreduce(d, b[k], ns[k], LLM_DIST_F32, LLM_DIST_SUM, &q[k],
+                                             &st), 0);
+        assert_non_null(q[k]);
+    }
+    for (int i = 0; i < 5; i++)
+        avg[i] = val(r, (size_t)i);
+    assert_int_equal(llm_dist_iallreduce(d, avg, 5, LLM_DIST_F64, LLM_DIST_AVG, &q[K], &st), 0);
+    /* progress: test until the first completes (at most 30 s: a peer may start late on
+     * an oversubscribed machine) */
+    int done = 0;
+    for (double t0 = llm_dist__now(); !done && llm_dist__now() - t0 < 30;)
+        assert_int_equal(llm_dist_test(d, q[0], &done, &st), 0);
+    assert_int_equal(done, 1);
+    for (int k = 0; k <= K; k++)
+        assert_int_equal(llm_dist_wait(d, q[k], &st), 0);
+    for (int k = 0; k < K; k++) {
+        for (size_t i = 0; i < ns[k]; i++) {
+            double want = 0;
+            for (int j = 0; j < W; j++)
+                want += val(j, i + (size_t)k);
+            if (b[k][i] != (float)want)
+                fail_msg("rank %d: n %zu element %zu is %g, want %g", r, ns[k], i, b[k][i], want);
+        }
+        free(b[k]);
+    }
+    for (int i = 0; i < 5; i++) {
+        double want = 0;
+        for (int j = 0; j < W; j++)
+            want += val(j, (size_t)i);
+        assert_true(fabs(avg[i] - want / W) < 1e-12);
+    }
+}
+
+/* ---- the overlapped ZeRO-0 step (common/train_dist.c) ---- */
+
+/* `steps` steps of a 3-layer model with accumulation `accum` and buckets of bucket_mb
+ * (0: one all-reduce after the backward) on communicator d; the parameters afterwards
+ * into params (malloc'd), and the last step's overlap statistics. */
+static void overlap_run(llm_dist *d, const char *tokens, double bucket_mb, int accum, int steps,
+                        float **params, int *ranges, int *buckets)
+{
+    llm_status st = {0};
+    llm_backend be;
+    char err[256];
+    assert_int_equal(llm_backend_init(&be, "cpu", 1, err, sizeof err), 0);
+    llm_model_config cfg = {"gpt2", 3, 2, 16, 64, 0, 16};
+    llm_model *m;
+    assert_int_equal(llm_model_new(&m, &cfg, &be, &st), 0);
+    llm_model_init_gpt2(m, 7);
+    int B = 2, T = 16;
+    llm_data_opts o = {tokens, B, T, 64, 1, 1, 0};
+    llm_data *data;
+    assert_int_equal(llm_data_open(&data, &o, &st), 0);
+    llm_train_dist *td;
+    assert_int_equal(llm_train_dist_new(&td, d, m, &be, 0, &st), 0);
+    llm_train_dist_set_bucket_mb(td, bucket_mb);
+    int32_t in[2 * 16], tg[2 * 16];
+    llm_adamw_config hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
+    for (int t = 1; t <= steps; t++) {
+        double loss, gn;
+        int sk;
+        if (llm_train_dist_step(td, data, in, tg, B, T, accum, &hp, t, 0, &loss, &gn, &sk, &st))
+            fail_msg("step %d: %s", t, st.msg);
+        assert_int_equal(sk, 0);
+    }
+    llm_train_dist_overlap_stats(td, ranges, buckets);
+    size_t n = llm_model_num_params(llm_model_cfg(m));
+    assert_non_null(*params = malloc(n * sizeof(float)));
+    memcpy(*params, llm_model_params(m), n * sizeof(float));
+    llm_train_dist_free(td);
+    llm_data_free(data);
+    llm_model_free(m);
+    llm_backend_free(&be);
+}
+
+/* A token file of 4000 ids below 64 (llm.c format, uint16), the same on every rank. */
+static char *token_file(char **dir)
+{
+    *dir = tu_tmpdir();
+    char *path = malloc(strlen(*dir) + 16);
+    assert_non_null(path);
+    sprintf(path, "%s/tok.bin", *dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    int32_t h[256] = {20240520, 1, 4000};
+    fwrite(h, sizeof h, 1, f);
+    for (int i = 0; i < 4000; i++) {
+        uint16_t v = (uint16_t)((i * 37 + i / 7) % 64);
+        fwrite(&v, 2, 1, f);
+    }
+    fclose(f);
+    return path;
+}
+
+/* Bucketed == unbucketed (parameters after 2 steps of accumulation 2, 1e-6 of their
+ * scale), for buckets of one layer each and of several layers; the model reports L + 2
+ * ranges per step (the last micro-batch's backward only); bucket 0 reports none. */
+static void overlap_check(llm_dist *d)
+{
+    char *dir, *tok = token_file(&dir);
+    float *ref, *p;
+    int ranges, buckets;
+    overlap_run(d, tok, 0, 2, 2, &ref, &ranges, &buckets);
+    assert_int_equal(ranges, 0);
+    assert_int_equal(buckets, 0);
+    size_t n = llm_model_num_params(&(llm_model_config){"gpt2", 3, 2, 16, 64, 128, 16});
+    /* 0.01 MiB = 2621 floats < a layer (3280): ln_f joins layer 2, then one bucket per
+     * layer and the embeddings; 0.03 MiB = 7864 floats: ln_f + 3 layers, embeddings */
+    const double mbs[] = {0.01, 0.03, 1e-9};
+    const int want[] = {4, 2, 5};
+    for (int k = 0; k < 3; k++) {
+        overlap_run(d, tok, mbs[k], 2, 2, &p, &ranges, &buckets);
+        double e = tu_scaled_err(p, ref, n);
+        printf("# %d rank(s), buckets of %g MiB: %d ranges, %d buckets, parameters differ by "
+               "%.2g of their scale\n", llm_dist_world(d), mbs[k], ranges, buckets, e);
+        assert_int_equal(ranges, 3 + 2);
+        assert_int_equal(buckets, want[k]);
+        assert_true(e <= 1e-6);
+        if (llm_dist_world(d) == 1)
+            assert_memory_equal(p, ref, n * sizeof(float));   /* nothing to reduce */
+        free(p);
+    }
+    free(ref);
+    free(tok);
+    tu_rmdir(dir);
+    free(dir);
+}
+
+static void test_overlap_single(void **state)
+{
+    (void)state;
+    clear_env();
+    llm_dist *d;
+    llm_status st = {0};
+    llm_dist_opts o = {NULL, 5, 0, NULL};
+    assert_int_equal(llm_dist_init(&d, &o, &st), 0);
+    overlap_check(d);
     llm_dist_free(d);
+}
+
+static void test_mpi_overlap(void **state)
+{
+    (void)state;
+    overlap_check(mpi_d);
 }
 
 int main(void)
 {
     const char *w = getenv("OMPI_COMM_WORLD_SIZE");
     if (w && atoi(w) > 1) {
-        const struct CMUnitTest mpi[] = {cmocka_unit_test(test_mpi_reduce_scatter)};
-        return cmocka_run_group_tests(mpi, NULL, NULL);
+        const struct CMUnitTest mpi[] = {cmocka_unit_test(test_mpi_reduce_scatter),
+                                         cmocka_unit_test(test_mpi_iallreduce),
+                                         cmocka_unit_test(test_mpi_overlap)};
+        return cmocka_run_group_tests(mpi, mpi_setup, mpi_teardown);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shards),
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_env_errors),
         cmocka_unit_test(test_exchange),
+        cmocka_unit_test(test_overlap_single),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,8 @@
 /* GPT-2 model against the PyTorch reference (tests/ref/gpt2_tiny.*), on the "cpu-ref"
  * and "cpu" backends: logits, loss, every gradient, 10 AdamW steps; plus init
  * determinism, gradient accumulation, inference forward, bad input, skipped updates,
- * config parsing, checkpoint round trips, moments held for a range of the layout (ZeRO-1)
- * and the allocation tracker.
+ * config parsing, checkpoint round trips, moments held for a range of the layout (ZeRO-1),
+ * the allocation tracker and the gradient-ready hook of the overlapped all-reduce.
  *
  * Errors are relative to the tensor's scale: max|ours - ref| / max|ref|. */
 #include "tests/unit/testutil.h"
@@ -599,6 +599,89 @@ static void test_opt_range(void **s)
     drop_backend(be);
 }
 
+/* The gradient-ready hook (llm_model_set_grad_ready): L + 2 ranges per backward, from
+ * the top of the layout down, each ending where the previous began, together [0, n)
+ * once; each range's gradient is final when reported (a snapshot taken in the hook
+ * equals the buffer after the backward, bit for bit); the hook fires on the armed
+ * backward only, and an error from it ends the backward. */
+typedef struct {
+    llm_model *m;
+    size_t lo[64], hi[64];
+    float *snap;           /* n floats: each range copied when reported */
+    int n, fail_at;
+} ready_log;
+
+static int ready_cb(void *ctx, size_t lo, size_t hi, llm_status *st)
+{
+    ready_log *r = ctx;
+    assert_true(r->n < 64);
+    r->lo[r->n] = lo;
+    r->hi[r->n] = hi;
+    memcpy(r->snap + lo, llm_model_grads(r->m) + lo, (hi - lo) * sizeof(float));
+    if (++r->n == r->fail_at)
+        return llm_err(st, LLM_EIO, "test: hook fails");
+    return 0;
+}
+
+static void test_grad_ready(void **s)
+{
+    (void)s;
+    llm_backend *be = backend("cpu");
+    llm_model *m = fixture_model(be);
+    llm_status st = {0};
+    int B = 4, T = 12, L = fx.cfg.n_layer;
+    size_t n = llm_model_num_params(&fx.cfg);
+    int32_t in[4 * 12], tg[4 * 12];
+    tu_rng r = {11};
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
+        tg[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
+    }
+    ready_log lg = {.m = m, .snap = calloc(n, sizeof(float))};
+    assert_non_null(lg.snap);
+    float l;
+    assert_int_equal(llm_model_zero_grad(m, &st), 0);
+    /* accumulation: the first backward unarmed, the second armed */
+    assert_int_equal(llm_model_forward(m, in, tg, B, T, &l, &st), 0);
+    assert_int_equal(llm_model_backward(m, 0.5f, &st), 0);
+    assert_int_equal(lg.n, 0);
+    llm_model_set_grad_ready(m, ready_cb, &lg);
+    assert_int_equal(llm_model_forward(m, in, tg, B, T, &l, &st), 0);
+    assert_int_equal(llm_model_backward(m, 0.5f, &st), 0);
+    assert_int_equal(lg.n, L + 2);
+    size_t top = n;
+    for (int i = 0; i < lg.n; i++) {
+        assert_int_equal(lg.hi[i], top);            /* contiguous, top down */
+        assert_true(lg.lo[i] < lg.hi[i]);
+        top = lg.lo[i];
+    }
+    assert_int_equal(top, 0);                       /* [0, n) exactly once */
+    assert_int_equal(lg.lo[0], llm_model_find_view(m, "ln_f.weight")->offset);
+    for (int l2 = L - 1; l2 >= 0; l2--) {           /* one range per layer, its views */
+        char name[64];
+        snprintf(name, sizeof name, "h.%d.ln_1.weight", l2);
+        assert_int_equal(lg.lo[L - l2], llm_model_find_view(m, name)->offset);
+    }
+    assert_int_equal(lg.hi[L + 1], llm_model_find_view(m, "h.0.ln_1.weight")->offset);
+    /* final when reported: wte (tied output projection + embedding) included */
+    assert_memory_equal(lg.snap, llm_model_grads(m), n * sizeof(float));
+    /* the same ranges again on the next backward; an error from the hook ends it */
+    lg.n = 0;
+    lg.fail_at = 2;
+    assert_int_equal(llm_model_forward(m, in, tg, B, T, &l, &st), 0);
+    assert_int_equal(llm_model_backward(m, 1.0f, &st), LLM_EIO);
+    assert_int_equal(lg.n, 2);
+    /* disarmed: not called */
+    llm_model_set_grad_ready(m, NULL, NULL);
+    lg.n = 0;
+    assert_int_equal(llm_model_forward(m, in, tg, B, T, &l, &st), 0);
+    assert_int_equal(llm_model_backward(m, 1.0f, &st), 0);
+    assert_int_equal(lg.n, 0);
+    free(lg.snap);
+    llm_model_free(m);
+    drop_backend(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -607,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_recompute),
         cmocka_unit_test(test_bad_input_and_skip), cmocka_unit_test(test_config),
         cmocka_unit_test(test_checkpoint),        cmocka_unit_test(test_opt_range),
+        cmocka_unit_test(test_grad_ready),
     };
     return cmocka_run_group_tests(tests, load_fixture, free_fixture);
 }
