@@ -129,6 +129,11 @@ int llm_bench_collective_dist(const char *coll, struct llm_dist *d, size_t bytes
 /* The nccl-tests bus-bandwidth factor for coll at n ranks; -1 for an unknown name. */
 double llm_bench_busbw_factor(const char *coll, int n);
 
+/* The checks every collective benchmark makes first: a known name, 4 B <= bytes <= 1 TiB,
+ * reps >= 1, warmup >= 0.  LLM_EUSAGE naming what is wrong, else 0. */
+int llm_bench_collective_args(const char *coll, size_t bytes, int warmup, int reps,
+                              llm_status *st);
+
 /* The same on GPUs (bench_nccl.c): NCCL over d, which must be an "nccl" communicator
  * (llm_dist_init with device 1, then llm_dist_nccl_self for one rank); every rank calls
  * it.  Device buffers; nccl-tests' layout: n = bytes / 4 floats (allgather and

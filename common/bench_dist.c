@@ -17,25 +17,34 @@ static int one(const char *coll, llm_dist *d, float *buf, float *recv, size_t n,
     return llm_dist_broadcast(d, buf, n, LLM_DIST_F32, 0, st);
 }
 
-int llm_bench_collective_dist(const char *coll, llm_dist *d, size_t bytes, int warmup, int reps,
-                              llm_bench_row *row, llm_status *st)
+int llm_bench_collective_args(const char *coll, size_t bytes, int warmup, int reps,
+                              llm_status *st)
 {
-    int world = llm_dist_world(d);
-    if (world == 1)
-        return llm_bench_collective(coll, bytes, warmup, reps, row, st);
-    double factor = llm_bench_busbw_factor(coll, world);
-    if (factor < 0)
+    if (llm_bench_busbw_factor(coll, 1) < 0)
         return llm_err(st, LLM_EUSAGE,
                        "collective '%s': use allreduce, allgather, reducescatter or broadcast", coll);
     if (bytes < 4 || bytes > ((size_t)1 << 40))
         return llm_err(st, LLM_EUSAGE, "size %zu bytes: must be in 4..1T", bytes);
     if (reps <= 0 || warmup < 0)
         return llm_err(st, LLM_EUSAGE, "reps must be >= 1 and warmup >= 0");
+    return 0;
+}
+
+int llm_bench_collective_dist(const char *coll, llm_dist *d, size_t bytes, int warmup, int reps,
+                              llm_bench_row *row, llm_status *st)
+{
+    int world = llm_dist_world(d);
+    if (world == 1)
+        return llm_bench_collective(coll, bytes, warmup, reps, row, st);
+    int rc = llm_bench_collective_args(coll, bytes, warmup, reps, st);
+    if (rc)
+        return rc;
+    double factor = llm_bench_busbw_factor(coll, world);
     size_t n = bytes / 4;
     bytes = n * 4;
     float *buf = malloc(bytes), *recv = malloc(bytes / (size_t)world + 8);
     double *t = malloc((size_t)reps * sizeof *t);
-    int rc = 0;
+    rc = 0;
     if (!buf || !recv || !t) {
         rc = llm_err(st, LLM_ENOMEM, "out of memory for %zu-byte buffers", bytes);
         goto out;

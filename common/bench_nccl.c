@@ -17,11 +17,6 @@
 
 #include "common/dist.h"
 
-static int known(const char *coll)
-{
-    return llm_bench_busbw_factor(coll, 1) >= 0;
-}
-
 #ifdef LLM_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -213,13 +208,9 @@ static int setup(bctx *x, int reps, llm_status *st)
 int llm_bench_collective_cuda(const char *coll, llm_dist *d, size_t bytes, int warmup, int reps,
                               llm_bench_row rows[2], llm_status *st)
 {
-    if (!known(coll))
-        return llm_err(st, LLM_EUSAGE,
-                       "collective '%s': use allreduce, allgather, reducescatter or broadcast", coll);
-    if (bytes < 4 || bytes > ((size_t)1 << 40))
-        return llm_err(st, LLM_EUSAGE, "size %zu bytes: must be in 4..1T", bytes);
-    if (reps <= 0 || warmup < 0)
-        return llm_err(st, LLM_EUSAGE, "reps must be >= 1 and warmup >= 0");
+    int rc0 = llm_bench_collective_args(coll, bytes, warmup, reps, st);
+    if (rc0)
+        return rc0;
     bctx x = {.d = d, .coll = coll};
     void *comm, *stream;
     if (llm_dist_nccl_handles(d, &comm, &stream))
@@ -292,9 +283,8 @@ int llm_bench_collective_cuda(const char *coll, llm_dist *d, size_t bytes, int w
                               llm_bench_row rows[2], llm_status *st)
 {
     (void)d, (void)bytes, (void)warmup, (void)reps, (void)rows;
-    if (!known(coll))
-        return llm_err(st, LLM_EUSAGE,
-                       "collective '%s': use allreduce, allgather, reducescatter or broadcast", coll);
+    if (llm_bench_busbw_factor(coll, 1) < 0)
+        return llm_bench_collective_args(coll, 4, 0, 1, st);   /* names the bad collective */
 #ifdef LLM_CUDA
     return llm_err(st, LLM_ENODEV, "device 'cuda': the collectives need NCCL, and this build has "
                    "none (rebuild with NCCL=1, NCCL_HOME=DIR)");
