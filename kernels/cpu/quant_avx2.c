@@ -4,8 +4,10 @@
  * with the 32 int8 activations exactly (maddubs on |w| and sign(w)*x, then madd into 8
  * int32 lanes; no overflow: |w| <= 128, |x| <= 127, pair sums <= 32512), converted to
  * float and scaled by dw*dx into 8 float accumulators.  Each weight block is loaded once
- * for all R input rows.  f16/bf16: 8 weights at a time widened to f32 (F16C / a shift)
- * and FMA'd.  Compiled with target attributes; callers check the CPU first.
+ * for all R input rows.  q4_0 has its own kernels with the same arithmetic on unsigned
+ * nibbles (q4row1x4, q4rowR: fewer instructions per block, the same bits).  f16/bf16:
+ * 8 weights at a time widened to f32 (F16C / a shift) and FMA'd.  Compiled with target
+ * attributes; callers check the CPU first.
  */
 #include <immintrin.h>
 
@@ -48,43 +50,164 @@ qrow(float *out, int ldo, const char *wr, int dt, const llm_block_q8_0 *xq, int 
         out[(size_t)r * ldo + o] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
 }
 
-/* R == 1 (decode): four output rows at a time share each activation block (one load, one
- * scale conversion) and give the core four independent dot products to overlap.  Each
- * output keeps qrow's accumulation order (even/odd block accumulators, the same products
- * dw*dx), so the results equal qrow's bit for bit. */
-TGT __attribute__((always_inline)) static inline __m256
-qdot(__m256i w, __m256i x, float d, __m256 acc)
+/* q4_0, R == 1 (decode): four output rows at a time share each activation block, with
+ * fewer instructions per block than qrow and the same results bit for bit:
+ *  - the 16 nibble bytes are broadcast to both halves by the load itself and one variable
+ *    shift moves the upper half's high nibbles down: load, shift, and give the 32
+ *    unsigned values u = q+8 in 0..15;
+ *  - maddubs takes u unsigned as it is (u*x pair sums <= 2*15*127 never saturate), and
+ *    sum (u-8)*x = madd(maddubs(u, x)) - madd(maddubs(8, x)) exactly in int32, the second
+ *    term once per activation block for the four rows: the int32 lanes equal qrow's;
+ *  - the scales of 8 blocks are gathered with integer loads, widened with one F16C
+ *    conversion and multiplied by the 8 activation scales at once (the same float
+ *    products dw*dx), then broadcast from memory into each block's FMA.
+ * Each row keeps qrow's accumulation order (even/odd block accumulators, lane by lane),
+ * so a row's result still does not depend on N. */
+
+/* madd(maddubs(8, x), 1) for activation block x: 8 * the sum of each lane's 4 values */
+TGT __attribute__((always_inline)) static inline __m256i q4corr(const llm_block_q8_0 *xb)
 {
-    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-    return _mm256_fmadd_ps(p, _mm256_set1_ps(d), acc);
+    __m256i x = _mm256_loadu_si256((const __m256i *)xb->q);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), x), _mm256_set1_epi16(1));
 }
 
-TGT static void qrow1x4(float *out, const char *wr, size_t rb, int dt, const llm_block_q8_0 *xq,
-                        int nb, int o)
+/* n <= 8 f16 values st bytes apart from p, widened to float (lanes n.. are 0); the
+ * halves are gathered with integer loads and shifts, off the vector ports */
+TGT __attribute__((always_inline)) static inline __m256 h8(const char *p, size_t st, int n)
+{
+    uint64_t a = 0, c = 0;
+    uint16_t h;
+    for (int k = 0; k < n && k < 4; k++) {
+        memcpy(&h, p + k * st, 2);
+        a |= (uint64_t)h << 16 * k;
+    }
+    for (int k = 4; k < n; k++) {
+        memcpy(&h, p + k * st, 2);
+        c |= (uint64_t)h << 16 * (k - 4);
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)c, (long long)a));
+}
+
+/* the 32 nibbles of q4_0 block b of row wr as unsigned bytes 0..15, in weight order */
+TGT __attribute__((always_inline)) static inline __m256i q4v(const char *wr, int b)
+{
+    const llm_block_q4_0 *w = (const llm_block_q4_0 *)wr + b;
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)w->q));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)),
+                            _mm256_set1_epi8(0x0f));
+}
+
+TGT __attribute__((always_inline)) static inline __m256
+qdotm(__m256i u, __m256i x, __m256i c, const float *d, __m256 acc)
+{
+    __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)), c);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_broadcast_ss(d), acc);
+}
+
+/* block B+k of the four rows into accumulators a0..a3; pr[i][k] = dw*dx */
+#define Q4STEP8(a0, a1, a2, a3, k)                                                         \
+    do {                                                                                   \
+        int b_ = B + (k);                                                                  \
+        __m256i x = _mm256_loadu_si256((const __m256i *)xq[b_].q), c = q4corr(xq + b_);    \
+        a0 = qdotm(q4v(w0, b_), x, c, &pr[0][k], a0);                                      \
+        a1 = qdotm(q4v(w1, b_), x, c, &pr[1][k], a1);                                      \
+        a2 = qdotm(q4v(w2, b_), x, c, &pr[2][k], a2);                                      \
+        a3 = qdotm(q4v(w3, b_), x, c, &pr[3][k], a3);                                      \
+    } while (0)
+
+#define PR8(n)                                                                            \
+    do {                                                                                  \
+        __m256 dx = h8((const char *)&xq[B].d, sizeof *xq, n);                            \
+        _mm256_store_ps(pr[0], _mm256_mul_ps(h8(w0 + 18 * (size_t)B, 18, n), dx));        \
+        _mm256_store_ps(pr[1], _mm256_mul_ps(h8(w1 + 18 * (size_t)B, 18, n), dx));        \
+        _mm256_store_ps(pr[2], _mm256_mul_ps(h8(w2 + 18 * (size_t)B, 18, n), dx));        \
+        _mm256_store_ps(pr[3], _mm256_mul_ps(h8(w3 + 18 * (size_t)B, 18, n), dx));        \
+    } while (0)
+
+TGT static void q4row1x4(float *out, const char *wr, size_t rb, const llm_block_q8_0 *xq, int nb, int o)
 {
     __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0, e3 = e0;   /* even blocks */
     __m256 f0 = e0, f1 = e0, f2 = e0, f3 = e0;                     /* odd blocks */
     const char *w0 = wr, *w1 = wr + rb, *w2 = wr + 2 * rb, *w3 = wr + 3 * rb;
-    for (int b = 0; b < nb; b++) {
-        uint16_t hx;
-        memcpy(&hx, &xq[b].d, 2);
-        float dx = _cvtsh_ss(hx), d0, d1, d2, d3;
-        __m256i x = _mm256_loadu_si256((const __m256i *)xq[b].q);
-        __m256i q0 = llm_qk_load_wblock(w0, dt, b, &d0), q1 = llm_qk_load_wblock(w1, dt, b, &d1);
-        __m256i q2 = llm_qk_load_wblock(w2, dt, b, &d2), q3 = llm_qk_load_wblock(w3, dt, b, &d3);
-        if (b & 1) {
-            f0 = qdot(q0, x, d0 * dx, f0); f1 = qdot(q1, x, d1 * dx, f1);
-            f2 = qdot(q2, x, d2 * dx, f2); f3 = qdot(q3, x, d3 * dx, f3);
+    _Alignas(32) float pr[4][8];
+    for (int B = 0; B < nb; B += 8) {
+        int n = nb - B < 8 ? nb - B : 8;
+        if (n == 8) {
+            PR8(8);
+            Q4STEP8(e0, e1, e2, e3, 0); Q4STEP8(f0, f1, f2, f3, 1);
+            Q4STEP8(e0, e1, e2, e3, 2); Q4STEP8(f0, f1, f2, f3, 3);
+            Q4STEP8(e0, e1, e2, e3, 4); Q4STEP8(f0, f1, f2, f3, 5);
+            Q4STEP8(e0, e1, e2, e3, 6); Q4STEP8(f0, f1, f2, f3, 7);
         } else {
-            e0 = qdot(q0, x, d0 * dx, e0); e1 = qdot(q1, x, d1 * dx, e1);
-            e2 = qdot(q2, x, d2 * dx, e2); e3 = qdot(q3, x, d3 * dx, e3);
+            PR8(n);
+            int k = 0;
+            for (; k + 2 <= n; k += 2) {
+                Q4STEP8(e0, e1, e2, e3, k);
+                Q4STEP8(f0, f1, f2, f3, k + 1);
+            }
+            if (k < n)
+                Q4STEP8(e0, e1, e2, e3, k);
         }
     }
     out[o] = hsum8(_mm256_add_ps(e0, f0));
     out[o + 1] = hsum8(_mm256_add_ps(e1, f1));
     out[o + 2] = hsum8(_mm256_add_ps(e2, f2));
     out[o + 3] = hsum8(_mm256_add_ps(e3, f3));
+}
+#undef Q4STEP8
+#undef PR8
+
+/* q4_0, R >= 2 (batched decode): qrow's order and results with q4row1x4's unpacking
+ * and unsigned maddubs; the corrections q4corr and the activation scales of the R input
+ * rows (cx, dxf: row r's block b at r * nb + b) are computed once per call by the caller
+ * and shared by all of its weight rows. */
+TGT __attribute__((always_inline)) static inline void
+q4rowR(float *out, int ldo, const char *wr, const llm_block_q8_0 *xq, const __m256i *cx,
+       const float *dxf, int R, int nb, int o)
+{
+    __m256 acc[4][2];
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int r = 0; r < R; r++)
+        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        uint16_t h;
+        memcpy(&h, &((const llm_block_q4_0 *)wr)[b].d, 2);
+        float dw = _cvtsh_ss(h);
+        __m256i u = q4v(wr, b);
+        for (int r = 0; r < R; r++) {
+            size_t i = (size_t)r * nb + b;
+            __m256i x = _mm256_loadu_si256((const __m256i *)xq[i].q);
+            __m256i s = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones), cx[i]);
+            acc[r][b & 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * dxf[i]), acc[r][b & 1]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        out[(size_t)r * ldo + o] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
+}
+
+/* Blocks per input row that q4rowR's per-call tables hold (C <= 4096); longer rows take
+ * qrow. */
+#define Q4R_MAXNB 128
+
+TGT static void q4rows(float *out, int ldo, const void *w, size_t rb, const llm_block_q8_0 *xq,
+                       int R, int nb, int o0, int o1)
+{
+    __m256i cx[4 * Q4R_MAXNB];
+    float dxf[4 * Q4R_MAXNB];
+    for (int i = 0; i < R * nb; i++) {
+        uint16_t h;
+        memcpy(&h, &xq[i].d, 2);
+        dxf[i] = _cvtsh_ss(h);
+        cx[i] = q4corr(xq + i);
+    }
+    for (int o = o0; o < o1; o++) {
+        const char *wr = (const char *)w + (size_t)o * rb;
+        switch (R) {
+        case 2: q4rowR(out, ldo, wr, xq, cx, dxf, 2, nb, o); break;
+        case 3: q4rowR(out, ldo, wr, xq, cx, dxf, 3, nb, o); break;
+        default: q4rowR(out, ldo, wr, xq, cx, dxf, 4, nb, o); break;
+        }
+    }
 }
 
 TGT static inline __m256 load8(const uint16_t *h, int dt)
@@ -118,7 +241,11 @@ TGT void llm_qk_rows_avx2(float *out, int ldo, const void *w, int dt, const llm_
     int nb = C / 32, q = dt == LLM_QK_Q8_0 || dt == LLM_QK_Q4_0;
     if (dt == LLM_QK_Q4_0 && R == 1)   /* q8_0 measured slower this way: it is bound by memory */
         for (; o0 + 4 <= o1; o0 += 4)
-            qrow1x4(out, (const char *)w + (size_t)o0 * rb, rb, dt, xq, nb, o0);
+            q4row1x4(out, (const char *)w + (size_t)o0 * rb, rb, xq, nb, o0);
+    if (dt == LLM_QK_Q4_0 && R >= 2 && nb <= Q4R_MAXNB) {
+        q4rows(out, ldo, w, rb, xq, R, nb, o0, o1);
+        return;
+    }
     for (int o = o0; o < o1; o++) {
         const char *wr = (const char *)w + (size_t)o * rb;
         if (q) {

@@ -309,6 +309,110 @@ static void test_kernels(void **state)
     assert_int_equal(llm_qk_matmul(oo, xx, ww, LLM_QK_F32, NULL, 1, 32, 1, LLM_QK_ISA_SCALAR, 1), -1);
 }
 
+/* The AVX2 q8_0/q4_0 kernels' arithmetic, written out: per block the exact int32 dot of
+ * each group of 4 weights (lane k: weights 4k..4k+3), times the float product dw*dx,
+ * fused-added into lane k of the even- or odd-block accumulator; then the lanes summed
+ * as hsum8 does.  Every decode path (R = 1, four rows at a time) must give these bits. */
+static float avx2_order_dot(const void *wrow, int dt, const llm_block_q8_0 *xq, int nb)
+{
+    float acc[2][8] = {{0}};
+    for (int b = 0; b < nb; b++) {
+        int8_t wv[32];
+        uint16_t hw;
+        if (dt == LLM_QK_Q8_0) {
+            const llm_block_q8_0 *blk = (const llm_block_q8_0 *)wrow + b;
+            memcpy(&hw, &blk->d, 2);
+            memcpy(wv, blk->q, 32);
+        } else {
+            const llm_block_q4_0 *blk = (const llm_block_q4_0 *)wrow + b;
+            memcpy(&hw, &blk->d, 2);
+            for (int j = 0; j < 16; j++) {
+                wv[j] = (int8_t)((blk->q[j] & 15) - 8);
+                wv[j + 16] = (int8_t)((blk->q[j] >> 4) - 8);
+            }
+        }
+        uint16_t hx;
+        memcpy(&hx, &xq[b].d, 2);
+        float s = llm_f16_to_f32(hw) * llm_f16_to_f32(hx);
+        for (int k = 0; k < 8; k++) {
+            int p = 0;
+            for (int j = 4 * k; j < 4 * k + 4; j++)
+                p += wv[j] * xq[b].q[j];
+            acc[b & 1][k] = fmaf((float)p, s, acc[b & 1][k]);
+        }
+    }
+    float v[8], t[4];
+    for (int k = 0; k < 8; k++)
+        v[k] = acc[0][k] + acc[1][k];
+    for (int k = 0; k < 4; k++)
+        t[k] = v[k] + v[k + 4];
+    float u0 = t[0] + t[2], u1 = t[1] + t[3];
+    return u0 + u1;
+}
+
+/* The AVX2 decode kernels bit for bit against avx2_order_dot, batches of 1, 2, 3 and 7
+ * rows: output rows that are and are not multiples of 4, block counts below, at and above
+ * multiples of 8 (the q4_0 scale chunks) and odd, rows at and past the q4_0 batched
+ * kernel's table size (C 4096 / 4128), f16 scales of every magnitude (denormals
+ * included) and extreme nibbles and activations. */
+static void test_kernels_exact(void **state)
+{
+    (void)state;
+    if (!llm_qk_isa_ok(LLM_QK_ISA_AVX2)) {
+        fprintf(stderr, "# AVX2 kernels not tested: this CPU lacks AVX2\n");
+        return;
+    }
+    tu_rng r = {21};
+    int Cs[] = {32, 64, 224, 256, 288, 512, 768, 800, 4096, 4128};
+    int OCs[] = {1, 3, 4, 5, 37, 64};
+    int dts[] = {LLM_QK_Q4_0, LLM_QK_Q8_0};
+    for (int d = 0; d < 2; d++)
+        for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++)
+            for (size_t oi = 0; oi < sizeof OCs / sizeof OCs[0]; oi++) {
+                int dt = dts[d], C = Cs[ci], OC = OCs[oi], nb = C / 32, N = 7;
+                if (C > 800 && OC > 5)
+                    continue;
+                float *wf, *x = malloc((size_t)N * C * 4), *bias = malloc((size_t)OC * 4);
+                unsigned char *w = make_w(&r, dt, OC, C, &wf);
+                size_t rb = llm_qk_row_bytes(dt, C), bs = dt == LLM_QK_Q4_0 ? 18 : 34;
+                /* random finite f16 scales (about a third denormal) and, in some rows,
+                 * all-extreme quants */
+                for (int o = 0; o < OC; o++)
+                    for (int b = 0; b < nb; b++) {
+                        unsigned char *blk = w + (size_t)o * rb + (size_t)b * bs;
+                        uint16_t h = (uint16_t)((uint32_t)tu_next(&r) & 0xffff);
+                        if ((h & 0x7c00) == 0x7c00)
+                            h &= 0x83ff;
+                        if ((uint32_t)tu_next(&r) % 3 == 0)
+                            h &= 0x83ff;
+                        memcpy(blk, &h, 2);
+                        if (o % 3 == 1)
+                            memset(blk + 2, dt == LLM_QK_Q4_0 ? (b & 1 ? 0x00 : 0xff) : (b & 1 ? 0x80 : 0x7f), bs - 2);
+                    }
+                tu_fill(&r, x, (size_t)N * C, -2, 2);
+                for (int c = 0; c < C; c += 5)   /* activation blocks with +-127 */
+                    x[c] = c % 2 ? 50 : -50;
+                tu_fill(&r, bias, (size_t)OC, -1, 1);
+                llm_block_q8_0 *xq = malloc((size_t)N * nb * sizeof *xq);
+                float *got = malloc((size_t)N * OC * 4);
+                for (int n = 0; n < N; n++)
+                    llm_qk_quantize_row_q8_0(x + (size_t)n * C, xq + (size_t)n * nb, C);
+                for (int NN = 1; NN <= N; NN += NN < 3 ? 1 : 4)   /* 1, 2, 3, 7 */
+                    for (int th = 1; th <= 2; th++) {
+                        assert_int_equal(llm_qk_matmul(got, x, w, dt, bias, NN, C, OC, LLM_QK_ISA_AVX2, th), 0);
+                        for (int n = 0; n < NN; n++)
+                            for (int o = 0; o < OC; o++) {
+                                float want = avx2_order_dot(w + (size_t)o * rb, dt, xq + (size_t)n * nb, nb) + bias[o];
+                                float g = got[(size_t)n * OC + o];
+                                if (memcmp(&g, &want, 4))
+                                    fail_msg("avx2 dtype %d N %d C %d OC %d [%d,%d]: %.9g vs %.9g",
+                                             dt, NN, C, OC, n, o, (double)g, (double)want);
+                            }
+                    }
+                free(wf); free(w); free(x); free(bias); free(xq); free(got);
+            }
+}
+
 /* The inference ops of both CPU backends accept every weight dtype. */
 static void test_backend_ops(void **state)
 {
@@ -354,6 +458,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_adversarial),
         cmocka_unit_test(test_ggml_layout),
         cmocka_unit_test(test_kernels),
+        cmocka_unit_test(test_kernels_exact),
         cmocka_unit_test(test_backend_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
