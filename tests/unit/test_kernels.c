@@ -31,12 +31,7 @@ static llm_backend REF, FAST;
 static int setup(void **state)
 {
     (void)state;
-    char err[256];
-    if (llm_backend_init(&REF, "cpu-ref", 1, err, sizeof err) != 0)
-        return -1;
-    if (llm_backend_init(&FAST, "cpu", 2, err, sizeof err) != 0)
-        return -1;
-    return 0;
+    return tu_cpu_backends(&REF, &FAST);
 }
 
 /* The same tests on the portable (non-AVX2) paths of the fast backend. */
@@ -52,8 +47,7 @@ static int setup_generic(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    llm_backend_free(&REF);
-    llm_backend_free(&FAST);
+    tu_cpu_backends_free(&REF, &FAST);
     return 0;
 }
 

@@ -27,11 +27,7 @@ static llm_backend *BACKENDS[2] = {&REF, &FAST};
 static int setup(void **state)
 {
     (void)state;
-    char err[256];
-    if (llm_backend_init(&REF, "cpu-ref", 1, err, sizeof err) != 0 ||
-        llm_backend_init(&FAST, "cpu", 2, err, sizeof err) != 0)
-        return -1;
-    return 0;
+    return tu_cpu_backends(&REF, &FAST);
 }
 
 /* The fast backend with its activation chunk forced down to a few rows (several chunks
@@ -48,8 +44,7 @@ static int setup_chunked(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    llm_backend_free(&REF);
-    llm_backend_free(&FAST);
+    tu_cpu_backends_free(&REF, &FAST);
     return 0;
 }
 

@@ -280,10 +280,7 @@ static void test_accumulation(void **s)
     int B = 8, T = 12;
     int32_t in[8 * 12], tg[8 * 12];
     tu_rng r = {7};
-    for (int i = 0; i < B * T; i++) {
-        in[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
-        tg[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
-    }
+    tu_fill_ids(&r, in, tg, (size_t)B * T, fx.cfg.vocab_size);
     float la, l1, l2;
     assert_int_equal(llm_model_zero_grad(a, &st), 0);
     assert_int_equal(llm_model_forward(a, in, tg, B, T, &la, &st), 0);
@@ -317,10 +314,7 @@ static void test_recompute(void **s)
             int B = 3, T = 10;
             int32_t in[3 * 10], tg[3 * 10];
             tu_rng r = {11};
-            for (int i = 0; i < B * T; i++) {
-                in[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
-                tg[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
-            }
+            tu_fill_ids(&r, in, tg, (size_t)B * T, fx.cfg.vocab_size);
             size_t np = llm_model_num_params(&fx.cfg), bytes[3];
             float *g0 = malloc(np * sizeof(float)), loss[3][2];
             for (int rc = LLM_RECOMPUTE_NONE; rc <= LLM_RECOMPUTE_FULL; rc++) {
@@ -633,10 +627,7 @@ static void test_grad_ready(void **s)
     size_t n = llm_model_num_params(&fx.cfg);
     int32_t in[4 * 12], tg[4 * 12];
     tu_rng r = {11};
-    for (int i = 0; i < B * T; i++) {
-        in[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
-        tg[i] = (int32_t)(tu_next(&r) % (uint64_t)fx.cfg.vocab_size);
-    }
+    tu_fill_ids(&r, in, tg, (size_t)B * T, fx.cfg.vocab_size);
     ready_log lg = {.m = m, .snap = calloc(n, sizeof(float))};
     assert_non_null(lg.snap);
     float l;

@@ -1,5 +1,7 @@
 #include "tests/unit/testutil.h"
 
+#include "kernels/backend.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,4 +87,30 @@ double tu_scaled_err(const float *a, const float *b, size_t n)
             s = fabs((double)b[i]);
     }
     return s > 0 ? d / s : d;
+}
+
+void tu_fill_ids(tu_rng *r, int32_t *in, int32_t *tg, size_t n, int V)
+{
+    for (size_t i = 0; i < n; i++) {
+        in[i] = (int32_t)(tu_next(r) % (uint64_t)V);
+        tg[i] = (int32_t)(tu_next(r) % (uint64_t)V);
+    }
+}
+
+int tu_cpu_backends(llm_backend *ref, llm_backend *fast)
+{
+    char err[256];
+    if (llm_backend_init(ref, "cpu-ref", 1, err, sizeof err) != 0)
+        return -1;
+    if (llm_backend_init(fast, "cpu", 2, err, sizeof err) != 0) {
+        llm_backend_free(ref);
+        return -1;
+    }
+    return 0;
+}
+
+void tu_cpu_backends_free(llm_backend *ref, llm_backend *fast)
+{
+    llm_backend_free(ref);
+    llm_backend_free(fast);
 }

@@ -17,6 +17,15 @@ void tu_fill(tu_rng *r, float *x, size_t n, float lo, float hi);
 /* max |a-b| / max(|b|, floor) over n elements; *worst gets the index (may be NULL). */
 double tu_max_rel_err(const float *a, const float *b, size_t n, double floor, size_t *worst);
 
+/* n pairs of random token ids in [0, V): in[i] then tg[i] from r, alternating. */
+void tu_fill_ids(tu_rng *r, int32_t *in, int32_t *tg, size_t n, int V);
+
+/* The two CPU backends kernel tests compare: *ref "cpu-ref" (1 thread), *fast "cpu"
+ * (2 threads).  0, or -1 when either cannot start; tu_cpu_backends_free frees both. */
+struct llm_backend;
+int tu_cpu_backends(struct llm_backend *ref, struct llm_backend *fast);
+void tu_cpu_backends_free(struct llm_backend *ref, struct llm_backend *fast);
+
 /* max |a-b| / max |b| over n elements (max |a-b| when b is all zero); a NaN difference
  * counts as infinite. */
 double tu_scaled_err(const float *a, const float *b, size_t n);
