@@ -65,7 +65,7 @@ LDLIBS   += -lyaml -lz -lopenblas -lpcre2-8 -ljansson -lm -ldl
 ifeq ($(CUDA),1)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
   CPPFLAGS  += -DLLM_CUDA=1
-  NVFLAGS   := -O3 -std=c++17 -I. -DLLM_CUDA=1 \
+  NVFLAGS   := -O3 -std=c++17 -I. -DLLM_CUDA=1 -MMD -MP \
                -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                -gencode arch=compute_90,code=compute_90
   LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++

@@ -142,12 +142,14 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
 
 /* ---- mixed precision (llm-train --precision) ----
  * Every matmul of the forward and backward passes (the tied wte output projection
- * included) can run with bf16 or f16 operands and fp32 accumulation through the
- * backend's cast_lo / matmul_forward_lo / matmul_backward_lo.  The parameters stay fp32:
+ * included) and the attention's products can run with bf16 or f16 operands and fp32
+ * accumulation through the backend's cast_lo / matmul_forward_lo / matmul_backward_lo /
+ * attention_forward_lo / attention_backward_lo.  The parameters stay fp32:
  * they are the master weights the optimizer updates, and a lo copy of the whole buffer
  * (same offsets) is cast from them before a forward whenever they may have changed
  * (after an update, a load, an init, llm_model_params or llm_model_params_changed).
- * Activations, gradients, moments and every op outside the matmuls stay fp32. */
+ * Activations (the attention probabilities too), gradients, moments and every op outside
+ * those products stay fp32. */
 
 /* dt: LLM_DT_F32 (the default; frees the lo copy), LLM_DT_BF16 or LLM_DT_F16.
  * Errors: LLM_EUSAGE for another dtype; LLM_ENODEV when the backend lacks the

@@ -150,6 +150,28 @@ static void mm_backward(llm_model *m, float *dinp, int w, float *dbias, const fl
         be->matmul_backward(be, dinp, G(m, w), dbias, dout, inp, P(m, w), n, C, OC);
 }
 
+/* The attention forward / backward: fp32, or with lo operands under mixed precision. */
+static void attn_forward(llm_model *m, float *out, float *att, const float *qkv, int B, int T)
+{
+    llm_backend *be = m->be;
+    int C = m->cfg.n_embd, NH = m->cfg.n_head;
+    if (m->lo)
+        be->attention_forward_lo(be, out, att, qkv, B, T, C, NH, m->lo);
+    else
+        be->attention_forward(be, out, att, qkv, B, T, C, NH);
+}
+
+static void attn_backward(llm_model *m, float *dqkv, const float *dout, const float *qkv,
+                          const float *att, int B, int T)
+{
+    llm_backend *be = m->be;
+    int C = m->cfg.n_embd, NH = m->cfg.n_head;
+    if (m->lo)
+        be->attention_backward_lo(be, dqkv, dout, qkv, att, B, T, C, NH, m->lo);
+    else
+        be->attention_backward(be, dqkv, dout, qkv, att, B, T, C, NH);
+}
+
 /* Layer l's forward from the residual stream x: the kept activations into a (layernorm
  * statistics when train), res2 = x + attention block (res2 may be x: inference updates
  * the stream in place), then xo = res2 + MLP block.  xo NULL (recompute in the backward)
@@ -158,12 +180,12 @@ static void layer_forward(llm_model *m, int l, llm_layer_acts *a, const float *x
                           float *xo, int train, int B, int T)
 {
     llm_backend *be = m->be;
-    int C = m->cfg.n_embd, NH = m->cfg.n_head, n = B * T;
+    int C = m->cfg.n_embd, n = B * T;
     size_t N = (size_t)n;
     be->layernorm_forward(be, a->ln1, train ? a->ln1_mean : NULL, train ? a->ln1_rstd : NULL,
                           x, P(m, PV_LAYER(l, PV_LN1W)), P(m, PV_LAYER(l, PV_LN1B)), n, C);
     mm_forward(m, a->qkv, a->ln1, PV_LAYER(l, PV_QKVW), P(m, PV_LAYER(l, PV_QKVB)), n, C, 3 * C);
-    be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, NH);
+    attn_forward(m, a->atty, a->att, a->qkv, B, T);
     mm_forward(m, m->buf_b, a->atty, PV_LAYER(l, PV_APW), P(m, PV_LAYER(l, PV_APB)), n, C, C);
     be->residual_forward(be, res2, x, m->buf_b, N * C);
     be->layernorm_forward(be, a->ln2, train ? a->ln2_mean : NULL, train ? a->ln2_rstd : NULL,
@@ -257,7 +279,7 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
     m->backward_ready = 0;
     const llm_model_config *c = &m->cfg;
     llm_backend *be = m->be;
-    int B = m->last_B, T = m->last_T, L = c->n_layer, C = c->n_embd, NH = c->n_head;
+    int B = m->last_B, T = m->last_T, L = c->n_layer, C = c->n_embd;
     int Vp = c->padded_vocab, V = c->vocab_size, n = B * T;
     size_t N = (size_t)n, fz = sizeof(float);
     float *A = m->buf_a, *Bf = m->buf_b, *dres = m->dres;
@@ -299,9 +321,9 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
         /* selective recompute: the probabilities of this layer into the shared buffer
          * (the output goes to scratch: atty is kept) */
         if (rec == LLM_RECOMPUTE_SELECTIVE && l != L - 1)
-            be->attention_forward(be, Bf, a->att, a->qkv, B, T, C, NH);
+            attn_forward(m, Bf, a->att, a->qkv, B, T);
         be->zero(be, Bf, N * 3 * C * fz);
-        be->attention_backward(be, Bf, A, a->qkv, a->att, B, T, C, NH);
+        attn_backward(m, Bf, A, a->qkv, a->att, B, T);
         be->zero(be, A, N * C * fz);
         mm_backward(m, A, PV_LAYER(l, PV_QKVW), G(m, PV_LAYER(l, PV_QKVB)), Bf, a->ln1, n, C, 3 * C);
         be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN1W)), G(m, PV_LAYER(l, PV_LN1B)), A,

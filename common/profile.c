@@ -340,6 +340,17 @@ static void w_attention_forward(llm_backend *be, float *out, float *att, const f
     END(LLM_OP_ATTENTION_FWD, site, layer, llm_cost_attention_forward(B, T, C, NH));
 }
 
+static void w_attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,
+                                   int B, int T, int C, int NH, int lo)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_ATTENTION_FWD_LO);
+    IN(p)->attention_forward_lo(IN(p), out, att, qkv, B, T, C, NH, lo);
+    END(LLM_OP_ATTENTION_FWD_LO, site, layer, llm_cost_attention_forward_lo(B, T, C, NH));
+}
+
 static void w_gelu_forward(llm_backend *be, float *out, const float *inp, size_t n)
 {
     llm_profile *p = P(be);
@@ -414,6 +425,18 @@ static void w_attention_backward(llm_backend *be, float *dqkv, const float *dout
     BEGIN(LLM_OP_ATTENTION_BWD);
     IN(p)->attention_backward(IN(p), dqkv, dout, qkv, att, B, T, C, NH);
     END(LLM_OP_ATTENTION_BWD, site, layer, llm_cost_attention_backward(B, T, C, NH));
+}
+
+static void w_attention_backward_lo(llm_backend *be, float *dqkv, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int C,
+                                    int NH, int lo)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_ATTENTION_BWD_LO);
+    IN(p)->attention_backward_lo(IN(p), dqkv, dout, qkv, att, B, T, C, NH, lo);
+    END(LLM_OP_ATTENTION_BWD_LO, site, layer, llm_cost_attention_backward_lo(B, T, C, NH));
 }
 
 static void w_gelu_backward(llm_backend *be, float *dinp, const float *inp, const float *dout,
@@ -616,6 +639,8 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .cast_lo = p->inner->cast_lo ? w_cast_lo : NULL,
         .matmul_forward_lo = p->inner->matmul_forward_lo ? w_matmul_forward_lo : NULL,
         .matmul_backward_lo = p->inner->matmul_backward_lo ? w_matmul_backward_lo : NULL,
+        .attention_forward_lo = p->inner->attention_forward_lo ? w_attention_forward_lo : NULL,
+        .attention_backward_lo = p->inner->attention_backward_lo ? w_attention_backward_lo : NULL,
         .device_stats = p->inner->device_stats ? w_device_stats : NULL,
     };
 }

@@ -76,6 +76,7 @@ typedef enum {
     LLM_OP_SUM_SQUARES, LLM_OP_ADAMW,
     LLM_OP_EMBED_ROWS, LLM_OP_MATMUL_ROWS, LLM_OP_KV_STORE, LLM_OP_ATTENTION_ROWS,
     LLM_OP_CAST_LO, LLM_OP_MATMUL_FWD_LO, LLM_OP_MATMUL_BWD_LO,
+    LLM_OP_ATTENTION_FWD_LO, LLM_OP_ATTENTION_BWD_LO,
     LLM_OP_COPY, LLM_OP_TO_DEVICE, LLM_OP_TO_HOST, LLM_OP_ZERO, LLM_OP_SYNC,
     LLM_OP_COUNT
 } llm_op;
@@ -112,6 +113,8 @@ llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH);
 llm_op_cost llm_cost_cast_lo(size_t n);
 llm_op_cost llm_cost_matmul_forward_lo(int N, int C, int OC, int has_bias);
 llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias);
+llm_op_cost llm_cost_attention_forward_lo(int B, int T, int C, int NH);
+llm_op_cost llm_cost_attention_backward_lo(int B, int T, int C, int NH);
 
 typedef struct llm_profile llm_profile;
 

@@ -27,6 +27,8 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_CAST_LO] = "cast_lo",
     [LLM_OP_MATMUL_FWD_LO] = "matmul_forward_lo",
     [LLM_OP_MATMUL_BWD_LO] = "matmul_backward_lo",
+    [LLM_OP_ATTENTION_FWD_LO] = "attention_forward_lo",
+    [LLM_OP_ATTENTION_BWD_LO] = "attention_backward_lo",
     [LLM_OP_COPY] = "copy",
     [LLM_OP_TO_DEVICE] = "to_device",
     [LLM_OP_TO_HOST] = "to_host",
@@ -198,4 +200,20 @@ llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias)
      * weights read (2), dw read and written (8), dbias read and written (8) */
     return (llm_op_cost){4 * noc * C + (has_bias ? noc : 0),
                          8 * noc + 16 * nc + 10 * occ + (has_bias ? 8.0 * OC : 0)};
+}
+
+/* The attention's FLOPs as in fp32.  Forward: qkv rounded (8 bytes an element), out
+ * written (4), the probabilities written in fp32 and rounded for P V (4 + 8).
+ * Backward: dout and qkv rounded (8 each), dqkv read and written (8), the probabilities
+ * read for the softmax backward (4) and rounded for P^T dO (8). */
+llm_op_cost llm_cost_attention_forward_lo(int B, int T, int C, int NH)
+{
+    double btc = (double)B * T * C, att = (double)B * NH * T * T;
+    return (llm_op_cost){llm_cost_attention_forward(B, T, C, NH).flop, 28 * btc + 12 * att};
+}
+
+llm_op_cost llm_cost_attention_backward_lo(int B, int T, int C, int NH)
+{
+    double btc = (double)B * T * C, att = (double)B * NH * T * T;
+    return (llm_op_cost){llm_cost_attention_backward(B, T, C, NH).flop, 56 * btc + 12 * att};
 }

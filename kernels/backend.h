@@ -153,7 +153,8 @@ struct llm_backend {
      * lo is LLM_DT_BF16 or LLM_DT_F16 (the llm_dtype values of common/ckpt.h).  The
      * model's GEMMs read lo operands and accumulate in fp32: the weights from a lo copy
      * of the fp32 master parameters (made with cast_lo whenever the parameters change),
-     * the activations and output gradients rounded to lo on the way in.  Outputs,
+     * the activations and output gradients rounded to lo on the way in; the attention's
+     * products likewise (attention_forward_lo / attention_backward_lo).  Outputs,
      * gradients and everything outside the GEMMs stay fp32.  Rounding is to nearest even;
      * a value beyond the lo range becomes +-inf (fp16 overflows at |x| >= 65520, which is
      * what dynamic loss scaling detects), NaN stays NaN. */
@@ -171,6 +172,20 @@ struct llm_backend {
     void (*matmul_backward_lo)(llm_backend *be, float *dinp, float *dw, float *dbias,
                                const float *dout, const float *inp, const void *w_lo, int lo,
                                int N, int C, int OC);
+
+    /* Causal attention with lo operands (shapes, heads and scale as attention_forward):
+     * scores = scale * lo(q) . lo(k), fp32 accumulate; att = softmax(scores) in fp32
+     * (kept for the backward, as attention_forward keeps it); out = lo(att) @ lo(v). */
+    void (*attention_forward_lo)(llm_backend *be, float *out, float *att, const float *qkv,
+                                 int B, int T, int C, int NH, int lo);
+
+    /* attention_backward with lo operands, att the forward's fp32 probabilities:
+     * datt = lo(dout) @ lo(v)^T; dv += lo(att)^T @ lo(dout);
+     * dpre = scale * att * (datt - rowsum(att * datt)) in fp32;
+     * dq += lo(dpre) @ lo(k); dk += lo(dpre)^T @ lo(q). */
+    void (*attention_backward_lo)(llm_backend *be, float *dqkv, const float *dout,
+                                  const float *qkv, const float *att, int B, int T, int C,
+                                  int NH, int lo);
 
     /* ---- device health for metrics (NULL on the CPU) ----
      * Fills *out; a field the device or driver cannot tell is -1 (NVML absent: util,

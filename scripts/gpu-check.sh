@@ -20,10 +20,11 @@
 #         5. --sanitize: compute-sanitizer memcheck + racecheck over the tiny checks and a
 #            tiny training step
 #         6. timings: cuBLASLt GEMM 4096^3 (fp32, tf32, bf16), per-op times at GPT-2 124M
-#            shapes, GPT-2 124M training tokens/s + MFU at T=1024 (fp32, tf32, bf16),
-#            decode tokens/s
+#            shapes, GPT-2 124M training tokens/s + MFU at T=1024 (B=16 fp32, tf32, bf16;
+#            B=64 bf16), llm-profile's per-op table of a bf16 step, decode tokens/s
 #       A summary table is printed last and written to build/gpu-check/report.txt (and to
-#       $OUT/gpu-check-report.txt plus the full log when $OUT is set).
+#       $OUT/gpu-check-report.txt, with the full log and gpu-check-files.tgz holding the
+#       other text outputs, when $OUT is set).
 # Steps whose programs are missing (llm-train, llm-infer) are reported SKIP, not FAIL.
 # Exit status: 0 when nothing FAILed, 1 otherwise; "no GPU" skips everything with 0.
 # Budget: 450 s in all (GPU_CHECK_BUDGET), each step capped by what is left; --quick
@@ -40,7 +41,7 @@ for a in "$@"; do
     --sanitize) SANITIZE=1 ;;
     --quick) QUICK=1 ;;
     --dry-run) DRY=1 QUICK=1 ;;   # plumbing test without a GPU: "cuda" runs use the cpu
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -u$/{/^set -u$/d;p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown option '$a'" >&2; exit 64 ;;
   esac
 done
@@ -327,25 +328,41 @@ fi
 # dense peak of an H200 (989 TFLOP/s) and the plain fp32 peak (67 TFLOP/s)
 if have llm-train && [ -n "$DATA" ] && [ $QUICK = 0 ] && [ -f "$DATA/ts_gpt2.bin" ] && ! late 60; then
   modes="0 1"
-  LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "--precision" && modes="0 1 bf16"
+  LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "--precision" && modes="0 1 bf16 bf16b64"
   for tf in $modes; do
-    prec=fp32; [ $tf = bf16 ] && prec=bf16
+    prec=fp32 bs=16; [ $tf = bf16 ] && prec=bf16; [ $tf = bf16b64 ] && prec=bf16 bs=64
+    late 40 && break
     cat >"$REP_DIR/gpt2.yaml" <<Y
 model: {arch: gpt2, n_layer: 12, n_head: 12, n_embd: 768, vocab_size: 50257, max_seq_len: 1024}
 data: {train: $DATA/ts_gpt2.bin, val: $DATA/ts_gpt2.bin, tokenizer: gpt2}
-train: {batch_size: 16, seq_len: 1024, max_steps: 8, lr: 0.0006, warmup_steps: 2, save_every: 100000, seed: 1, threads: 8, device: cuda, eval_every: 0}
+train: {batch_size: $bs, seq_len: 1024, max_steps: 8, lr: 0.0006, warmup_steps: 2, save_every: 100000, seed: 1, threads: 8, device: cuda, eval_every: 0}
 Y
-    rm -rf "$REP_DIR/gpt2run" "$REP_DIR/gpt2-tf$tf.jsonl"
-    LLM_CUDA_TF32=$([ $tf = 1 ] && echo 1 || echo 0) env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" -o "$REP_DIR/gpt2run" \
+    rm -f "$REP_DIR/gpt2-tf$tf.jsonl"
+    # the checkpoint of the B=16 runs serves the decode timings below
+    [ $bs = 16 ] && rm -rf "$REP_DIR/gpt2run"
+    LLM_CUDA_TF32=$([ $tf = 1 ] && echo 1 || echo 0) env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" \
+      -o "$REP_DIR/gpt2run$([ $bs = 16 ] || echo -b$bs)" \
       $([ $prec = bf16 ] && echo --precision bf16) --metrics "$REP_DIR/gpt2-tf$tf.jsonl" >>"$LOG" 2>&1
+    rm -rf "$REP_DIR/gpt2run-b$bs"
     tps=$(grep -o '"tokens_per_s": *[0-9.eE+]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | sed 's/.*: *//' | tail -n +3 | sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}')
-    name="GPT-2 124M train B16 T1024 $([ $tf = 1 ] && echo tf32 || echo $prec)"
+    name="GPT-2 124M train B$bs T1024 $([ $tf = 1 ] && echo tf32 || echo $prec)"
     peak=$(grep -o '"gpu_mem_peak_mb":[0-9.]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | tail -1 | sed 's/.*://')
     if [ -n "$tps" ]; then
       # flops/token = 6 N + 12 L C T (llm.c's estimate), N = 124475904 with Vp 50304
       row "$name" INFO "$(awk -v t="$tps" 'BEGIN{f=6*124475904+12*12*768*1024; printf "%.0f tok/s, MFU %.1f%% of bf16 peak, %.1f%% of fp32 peak", t, 100*t*f/989e12, 100*t*f/67e12}')${peak:+, held peak $peak MiB}"
     else row "$name" FAIL "no tokens_per_s (see log)"; fi
   done
+  # where a bf16 step's time goes: llm-profile's per-op table (CUDA events around each op)
+  if have llm-profile && [ "${modes#*bf16}" != "$modes" ] && ! late 40; then
+    sed 's/batch_size: [0-9]*/batch_size: 16/' "$REP_DIR/gpt2.yaml" >"$REP_DIR/gpt2-prof.yaml"
+    env LD_LIBRARY_PATH="$LDP" timeout $(tl 90) "$BIN/llm-profile" --config "$REP_DIR/gpt2-prof.yaml" \
+      -b 16 -t 1024 -s 3 -w 1 -d cuda -p bf16 --peak-gflops 989000 --peak-gbs 4800 \
+      >"$REP_DIR/profile-bf16.txt" 2>&1
+    ms=$(grep -m1 'ms per step' "$REP_DIR/profile-bf16.txt" | sed 's/^# *//; s/ per step.*//')
+    top=$(awk '$1 != "op" && $1 !~ /^#/ && NF >= 6 && $1 != "total" {printf "%s%s %s%%", (n ? ", " : ""), $1, $6; if (++n == 4) exit}' "$REP_DIR/profile-bf16.txt")
+    if [ -n "$ms" ]; then row "GPT-2 124M bf16 B16 per-op profile" INFO "$ms/step: $top (profile-bf16.txt)"
+    else row "GPT-2 124M bf16 B16 per-op profile" FAIL "no profile (profile-bf16.txt)"; fi
+  fi
   # decode tokens/s at batch 1 and 32 from the GPT-2 run's checkpoint
   G=$(ls "$REP_DIR"/gpt2run/*.llmk 2>/dev/null | sort | tail -1)
   if have llm-infer && [ -n "$G" ]; then
@@ -367,7 +384,7 @@ fi
 # 7. llm-bench gemm/mem and llm-profile on cuda (tests/gpu/bench_check.sh), if time is left
 if [ $QUICK = 0 ] || [ $DRY = 1 ]; then
   if late 45; then row "llm-bench/llm-profile cuda" SKIP "no time left in the budget"
-  elif env LD_LIBRARY_PATH="$LDP" BENCH_CHECK_DEVICE=$([ $DRY = 1 ] && echo cpu || echo cuda) \
+  elif env LD_LIBRARY_PATH="$LDP" OUT= BENCH_CHECK_DEVICE=$([ $DRY = 1 ] && echo cpu || echo cuda) \
       timeout $(tl 120) bash "$ROOT/tests/gpu/bench_check.sh" "$BIN" "$REP_DIR/bench" \
       ${DATA:+"$DATA/ts_byte.bin"} >"$REP_DIR/bench-check.txt" 2>&1
   then row "llm-bench/llm-profile cuda" PASS "$(tail -1 "$REP_DIR/bench-check.txt")"
@@ -385,7 +402,10 @@ fi
 if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
   cp "$REPORT" "$OUT/gpu-check-report.txt"
   cp "$LOG" "$OUT/gpu-check-log.txt"
-  for f in ops.txt bench.txt; do [ -f "$REP_DIR/$f" ] && cp "$REP_DIR/$f" "$OUT/gpu-check-$f"; done
+  # everything else that is text, in one archive (no checkpoints; few files come back)
+  (cd "$REP_DIR" && find . -type f -size -8M \( -name '*.txt' -o -name '*.json' -o -name '*.jsonl' \
+     -o -name '*.log' -o -name '*.out' -o -name '*.err' -o -name '*.yaml' \) -print0 |
+     tar czf "$OUT/gpu-check-files.tgz" --null -T -) 2>/dev/null
 fi
 [ -f "$REP_DIR/ops.txt" ] && grep -v PASS "$REP_DIR/ops.txt" | head -40
 [ -f "$REP_DIR/bench.txt" ] && grep '^time\|^gemm' "$REP_DIR/bench.txt"

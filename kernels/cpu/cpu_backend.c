@@ -67,7 +67,9 @@ static void cpu_sync(llm_backend *be)
     .accumulate = P##accumulate, .xent_backward = P##xent_backward,                         \
     .sum_squares = P##sum_squares, .adamw = P##adamw,                                     \
     .cast_lo = P##cast_lo, .matmul_forward_lo = P##matmul_forward_lo,                       \
-    .matmul_backward_lo = P##matmul_backward_lo
+    .matmul_backward_lo = P##matmul_backward_lo,                                            \
+    .attention_forward_lo = P##attention_forward_lo,                                        \
+    .attention_backward_lo = P##attention_backward_lo
 
 int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
 {

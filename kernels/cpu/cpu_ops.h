@@ -88,7 +88,7 @@ static inline void llm_cpu_split(size_t n, int part, int parts, size_t *lo, size
 LLM_CPU_OPS(llm_ref_)
 LLM_CPU_OPS(llm_fast_)
 
-/* Mixed-precision GEMM ops (ref_mixed.c, fast_mixed.c); lo is LLM_QK_BF16 or LLM_QK_F16
+/* Mixed-precision ops (ref_mixed.c, fast_mixed.c, fast_attention.c); lo is LLM_QK_BF16 or LLM_QK_F16
  * (quant_kern.h; equal to the llm_dtype values). */
 #define LLM_CPU_LO_OPS(P)                                                                     \
     void P##cast_lo(llm_backend *be, void *dst, const float *src, size_t n, int lo);          \
@@ -96,7 +96,12 @@ LLM_CPU_OPS(llm_fast_)
                               int lo, const float *bias, int N, int C, int OC);               \
     void P##matmul_backward_lo(llm_backend *be, float *dinp, float *dw, float *dbias,         \
                                const float *dout, const float *inp, const void *w_lo, int lo, \
-                               int N, int C, int OC);
+                               int N, int C, int OC);                                         \
+    void P##attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,   \
+                                 int B, int T, int C, int NH, int lo);                        \
+    void P##attention_backward_lo(llm_backend *be, float *dqkv, const float *dout,            \
+                                  const float *qkv, const float *att, int B, int T, int C,    \
+                                  int NH, int lo);
 
 LLM_CPU_LO_OPS(llm_ref_)
 LLM_CPU_LO_OPS(llm_fast_)

@@ -7,12 +7,19 @@
  * are AVX2 loops over the rows.
  *
  * Threads: an OpenMP region of be->threads threads takes the (b,h) pairs; OpenBLAS is
- * set to one thread for the region, so each thread runs its GEMMs itself (1 x threads). */
+ * set to one thread for the region, so each thread runs its GEMMs itself (1 x threads).
+ *
+ * The mixed-precision variants (attention_forward_lo / attention_backward_lo) run the
+ * same loops on operands rounded to lo into per-thread fp32 scratch (exact in fp32): the
+ * head's q, k, v (and dout), the probabilities' tile before P V, the whole probability
+ * matrix before P^T dO, and the score gradient in place before its two products.  When
+ * that scratch cannot be allocated the reference kernels run instead (same meaning). */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/mixed.h"
 #include "kernels/cpu/simd.h"
 
 #define RB 64
@@ -86,62 +93,112 @@ static void dsoftmax_row_generic(float *d, const float *p, int n, int m, float s
     dsoftmax_row(d, p, n, m, scale);
 }
 
-void llm_fast_attention_forward(llm_backend *be, float *out, float *att, const float *qkv,
-                                int B, int T, int C, int NH)
+/* dst(rows, cols; ld dld) = lo(src(rows, cols; ld sld)). */
+static void round_block(float *dst, int dld, const float *src, int sld, int rows, int cols,
+                        int lo)
 {
-    int nt = llm_cpu_threads(be), avx2 = llm_cpu_avx2(be), hs = C / NH, ld = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);
-    llm_cpu_blas_threads(1);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int bh = 0; bh < B * NH; bh++) {
-        int b = bh / NH, h = bh % NH;
-        const float *q = qkv + (size_t)b * T * ld + (size_t)h * hs, *k = q + C, *v = q + 2 * C;
-        float *a = att + (size_t)bh * T * T, *o = out + (size_t)b * T * C + (size_t)h * hs;
-        for (int i0 = 0; i0 < T; i0 += RB) {
-            int i1 = i0 + RB < T ? i0 + RB : T, rows = i1 - i0;
-            /* scores of rows i0..i1 against keys 0..i1 (the causal part of the tile) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, hs, scale,
-                        q + (size_t)i0 * ld, ld, k, ld, 0.0f, a + (size_t)i0 * T, T);
-            for (int t = i0; t < i1; t++) {
-                if (avx2)
-                    softmax_row_avx2(a + (size_t)t * T, t + 1, T);
-                else
-                    softmax_row_generic(a + (size_t)t * T, t + 1, T);
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, i1, 1.0f,
-                        a + (size_t)i0 * T, T, v, ld, 0.0f, o + (size_t)i0 * C, C);
-        }
-    }
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            dst[(size_t)i * dld + j] = llm_lo_round(src[(size_t)i * sld + j], lo);
 }
 
-void llm_fast_attention_backward(llm_backend *be, float *dqkv, const float *dout,
-                                 const float *qkv, const float *att, int B, int T, int C,
-                                 int NH)
+/* lo = 0: fp32; else LLM_QK_BF16 / LLM_QK_F16 operands (see the top of the file). */
+static int attention_forward(llm_backend *be, float *out, float *att, const float *qkv, int B,
+                             int T, int C, int NH, int lo)
 {
     int nt = llm_cpu_threads(be), avx2 = llm_cpu_avx2(be), hs = C / NH, ld = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     if (nt > B * NH)
         nt = B * NH > 0 ? B * NH : 1;
-    float *scratch = llm_cpu_scratch(be, (size_t)nt * T * T);
-    if (!scratch)
-        return; /* ops cannot fail; a failed T*T scratch allocation leaves dqkv as is */
+    /* lo: per thread q, k, v of one head (T x hs each) and one probability tile (RB x T) */
+    size_t per = 3 * (size_t)T * hs + (size_t)RB * T;
+    float *scratch = NULL;
+    if (lo && !(scratch = llm_cpu_scratch(be, (size_t)nt * per)))
+        return -1;
     llm_cpu_blas_threads(1);
 #pragma omp parallel num_threads(nt)
     {
-        float *ds = scratch + (size_t)omp_get_thread_num() * T * T;
+        float *qr = scratch ? scratch + (size_t)omp_get_thread_num() * per : NULL;
+        float *kr = qr ? qr + (size_t)T * hs : NULL, *vr = kr ? kr + (size_t)T * hs : NULL;
+        float *pr = vr ? vr + (size_t)T * hs : NULL;
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * NH; bh++) {
+            int b = bh / NH, h = bh % NH;
+            const float *q = qkv + (size_t)b * T * ld + (size_t)h * hs, *k = q + C, *v = q + 2 * C;
+            int lq = ld;
+            float *a = att + (size_t)bh * T * T, *o = out + (size_t)b * T * C + (size_t)h * hs;
+            if (lo) {
+                round_block(qr, hs, q, ld, T, hs, lo);
+                round_block(kr, hs, k, ld, T, hs, lo);
+                round_block(vr, hs, v, ld, T, hs, lo);
+                q = qr, k = kr, v = vr, lq = hs;
+            }
+            for (int i0 = 0; i0 < T; i0 += RB) {
+                int i1 = i0 + RB < T ? i0 + RB : T, rows = i1 - i0;
+                /* scores of rows i0..i1 against keys 0..i1 (the causal part of the tile) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, hs, scale,
+                            q + (size_t)i0 * lq, lq, k, lq, 0.0f, a + (size_t)i0 * T, T);
+                for (int t = i0; t < i1; t++) {
+                    if (avx2)
+                        softmax_row_avx2(a + (size_t)t * T, t + 1, T);
+                    else
+                        softmax_row_generic(a + (size_t)t * T, t + 1, T);
+                }
+                const float *pt = a + (size_t)i0 * T;
+                if (lo) {
+                    round_block(pr, T, pt, T, rows, i1, lo);
+                    pt = pr;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, i1, 1.0f, pt,
+                            T, v, lq, 0.0f, o + (size_t)i0 * C, C);
+            }
+        }
+    }
+    return 0;
+}
+
+static int attention_backward(llm_backend *be, float *dqkv, const float *dout,
+                              const float *qkv, const float *att, int B, int T, int C, int NH,
+                              int lo)
+{
+    int nt = llm_cpu_threads(be), avx2 = llm_cpu_avx2(be), hs = C / NH, ld = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    if (nt > B * NH)
+        nt = B * NH > 0 ? B * NH : 1;
+    /* per thread: the score gradient (T x T); lo: also lo(att) (T x T) and the head's
+     * q, k, v, dout (T x hs each) */
+    size_t per = (size_t)T * T + (lo ? (size_t)T * T + 4 * (size_t)T * hs : 0);
+    float *scratch = llm_cpu_scratch(be, (size_t)nt * per);
+    if (!scratch)
+        return -1;
+    llm_cpu_blas_threads(1);
+#pragma omp parallel num_threads(nt)
+    {
+        float *ds = scratch + (size_t)omp_get_thread_num() * per;
+        float *pr = ds + (size_t)T * T, *qr = pr + (size_t)T * T;
+        float *kr = qr + (size_t)T * hs, *vr = kr + (size_t)T * hs, *dr = vr + (size_t)T * hs;
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * NH; bh++) {
             int b = bh / NH, h = bh % NH;
             size_t base = (size_t)b * T * ld + (size_t)h * hs;
             const float *q = qkv + base, *k = q + C, *v = q + 2 * C;
             float *dq = dqkv + base, *dk = dq + C, *dv = dq + 2 * C;
-            const float *p = att + (size_t)bh * T * T;
+            const float *p = att + (size_t)bh * T * T, *pv = p;
             const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
+            int lq = ld, ldo = C;
+            if (lo) {
+                round_block(qr, hs, q, ld, T, hs, lo);
+                round_block(kr, hs, k, ld, T, hs, lo);
+                round_block(vr, hs, v, ld, T, hs, lo);
+                round_block(dr, hs, dO, C, T, hs, lo);
+                round_block(pr, T, p, T, T, T, lo);
+                q = qr, k = kr, v = vr, dO = dr, pv = pr, lq = hs, ldo = hs;
+            }
             for (int i0 = 0; i0 < T; i0 += RB) {
                 int i1 = i0 + RB < T ? i0 + RB : T, rows = i1 - i0;
                 /* dP = dO V^T on the causal part of the row block, then dS in place */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, hs, 1.0f,
-                            dO + (size_t)i0 * C, C, v, ld, 0.0f, ds + (size_t)i0 * T, T);
+                            dO + (size_t)i0 * ldo, ldo, v, lq, 0.0f, ds + (size_t)i0 * T, T);
                 for (int t = i0; t < i1; t++) {
                     if (avx2)
                         dsoftmax_row_avx2(ds + (size_t)t * T, p + (size_t)t * T, t + 1, i1, scale);
@@ -149,20 +206,52 @@ void llm_fast_attention_backward(llm_backend *be, float *dqkv, const float *dout
                         dsoftmax_row_generic(ds + (size_t)t * T, p + (size_t)t * T, t + 1, i1,
                                              scale);
                 }
+                if (lo) /* dS is rounded once, for both of its products */
+                    round_block(ds + (size_t)i0 * T, T, ds + (size_t)i0 * T, T, rows, i1, lo);
                 /* dQ[rows] += dS[rows, 0..i1) K[0..i1) */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, i1, 1.0f,
-                            ds + (size_t)i0 * T, T, k, ld, 1.0f, dq + (size_t)i0 * ld, ld);
+                            ds + (size_t)i0 * T, T, k, lq, 1.0f, dq + (size_t)i0 * ld, ld);
             }
             for (int j0 = 0; j0 < T; j0 += RB) {
                 int j1 = j0 + RB < T ? j0 + RB : T, cols = j1 - j0;
                 /* keys/values j0..j1 receive from queries j0..T (the causal part) */
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - j0, 1.0f,
-                            ds + (size_t)j0 * T + j0, T, q + (size_t)j0 * ld, ld, 1.0f,
+                            ds + (size_t)j0 * T + j0, T, q + (size_t)j0 * lq, lq, 1.0f,
                             dk + (size_t)j0 * ld, ld);
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - j0, 1.0f,
-                            p + (size_t)j0 * T + j0, T, dO + (size_t)j0 * C, C, 1.0f,
+                            pv + (size_t)j0 * T + j0, T, dO + (size_t)j0 * ldo, ldo, 1.0f,
                             dv + (size_t)j0 * ld, ld);
             }
         }
     }
+    return 0;
+}
+
+void llm_fast_attention_forward(llm_backend *be, float *out, float *att, const float *qkv,
+                                int B, int T, int C, int NH)
+{
+    attention_forward(be, out, att, qkv, B, T, C, NH, 0);
+}
+
+void llm_fast_attention_backward(llm_backend *be, float *dqkv, const float *dout,
+                                 const float *qkv, const float *att, int B, int T, int C,
+                                 int NH)
+{
+    /* ops cannot fail; a failed T*T scratch allocation leaves dqkv as is */
+    attention_backward(be, dqkv, dout, qkv, att, B, T, C, NH, 0);
+}
+
+void llm_fast_attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,
+                                   int B, int T, int C, int NH, int lo)
+{
+    if (attention_forward(be, out, att, qkv, B, T, C, NH, lo) != 0)
+        llm_ref_attention_forward_lo(be, out, att, qkv, B, T, C, NH, lo);
+}
+
+void llm_fast_attention_backward_lo(llm_backend *be, float *dqkv, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int C,
+                                    int NH, int lo)
+{
+    if (attention_backward(be, dqkv, dout, qkv, att, B, T, C, NH, lo) != 0)
+        llm_ref_attention_backward_lo(be, dqkv, dout, qkv, att, B, T, C, NH, lo);
 }

@@ -12,6 +12,8 @@ extern "C" {
 #include "kernels/backend.h"
 }
 
+#define LC_LO_BUFS 4
+
 /* Backend state behind llm_backend.ctx. */
 typedef struct {
     int device;
@@ -47,9 +49,11 @@ typedef struct {
     size_t mem_cap, mem_n;
     size_t held, held_peak;
     /* mixed precision (cuda_lo.cu): grow-only lo copies of GEMM operands, [0] the
-     * activations or dout, [1] the backward's inp; and cached cuBLASLt plans */
-    void *lo_buf[2];
-    size_t lo_bytes[2];
+     * activations or dout, [1] the backward's inp; the attention (cuda_attention_lo.cu)
+     * uses [0] qkv, [1] dout, [2] probabilities, [3] score gradients; and cached
+     * cuBLASLt plans */
+    void *lo_buf[LC_LO_BUFS];
+    size_t lo_bytes[LC_LO_BUFS];
     struct lc_lo_plan *lo_plans;    /* LC_LO_PLANS entries, allocated on first use */
     unsigned lo_next;               /* round-robin victim when the cache is full */
     int lo_force_ex;                /* test hook: skip cuBLASLt, use cublasGemmEx */
@@ -110,7 +114,13 @@ extern "C" void lc_fill_ops(llm_backend *be);
 extern "C" void lc_fill_optim(llm_backend *be);
 extern "C" void lc_fill_infer(llm_backend *be);
 extern "C" void lc_fill_lo(llm_backend *be);
+extern "C" void lc_fill_attention_lo(llm_backend *be);
 extern "C" void lc_fill_stats(llm_backend *be);
+/* Mixed precision helpers of cuda_lo.cu: grow-only lo buffer i (< LC_LO_BUFS) of at
+ * least bytes, or NULL after recording an error (growing frees the old block, which
+ * synchronises); dst(n) lo = round(src(n)) on the stream, 0 or -1 after an error. */
+extern "C" void *lc_lo_buf(lc_ctx *c, int i, size_t bytes);
+extern "C" int lc_lo_cast(lc_ctx *c, void *dst, const float *src, size_t n, int lo);
 /* Release what cuda_lo.cu / cuda_stats.cu hold in c (plans, lo buffers, NVML). */
 extern "C" void lc_lo_release(lc_ctx *c);
 extern "C" void lc_stats_release(lc_ctx *c);

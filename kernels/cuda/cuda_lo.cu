@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_lo.cuh"
 extern "C" {
 #include "kernels/cuda/cuda_ext.h"
 }
@@ -32,25 +33,6 @@ struct lc_lo_plan {
     cublasLtMatmulAlgo_t algo;
 };
 
-/* ---- rounding: the CPU's conversion (common/quant.h) bit for bit ---- */
-
-/* Round to nearest even with the cuda_bf16/cuda_fp16 intrinsics (overflow -> inf; fp16
- * values >= 65520 round to inf).  NaN is mapped as the CPU maps it (sign and top payload
- * bits kept, quiet bit set for bf16; sign | 0x7e00 for fp16), so every bit matches. */
-__device__ __forceinline__ uint16_t lc_to_bf16(float x)
-{
-    uint32_t u = __float_as_uint(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-}
-
-__device__ __forceinline__ uint16_t lc_to_f16(float x)
-{
-    uint32_t u = __float_as_uint(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u);
-    return __half_as_ushort(__float2half_rn(x));
-}
-
 template <int LO>
 __global__ void lc_cast_kernel(uint16_t *dst, const float *src, size_t n)
 {
@@ -67,7 +49,7 @@ static int lc_lo_ok(lc_ctx *c, int lo, const char *op)
 }
 
 /* dst(n) lo = round(src(n)); 0, or -1 after recording an error */
-static int lc_cast(lc_ctx *c, void *dst, const float *src, size_t n, int lo)
+extern "C" int lc_lo_cast(lc_ctx *c, void *dst, const float *src, size_t n, int lo)
 {
     if (!n) return 0;
     unsigned nb = lc_blocks(n, 256, 65535u * 4);
@@ -81,12 +63,12 @@ static int lc_cast(lc_ctx *c, void *dst, const float *src, size_t n, int lo)
 static void lc_cast_lo(llm_backend *be, void *dst, const float *src, size_t n, int lo)
 {
     lc_ctx *c = lc_get(be);
-    if (lc_lo_ok(c, lo, "cast_lo: lo is neither bf16 nor f16")) lc_cast(c, dst, src, n, lo);
+    if (lc_lo_ok(c, lo, "cast_lo: lo is neither bf16 nor f16")) lc_lo_cast(c, dst, src, n, lo);
 }
 
 /* Grow-only lo buffer i of at least bytes, or NULL after recording an error.  Growing
  * frees the old block (cudaFree waits for the work queued on it). */
-static void *lc_lo_buf(lc_ctx *c, int i, size_t bytes)
+extern "C" void *lc_lo_buf(lc_ctx *c, int i, size_t bytes)
 {
     if (c->lo_bytes[i] >= bytes && c->lo_buf[i]) return c->lo_buf[i];
     if (c->lo_buf[i]) LC_CK(c, lc_dfree(c, c->lo_buf[i]));
@@ -122,7 +104,7 @@ extern "C" void lc_lo_release(lc_ctx *c)
         free(c->lo_plans);
         c->lo_plans = NULL;
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < LC_LO_BUFS; i++) {
         if (c->lo_buf[i]) lc_dfree(c, c->lo_buf[i]);
         c->lo_buf[i] = NULL;
         c->lo_bytes[i] = 0;
@@ -266,7 +248,7 @@ static void lc_matmul_forward_lo(llm_backend *be, float *out, const float *inp, 
         return;
     }
     void *x = lc_lo_buf(c, 0, (size_t)N * C * 2);
-    if (!x || lc_cast(c, x, inp, (size_t)N * C, lo)) return;
+    if (!x || lc_lo_cast(c, x, inp, (size_t)N * C, lo)) return;
     /* out(N,OC) = x(N,C) w(OC,C)^T + bias */
     lc_lo_gemm(c, lo, 0, 1, N, OC, C, x, C, w_lo, C, 0.0f, out, OC, bias);
 }
@@ -326,10 +308,10 @@ static void lc_matmul_backward_lo(llm_backend *be, float *dinp, float *dw, float
     if (N <= 0 || OC <= 0 || !lc_lo_ok(c, lo, "matmul_backward_lo: lo is neither bf16 nor f16"))
         return;
     void *d = lc_lo_buf(c, 0, (size_t)N * OC * 2);
-    if (!d || lc_cast(c, d, dout, (size_t)N * OC, lo)) return;
+    if (!d || lc_lo_cast(c, d, dout, (size_t)N * OC, lo)) return;
     if (C > 0) {
         void *x = lc_lo_buf(c, 1, (size_t)N * C * 2);
-        if (!x || lc_cast(c, x, inp, (size_t)N * C, lo)) return;
+        if (!x || lc_lo_cast(c, x, inp, (size_t)N * C, lo)) return;
         /* dinp(N,C) += d(N,OC) @ w(OC,C) */
         lc_lo_gemm(c, lo, 0, 0, N, C, OC, d, OC, w_lo, C, 1.0f, dinp, C, NULL);
         /* dw(OC,C) += d^T @ x(N,C) */

@@ -4,8 +4,9 @@
  * row per (op output, shape): max relative error of cuda vs ref64, cuda vs cpu-ref and
  * cpu-ref vs ref64, its bound and PASS/FAIL; exits 1 on any FAIL.  Also checks that the
  * ops promised deterministic give bit-identical results twice.  The mixed-precision ops
- * and device_stats are checked in gpu_check_lo.c, the inference ops in
- * gpu_check_infer.c; the shared helpers live in gc_util.c.  --bench adds timings.
+ * and device_stats are checked in gpu_check_lo.c (the lo attention in
+ * gpu_check_att_lo.c), the inference ops in gpu_check_infer.c; the shared helpers live in
+ * gc_util.c.  --bench adds timings.
  * Without a GPU it prints "no GPU: skipped" and exits 0. */
 #include <math.h>
 #include <stdint.h>
@@ -637,6 +638,7 @@ int main(int argc, char **argv)
     }
     gpu_check_xfer(&x);
     gpu_check_lo(&x, tiny);
+    gpu_check_attention_lo(&x, tiny);
     gpu_check_device_stats(&x, tiny);
     gpu_check_infer(&x.g, x.rng, tiny, row_infer, &x);
 

@@ -85,6 +85,8 @@ void row_check(gc *x, const char *op, const char *shape, double v, double bound,
  * (gpu_check_lo.c).  tiny: small shapes only. */
 void gpu_check_lo(gc *x, int tiny);
 void gpu_check_device_stats(gc *x, int tiny);
+/* attention_forward_lo / attention_backward_lo (gpu_check_att_lo.c). */
+void gpu_check_attention_lo(gc *x, int tiny);
 /* to_device ordering and host-buffer reuse, staged and synchronous uploads
  * (gpu_check_xfer.c). */
 void gpu_check_xfer(gc *x);

@@ -8,6 +8,9 @@
  *     operands computed here, on shapes that are not multiples of 8/32, with and without
  *     bias, with the fast backend's row chunking forced small; the fp32 GEMM must NOT
  *     pass the same check (the operands really are rounded);
+ *   - attention_forward_lo / attention_backward_lo of both backends against a double
+ *     attention of the rounded operands computed here (T across the fast kernel's 64-row
+ *     blocks, heads of odd sizes); the fp32 attention must NOT pass the same check;
  *   - an fp16 overflow in an operand reaches the output as a non-finite value. */
 #include "tests/unit/testutil.h"
 
@@ -365,6 +368,157 @@ static void test_gemm(void **state)
     assert_true(f32_err > 1e-3);
 }
 
+/* ---- attention against a double-precision attention of the rounded operands ---- */
+
+typedef struct {
+    int B, T, C, NH;
+} ashape;
+
+/* T > 64 crosses the fast kernel's row/column blocks */
+static const ashape ASHAPES[] = {
+    {1, 1, 4, 1}, {2, 5, 12, 3}, {1, 70, 16, 2}, {2, 67, 40, 5}, {1, 130, 64, 2},
+};
+#define NASHAPES (sizeof ASHAPES / sizeof ASHAPES[0])
+
+/* Bounds.  att: fp32 softmax against the double one, absolute (probabilities <= 1).
+ * out and dv: relative to sum |terms|, the rounded probabilities taken from what the
+ * backend stored (forward) or was given (backward), so no rounding can differ.  dq, dk:
+ * the score gradient is rounded from an fp32 value that may differ from the double one in
+ * its last bits, so a rounding may go the other way: at most one lo ulp per term,
+ * 2^-8 (bf16) or 2^-11 (f16) of sum |terms|, plus the fp32 accumulation. */
+#define TOL_ATT 2e-6
+
+static void test_attention(void **state)
+{
+    (void)state;
+    tu_rng r = {13};
+    double we[2][5] = {{0}}, f32_err = 0;
+    for (int k = 0; k < 2; k++) {
+        int lo = k ? LLM_DT_F16 : LLM_DT_BF16;
+        double tol_ds = (k ? 0x1p-11 : 0x1p-8) + TOL_FAST;
+        for (size_t si = 0; si < NASHAPES; si++) {
+            int B = ASHAPES[si].B, T = ASHAPES[si].T, C = ASHAPES[si].C, NH = ASHAPES[si].NH;
+            int hs = C / NH;
+            size_t C3 = 3 * (size_t)C, nq = (size_t)B * T * C3, no = (size_t)B * T * C,
+                   na = (size_t)B * NH * T * T;
+            double scale = 1.0 / sqrt((double)hs);
+            float *qkv = rnd(&r, nq, -2, 2), *dy = rnd(&r, no, -1, 1), *dq0 = rnd(&r, nq, -1, 1);
+            float *P = malloc(na * sizeof(float));
+            double *dq = calloc(nq, 8), *dqs = calloc(nq, 8);
+            assert_true(P && dq && dqs);
+            /* forward probabilities and the backward, in double on the rounded operands */
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < NH; h++)
+                    for (int t = 0; t < T; t++) {
+                        size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
+                        float *pr = P + (((size_t)b * NH + h) * T + t) * T;
+                        double sc[130], mx = -INFINITY, sum = 0, dp[130], pdp = 0;
+                        for (int s2 = 0; s2 < T; s2++) {
+                            size_t ko = ((size_t)b * T + s2) * C3 + C + (size_t)h * hs;
+                            double d = 0;
+                            for (int i = 0; i < hs; i++)
+                                d += (double)rnd_lo(lo, qkv[qo + i]) * rnd_lo(lo, qkv[ko + i]);
+                            sc[s2] = d * scale;
+                            if (s2 <= t && sc[s2] > mx)
+                                mx = sc[s2];
+                        }
+                        for (int s2 = 0; s2 <= t; s2++)
+                            sum += exp(sc[s2] - mx);
+                        for (int s2 = 0; s2 < T; s2++)
+                            pr[s2] = s2 <= t ? (float)(exp(sc[s2] - mx) / sum) : 0.0f;
+                        const float *g = dy + ((size_t)b * T + t) * C + (size_t)h * hs;
+                        for (int s2 = 0; s2 <= t; s2++) {
+                            size_t vo = ((size_t)b * T + s2) * C3 + 2 * (size_t)C + (size_t)h * hs;
+                            double d = 0, pl = rnd_lo(lo, pr[s2]);
+                            for (int i = 0; i < hs; i++) {
+                                double gl = rnd_lo(lo, g[i]);
+                                d += gl * rnd_lo(lo, qkv[vo + i]);
+                                dq[vo + i] += pl * gl;
+                                dqs[vo + i] += fabs(pl * gl);
+                            }
+                            dp[s2] = d;
+                        }
+                        for (int s2 = 0; s2 <= t; s2++)
+                            pdp += pr[s2] * dp[s2];
+                        for (int s2 = 0; s2 <= t; s2++) {
+                            double ds = rnd_lo(lo, (float)(pr[s2] * (dp[s2] - pdp) * scale));
+                            size_t ko = ((size_t)b * T + s2) * C3 + C + (size_t)h * hs;
+                            for (int i = 0; i < hs; i++) {
+                                double kl = rnd_lo(lo, qkv[ko + i]), ql = rnd_lo(lo, qkv[qo + i]);
+                                dq[qo + i] += ds * kl;
+                                dqs[qo + i] += fabs(ds * kl);
+                                dq[ko + i] += ds * ql;
+                                dqs[ko + i] += fabs(ds * ql);
+                            }
+                        }
+                    }
+            for (size_t i = 0; i < nq; i++) { dq[i] += dq0[i]; dqs[i] += fabs(dq0[i]); }
+            for (int bi = 0; bi < 2; bi++) {
+                llm_backend *be = BACKENDS[bi];
+                double tol = bi ? TOL_FAST : TOL_REF;
+                float *out = rnd(&r, no, -9, 9), *att = rnd(&r, na, -9, 9), *g = dup(dq0, nq);
+                be->attention_forward_lo(be, out, att, qkv, B, T, C, NH, lo);
+                double ea = 0;
+                for (size_t i = 0; i < na; i++)
+                    if (!(fabs((double)att[i] - P[i]) <= ea))
+                        ea = isnan(att[i]) ? INFINITY : fabs((double)att[i] - P[i]);
+                /* out from the probabilities this backend stored */
+                double *y = calloc(no, 8), *ys = calloc(no, 8);
+                assert_true(y && ys);
+                for (int b = 0; b < B; b++)
+                    for (int h = 0; h < NH; h++)
+                        for (int t = 0; t < T; t++)
+                            for (int s2 = 0; s2 <= t; s2++) {
+                                double pl = rnd_lo(lo, att[(((size_t)b * NH + h) * T + t) * T + s2]);
+                                for (int i = 0; i < hs; i++) {
+                                    double v = rnd_lo(lo, qkv[((size_t)b * T + s2) * C3 + 2 * (size_t)C +
+                                                              (size_t)h * hs + i]);
+                                    y[((size_t)b * T + t) * C + (size_t)h * hs + i] += pl * v;
+                                    ys[((size_t)b * T + t) * C + (size_t)h * hs + i] += fabs(pl * v);
+                                }
+                            }
+                double eo = worst(out, y, ys, no);
+                /* the backward from the double probabilities (given, as fp32) */
+                be->attention_backward_lo(be, g, dy, qkv, P, B, T, C, NH, lo);
+                double edv = 0, edqk = 0;
+                for (size_t i = 0; i < nq; i++) {
+                    double e = fabs((double)g[i] - dq[i]) / (dqs[i] > 1e-30 ? dqs[i] : 1e-30);
+                    e = isnan(e) ? INFINITY : e;
+                    double *w = (i % C3) >= 2 * (size_t)C ? &edv : &edqk;
+                    if (!(e <= *w))
+                        *w = e;
+                }
+                double e[4] = {ea, eo, edv, edqk}, bound[4] = {TOL_ATT, tol, tol, tol_ds};
+                for (int j = 0; j < 4; j++) {
+                    if (e[j] > we[bi][j])
+                        we[bi][j] = e[j];
+                    if (!(e[j] <= bound[j]))
+                        print_message("# %s %s B=%d T=%d C=%d NH=%d: %s error %.3g > %.3g\n",
+                                      be->name, lo_name(lo), B, T, C, NH,
+                                      (const char *[]){"att", "out", "dv", "dq/dk"}[j], e[j],
+                                      bound[j]);
+                    assert_true(e[j] <= bound[j]);
+                }
+                /* the fp32 attention on the unrounded operands must miss the reference */
+                if (T > 1) {
+                    be->attention_forward(be, out, att, qkv, B, T, C, NH);
+                    double e32 = worst(out, y, ys, no);
+                    if (e32 > f32_err)
+                        f32_err = e32;
+                }
+                free(out); free(att); free(g); free(y); free(ys);
+            }
+            free(qkv); free(dy); free(dq0); free(P); free(dq); free(dqs);
+        }
+    }
+    for (int b = 0; b < 2; b++)
+        print_message("# %s attention lo: worst att %.3g (abs), out %.3g, dv %.3g, dq/dk %.3g "
+                      "(/ sum|terms|)\n", BACKENDS[b]->name, we[b][0], we[b][1], we[b][2], we[b][3]);
+    print_message("# fp32 attention against the rounded reference: %.3g (must exceed 1e-3)\n",
+                  f32_err);
+    assert_true(f32_err > 1e-3);
+}
+
 /* An operand beyond the f16 range becomes inf: the outputs it touches are non-finite
  * (what the trainer's dynamic loss scaling detects); bf16 holds the same value. */
 static void test_overflow(void **state)
@@ -412,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_cast_large),
         cmocka_unit_test(test_cast_torch),
         cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_overflow),
     };
     const struct CMUnitTest chunked[] = {

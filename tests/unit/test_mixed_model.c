@@ -103,20 +103,26 @@ static void test_refusals(void **state)
     llm_model_free(m);
 
     /* a backend without the ops: refused with its name and the precision */
-    llm_backend nolo = *be;
-    nolo.name = "nolo-test";
-    nolo.matmul_backward_lo = NULL;
-    assert_int_equal(llm_model_new(&m, &CFG, &nolo, &st), 0);
-    for (int k = 0; k < 2; k++) {
-        llm_status_clear(&st);
-        llm_dtype lo = k ? LLM_DT_F16 : LLM_DT_BF16;
-        assert_int_equal(llm_model_set_precision(m, lo, &st), LLM_ENODEV);
-        print_message("# %s\n", st.msg);
-        assert_non_null(strstr(st.msg, "'nolo-test'"));
-        assert_non_null(strstr(st.msg, lo_name(lo)));
+    llm_backend nolo;
+    for (int miss = 0; miss < 2; miss++) {
+        nolo = *be;
+        nolo.name = "nolo-test";
+        if (miss)
+            nolo.attention_backward_lo = NULL;
+        else
+            nolo.matmul_backward_lo = NULL;
+        assert_int_equal(llm_model_new(&m, &CFG, &nolo, &st), 0);
+        for (int k = 0; k < 2; k++) {
+            llm_status_clear(&st);
+            llm_dtype lo = k ? LLM_DT_F16 : LLM_DT_BF16;
+            assert_int_equal(llm_model_set_precision(m, lo, &st), LLM_ENODEV);
+            print_message("# %s\n", st.msg);
+            assert_non_null(strstr(st.msg, "'nolo-test'"));
+            assert_non_null(strstr(st.msg, lo_name(lo)));
+        }
+        assert_int_equal(llm_model_precision(m), LLM_DT_F32);
+        llm_model_free(m);
     }
-    assert_int_equal(llm_model_precision(m), LLM_DT_F32);
-    llm_model_free(m);
     drop_backend(be);
 }
 

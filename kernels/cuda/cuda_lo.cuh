@@ -1,0 +1,33 @@
+/* cuda_lo.cuh — the lo roundings of the CUDA backend (cuda_lo.cu, cuda_attention_lo.cu):
+ * the CPU's conversion (common/quant.h) bit for bit. */
+#ifndef LLM_CUDA_LO_CUH
+#define LLM_CUDA_LO_CUH
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+/* Round to nearest even with the cuda_bf16/cuda_fp16 intrinsics (overflow -> inf; fp16
+ * values >= 65520 round to inf).  NaN is mapped as the CPU maps it (sign and top payload
+ * bits kept, quiet bit set for bf16; sign | 0x7e00 for fp16), so every bit matches. */
+__device__ __forceinline__ uint16_t lc_to_bf16(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
+__device__ __forceinline__ uint16_t lc_to_f16(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u);
+    return __half_as_ushort(__float2half_rn(x));
+}
+
+/* The lo bits of x for LO = LC_DT_BF16 or LC_DT_F16. */
+template <int LO>
+__device__ __forceinline__ uint16_t lc_to_lo(float x)
+{
+    return LO == LC_DT_BF16 ? lc_to_bf16(x) : lc_to_f16(x);
+}
+
+#endif
