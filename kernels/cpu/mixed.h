@@ -28,4 +28,18 @@ static inline float llm_lo_round(float x, int lo)
     return llm_lo_value(llm_lo_bits(x, lo), lo);
 }
 
+/* The value a product reads: x itself when lo is 0 (fp32), else x rounded to lo.  The
+ * reference attention runs its fp32 and lo variants through one loop with these. */
+static inline double llm_lo_or_f32(float x, int lo)
+{
+    return lo ? llm_lo_round(x, lo) : x;
+}
+
+/* A value computed in double that a lo product reads: rounded to fp32 and then to lo,
+ * as the fast kernels store it; kept in double when lo is 0. */
+static inline double llm_lo_or_f64(double x, int lo)
+{
+    return lo ? llm_lo_round((float)x, lo) : x;
+}
+
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/mixed.h"
 
 void llm_ref_embed_backward(llm_backend *be, float *dwte, float *dwpe, const float *dout,
                             const int32_t *inp, int B, int T, int C)
@@ -78,11 +79,13 @@ void llm_ref_matmul_backward(llm_backend *be, float *dinp, float *dw, float *dbi
     }
 }
 
-void llm_ref_attention_backward(llm_backend *be, float *dqkv, const float *dout,
-                                const float *qkv, const float *att, int B, int T, int C,
-                                int NH)
+/* fp32 (lo = 0) or lo operands, R as in ref_forward.c: dp[s] = R(dy).R(v_s),
+ * dv_s += R(p[s]) R(dy), the softmax backward in double on the fp32 probabilities, and
+ * the score gradient, rounded to fp32 then lo once (for both of its products) under lo,
+ * times R(k) and R(q). */
+static void attention_backward(float *dqkv, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH, int lo)
 {
-    (void)be;
     int hs = C / NH;
     double scale = 1.0 / sqrt((double)hs);
     size_t C3 = 3 * (size_t)C;
@@ -98,10 +101,11 @@ void llm_ref_attention_backward(llm_backend *be, float *dqkv, const float *dout,
                 /* out_t = sum_s p[s] v_s: dp[s] = dy . v_s, dv_s += p[s] dy */
                 for (int s = 0; s <= t; s++) {
                     size_t vo = ((size_t)b * T + s) * C3 + 2 * (size_t)C + (size_t)h * hs;
-                    double d = 0;
+                    double d = 0, pl = llm_lo_or_f32(p[s], lo);
                     for (int i = 0; i < hs; i++) {
-                        d += (double)dy[i] * qkv[vo + i];
-                        dqkv[vo + i] += p[s] * dy[i];
+                        double g = llm_lo_or_f32(dy[i], lo);
+                        d += g * llm_lo_or_f32(qkv[vo + i], lo);
+                        dqkv[vo + i] += (float)(pl * g);
                     }
                     dp[s] = d;
                 }
@@ -110,15 +114,31 @@ void llm_ref_attention_backward(llm_backend *be, float *dqkv, const float *dout,
                 for (int s = 0; s <= t; s++)
                     pdp += p[s] * dp[s];
                 for (int s = 0; s <= t; s++) {
-                    double ds = p[s] * (dp[s] - pdp) * scale;
+                    double ds = llm_lo_or_f64(p[s] * (dp[s] - pdp) * scale, lo);
                     size_t ko = ((size_t)b * T + s) * C3 + (size_t)C + (size_t)h * hs;
                     for (int i = 0; i < hs; i++) {
-                        dqkv[qo + i] += (float)(ds * qkv[ko + i]);
-                        dqkv[ko + i] += (float)(ds * qkv[qo + i]);
+                        dqkv[qo + i] += (float)(ds * llm_lo_or_f32(qkv[ko + i], lo));
+                        dqkv[ko + i] += (float)(ds * llm_lo_or_f32(qkv[qo + i], lo));
                     }
                 }
             }
     free(dp);
+}
+
+void llm_ref_attention_backward(llm_backend *be, float *dqkv, const float *dout,
+                                const float *qkv, const float *att, int B, int T, int C,
+                                int NH)
+{
+    (void)be;
+    attention_backward(dqkv, dout, qkv, att, B, T, C, NH, 0);
+}
+
+void llm_ref_attention_backward_lo(llm_backend *be, float *dqkv, const float *dout,
+                                   const float *qkv, const float *att, int B, int T, int C,
+                                   int NH, int lo)
+{
+    (void)be;
+    attention_backward(dqkv, dout, qkv, att, B, T, C, NH, lo);
 }
 
 void llm_ref_gelu_backward(llm_backend *be, float *dinp, const float *inp, const float *dout,

@@ -2,9 +2,11 @@
  * accumulation in double.  They define what each op means; the fast kernels are tested
  * against them, so clarity wins over speed here. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/mixed.h"
 
 void llm_ref_embed_forward(llm_backend *be, float *out, const int32_t *inp, const float *wte,
                            const float *wpe, int B, int T, int C)
@@ -57,24 +59,30 @@ void llm_ref_matmul_forward(llm_backend *be, float *out, const float *inp, const
         }
 }
 
-void llm_ref_attention_forward(llm_backend *be, float *out, float *att, const float *qkv,
-                               int B, int T, int C, int NH)
+/* fp32 (lo = 0) or lo operands: the scores sum R(q) R(k) in double, the probabilities
+ * are computed in double and stored as fp32 (att); the output sums P R(v) with P the
+ * double probability in fp32 and lo(att) — the stored value rounded, as the fast kernels
+ * round what they stored — in lo.  R: the identity for fp32, the rounding to lo. */
+static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                              int NH, int lo)
 {
-    (void)be;
     int hs = C / NH;
     double scale = 1.0 / sqrt((double)hs);
     size_t C3 = 3 * (size_t)C;
+    double *sc = malloc(sizeof(double) * (T > 0 ? T : 1));
+    if (!sc)
+        return; /* ops cannot fail; the reference is only used on small shapes */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
                 const float *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
                 float *a = att + (((size_t)b * NH + h) * T + t) * T;
-                double mx = -INFINITY, sc[T > 0 ? T : 1];
+                double mx = -INFINITY;
                 for (int s = 0; s <= t; s++) {
                     const float *k = qkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
                     double d = 0;
                     for (int i = 0; i < hs; i++)
-                        d += (double)q[i] * k[i];
+                        d += llm_lo_or_f32(q[i], lo) * llm_lo_or_f32(k[i], lo);
                     sc[s] = d * scale;
                     if (sc[s] > mx)
                         mx = sc[s];
@@ -90,11 +98,27 @@ void llm_ref_attention_forward(llm_backend *be, float *out, float *att, const fl
                 for (int i = 0; i < hs; i++) {
                     double acc = 0;
                     for (int s = 0; s <= t; s++)
-                        acc += sc[s] / sum * qkv[((size_t)b * T + s) * C3 + 2 * (size_t)C +
-                                                 (size_t)h * hs + i];
+                        acc += llm_lo_or_f64(sc[s] / sum, lo) *
+                               llm_lo_or_f32(qkv[((size_t)b * T + s) * C3 + 2 * (size_t)C +
+                                                 (size_t)h * hs + i], lo);
                     o[i] = (float)acc;
                 }
             }
+    free(sc);
+}
+
+void llm_ref_attention_forward(llm_backend *be, float *out, float *att, const float *qkv,
+                               int B, int T, int C, int NH)
+{
+    (void)be;
+    attention_forward(out, att, qkv, B, T, C, NH, 0);
+}
+
+void llm_ref_attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,
+                                  int B, int T, int C, int NH, int lo)
+{
+    (void)be;
+    attention_forward(out, att, qkv, B, T, C, NH, lo);
 }
 
 static double gelu(double x)

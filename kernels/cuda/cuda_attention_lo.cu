@@ -78,8 +78,10 @@ static void lc_lo_gemm_batched(lc_ctx *c, int lo, int ta, int tb, int m, int n, 
                                          ldc, sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-static int lc_att_lo_ok(lc_ctx *c, int lo, const char *op)
+/* 1 when there is work and lo is valid; an invalid lo is recorded as an error */
+static int lc_att_lo_ok(lc_ctx *c, int B, int T, int C, int NH, int lo, const char *op)
 {
+    if (B <= 0 || T <= 0 || C <= 0 || NH <= 0) return 0;
     if (lo == LC_DT_BF16 || lo == LC_DT_F16) return 1;
     lc_fail_cuda(c, cudaErrorInvalidValue, op, __FILE__, __LINE__);
     return 0;
@@ -94,8 +96,7 @@ static void lc_attention_forward_lo(llm_backend *be, float *out, float *att, con
                                     int B, int T, int C, int NH, int lo)
 {
     lc_ctx *c = lc_get(be);
-    if (B <= 0 || T <= 0 || C <= 0 || NH <= 0 ||
-        !lc_att_lo_ok(c, lo, "attention_forward_lo: lo is neither bf16 nor f16"))
+    if (!lc_att_lo_ok(c, B, T, C, NH, lo, "attention_forward_lo: lo is neither bf16 nor f16"))
         return;
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
@@ -127,8 +128,7 @@ static void lc_attention_backward_lo(llm_backend *be, float *dqkv, const float *
                                      int NH, int lo)
 {
     lc_ctx *c = lc_get(be);
-    if (B <= 0 || T <= 0 || C <= 0 || NH <= 0 ||
-        !lc_att_lo_ok(c, lo, "attention_backward_lo: lo is neither bf16 nor f16"))
+    if (!lc_att_lo_ok(c, B, T, C, NH, lo, "attention_backward_lo: lo is neither bf16 nor f16"))
         return;
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
