@@ -187,6 +187,23 @@ struct llm_backend {
                                   const float *qkv, const float *att, int B, int T, int C,
                                   int NH, int lo);
 
+    /* Causal attention with lo operands that keeps only each row's log-sum-exp instead
+     * of the (B,NH,T,T) probabilities (a fused, "flash" kernel never stores them):
+     *   S = scale * lo(q) . lo(k) (fp32 accumulate), row t over columns s <= t;
+     *   lse(B,NH,T) = log sum_s exp(S[s]);  P = exp(S - lse) (fp32);
+     *   out = sum_s lo(P[s]) lo(v_s).
+     * A kernel that rounds partial (unnormalised) probabilities instead may differ from
+     * this by one lo rounding per term; the tests allow exactly that. */
+    void (*attention_forward_lse)(llm_backend *be, float *out, float *lse, const float *qkv,
+                                  int B, int T, int C, int NH, int lo);
+
+    /* Its backward from the forward's out and lse (P recomputed as above):
+     *   dv += lo(P)^T lo(dout);  dP = lo(dout) lo(v)^T;  D = rowsum(dout * out) (fp32);
+     *   dS = scale * P * (dP - D), rounded to lo;  dq += dS lo(k);  dk += dS^T lo(q). */
+    void (*attention_backward_lse)(llm_backend *be, float *dqkv, const float *dout,
+                                   const float *qkv, const float *out, const float *lse,
+                                   int B, int T, int C, int NH, int lo);
+
     /* ---- device health for metrics (NULL on the CPU) ----
      * Fills *out; a field the device or driver cannot tell is -1 (NVML absent: util,
      * temp and power are -1).  Returns 0, or -1 when nothing could be read. */

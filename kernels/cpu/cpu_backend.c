@@ -69,7 +69,9 @@ static void cpu_sync(llm_backend *be)
     .cast_lo = P##cast_lo, .matmul_forward_lo = P##matmul_forward_lo,                       \
     .matmul_backward_lo = P##matmul_backward_lo,                                            \
     .attention_forward_lo = P##attention_forward_lo,                                        \
-    .attention_backward_lo = P##attention_backward_lo
+    .attention_backward_lo = P##attention_backward_lo,                                      \
+    .attention_forward_lse = P##attention_forward_lse,                                      \
+    .attention_backward_lse = P##attention_backward_lse
 
 int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
 {

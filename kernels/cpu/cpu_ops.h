@@ -101,7 +101,12 @@ LLM_CPU_OPS(llm_fast_)
                                  int B, int T, int C, int NH, int lo);                        \
     void P##attention_backward_lo(llm_backend *be, float *dqkv, const float *dout,            \
                                   const float *qkv, const float *att, int B, int T, int C,    \
-                                  int NH, int lo);
+                                  int NH, int lo);                                            \
+    void P##attention_forward_lse(llm_backend *be, float *out, float *lse, const float *qkv,  \
+                                  int B, int T, int C, int NH, int lo);                       \
+    void P##attention_backward_lse(llm_backend *be, float *dqkv, const float *dout,           \
+                                   const float *qkv, const float *out, const float *lse,      \
+                                   int B, int T, int C, int NH, int lo);
 
 LLM_CPU_LO_OPS(llm_ref_)
 LLM_CPU_LO_OPS(llm_fast_)

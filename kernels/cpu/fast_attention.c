@@ -24,8 +24,8 @@
 
 #define RB 64
 
-/* Row a[0..n) <- softmax(a[0..n)) in place; a[n..T) <- 0. */
-LLM_AVX2 static void softmax_row_avx2(float *a, int n, int T)
+/* Row a[0..n) <- softmax(a[0..n)) in place; a[n..T) <- 0.  Returns log sum exp. */
+LLM_AVX2 static float softmax_row_avx2(float *a, int n, int T)
 {
     __m256 vm = _mm256_set1_ps(-INFINITY);
     int j = 0;
@@ -52,9 +52,10 @@ LLM_AVX2 static void softmax_row_avx2(float *a, int n, int T)
     for (int k = j; k < n; k++)
         a[k] *= 1.0f / s;
     memset(a + n, 0, sizeof(float) * (size_t)(T - n));
+    return mx + logf(s);
 }
 
-static void softmax_row_generic(float *a, int n, int T)
+static float softmax_row_generic(float *a, int n, int T)
 {
     float mx = -INFINITY, s = 0;
     for (int k = 0; k < n; k++)
@@ -66,6 +67,7 @@ static void softmax_row_generic(float *a, int n, int T)
     for (int k = 0; k < n; k++)
         a[k] *= 1.0f / s;
     memset(a + n, 0, sizeof(float) * (size_t)(T - n));
+    return mx + logf(s);
 }
 
 /* d[0..n) <- p (d - sum(p d)) * scale (softmax backward, the scale of the scores folded
@@ -103,30 +105,34 @@ static void round_block(float *dst, int dld, const float *src, int sld, int rows
 }
 
 /* lo = 0: fp32; else LLM_QK_BF16 / LLM_QK_F16 operands (see the top of the file). */
-static int attention_forward(llm_backend *be, float *out, float *att, const float *qkv, int B,
-                             int T, int C, int NH, int lo)
+/* att NULL: the probabilities go to a per-thread tile (RB x T) and only lse (B,NH,T) is
+ * kept (lse may be NULL otherwise). */
+static int attention_forward(llm_backend *be, float *out, float *att, float *lse,
+                             const float *qkv, int B, int T, int C, int NH, int lo)
 {
     int nt = llm_cpu_threads(be), avx2 = llm_cpu_avx2(be), hs = C / NH, ld = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     if (nt > B * NH)
         nt = B * NH > 0 ? B * NH : 1;
-    /* lo: per thread q, k, v of one head (T x hs each) and one probability tile (RB x T) */
-    size_t per = 3 * (size_t)T * hs + (size_t)RB * T;
+    /* lo: per thread q, k, v of one head (T x hs each) and one rounded probability tile
+     * (RB x T); no att: one fp32 probability tile too */
+    size_t per = (lo ? 3 * (size_t)T * hs + (size_t)RB * T : 0) + (att ? 0 : (size_t)RB * T);
     float *scratch = NULL;
-    if (lo && !(scratch = llm_cpu_scratch(be, (size_t)nt * per)))
+    if (per && !(scratch = llm_cpu_scratch(be, (size_t)nt * per)))
         return -1;
     llm_cpu_blas_threads(1);
 #pragma omp parallel num_threads(nt)
     {
         float *qr = scratch ? scratch + (size_t)omp_get_thread_num() * per : NULL;
-        float *kr = qr ? qr + (size_t)T * hs : NULL, *vr = kr ? kr + (size_t)T * hs : NULL;
-        float *pr = vr ? vr + (size_t)T * hs : NULL;
+        float *kr = lo ? qr + (size_t)T * hs : NULL, *vr = lo ? kr + (size_t)T * hs : NULL;
+        float *pr = lo ? vr + (size_t)T * hs : NULL;
+        float *tile = att ? NULL : (lo ? pr + (size_t)RB * T : qr);
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * NH; bh++) {
             int b = bh / NH, h = bh % NH;
             const float *q = qkv + (size_t)b * T * ld + (size_t)h * hs, *k = q + C, *v = q + 2 * C;
             int lq = ld;
-            float *a = att + (size_t)bh * T * T, *o = out + (size_t)b * T * C + (size_t)h * hs;
+            float *o = out + (size_t)b * T * C + (size_t)h * hs;
             if (lo) {
                 round_block(qr, hs, q, ld, T, hs, lo);
                 round_block(kr, hs, k, ld, T, hs, lo);
@@ -135,16 +141,21 @@ static int attention_forward(llm_backend *be, float *out, float *att, const floa
             }
             for (int i0 = 0; i0 < T; i0 += RB) {
                 int i1 = i0 + RB < T ? i0 + RB : T, rows = i1 - i0;
+                /* rows i0..i1 of the probabilities: in att, or the tile's rows 0..rows */
+                float *a = att ? att + (size_t)bh * T * T + (size_t)i0 * T : tile;
                 /* scores of rows i0..i1 against keys 0..i1 (the causal part of the tile) */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, hs, scale,
-                            q + (size_t)i0 * lq, lq, k, lq, 0.0f, a + (size_t)i0 * T, T);
+                            q + (size_t)i0 * lq, lq, k, lq, 0.0f, a, T);
                 for (int t = i0; t < i1; t++) {
-                    if (avx2)
-                        softmax_row_avx2(a + (size_t)t * T, t + 1, T);
-                    else
-                        softmax_row_generic(a + (size_t)t * T, t + 1, T);
+                    float *row = a + (size_t)(t - i0) * T;
+                    /* without att only columns 0..i1 are read back */
+                    int width = att ? T : i1;
+                    float l = avx2 ? softmax_row_avx2(row, t + 1, width)
+                                   : softmax_row_generic(row, t + 1, width);
+                    if (lse)
+                        lse[(size_t)bh * T + t] = l;
                 }
-                const float *pt = a + (size_t)i0 * T;
+                const float *pt = a;
                 if (lo) {
                     round_block(pr, T, pt, T, rows, i1, lo);
                     pt = pr;
@@ -230,7 +241,7 @@ static int attention_backward(llm_backend *be, float *dqkv, const float *dout,
 void llm_fast_attention_forward(llm_backend *be, float *out, float *att, const float *qkv,
                                 int B, int T, int C, int NH)
 {
-    attention_forward(be, out, att, qkv, B, T, C, NH, 0);
+    attention_forward(be, out, att, NULL, qkv, B, T, C, NH, 0);
 }
 
 void llm_fast_attention_backward(llm_backend *be, float *dqkv, const float *dout,
@@ -244,7 +255,7 @@ void llm_fast_attention_backward(llm_backend *be, float *dqkv, const float *dout
 void llm_fast_attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,
                                    int B, int T, int C, int NH, int lo)
 {
-    if (attention_forward(be, out, att, qkv, B, T, C, NH, lo) != 0)
+    if (attention_forward(be, out, att, NULL, qkv, B, T, C, NH, lo) != 0)
         llm_ref_attention_forward_lo(be, out, att, qkv, B, T, C, NH, lo);
 }
 
@@ -254,4 +265,96 @@ void llm_fast_attention_backward_lo(llm_backend *be, float *dqkv, const float *d
 {
     if (attention_backward(be, dqkv, dout, qkv, att, B, T, C, NH, lo) != 0)
         llm_ref_attention_backward_lo(be, dqkv, dout, qkv, att, B, T, C, NH, lo);
+}
+
+/* ---- attention_forward_lse / attention_backward_lse ---- */
+
+void llm_fast_attention_forward_lse(llm_backend *be, float *out, float *lse, const float *qkv,
+                                    int B, int T, int C, int NH, int lo)
+{
+    if (attention_forward(be, out, NULL, lse, qkv, B, T, C, NH, lo) != 0)
+        llm_ref_attention_forward_lse(be, out, lse, qkv, B, T, C, NH, lo);
+}
+
+/* Per (b,h), per thread: the head's rounded q, k, v, dout (T x hs each), D (T), and three
+ * T x T buffers: P recomputed from the scores and lse, lo(P), and the score gradient. */
+static int attention_backward_lse(llm_backend *be, float *dqkv, const float *dout,
+                                  const float *qkv, const float *out, const float *lse, int B,
+                                  int T, int C, int NH, int lo)
+{
+    int nt = llm_cpu_threads(be), hs = C / NH, ld = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    if (nt > B * NH)
+        nt = B * NH > 0 ? B * NH : 1;
+    size_t per = 3 * (size_t)T * T + 4 * (size_t)T * hs + (size_t)T;
+    float *scratch = llm_cpu_scratch(be, (size_t)nt * per);
+    if (!scratch)
+        return -1;
+    llm_cpu_blas_threads(1);
+#pragma omp parallel num_threads(nt)
+    {
+        float *p = scratch + (size_t)omp_get_thread_num() * per;
+        float *pr = p + (size_t)T * T, *ds = pr + (size_t)T * T, *qr = ds + (size_t)T * T;
+        float *kr = qr + (size_t)T * hs, *vr = kr + (size_t)T * hs, *dr = vr + (size_t)T * hs;
+        float *D = dr + (size_t)T * hs;
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * NH; bh++) {
+            int b = bh / NH, h = bh % NH;
+            size_t base = (size_t)b * T * ld + (size_t)h * hs;
+            float *dq = dqkv + base, *dk = dq + C, *dv = dq + 2 * C;
+            const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
+            const float *o = out + (size_t)b * T * C + (size_t)h * hs, *l = lse + (size_t)bh * T;
+            round_block(qr, hs, qkv + base, ld, T, hs, lo);
+            round_block(kr, hs, qkv + base + C, ld, T, hs, lo);
+            round_block(vr, hs, qkv + base + 2 * C, ld, T, hs, lo);
+            round_block(dr, hs, dO, C, T, hs, lo);
+            for (int t = 0; t < T; t++) {
+                double d = 0;
+                for (int i = 0; i < hs; i++)
+                    d += (double)dO[(size_t)t * C + i] * o[(size_t)t * C + i];
+                D[t] = (float)d;
+            }
+            for (int i0 = 0; i0 < T; i0 += RB) {
+                int i1 = i0 + RB < T ? i0 + RB : T, rows = i1 - i0;
+                float *pb = p + (size_t)i0 * T, *db = ds + (size_t)i0 * T;
+                /* P = exp(scale Q K^T - lse) on the causal part of the row block */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, hs, scale,
+                            qr + (size_t)i0 * hs, hs, kr, hs, 0.0f, pb, T);
+                /* dP = dO V^T */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, hs, 1.0f,
+                            dr + (size_t)i0 * hs, hs, vr, hs, 0.0f, db, T);
+                for (int t = i0; t < i1; t++) {
+                    float *pt = p + (size_t)t * T, *dt = ds + (size_t)t * T;
+                    for (int s = 0; s < i1; s++) {
+                        float ps = s <= t ? expf(pt[s] - l[t]) : 0.0f;
+                        pt[s] = ps;
+                        dt[s] = llm_lo_round(s <= t ? scale * ps * (dt[s] - D[t]) : 0.0f, lo);
+                    }
+                }
+                round_block(pr + (size_t)i0 * T, T, pb, T, rows, i1, lo);
+                /* dQ[rows] += dS[rows, 0..i1) K[0..i1) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, i1, 1.0f, db, T,
+                            kr, hs, 1.0f, dq + (size_t)i0 * ld, ld);
+            }
+            for (int j0 = 0; j0 < T; j0 += RB) {
+                int j1 = j0 + RB < T ? j0 + RB : T, cols = j1 - j0;
+                /* keys/values j0..j1 receive from queries j0..T (the causal part) */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - j0, 1.0f,
+                            ds + (size_t)j0 * T + j0, T, qr + (size_t)j0 * hs, hs, 1.0f,
+                            dk + (size_t)j0 * ld, ld);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - j0, 1.0f,
+                            pr + (size_t)j0 * T + j0, T, dr + (size_t)j0 * hs, hs, 1.0f,
+                            dv + (size_t)j0 * ld, ld);
+            }
+        }
+    }
+    return 0;
+}
+
+void llm_fast_attention_backward_lse(llm_backend *be, float *dqkv, const float *dout,
+                                     const float *qkv, const float *out, const float *lse,
+                                     int B, int T, int C, int NH, int lo)
+{
+    if (attention_backward_lse(be, dqkv, dout, qkv, out, lse, B, T, C, NH, lo) != 0)
+        llm_ref_attention_backward_lse(be, dqkv, dout, qkv, out, lse, B, T, C, NH, lo);
 }

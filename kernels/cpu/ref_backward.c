@@ -141,6 +141,54 @@ void llm_ref_attention_backward_lo(llm_backend *be, float *dqkv, const float *do
     attention_backward(dqkv, dout, qkv, att, B, T, C, NH, lo);
 }
 
+/* The backward of attention_forward_lse: per row, the scores again from lo(q), lo(k) in
+ * double, P = exp(S - lse) (lse the forward's fp32 value), D = dout . out, and then as
+ * attention_backward with lo operands (dS rounded to fp32 then lo once). */
+void llm_ref_attention_backward_lse(llm_backend *be, float *dqkv, const float *dout,
+                                    const float *qkv, const float *out, const float *lse,
+                                    int B, int T, int C, int NH, int lo)
+{
+    (void)be;
+    int hs = C / NH;
+    double scale = 1.0 / sqrt((double)hs);
+    size_t C3 = 3 * (size_t)C;
+    double *pr = malloc(sizeof(double) * 2 * (T > 0 ? T : 1)), *dp = pr + (T > 0 ? T : 1);
+    if (!pr)
+        return; /* ops cannot fail; the reference is only used on small shapes */
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
+                size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
+                double l = lse[((size_t)b * NH + h) * T + t], D = 0;
+                for (int i = 0; i < hs; i++)
+                    D += (double)dout[go + i] * out[go + i];
+                for (int s = 0; s <= t; s++) {
+                    size_t ko = ((size_t)b * T + s) * C3 + (size_t)C + (size_t)h * hs;
+                    size_t vo = ko + (size_t)C;
+                    double sc = 0, d = 0;
+                    for (int i = 0; i < hs; i++) {
+                        sc += llm_lo_round(qkv[qo + i], lo) * (double)llm_lo_round(qkv[ko + i], lo);
+                        d += llm_lo_round(dout[go + i], lo) * (double)llm_lo_round(qkv[vo + i], lo);
+                    }
+                    pr[s] = exp(sc * scale - l);
+                    dp[s] = d;
+                    double pl = llm_lo_round((float)pr[s], lo);
+                    for (int i = 0; i < hs; i++)
+                        dqkv[vo + i] += (float)(pl * llm_lo_round(dout[go + i], lo));
+                }
+                for (int s = 0; s <= t; s++) {
+                    double ds = llm_lo_round((float)(scale * pr[s] * (dp[s] - D)), lo);
+                    size_t ko = ((size_t)b * T + s) * C3 + (size_t)C + (size_t)h * hs;
+                    for (int i = 0; i < hs; i++) {
+                        dqkv[qo + i] += (float)(ds * llm_lo_round(qkv[ko + i], lo));
+                        dqkv[ko + i] += (float)(ds * llm_lo_round(qkv[qo + i], lo));
+                    }
+                }
+            }
+    free(pr);
+}
+
 void llm_ref_gelu_backward(llm_backend *be, float *dinp, const float *inp, const float *dout,
                            size_t n)
 {

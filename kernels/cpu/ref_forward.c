@@ -60,11 +60,12 @@ void llm_ref_matmul_forward(llm_backend *be, float *out, const float *inp, const
 }
 
 /* fp32 (lo = 0) or lo operands: the scores sum R(q) R(k) in double, the probabilities
- * are computed in double and stored as fp32 (att); the output sums P R(v) with P the
- * double probability in fp32 and lo(att) — the stored value rounded, as the fast kernels
- * round what they stored — in lo.  R: the identity for fp32, the rounding to lo. */
-static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
-                              int NH, int lo)
+ * are computed in double and stored as fp32 (att, when not NULL; lse, when not NULL,
+ * gets each row's log-sum-exp); the output sums P R(v) with P the double probability in
+ * fp32 and lo(fp32 P) — the stored value rounded, as the fast kernels round what they
+ * stored — in lo.  R: the identity for fp32, the rounding to lo. */
+static void attention_forward(float *out, float *att, float *lse, const float *qkv, int B,
+                              int T, int C, int NH, int lo)
 {
     int hs = C / NH;
     double scale = 1.0 / sqrt((double)hs);
@@ -76,7 +77,6 @@ static void attention_forward(float *out, float *att, const float *qkv, int B, i
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
                 const float *q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
-                float *a = att + (((size_t)b * NH + h) * T + t) * T;
                 double mx = -INFINITY;
                 for (int s = 0; s <= t; s++) {
                     const float *k = qkv + ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
@@ -92,8 +92,13 @@ static void attention_forward(float *out, float *att, const float *qkv, int B, i
                     sc[s] = exp(sc[s] - mx);
                     sum += sc[s];
                 }
-                for (int s = 0; s < T; s++)
-                    a[s] = s <= t ? (float)(sc[s] / sum) : 0.0f;
+                if (att) {
+                    float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                    for (int s = 0; s < T; s++)
+                        a[s] = s <= t ? (float)(sc[s] / sum) : 0.0f;
+                }
+                if (lse)
+                    lse[((size_t)b * NH + h) * T + t] = (float)(mx + log(sum));
                 float *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
                 for (int i = 0; i < hs; i++) {
                     double acc = 0;
@@ -111,14 +116,21 @@ void llm_ref_attention_forward(llm_backend *be, float *out, float *att, const fl
                                int B, int T, int C, int NH)
 {
     (void)be;
-    attention_forward(out, att, qkv, B, T, C, NH, 0);
+    attention_forward(out, att, NULL, qkv, B, T, C, NH, 0);
 }
 
 void llm_ref_attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,
                                   int B, int T, int C, int NH, int lo)
 {
     (void)be;
-    attention_forward(out, att, qkv, B, T, C, NH, lo);
+    attention_forward(out, att, NULL, qkv, B, T, C, NH, lo);
+}
+
+void llm_ref_attention_forward_lse(llm_backend *be, float *out, float *lse, const float *qkv,
+                                   int B, int T, int C, int NH, int lo)
+{
+    (void)be;
+    attention_forward(out, NULL, lse, qkv, B, T, C, NH, lo);
 }
 
 static double gelu(double x)

@@ -11,6 +11,8 @@
  *   - attention_forward_lo / attention_backward_lo of both backends against a double
  *     attention of the rounded operands computed here (T across the fast kernel's 64-row
  *     blocks, heads of odd sizes); the fp32 attention must NOT pass the same check;
+ *   - attention_forward_lse / attention_backward_lse likewise (their contract: only the
+ *     rows' log-sum-exp kept, the probabilities recomputed in the backward);
  *   - an fp16 overflow in an operand reaches the output as a non-finite value. */
 #include "tests/unit/testutil.h"
 
@@ -519,6 +521,141 @@ static void test_attention(void **state)
     assert_true(f32_err > 1e-3);
 }
 
+/* attention_forward_lse / attention_backward_lse against a double reference of their
+ * contract.  A probability may be rounded to lo from values that differ in their last
+ * fp32 bits, so each output may miss by one lo ulp per term (max <= ulp + TOL_FAST), but
+ * such flips are rare: the mean error must stay at fp32 level (TOL_FAST), which unrounded
+ * operands (errors ~ half an ulp everywhere) would miss. */
+static void check_lse_errs(const char *what, const char *be, int lo, const ashape *a,
+                           const float *got, const double *want, const double *scale, size_t n,
+                           double *wmax, double *wmean)
+{
+    double mx = 0, sum = 0, ulp = lo == LLM_DT_F16 ? 0x1p-11 : 0x1p-8;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]) / (scale[i] > 1e-30 ? scale[i] : 1e-30);
+        e = isnan(e) ? INFINITY : e;
+        sum += e;
+        if (!(e <= mx))
+            mx = e;
+    }
+    double mean = n ? sum / (double)n : 0;
+    if (mx > *wmax)
+        *wmax = mx;
+    if (mean > *wmean)
+        *wmean = mean;
+    if (!(mx <= ulp + TOL_FAST && mean <= TOL_FAST))
+        print_message("# %s %s lse B=%d T=%d C=%d NH=%d: %s max %.3g mean %.3g\n", be,
+                      lo_name(lo), a->B, a->T, a->C, a->NH, what, mx, mean);
+    assert_true(mx <= ulp + TOL_FAST && mean <= TOL_FAST);
+}
+
+static void test_attention_lse(void **state)
+{
+    (void)state;
+    tu_rng r = {17};
+    double wmax[2] = {0}, wmean[2] = {0}, wlse[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        int lo = k ? LLM_DT_F16 : LLM_DT_BF16;
+        for (size_t si = 0; si < NASHAPES; si++) {
+            const ashape *sh = &ASHAPES[si];
+            int B = sh->B, T = sh->T, C = sh->C, NH = sh->NH, hs = C / NH;
+            size_t C3 = 3 * (size_t)C, nq = (size_t)B * T * C3, no = (size_t)B * T * C,
+                   nl = (size_t)B * NH * T;
+            double scale = 1.0 / sqrt((double)hs);
+            float *qkv = rnd(&r, nq, -2, 2), *dy = rnd(&r, no, -1, 1), *dq0 = rnd(&r, nq, -1, 1);
+            float *L = malloc(nl * 4), *O = malloc(no * 4);
+            double *y = calloc(no, 8), *ys = calloc(no, 8), *dq = calloc(nq, 8),
+                   *dqs = calloc(nq, 8), *lref = calloc(nl, 8);
+            assert_true(L && O && y && ys && dq && dqs && lref);
+            /* forward: lse and out in double */
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < NH; h++)
+                    for (int t = 0; t < T; t++) {
+                        size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
+                        size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
+                        double sc[130], mx = -INFINITY, sum = 0;
+                        for (int s2 = 0; s2 <= t; s2++) {
+                            size_t ko = ((size_t)b * T + s2) * C3 + C + (size_t)h * hs;
+                            double d = 0;
+                            for (int i = 0; i < hs; i++)
+                                d += (double)rnd_lo(lo, qkv[qo + i]) * rnd_lo(lo, qkv[ko + i]);
+                            sc[s2] = d * scale;
+                            mx = sc[s2] > mx ? sc[s2] : mx;
+                        }
+                        for (int s2 = 0; s2 <= t; s2++)
+                            sum += exp(sc[s2] - mx);
+                        double l = mx + log(sum);
+                        lref[((size_t)b * NH + h) * T + t] = l;
+                        L[((size_t)b * NH + h) * T + t] = (float)l;
+                        for (int s2 = 0; s2 <= t; s2++) {
+                            double pl = rnd_lo(lo, (float)exp(sc[s2] - l));
+                            size_t vo = ((size_t)b * T + s2) * C3 + 2 * (size_t)C + (size_t)h * hs;
+                            for (int i = 0; i < hs; i++) {
+                                double v = rnd_lo(lo, qkv[vo + i]);
+                                y[go + i] += pl * v;
+                                ys[go + i] += fabs(pl * v);
+                            }
+                        }
+                    }
+            for (size_t i = 0; i < no; i++)
+                O[i] = (float)y[i];
+            /* backward from L and O (as given to the backends) */
+            for (size_t i = 0; i < nq; i++) { dq[i] = dq0[i]; dqs[i] = fabs(dq0[i]); }
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < NH; h++)
+                    for (int t = 0; t < T; t++) {
+                        size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
+                        size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
+                        double D = 0, l = L[((size_t)b * NH + h) * T + t];
+                        for (int i = 0; i < hs; i++)
+                            D += (double)dy[go + i] * O[go + i];
+                        for (int s2 = 0; s2 <= t; s2++) {
+                            size_t ko = ((size_t)b * T + s2) * C3 + C + (size_t)h * hs;
+                            size_t vo = ko + (size_t)C;
+                            double sc = 0, dp = 0;
+                            for (int i = 0; i < hs; i++) {
+                                sc += (double)rnd_lo(lo, qkv[qo + i]) * rnd_lo(lo, qkv[ko + i]);
+                                dp += (double)rnd_lo(lo, dy[go + i]) * rnd_lo(lo, qkv[vo + i]);
+                            }
+                            double p = exp(sc * scale - l), pl = rnd_lo(lo, (float)p);
+                            double ds = rnd_lo(lo, (float)(scale * p * (dp - D)));
+                            for (int i = 0; i < hs; i++) {
+                                double g = rnd_lo(lo, dy[go + i]), kl = rnd_lo(lo, qkv[ko + i]),
+                                       ql = rnd_lo(lo, qkv[qo + i]);
+                                dq[vo + i] += pl * g;
+                                dqs[vo + i] += fabs(pl * g);
+                                dq[qo + i] += ds * kl;
+                                dqs[qo + i] += fabs(ds * kl);
+                                dq[ko + i] += ds * ql;
+                                dqs[ko + i] += fabs(ds * ql);
+                            }
+                        }
+                    }
+            for (int bi = 0; bi < 2; bi++) {
+                llm_backend *be = BACKENDS[bi];
+                float *out = rnd(&r, no, -9, 9), *lse = rnd(&r, nl, -9, 9), *g = dup(dq0, nq);
+                be->attention_forward_lse(be, out, lse, qkv, B, T, C, NH, lo);
+                for (size_t i = 0; i < nl; i++) {
+                    double e = fabs(lse[i] - lref[i]) / (1 + fabs(lref[i]));
+                    e = isnan(e) ? INFINITY : e;
+                    if (!(e <= wlse[bi]))
+                        wlse[bi] = e;
+                    assert_true(e <= 1e-6);
+                }
+                check_lse_errs("out", be->name, lo, sh, out, y, ys, no, &wmax[bi], &wmean[bi]);
+                be->attention_backward_lse(be, g, dy, qkv, O, L, B, T, C, NH, lo);
+                check_lse_errs("dqkv", be->name, lo, sh, g, dq, dqs, nq, &wmax[bi], &wmean[bi]);
+                free(out); free(lse); free(g);
+            }
+            free(qkv); free(dy); free(dq0); free(L); free(O);
+            free(y); free(ys); free(dq); free(dqs); free(lref);
+        }
+    }
+    for (int b = 0; b < 2; b++)
+        print_message("# %s attention lse: lse %.3g, out/dqkv max %.3g, mean %.3g (/ sum|terms|)\n",
+                      BACKENDS[b]->name, wlse[b], wmax[b], wmean[b]);
+}
+
 /* An operand beyond the f16 range becomes inf: the outputs it touches are non-finite
  * (what the trainer's dynamic loss scaling detects); bf16 holds the same value. */
 static void test_overflow(void **state)
@@ -567,6 +704,7 @@ int main(void)
         cmocka_unit_test(test_cast_torch),
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_lse),
         cmocka_unit_test(test_overflow),
     };
     const struct CMUnitTest chunked[] = {
