@@ -65,10 +65,10 @@ __global__ void lc_softmax_bwd_lo_kernel(uint16_t *ds, const float *datt, const 
 /* Row-major C(m x n, ldc; stride sC) fp32 = alpha op(A) op(B) + beta C over batch, A and B
  * lo with strides sA, sB (elements); ta/tb: the row-major A/B are stored transposed.  As
  * lc_gemm_rm: column-major C^T = op(B)^T op(A)^T. */
-static void lc_lo_gemm_batched(lc_ctx *c, int lo, int ta, int tb, int m, int n, int k,
-                               float alpha, const void *A, int lda, long long sA,
-                               const void *B, int ldb, long long sB, float beta, float *C,
-                               int ldc, long long sC, int batch)
+extern "C" void lc_lo_gemm_batched(lc_ctx *c, int lo, int ta, int tb, int m, int n, int k,
+                                   float alpha, const void *A, int lda, long long sA,
+                                   const void *B, int ldb, long long sB, float beta, float *C,
+                                   int ldc, long long sC, int batch)
 {
     if (m <= 0 || n <= 0 || batch <= 0) return;
     cudaDataType_t t = lo == LC_DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -79,7 +79,7 @@ static void lc_lo_gemm_batched(lc_ctx *c, int lo, int ta, int tb, int m, int n, 
 }
 
 /* 1 when there is work and lo is valid; an invalid lo is recorded as an error */
-static int lc_att_lo_ok(lc_ctx *c, int B, int T, int C, int NH, int lo, const char *op)
+extern "C" int lc_att_lo_ok(lc_ctx *c, int B, int T, int C, int NH, int lo, const char *op)
 {
     if (B <= 0 || T <= 0 || C <= 0 || NH <= 0) return 0;
     if (lo == LC_DT_BF16 || lo == LC_DT_F16) return 1;
@@ -87,7 +87,7 @@ static int lc_att_lo_ok(lc_ctx *c, int B, int T, int C, int NH, int lo, const ch
     return 0;
 }
 
-static unsigned lc_warp_blocks(size_t rows, unsigned threads)
+extern "C" unsigned lc_warp_blocks(size_t rows, unsigned threads)
 {
     return (unsigned)((rows * LC_WARP + threads - 1) / threads);
 }

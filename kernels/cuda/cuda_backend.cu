@@ -336,6 +336,8 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
      * NVIDIA_TF32_OVERRIDE could; pedantic is not needed for that */
     e = getenv("LLM_CUDA_TF32");
     c->tf32 = e && *e == '1';
+    e = getenv("LLM_CUDA_FLASH");
+    c->flash_off = e && *e == '0';
     STEP("cublasSetMathMode", (int)cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                        : CUBLAS_DEFAULT_MATH));
 #undef STEP
@@ -356,6 +358,7 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     lc_fill_infer(be);
     lc_fill_lo(be);
     lc_fill_attention_lo(be);
+    lc_fill_attention_lse(be);
     lc_fill_stats(be);
     return 0;
 fail:

@@ -58,6 +58,9 @@ typedef struct {
     unsigned lo_next;               /* round-robin victim when the cache is full */
     int lo_force_ex;                /* test hook: skip cuBLASLt, use cublasGemmEx */
     long lo_runs[2];                /* lo GEMMs run by cuBLASLt, by cublasGemmEx */
+    int flash_off;                  /* 1: the lse attention uses its batched-GEMM form only
+                                       (LLM_CUDA_FLASH=0, or the test hook) */
+    long flash_runs[2];             /* lse attention calls by the fused kernels, by GEMMs */
     /* to_device staging: small uploads are copied into a ring of pinned buffers and sent
      * with cudaMemcpyAsync on the stream, so the caller neither waits for the GPU nor
      * keeps its buffer; stage_ev[i] marks slot i's copy done.  stage_state 0 not yet
@@ -115,12 +118,23 @@ extern "C" void lc_fill_optim(llm_backend *be);
 extern "C" void lc_fill_infer(llm_backend *be);
 extern "C" void lc_fill_lo(llm_backend *be);
 extern "C" void lc_fill_attention_lo(llm_backend *be);
+extern "C" void lc_fill_attention_lse(llm_backend *be);
 extern "C" void lc_fill_stats(llm_backend *be);
 /* Mixed precision helpers of cuda_lo.cu: grow-only lo buffer i (< LC_LO_BUFS) of at
  * least bytes, or NULL after recording an error (growing frees the old block, which
  * synchronises); dst(n) lo = round(src(n)) on the stream, 0 or -1 after an error. */
 extern "C" void *lc_lo_buf(lc_ctx *c, int i, size_t bytes);
 extern "C" int lc_lo_cast(lc_ctx *c, void *dst, const float *src, size_t n, int lo);
+/* cuda_attention_lo.cu, shared with cuda_attention_lse.cu: row-major strided-batched
+ * C fp32 = alpha op(A) op(B) + beta C with lo A, B (as lc_gemm_rm); the attention ops'
+ * argument check (0: nothing to do, or lo invalid and recorded); blocks of 256 threads
+ * for one warp per row. */
+extern "C" void lc_lo_gemm_batched(lc_ctx *c, int lo, int ta, int tb, int m, int n, int k,
+                                   float alpha, const void *A, int lda, long long sA,
+                                   const void *B, int ldb, long long sB, float beta, float *C,
+                                   int ldc, long long sC, int batch);
+extern "C" int lc_att_lo_ok(lc_ctx *c, int B, int T, int C, int NH, int lo, const char *op);
+extern "C" unsigned lc_warp_blocks(size_t rows, unsigned threads);
 /* Release what cuda_lo.cu / cuda_stats.cu hold in c (plans, lo buffers, NVML). */
 extern "C" void lc_lo_release(lc_ctx *c);
 extern "C" void lc_stats_release(lc_ctx *c);

@@ -11,7 +11,9 @@
  *     (B_LO); dq, dk sum lo(dS) terms, dS rounded from an fp32 value that may differ from
  *     the double one in its last bits, so a rounding may go the other way: one lo ulp
  *     per term at most (2^-8 bf16, 2^-11 f16) of sum |terms|, plus B_LO.
- * Unrounded operands or probabilities would miss out/dv by ~1e-3 (one bf16 rounding). */
+ * Unrounded operands or probabilities would miss out/dv by ~1e-3 (one bf16 rounding).
+ * attention_forward_lse / attention_backward_lse: see check_att_lse below; on cuda both
+ * the fused kernels (cuda_flash.cu) and the batched-GEMM form (forced). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 
 #include "common/quant.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_ext.h"
 #include "tests/gpu/gpu_check.h"
 #include "tests/gpu/ref64.h"
 
@@ -140,6 +143,144 @@ static void check_att_lo(gc *x, int B, int T, int C, int NH, int lo)
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) x->g.free(&x->g, bufs[i]);
 }
 
+/* ---- attention_forward_lse / attention_backward_lse ----
+ * Reference in double on the rounded operands: lse; out = sum lo(exp(S - lse)) lo(v); the
+ * backward from that lse and out (as fp32, given to both).  A probability or score
+ * gradient may be rounded from a value that differs in its last bits (the fused kernel
+ * rounds partial probabilities exp(S - m) on purpose), so each output may miss by one lo
+ * ulp per term (max <= ulp + B_LO_ATT of sum |terms|); such misses are rare, so the mean
+ * must stay within B_LO_ATT, which unrounded operands would miss. */
+static void lse_row(gc *x, const char *op, const char *sh, const float *a, const double *r,
+                    const double *s, size_t n, int lo)
+{
+    double mx = 0, sum = 0, ulp = lo == LLM_DT_BF16 ? 0x1p-8 : 0x1p-11;
+    for (size_t i = 0; i < n; i++) {
+        double e = scaled(a + i, r + i, s + i, 1);
+        sum += e;
+        if (!(e <= mx)) mx = e;
+    }
+    double mean = n ? sum / (double)n : 0;
+    char o2[80];
+    snprintf(o2, sizeof o2, "%s max", op);
+    row_check(x, o2, sh, mx, ulp + B_LO_ATT, mx <= ulp + B_LO_ATT);
+    snprintf(o2, sizeof o2, "%s mean", op);
+    row_check(x, o2, sh, mean, B_LO_ATT, mean <= B_LO_ATT);
+}
+
+static void check_att_lse(gc *x, int B, int T, int C, int NH, int lo, const char *tag)
+{
+    char sh[64], op[64];
+    const char *ln = lo == LLM_DT_BF16 ? "bf16" : "f16";
+    snprintf(sh, sizeof sh, "B%d T%d C%d NH%d", B, T, C, NH);
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C, nq = (size_t)B * T * C3, no = (size_t)B * T * C,
+           nl = (size_t)B * NH * T;
+    double scale = 1.0 / sqrt((double)hs);
+    float *qkv = rnd(x, nq, -2, 2), *qr = xmalloc(nq * 4), *dout = rnd(x, no, -1, 1);
+    float *dq0 = rnd(x, nq, -1, 1), *L = xmalloc(nl * 4), *O = xmalloc(no * 4);
+    for (size_t i = 0; i < nq; i++) qr[i] = (float)rl(qkv[i], lo);
+    double *y = xmalloc(no * 8), *ys = xmalloc(no * 8), *lr = xmalloc(nl * 8);
+    double *sc = xmalloc((size_t)T * 8);
+    memset(y, 0, no * 8);
+    memset(ys, 0, no * 8);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
+                size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
+                double mx = -INFINITY, sum = 0;
+                for (int s = 0; s <= t; s++) {
+                    size_t ko = ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
+                    double d = 0;
+                    for (int i = 0; i < hs; i++) d += (double)qr[qo + i] * qr[ko + i];
+                    sc[s] = d * scale;
+                    if (sc[s] > mx) mx = sc[s];
+                }
+                for (int s = 0; s <= t; s++) sum += exp(sc[s] - mx);
+                double l = mx + log(sum);
+                lr[((size_t)b * NH + h) * T + t] = l;
+                L[((size_t)b * NH + h) * T + t] = (float)l;
+                for (int s = 0; s <= t; s++) {
+                    double p = rl((float)exp(sc[s] - l), lo);
+                    size_t vo = ((size_t)b * T + s) * C3 + 2 * (size_t)C + (size_t)h * hs;
+                    for (int i = 0; i < hs; i++) {
+                        y[go + i] += p * qr[vo + i];
+                        ys[go + i] += fabs(p * qr[vo + i]);
+                    }
+                }
+            }
+    for (size_t i = 0; i < no; i++) O[i] = (float)y[i];
+    float *gq = gput(x, qkv, nq * 4), *gout = gpoison(x, no), *glse = gpoison(x, nl);
+    x->g.attention_forward_lse(&x->g, gout, glse, gq, B, T, C, NH, lo);
+    float *out = gget(x, gout, no), *lse = gget(x, glse, nl);
+    double el = 0;
+    for (size_t i = 0; i < nl; i++) {
+        double e = isfinite(lse[i]) ? fabs(lse[i] - lr[i]) / (1 + fabs(lr[i])) : INFINITY;
+        if (!(e <= el)) el = e;
+    }
+    snprintf(op, sizeof op, "lse_fwd %s%s lse", ln, tag);
+    row_check(x, op, sh, el, 1e-5, el <= 1e-5);
+    snprintf(op, sizeof op, "lse_fwd %s%s out", ln, tag);
+    lse_row(x, op, sh, out, y, ys, no, lo);
+
+    /* backward from the reference's lse and out */
+    double *r = dcopy(dq0, nq), *rs = xmalloc(nq * 8);
+    for (size_t i = 0; i < nq; i++) rs[i] = fabs(dq0[i]);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
+                size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
+                double D = 0, l = L[((size_t)b * NH + h) * T + t];
+                for (int i = 0; i < hs; i++) D += (double)dout[go + i] * O[go + i];
+                for (int s = 0; s <= t; s++) {
+                    size_t ko = ((size_t)b * T + s) * C3 + C + (size_t)h * hs, vo = ko + C;
+                    double sv = 0, dp = 0;
+                    for (int i = 0; i < hs; i++) {
+                        sv += (double)qr[qo + i] * qr[ko + i];
+                        dp += rl(dout[go + i], lo) * qr[vo + i];
+                    }
+                    double p = exp(sv * scale - l), pl = rl((float)p, lo);
+                    double ds = rl((float)(scale * p * (dp - D)), lo);
+                    for (int i = 0; i < hs; i++) {
+                        double g = rl(dout[go + i], lo);
+                        r[vo + i] += pl * g;
+                        rs[vo + i] += fabs(pl * g);
+                        r[qo + i] += ds * qr[ko + i];
+                        rs[qo + i] += fabs(ds * qr[ko + i]);
+                        r[ko + i] += ds * qr[qo + i];
+                        rs[ko + i] += fabs(ds * qr[qo + i]);
+                    }
+                }
+            }
+    float *gd = gput(x, dout, no * 4), *gdq = gput(x, dq0, nq * 4);
+    float *gO = gput(x, O, no * 4), *gL = gput(x, L, nl * 4);
+    x->g.attention_backward_lse(&x->g, gdq, gd, gq, gO, gL, B, T, C, NH, lo);
+    float *dq = gget(x, gdq, nq);
+    snprintf(op, sizeof op, "lse_bwd %s%s dqkv", ln, tag);
+    lse_row(x, op, sh, dq, r, rs, nq, lo);
+    free(qkv); free(qr); free(dout); free(dq0); free(L); free(O); free(y); free(ys); free(lr);
+    free(sc); free(out); free(lse); free(r); free(rs); free(dq);
+    void *bufs[] = {gq, gout, glse, gd, gdq, gO, gL};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) x->g.free(&x->g, bufs[i]);
+}
+
+static void check_lse_all(gc *x, int tiny, const char *tag)
+{
+    for (int k = 0; k < 2; k++) {
+        int lo = k ? LLM_DT_F16 : LLM_DT_BF16;
+        check_att_lse(x, 2, 7, 12, 3, lo, tag);      /* head size 4: never fused */
+        check_att_lse(x, 1, 1, 64, 1, lo, tag);
+        check_att_lse(x, 2, 67, 128, 2, lo, tag);    /* partial tiles */
+        check_att_lse(x, 1, 129, 96, 3, lo, tag);    /* head size 32 */
+        check_att_lse(x, 1, 130, 256, 2, lo, tag);   /* head size 128 */
+        if (!tiny) {
+            check_att_lse(x, 3, 256, 768, 12, lo, tag);
+            if (!k) check_att_lse(x, 1, 1024, 768, 12, lo, tag);
+        }
+    }
+}
+
 void gpu_check_attention_lo(gc *x, int tiny)
 {
     if (!x->g.attention_forward_lo || !x->g.attention_backward_lo) {
@@ -157,4 +298,25 @@ void gpu_check_attention_lo(gc *x, int tiny)
             check_att_lo(x, 3, 256, 768, 12, lo);
         }
     }
+    if (!x->g.attention_forward_lse || !x->g.attention_backward_lse) {
+        if (x->cuda) row_check(x, "backend has attention lse ops", x->g.name, 1, 0, 0);
+        return;
+    }
+    if (!x->cuda) {
+        check_lse_all(x, tiny, "");
+        return;
+    }
+    /* the fused kernels where the head size allows, then the batched-GEMM form forced */
+    long r0[2], r1[2], r2[2];
+    llm_backend_cuda_flash_path(&x->g, 0, r0);
+    check_lse_all(x, tiny, "");
+    llm_backend_cuda_flash_path(&x->g, 1, r1);
+    check_lse_all(x, tiny, " gemm");
+    llm_backend_cuda_flash_path(&x->g, 0, r2);
+    char sh[64];
+    snprintf(sh, sizeof sh, "fused %ld gemm %ld", r1[0] - r0[0], r2[1] - r1[1]);
+    /* fused calls in the first round, none in the forced one (whose GEMM calls are all
+     * of its checks: 2 per shape) */
+    row_check(x, "attention lse paths ran", sh, (double)(r1[0] - r0[0]), 1,
+              r1[0] > r0[0] && r2[0] == r1[0] && r2[1] > r1[1]);
 }

@@ -1,0 +1,412 @@
+/* cuda_flash.cu — fused ("flash") causal attention for attention_forward_lse /
+ * attention_backward_lse: the scores and probabilities of a 64 x 64 tile live in shared
+ * memory only; nothing of size T x T reaches device memory.
+ *
+ * Tiles of 64 queries x 64 keys, 4 warps; warp w owns rows 16w..16w+15 of the query
+ * tile.  The products are WMMA 16x16x16 tensor-core operations on lo (bf16/fp16)
+ * operands with fp32 accumulation.
+ *   forward, one block per (query tile, head, batch row): for each key tile up to the
+ *     diagonal, S = scale Q K^T, an online softmax (running max m and sum l per row;
+ *     the partial probabilities exp(S - m) are rounded to lo for P V, which the contract
+ *     allows: one lo rounding per term from the reference), O = O exp(m_old - m) + P V;
+ *     out = O / l, lse = m + log l.
+ *   backward, deterministic (no atomics; every output element has one writer):
+ *     one block per (key tile, head, batch row) accumulates dK, dV over the query tiles
+ *     at and after it; one block per (query tile, head, batch row) accumulates dQ over
+ *     the key tiles up to the diagonal.  Both recompute S, P = exp(S - lse) and
+ *     dP = dO V^T, and dS = lo(scale P (dP - D)), D = rowsum(dout * out) given.
+ * Shapes: head size 32, 64 or 128 and C a multiple of 8 (16-byte rows); others return 1
+ * and cuda_attention_lse.cu's batched-GEMM form runs instead. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <mma.h>
+
+#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_lo.cuh"
+
+using namespace nvcuda;
+
+#define FL_BM 64
+#define FL_BN 64
+#define FL_THREADS 128
+#define FL_LDS (FL_BN + 4)   /* fp32 score tiles */
+#define FL_LDP (FL_BN + 8)   /* lo probability tiles */
+
+template <int LO> struct lc_wt { typedef __nv_bfloat16 type; };
+template <> struct lc_wt<LC_DT_F16> { typedef __half type; };
+
+/* 64 rows x HS lo elements from src (row r0 + r at src + (r0 + r) * stride) into dst (row
+ * stride ld), rows at or beyond T zero; 16-byte copies. */
+template <int HS>
+__device__ __forceinline__ void fl_load_tile(uint16_t *dst, int ld, const uint16_t *src,
+                                             size_t stride, int r0, int T)
+{
+    constexpr int CH = HS / 8;
+    for (int i = threadIdx.x; i < 64 * CH; i += FL_THREADS) {
+        int r = i / CH, ch = i % CH;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (r0 + r < T) v = *(const uint4 *)(src + (size_t)(r0 + r) * stride + ch * 8);
+        *(uint4 *)(dst + r * ld + ch * 8) = v;
+    }
+}
+
+/* rows [r0, r0 + 64) of a (T) row vector, 0 beyond T */
+__device__ __forceinline__ void fl_load_rows(float *dst, const float *src, int r0, int T)
+{
+    if (threadIdx.x < 64) dst[threadIdx.x] = r0 + (int)threadIdx.x < T ? src[r0 + threadIdx.x] : 0.0f;
+}
+
+/* S(16 x 64, fp32, ld FL_LDS) = A(16 x HS, row-major, ld lda) B^T, B (64 x HS row-major,
+ * ld ldb): one warp's strip of scores. */
+template <int LO, int HS>
+__device__ __forceinline__ void fl_strip_abt(float *S, const uint16_t *A, int lda,
+                                             const uint16_t *B, int ldb)
+{
+    typedef typename lc_wt<LO>::type TT;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FL_BN / 16];
+#pragma unroll
+    for (int n = 0; n < FL_BN / 16; n++) wmma::fill_fragment(acc[n], 0.0f);
+#pragma unroll
+    for (int k0 = 0; k0 < HS; k0 += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, TT, wmma::row_major> a;
+        wmma::load_matrix_sync(a, (const TT *)(A + k0), lda);
+#pragma unroll
+        for (int n = 0; n < FL_BN / 16; n++) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, TT, wmma::col_major> b;
+            wmma::load_matrix_sync(b, (const TT *)(B + n * 16 * ldb + k0), ldb);
+            wmma::mma_sync(acc[n], a, b, acc[n]);
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < FL_BN / 16; n++)
+        wmma::store_matrix_sync(S + n * 16, acc[n], FL_LDS, wmma::mem_row_major);
+}
+
+template <int HS>
+static size_t fl_fwd_smem()
+{
+    return (size_t)(FL_BM + 2 * FL_BN) * (HS + 8) * 2 + (size_t)FL_BM * FL_LDS * 4 +
+           (size_t)FL_BM * FL_LDP * 2 + (size_t)FL_BM * (HS + 4) * 4 + 2 * FL_BM * 4;
+}
+
+template <int LO, int HS>
+__global__ void __launch_bounds__(FL_THREADS)
+lc_flash_fwd_kernel(float *out, float *lse, const uint16_t *qkv, int T, int C, int NH, float scale)
+{
+    typedef typename lc_wt<LO>::type TT;
+    constexpr int LDH = HS + 8, LDO = HS + 4;
+    extern __shared__ __align__(128) unsigned char fl_sm[];
+    uint16_t *Qs = (uint16_t *)fl_sm, *Ks = Qs + FL_BM * LDH, *Vs = Ks + FL_BN * LDH;
+    float *S = (float *)(Vs + FL_BN * LDH);
+    uint16_t *Ps = (uint16_t *)(S + FL_BM * FL_LDS);
+    float *O = (float *)(Ps + FL_BM * FL_LDP), *mrow = O + FL_BM * LDO, *lrow = mrow + FL_BM;
+    int q0 = blockIdx.x * FL_BM, h = blockIdx.y, b = blockIdx.z;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    size_t C3 = 3 * (size_t)C;
+    const uint16_t *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    fl_load_tile<HS>(Qs, LDH, base, C3, q0, T);
+    for (int i = threadIdx.x; i < FL_BM * LDO; i += FL_THREADS) O[i] = 0.0f;
+    if (threadIdx.x < FL_BM) { mrow[threadIdx.x] = -INFINITY; lrow[threadIdx.x] = 0.0f; }
+    int jend = min(q0 + FL_BM, T);
+    for (int j0 = 0; j0 < jend; j0 += FL_BN) {
+        __syncthreads();   /* every warp is done with the previous K, V tiles */
+        fl_load_tile<HS>(Ks, LDH, base + C, C3, j0, T);
+        fl_load_tile<HS>(Vs, LDH, base + 2 * C, C3, j0, T);
+        __syncthreads();
+        fl_strip_abt<LO, HS>(S + warp * 16 * FL_LDS, Qs + warp * 16 * LDH, LDH, Ks, LDH);
+        __syncwarp();
+        for (int r = 0; r < 16; r++) {
+            int row = warp * 16 + r, rg = q0 + row;
+            float m_old = mrow[row], l_old = lrow[row], v[2];
+            float mx = -INFINITY;
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                int cidx = lane + 32 * u, cg = j0 + cidx;
+                v[u] = (cg <= rg && cg < T) ? S[row * FL_LDS + cidx] * scale : -INFINITY;
+                mx = fmaxf(mx, v[u]);
+            }
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            float m_new = fmaxf(m_old, mx);   /* finite: column 0 is in the first tile */
+            float sum = 0.0f;
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                float p = v[u] == -INFINITY ? 0.0f : expf(v[u] - m_new);
+                sum += p;
+                Ps[row * FL_LDP + lane + 32 * u] = lc_to_lo<LO>(p);
+            }
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+            for (int i = lane; i < HS; i += 32) O[row * LDO + i] *= alpha;
+            __syncwarp();
+            if (lane == 0) { mrow[row] = m_new; lrow[row] = l_old * alpha + sum; }
+        }
+        __syncwarp();
+        /* O strip += P strip (16 x 64) V (64 x HS) */
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> o[HS / 16];
+#pragma unroll
+        for (int n = 0; n < HS / 16; n++)
+            wmma::load_matrix_sync(o[n], O + warp * 16 * LDO + n * 16, LDO, wmma::mem_row_major);
+#pragma unroll
+        for (int k0 = 0; k0 < FL_BN; k0 += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, TT, wmma::row_major> a;
+            wmma::load_matrix_sync(a, (const TT *)(Ps + warp * 16 * FL_LDP + k0), FL_LDP);
+#pragma unroll
+            for (int n = 0; n < HS / 16; n++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, TT, wmma::row_major> bv;
+                wmma::load_matrix_sync(bv, (const TT *)(Vs + k0 * LDH + n * 16), LDH);
+                wmma::mma_sync(o[n], a, bv, o[n]);
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < HS / 16; n++)
+            wmma::store_matrix_sync(O + warp * 16 * LDO + n * 16, o[n], LDO, wmma::mem_row_major);
+        __syncwarp();
+    }
+    for (int r = 0; r < 16; r++) {
+        int row = warp * 16 + r, rg = q0 + row;
+        if (rg >= T) break;
+        float l = lrow[row], inv = 1.0f / l;
+        float *dst = out + ((size_t)b * T + rg) * C + (size_t)h * HS;
+        for (int i = lane; i < HS; i += 32) dst[i] = O[row * LDO + i] * inv;
+        if (lane == 0) lse[((size_t)b * NH + h) * T + rg] = mrow[row] + logf(l);
+    }
+}
+
+/* Shared by the two backward kernels: for this warp's 16 query rows (tile rows i0.., key
+ * tile j0..) from S = Q K^T and dP = dO V^T in fp32: Ps = lo(P), dSs = lo(scale P (dP -
+ * D)), P = exp(scale S - lse), zero outside the causal part and beyond T. */
+template <int LO>
+__device__ __forceinline__ void fl_probs_and_ds(uint16_t *Ps, uint16_t *dSs, const float *S,
+                                                const float *dPs, const float *ls,
+                                                const float *Ds, int i0, int j0, int T,
+                                                float scale, int warp, int lane)
+{
+    for (int r = 0; r < 16; r++) {
+        int row = warp * 16 + r, rg = i0 + row;
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            int cidx = lane + 32 * u, cg = j0 + cidx;
+            int valid = cg <= rg && rg < T;
+            float p = valid ? expf(S[row * FL_LDS + cidx] * scale - ls[row]) : 0.0f;
+            float ds = valid ? scale * p * (dPs[row * FL_LDS + cidx] - Ds[row]) : 0.0f;
+            if (Ps) Ps[row * FL_LDP + cidx] = lc_to_lo<LO>(p);
+            dSs[row * FL_LDP + cidx] = lc_to_lo<LO>(ds);
+        }
+    }
+}
+
+template <int HS>
+static size_t fl_bwd_smem()
+{
+    return (size_t)(FL_BM + FL_BM + FL_BN + FL_BN) * (HS + 8) * 2 +
+           2 * (size_t)FL_BM * FL_LDS * 4 + 2 * (size_t)FL_BM * FL_LDP * 2 +
+           (size_t)FL_BN * (HS + 4) * 4 + 2 * FL_BM * 4;
+}
+
+/* Adds this warp's 16 x HS fragments acc (staged through st, ld HS + 4) to dst rows
+ * r0 + 16 warp.. (row stride ld3), rows beyond T skipped. */
+template <int HS>
+__device__ __forceinline__ void fl_add_strip(float *dst, size_t ld3, int r0, int T, float *st,
+                                             wmma::fragment<wmma::accumulator, 16, 16, 16, float> *acc,
+                                             int warp, int lane)
+{
+    constexpr int LDO = HS + 4;
+#pragma unroll
+    for (int n = 0; n < HS / 16; n++)
+        wmma::store_matrix_sync(st + warp * 16 * LDO + n * 16, acc[n], LDO, wmma::mem_row_major);
+    __syncwarp();
+    for (int r = 0; r < 16; r++) {
+        int rg = r0 + warp * 16 + r;
+        if (rg >= T) break;
+        float *d = dst + (size_t)rg * ld3;
+        for (int i = lane; i < HS; i += 32) d[i] += st[(warp * 16 + r) * LDO + i];
+    }
+}
+
+/* dK, dV of one key tile: blocks (key tile, head, batch row). */
+template <int LO, int HS>
+__global__ void __launch_bounds__(FL_THREADS)
+lc_flash_bwd_kv_kernel(float *dqkv, const uint16_t *qkv, const uint16_t *dlo, const float *lse,
+                       const float *D, int T, int C, int NH, float scale)
+{
+    typedef typename lc_wt<LO>::type TT;
+    constexpr int LDH = HS + 8;
+    extern __shared__ __align__(128) unsigned char fl_sm[];
+    uint16_t *Qs = (uint16_t *)fl_sm, *dOs = Qs + FL_BM * LDH, *Ks = dOs + FL_BM * LDH;
+    uint16_t *Vs = Ks + FL_BN * LDH;
+    float *S = (float *)(Vs + FL_BN * LDH), *dPs = S + FL_BM * FL_LDS;
+    uint16_t *Ps = (uint16_t *)(dPs + FL_BM * FL_LDS), *dSs = Ps + FL_BM * FL_LDP;
+    float *st = (float *)(dSs + FL_BM * FL_LDP), *ls = st + FL_BN * (HS + 4), *Ds = ls + FL_BM;
+    int j0 = blockIdx.x * FL_BN, h = blockIdx.y, b = blockIdx.z;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    size_t C3 = 3 * (size_t)C, bh = (size_t)b * NH + h;
+    const uint16_t *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    const uint16_t *dbase = dlo + (size_t)b * T * C + (size_t)h * HS;
+    fl_load_tile<HS>(Ks, LDH, base + C, C3, j0, T);
+    fl_load_tile<HS>(Vs, LDH, base + 2 * C, C3, j0, T);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> dk[HS / 16], dv[HS / 16];
+#pragma unroll
+    for (int n = 0; n < HS / 16; n++) { wmma::fill_fragment(dk[n], 0.0f); wmma::fill_fragment(dv[n], 0.0f); }
+    for (int i0 = j0; i0 < T; i0 += FL_BM) {   /* FL_BM == FL_BN: the tiles at and after j0 */
+        __syncthreads();
+        fl_load_tile<HS>(Qs, LDH, base, C3, i0, T);
+        fl_load_tile<HS>(dOs, LDH, dbase, C, i0, T);
+        fl_load_rows(ls, lse + bh * T, i0, T);
+        fl_load_rows(Ds, D + bh * T, i0, T);
+        __syncthreads();
+        fl_strip_abt<LO, HS>(S + warp * 16 * FL_LDS, Qs + warp * 16 * LDH, LDH, Ks, LDH);
+        fl_strip_abt<LO, HS>(dPs + warp * 16 * FL_LDS, dOs + warp * 16 * LDH, LDH, Vs, LDH);
+        __syncwarp();
+        fl_probs_and_ds<LO>(Ps, dSs, S, dPs, ls, Ds, i0, j0, T, scale, warp, lane);
+        __syncthreads();   /* the transposed products read every warp's rows */
+        /* keys 16w..: dV += P^T dO, dK += dS^T Q over this tile's 64 queries */
+#pragma unroll
+        for (int k0 = 0; k0 < FL_BM; k0 += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, TT, wmma::col_major> pa, sa;
+            wmma::load_matrix_sync(pa, (const TT *)(Ps + k0 * FL_LDP + warp * 16), FL_LDP);
+            wmma::load_matrix_sync(sa, (const TT *)(dSs + k0 * FL_LDP + warp * 16), FL_LDP);
+#pragma unroll
+            for (int n = 0; n < HS / 16; n++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, TT, wmma::row_major> go, qq;
+                wmma::load_matrix_sync(go, (const TT *)(dOs + k0 * LDH + n * 16), LDH);
+                wmma::load_matrix_sync(qq, (const TT *)(Qs + k0 * LDH + n * 16), LDH);
+                wmma::mma_sync(dv[n], pa, go, dv[n]);
+                wmma::mma_sync(dk[n], sa, qq, dk[n]);
+            }
+        }
+    }
+    float *dst = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
+    fl_add_strip<HS>(dst + C, C3, j0, T, st, dk, warp, lane);
+    __syncwarp();
+    fl_add_strip<HS>(dst + 2 * C, C3, j0, T, st, dv, warp, lane);
+}
+
+/* dQ of one query tile: blocks (query tile, head, batch row). */
+template <int LO, int HS>
+__global__ void __launch_bounds__(FL_THREADS)
+lc_flash_bwd_q_kernel(float *dqkv, const uint16_t *qkv, const uint16_t *dlo, const float *lse,
+                      const float *D, int T, int C, int NH, float scale)
+{
+    typedef typename lc_wt<LO>::type TT;
+    constexpr int LDH = HS + 8;
+    extern __shared__ __align__(128) unsigned char fl_sm[];
+    uint16_t *Qs = (uint16_t *)fl_sm, *dOs = Qs + FL_BM * LDH, *Ks = dOs + FL_BM * LDH;
+    uint16_t *Vs = Ks + FL_BN * LDH;
+    float *S = (float *)(Vs + FL_BN * LDH), *dPs = S + FL_BM * FL_LDS;
+    uint16_t *Ps = (uint16_t *)(dPs + FL_BM * FL_LDS), *dSs = Ps + FL_BM * FL_LDP;
+    float *st = (float *)(dSs + FL_BM * FL_LDP), *ls = st + FL_BN * (HS + 4), *Ds = ls + FL_BM;
+    (void)Ps;
+    int i0 = blockIdx.x * FL_BM, h = blockIdx.y, b = blockIdx.z;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    size_t C3 = 3 * (size_t)C, bh = (size_t)b * NH + h;
+    const uint16_t *base = qkv + (size_t)b * T * C3 + (size_t)h * HS;
+    fl_load_tile<HS>(Qs, LDH, base, C3, i0, T);
+    fl_load_tile<HS>(dOs, LDH, dlo + (size_t)b * T * C + (size_t)h * HS, C, i0, T);
+    fl_load_rows(ls, lse + bh * T, i0, T);
+    fl_load_rows(Ds, D + bh * T, i0, T);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> dq[HS / 16];
+#pragma unroll
+    for (int n = 0; n < HS / 16; n++) wmma::fill_fragment(dq[n], 0.0f);
+    int jend = min(i0 + FL_BM, T);
+    for (int j0 = 0; j0 < jend; j0 += FL_BN) {
+        __syncthreads();
+        fl_load_tile<HS>(Ks, LDH, base + C, C3, j0, T);
+        fl_load_tile<HS>(Vs, LDH, base + 2 * C, C3, j0, T);
+        __syncthreads();
+        fl_strip_abt<LO, HS>(S + warp * 16 * FL_LDS, Qs + warp * 16 * LDH, LDH, Ks, LDH);
+        fl_strip_abt<LO, HS>(dPs + warp * 16 * FL_LDS, dOs + warp * 16 * LDH, LDH, Vs, LDH);
+        __syncwarp();
+        fl_probs_and_ds<LO>(NULL, dSs, S, dPs, ls, Ds, i0, j0, T, scale, warp, lane);
+        __syncwarp();
+        /* rows 16w..: dQ += dS (16 x 64) K (64 x HS) */
+#pragma unroll
+        for (int k0 = 0; k0 < FL_BN; k0 += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, TT, wmma::row_major> sa;
+            wmma::load_matrix_sync(sa, (const TT *)(dSs + warp * 16 * FL_LDP + k0), FL_LDP);
+#pragma unroll
+            for (int n = 0; n < HS / 16; n++) {
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, TT, wmma::row_major> kb;
+                wmma::load_matrix_sync(kb, (const TT *)(Ks + k0 * LDH + n * 16), LDH);
+                wmma::mma_sync(dq[n], sa, kb, dq[n]);
+            }
+        }
+    }
+    fl_add_strip<HS>(dqkv + (size_t)b * T * C3 + (size_t)h * HS, C3, i0, T, st, dq, warp, lane);
+}
+
+/* ---- launchers ---- */
+
+static int fl_fits(int C, int NH)
+{
+    int hs = NH > 0 ? C / NH : 0;
+    return hs * NH == C && C % 8 == 0 && (hs == 32 || hs == 64 || hs == 128);
+}
+
+template <int LO, int HS>
+static int fl_fwd(lc_ctx *c, float *out, float *lse, const uint16_t *q, int B, int T, int C, int NH)
+{
+    size_t sm = fl_fwd_smem<HS>();
+    if (LC_CK(c, cudaFuncSetAttribute(lc_flash_fwd_kernel<LO, HS>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
+        return -1;
+    dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
+    lc_flash_fwd_kernel<LO, HS><<<grid, FL_THREADS, sm, c->stream>>>(out, lse, q, T, C, NH,
+                                                                      1.0f / sqrtf((float)HS));
+    return LC_LAUNCHED(c) ? -1 : 0;
+}
+
+template <int LO, int HS>
+static int fl_bwd(lc_ctx *c, float *dqkv, const uint16_t *q, const uint16_t *d, const float *lse,
+                  const float *D, int B, int T, int C, int NH)
+{
+    size_t sm = fl_bwd_smem<HS>();
+    if (LC_CK(c, cudaFuncSetAttribute(lc_flash_bwd_kv_kernel<LO, HS>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)) ||
+        LC_CK(c, cudaFuncSetAttribute(lc_flash_bwd_q_kernel<LO, HS>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
+        return -1;
+    dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
+    float scale = 1.0f / sqrtf((float)HS);
+    lc_flash_bwd_kv_kernel<LO, HS><<<grid, FL_THREADS, sm, c->stream>>>(dqkv, q, d, lse, D, T, C, NH, scale);
+    if (LC_LAUNCHED(c)) return -1;
+    lc_flash_bwd_q_kernel<LO, HS><<<grid, FL_THREADS, sm, c->stream>>>(dqkv, q, d, lse, D, T, C, NH, scale);
+    return LC_LAUNCHED(c) ? -1 : 0;
+}
+
+extern "C" int lc_flash_forward(lc_ctx *c, float *out, float *lse, const uint16_t *q, int B,
+                                int T, int C, int NH, int lo)
+{
+    if (!fl_fits(C, NH)) return 1;
+    int hs = C / NH, rc;
+    if (lo == LC_DT_BF16)
+        rc = hs == 32 ? fl_fwd<LC_DT_BF16, 32>(c, out, lse, q, B, T, C, NH)
+           : hs == 64 ? fl_fwd<LC_DT_BF16, 64>(c, out, lse, q, B, T, C, NH)
+                      : fl_fwd<LC_DT_BF16, 128>(c, out, lse, q, B, T, C, NH);
+    else
+        rc = hs == 32 ? fl_fwd<LC_DT_F16, 32>(c, out, lse, q, B, T, C, NH)
+           : hs == 64 ? fl_fwd<LC_DT_F16, 64>(c, out, lse, q, B, T, C, NH)
+                      : fl_fwd<LC_DT_F16, 128>(c, out, lse, q, B, T, C, NH);
+    if (rc == 0) c->flash_runs[0]++;
+    return rc ? -1 : 0;
+}
+
+extern "C" int lc_flash_backward(lc_ctx *c, float *dqkv, const uint16_t *q, const uint16_t *d,
+                                 const float *lse, const float *D, int B, int T, int C, int NH,
+                                 int lo)
+{
+    if (!fl_fits(C, NH)) return 1;
+    int hs = C / NH, rc;
+    if (lo == LC_DT_BF16)
+        rc = hs == 32 ? fl_bwd<LC_DT_BF16, 32>(c, dqkv, q, d, lse, D, B, T, C, NH)
+           : hs == 64 ? fl_bwd<LC_DT_BF16, 64>(c, dqkv, q, d, lse, D, B, T, C, NH)
+                      : fl_bwd<LC_DT_BF16, 128>(c, dqkv, q, d, lse, D, B, T, C, NH);
+    else
+        rc = hs == 32 ? fl_bwd<LC_DT_F16, 32>(c, dqkv, q, d, lse, D, B, T, C, NH)
+           : hs == 64 ? fl_bwd<LC_DT_F16, 64>(c, dqkv, q, d, lse, D, B, T, C, NH)
+                      : fl_bwd<LC_DT_F16, 128>(c, dqkv, q, d, lse, D, B, T, C, NH);
+    if (rc == 0) c->flash_runs[0]++;
+    return rc ? -1 : 0;
+}
+
+extern "C" int lc_flash_fits(int C, int NH) { return fl_fits(C, NH); }
