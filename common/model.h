@@ -148,8 +148,10 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
  * they are the master weights the optimizer updates, and a lo copy of the whole buffer
  * (same offsets) is cast from them before a forward whenever they may have changed
  * (after an update, a load, an init, llm_model_params or llm_model_params_changed).
- * Activations (the attention probabilities too), gradients, moments and every op outside
- * those products stay fp32. */
+ * Activations, gradients, moments and every op outside those products stay fp32.  With a
+ * backend that has attention_forward_lse / attention_backward_lse (all of llmkit's) the
+ * layers keep each attention row's log-sum-exp instead of its probabilities, and
+ * selective recompute has nothing to drop. */
 
 /* dt: LLM_DT_F32 (the default; frees the lo copy), LLM_DT_BF16 or LLM_DT_F16.
  * Errors: LLM_EUSAGE for another dtype; LLM_ENODEV when the backend lacks the

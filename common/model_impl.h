@@ -23,7 +23,8 @@ enum {
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;   /* (N,C), (N), (N) */
     float *qkv;                          /* (N,3C) */
-    float *att;                          /* (B,NH,T,T) */
+    float *att;                          /* (B,NH,T,T); (B,NH,T) lse under mixed precision
+                                            with the backend's lse attention */
     float *atty;                         /* (N,C) */
     float *res2;                         /* (N,C) */
     float *ln2, *ln2_mean, *ln2_rstd;   /* (N,C), (N), (N) */
@@ -49,6 +50,7 @@ struct llm_model {
     int acts_train;                      /* 1: per-layer slots kept for the backward */
     int recompute;                       /* llm_recompute wanted (model.h) */
     int acts_recompute;                  /* llm_recompute the training layout was made for */
+    int acts_lse;                        /* 1: the layout keeps lse, not probabilities */
     float **x;                           /* training: L+1 residual streams; inference: 1 */
     llm_layer_acts *layer;               /* training: L slots; inference: 1 */
     float *lnf, *lnf_mean, *lnf_rstd;    /* (N,C), (N), (N) */

@@ -17,10 +17,19 @@ static size_t layer_floats(size_t n, size_t C, size_t natt)
     return n * C * 7 + n * 4 * C + natt + 4 * n;   /* ln1 qkv(3) atty res2 ln2, fch(4), att, stats */
 }
 
+/* Mixed precision on a backend with the lse attention: each layer keeps the rows'
+ * log-sum-exp (B,NH,T) instead of the probabilities (B,NH,T,T). */
+static int use_lse(const llm_model *m)
+{
+    return m->lo && m->be->attention_forward_lse && m->be->attention_backward_lse;
+}
+
 static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
 {
-    size_t n = (size_t)B * (size_t)T, natt = (size_t)B * m->cfg.n_head * (size_t)T * (size_t)T;
-    if (m->acts && n <= m->cap_n && natt <= m->cap_att &&
+    int lse = use_lse(m);
+    size_t n = (size_t)B * (size_t)T,
+           natt = (size_t)B * m->cfg.n_head * (size_t)T * (lse ? 1 : (size_t)T);
+    if (m->acts && n <= m->cap_n && natt <= m->cap_att && m->acts_lse == lse &&
         ((m->acts_train && m->acts_recompute == m->recompute) || !train))
         return LLM_OK;
     llm_backend *be = m->be;
@@ -50,8 +59,9 @@ static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
     int rec = train ? m->recompute : LLM_RECOMPUTE_NONE;
     int L = m->cfg.n_layer, nx = train ? L + 1 : 1;
     int nslots = train && rec != LLM_RECOMPUTE_FULL ? L : 1;
-    /* selective: one attention-probability buffer shared by the layer slots */
-    int shared_att = rec == LLM_RECOMPUTE_SELECTIVE;
+    /* selective: one attention-probability buffer shared by the layer slots (nothing to
+     * share when the layers keep only lse) */
+    int shared_att = rec == LLM_RECOMPUTE_SELECTIVE && !lse;
     size_t total = (size_t)nslots * (layer_floats(n, C, natt) - (shared_att ? natt : 0))
                    + (shared_att ? natt : 0) + (size_t)nx * n * C
                    + n * C + 2 * n                  /* lnf, mean, rstd */
@@ -109,6 +119,7 @@ static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
     m->acts_floats = total;
     m->cap_n = n;
     m->cap_att = natt;
+    m->acts_lse = lse;
     m->acts_train = train;
     m->acts_recompute = rec;
     return LLM_OK;
@@ -150,23 +161,29 @@ static void mm_backward(llm_model *m, float *dinp, int w, float *dbias, const fl
         be->matmul_backward(be, dinp, G(m, w), dbias, dout, inp, P(m, w), n, C, OC);
 }
 
-/* The attention forward / backward: fp32, or with lo operands under mixed precision. */
+/* The attention forward / backward: fp32, or with lo operands under mixed precision,
+ * keeping the rows' log-sum-exp in att when the backend has the lse ops (use_lse). */
 static void attn_forward(llm_model *m, float *out, float *att, const float *qkv, int B, int T)
 {
     llm_backend *be = m->be;
     int C = m->cfg.n_embd, NH = m->cfg.n_head;
-    if (m->lo)
+    if (use_lse(m))
+        be->attention_forward_lse(be, out, att, qkv, B, T, C, NH, m->lo);
+    else if (m->lo)
         be->attention_forward_lo(be, out, att, qkv, B, T, C, NH, m->lo);
     else
         be->attention_forward(be, out, att, qkv, B, T, C, NH);
 }
 
+/* out: the forward's output (the lse form reads it) */
 static void attn_backward(llm_model *m, float *dqkv, const float *dout, const float *qkv,
-                          const float *att, int B, int T)
+                          const float *out, const float *att, int B, int T)
 {
     llm_backend *be = m->be;
     int C = m->cfg.n_embd, NH = m->cfg.n_head;
-    if (m->lo)
+    if (use_lse(m))
+        be->attention_backward_lse(be, dqkv, dout, qkv, out, att, B, T, C, NH, m->lo);
+    else if (m->lo)
         be->attention_backward_lo(be, dqkv, dout, qkv, att, B, T, C, NH, m->lo);
     else
         be->attention_backward(be, dqkv, dout, qkv, att, B, T, C, NH);
@@ -320,10 +337,10 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
         mm_backward(m, A, PV_LAYER(l, PV_APW), G(m, PV_LAYER(l, PV_APB)), dres, a->atty, n, C, C);
         /* selective recompute: the probabilities of this layer into the shared buffer
          * (the output goes to scratch: atty is kept) */
-        if (rec == LLM_RECOMPUTE_SELECTIVE && l != L - 1)
+        if (rec == LLM_RECOMPUTE_SELECTIVE && l != L - 1 && !use_lse(m))
             attn_forward(m, Bf, a->att, a->qkv, B, T);
         be->zero(be, Bf, N * 3 * C * fz);
-        attn_backward(m, Bf, A, a->qkv, a->att, B, T);
+        attn_backward(m, Bf, A, a->qkv, a->atty, a->att, B, T);
         be->zero(be, A, N * C * fz);
         mm_backward(m, A, PV_LAYER(l, PV_QKVW), G(m, PV_LAYER(l, PV_QKVB)), Bf, a->ln1, n, C, 3 * C);
         be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN1W)), G(m, PV_LAYER(l, PV_LN1B)), A,

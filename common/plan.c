@@ -80,7 +80,8 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
 
     /* llmkit's mixed precision (llm-train --precision bf16|fp16) rounds the GEMM operands
      * only: fp32 parameters (the master weights) plus a 16-bit copy for the GEMMs, fp32
-     * gradients, moments and activations.  Inference reads weights in their file's dtype
+     * gradients, moments and activations; the attention keeps each row's log-sum-exp
+     * (B,NH,T) instead of its probabilities (B,NH,T,T) (the lse attention).  Inference reads weights in their file's dtype
      * (bf16/f16 for a 16-bit plan) with fp32 activations and KV cache. */
     double wb = c->precision == LLM_PREC_FP32 ? 4 : 2;   /* a weight in the plan's dtype */
     double ab = 4;                                        /* activations, KV cache */
@@ -95,7 +96,8 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
     }
 
     double B = c->batch, T = c->seq, C = m->n_embd, NH = m->n_head, Vp = m->padded_vocab;
-    double N = B * T, NC = N * C, natt = B * NH * T * T;
+    int lse = c->train && c->precision != LLM_PREC_FP32;
+    double N = B * T, NC = N * C, natt = B * NH * T * (lse ? 1 : T);
     if (c->train) {
         /* llmkit's training pass (common/model_pass.c): per layer ln1, res2, ln2 (N,C) and
          * their statistics; split by tp: qkv (N,3C), atty (N,C), fch (N,4C), att. */
@@ -106,7 +108,10 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
         double extra = 0;   /* recompute: one layer's dropped tensors, live while it runs */
         switch (c->recompute) {
         case LLM_RECOMPUTE_NONE: layer = full + split + att; break;
-        case LLM_RECOMPUTE_SELECTIVE: layer = full + split; extra = att; break;
+        case LLM_RECOMPUTE_SELECTIVE:   /* with lse there is nothing to drop */
+            if (lse) layer = full + split + att;
+            else { layer = full + split; extra = att; }
+            break;
         default: layer = 0; extra = full + split + att; break;   /* keeps only the streams */
         }
         /* Global: Ls+1 residual streams, ln_f out + stats, logits (vocab-parallel over tp),

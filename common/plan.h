@@ -6,7 +6,8 @@
  *   grads        P_dev * 4                           (ZeRO-2,3: / dp)
  *   optimizer    P_dev * 8, AdamW m and v            (ZeRO-1..3: / dp)
  *   activations  what llmkit's training pass keeps (common/model_pass.c), per layer and
- *                global, in fp32 (mixed precision rounds GEMM operands only); tensor parallelism splits the
+ *                global, in fp32 (mixed precision rounds GEMM operands only, and keeps the
+ *                attention's row log-sum-exps instead of its probabilities); tensor parallelism splits the
  *                per-head and MLP tensors; pipeline stages hold ceil(L/pp) layers and,
  *                1F1B, pp micro-batches in flight; recompute drops tensors (below)
  *   kv_cache     inference: 2 * layers * B * maxT * C / tp fp32 elements

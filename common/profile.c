@@ -351,6 +351,17 @@ static void w_attention_forward_lo(llm_backend *be, float *out, float *att, cons
     END(LLM_OP_ATTENTION_FWD_LO, site, layer, llm_cost_attention_forward_lo(B, T, C, NH));
 }
 
+static void w_attention_forward_lse(llm_backend *be, float *out, float *lse, const float *qkv,
+                                    int B, int T, int C, int NH, int lo)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_ATTENTION_FWD_LSE);
+    IN(p)->attention_forward_lse(IN(p), out, lse, qkv, B, T, C, NH, lo);
+    END(LLM_OP_ATTENTION_FWD_LSE, site, layer, llm_cost_attention_forward_lse(B, T, C, NH));
+}
+
 static void w_gelu_forward(llm_backend *be, float *out, const float *inp, size_t n)
 {
     llm_profile *p = P(be);
@@ -437,6 +448,18 @@ static void w_attention_backward_lo(llm_backend *be, float *dqkv, const float *d
     BEGIN(LLM_OP_ATTENTION_BWD_LO);
     IN(p)->attention_backward_lo(IN(p), dqkv, dout, qkv, att, B, T, C, NH, lo);
     END(LLM_OP_ATTENTION_BWD_LO, site, layer, llm_cost_attention_backward_lo(B, T, C, NH));
+}
+
+static void w_attention_backward_lse(llm_backend *be, float *dqkv, const float *dout,
+                                     const float *qkv, const float *out, const float *lse,
+                                     int B, int T, int C, int NH, int lo)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_ATTENTION_BWD_LSE);
+    IN(p)->attention_backward_lse(IN(p), dqkv, dout, qkv, out, lse, B, T, C, NH, lo);
+    END(LLM_OP_ATTENTION_BWD_LSE, site, layer, llm_cost_attention_backward_lse(B, T, C, NH));
 }
 
 static void w_gelu_backward(llm_backend *be, float *dinp, const float *inp, const float *dout,
@@ -641,6 +664,8 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .matmul_backward_lo = p->inner->matmul_backward_lo ? w_matmul_backward_lo : NULL,
         .attention_forward_lo = p->inner->attention_forward_lo ? w_attention_forward_lo : NULL,
         .attention_backward_lo = p->inner->attention_backward_lo ? w_attention_backward_lo : NULL,
+        .attention_forward_lse = p->inner->attention_forward_lse ? w_attention_forward_lse : NULL,
+        .attention_backward_lse = p->inner->attention_backward_lse ? w_attention_backward_lse : NULL,
         .device_stats = p->inner->device_stats ? w_device_stats : NULL,
     };
 }

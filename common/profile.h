@@ -77,6 +77,7 @@ typedef enum {
     LLM_OP_EMBED_ROWS, LLM_OP_MATMUL_ROWS, LLM_OP_KV_STORE, LLM_OP_ATTENTION_ROWS,
     LLM_OP_CAST_LO, LLM_OP_MATMUL_FWD_LO, LLM_OP_MATMUL_BWD_LO,
     LLM_OP_ATTENTION_FWD_LO, LLM_OP_ATTENTION_BWD_LO,
+    LLM_OP_ATTENTION_FWD_LSE, LLM_OP_ATTENTION_BWD_LSE,
     LLM_OP_COPY, LLM_OP_TO_DEVICE, LLM_OP_TO_HOST, LLM_OP_ZERO, LLM_OP_SYNC,
     LLM_OP_COUNT
 } llm_op;
@@ -115,6 +116,8 @@ llm_op_cost llm_cost_matmul_forward_lo(int N, int C, int OC, int has_bias);
 llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias);
 llm_op_cost llm_cost_attention_forward_lo(int B, int T, int C, int NH);
 llm_op_cost llm_cost_attention_backward_lo(int B, int T, int C, int NH);
+llm_op_cost llm_cost_attention_forward_lse(int B, int T, int C, int NH);
+llm_op_cost llm_cost_attention_backward_lse(int B, int T, int C, int NH);
 
 typedef struct llm_profile llm_profile;
 

@@ -29,6 +29,8 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_MATMUL_BWD_LO] = "matmul_backward_lo",
     [LLM_OP_ATTENTION_FWD_LO] = "attention_forward_lo",
     [LLM_OP_ATTENTION_BWD_LO] = "attention_backward_lo",
+    [LLM_OP_ATTENTION_FWD_LSE] = "attention_forward_lse",
+    [LLM_OP_ATTENTION_BWD_LSE] = "attention_backward_lse",
     [LLM_OP_COPY] = "copy",
     [LLM_OP_TO_DEVICE] = "to_device",
     [LLM_OP_TO_HOST] = "to_host",
@@ -216,4 +218,23 @@ llm_op_cost llm_cost_attention_backward_lo(int B, int T, int C, int NH)
 {
     double btc = (double)B * T * C, att = (double)B * NH * T * T;
     return (llm_op_cost){llm_cost_attention_backward(B, T, C, NH).flop, 56 * btc + 12 * att};
+}
+
+/* The lse attention as a fused kernel moves it: forward, qkv rounded (8 bytes an
+ * element), out written (4), lse written (4 a row); backward, dout and qkv rounded (8
+ * each), dqkv read and written (8), out read (4, for D), lse read (4 a row).  FLOPs: the
+ * forward's as attention_forward; the backward's as attention_backward plus the scores
+ * again (2 hs per causal entry) and D (2 hs per row). */
+llm_op_cost llm_cost_attention_forward_lse(int B, int T, int C, int NH)
+{
+    double btc = (double)B * T * C, rows = (double)B * NH * T;
+    return (llm_op_cost){llm_cost_attention_forward(B, T, C, NH).flop, 28 * btc + 4 * rows};
+}
+
+llm_op_cost llm_cost_attention_backward_lse(int B, int T, int C, int NH)
+{
+    double hs = (double)C / NH, btc = (double)B * T * C, rows = (double)B * NH * T;
+    double flop = llm_cost_attention_backward(B, T, C, NH).flop +
+                  (double)B * NH * tri(T) * 2 * hs + rows * 2 * hs;
+    return (llm_op_cost){flop, 60 * btc + 4 * rows};
 }

@@ -20,8 +20,9 @@
 #         5. --sanitize: compute-sanitizer memcheck + racecheck over the tiny checks and a
 #            tiny training step
 #         6. timings: cuBLASLt GEMM 4096^3 (fp32, tf32, bf16), per-op times at GPT-2 124M
-#            shapes, GPT-2 124M training tokens/s + MFU at T=1024 (B=16 fp32, tf32, bf16;
-#            B=64 bf16), llm-profile's per-op table of a bf16 step, decode tokens/s
+#            shapes, GPT-2 124M training tokens/s + MFU at T=1024 (B=16 fp32, tf32, bf16,
+#            bf16 with LLM_CUDA_FLASH=0; B=64 bf16), llm-profile's per-op table of a bf16
+#            step, decode tokens/s
 #       A summary table is printed last and written to build/gpu-check/report.txt (and to
 #       $OUT/gpu-check-report.txt, with the full log and gpu-check-files.tgz holding the
 #       other text outputs, when $OUT is set).
@@ -328,9 +329,10 @@ fi
 # dense peak of an H200 (989 TFLOP/s) and the plain fp32 peak (67 TFLOP/s)
 if have llm-train && [ -n "$DATA" ] && [ $QUICK = 0 ] && [ -f "$DATA/ts_gpt2.bin" ] && ! late 60; then
   modes="0 1"
-  LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "--precision" && modes="0 1 bf16 bf16b64"
+  LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "--precision" && modes="0 1 bf16 bf16gemm bf16b64"
   for tf in $modes; do
-    prec=fp32 bs=16; [ $tf = bf16 ] && prec=bf16; [ $tf = bf16b64 ] && prec=bf16 bs=64
+    prec=fp32 bs=16 flash=1
+    case $tf in bf16) prec=bf16 ;; bf16gemm) prec=bf16 flash=0 ;; bf16b64) prec=bf16 bs=64 ;; esac
     late 40 && break
     cat >"$REP_DIR/gpt2.yaml" <<Y
 model: {arch: gpt2, n_layer: 12, n_head: 12, n_embd: 768, vocab_size: 50257, max_seq_len: 1024}
@@ -340,12 +342,12 @@ Y
     rm -f "$REP_DIR/gpt2-tf$tf.jsonl"
     # the checkpoint of the B=16 runs serves the decode timings below
     [ $bs = 16 ] && rm -rf "$REP_DIR/gpt2run"
-    LLM_CUDA_TF32=$([ $tf = 1 ] && echo 1 || echo 0) env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" \
+    LLM_CUDA_FLASH=$flash LLM_CUDA_TF32=$([ $tf = 1 ] && echo 1 || echo 0) env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" \
       -o "$REP_DIR/gpt2run$([ $bs = 16 ] || echo -b$bs)" \
       $([ $prec = bf16 ] && echo --precision bf16) --metrics "$REP_DIR/gpt2-tf$tf.jsonl" >>"$LOG" 2>&1
     rm -rf "$REP_DIR/gpt2run-b$bs"
     tps=$(grep -o '"tokens_per_s": *[0-9.eE+]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | sed 's/.*: *//' | tail -n +3 | sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}')
-    name="GPT-2 124M train B$bs T1024 $([ $tf = 1 ] && echo tf32 || echo $prec)"
+    name="GPT-2 124M train B$bs T1024 $([ $tf = 1 ] && echo tf32 || echo $prec)$([ $flash = 0 ] && echo ' (no flash)')"
     peak=$(grep -o '"gpu_mem_peak_mb":[0-9.]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | tail -1 | sed 's/.*://')
     if [ -n "$tps" ]; then
       # flops/token = 6 N + 12 L C T (llm.c's estimate), N = 124475904 with Vp 50304

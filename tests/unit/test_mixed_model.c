@@ -3,6 +3,8 @@
  *   - precision and loss-scale arguments refused; a backend without the ops is named;
  *   - bf16/fp16 forward and backward stay close to fp32 but are not fp32 (the lo path
  *     runs), and the two CPU backends agree;
+ *   - the lse attention agrees with the probability-keeping one (a backend without the
+ *     lse ops falls back to it);
  *   - the lo copy follows the parameters: after llm_model_params writes, after
  *     llm_model_params_changed, after an update (bit-identical to a fresh model);
  *   - a power-of-two loss scale is undone exactly: 3 AdamW steps with scale 1024 give
@@ -107,10 +109,12 @@ static void test_refusals(void **state)
     for (int miss = 0; miss < 2; miss++) {
         nolo = *be;
         nolo.name = "nolo-test";
-        if (miss)
+        if (miss) {   /* neither attention form */
             nolo.attention_backward_lo = NULL;
-        else
+            nolo.attention_backward_lse = NULL;
+        } else {
             nolo.matmul_backward_lo = NULL;
+        }
         assert_int_equal(llm_model_new(&m, &CFG, &nolo, &st), 0);
         for (int k = 0; k < 2; k++) {
             llm_status_clear(&st);
@@ -168,6 +172,35 @@ static void test_close_to_fp32(void **state)
     for (int b = 0; b < 2; b++)
         for (int k = 0; k < 3; k++)
             free(g[b][k]);
+}
+
+/* The lse attention (only the rows' log-sum-exp kept) against the one that keeps the
+ * probabilities (the fallback of a backend without the lse ops): the same training step
+ * within bf16/fp16 noise, on both CPU backends. */
+static void test_lse_attention(void **state)
+{
+    (void)state;
+    size_t n = nparams();
+    const char *names[2] = {"cpu-ref", "cpu"};
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 2; k++) {
+            llm_dtype lo = k ? LLM_DT_F16 : LLM_DT_BF16;
+            llm_backend *be = backend(names[b]);
+            llm_backend probs = *be;
+            probs.attention_forward_lse = NULL;
+            probs.attention_backward_lse = NULL;
+            llm_model *m1 = model(be, lo, 5), *m2 = model(&probs, lo, 5);
+            float l1 = fwd_bwd(m1), l2 = fwd_bwd(m2);
+            double el = fabs(l1 - l2) / l2;
+            double eg = tu_scaled_err(llm_model_grads(m1), llm_model_grads(m2), n);
+            print_message("# %s %s lse vs probabilities: loss rel %.3g, gradients %.3g\n",
+                          names[b], lo_name(lo), el, eg);
+            assert_true(el <= 1e-6);
+            assert_true(eg <= (k ? 2e-3 : 1e-2));
+            llm_model_free(m1);
+            llm_model_free(m2);
+            drop_backend(be);
+        }
 }
 
 static float fwd(llm_model *m)
@@ -431,6 +464,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_close_to_fp32),
+        cmocka_unit_test(test_lse_attention),
         cmocka_unit_test(test_lo_copy_follows),
         cmocka_unit_test(test_loss_scale_exact),
         cmocka_unit_test(test_fp16_overflow),

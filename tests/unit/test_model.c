@@ -301,8 +301,9 @@ static void test_accumulation(void **s)
 }
 
 /* Activation recompute: the same gradients as keeping everything (the same kernels run on
- * the same inputs), bit for bit, with less activation memory; fp32 and bf16, cpu and
- * cpu-ref, and with two micro-batches of different shapes reusing the layout. */
+ * the same inputs), bit for bit, with less activation memory (bf16: selective the same
+ * as none, the layers keeping no probabilities); fp32 and bf16, cpu and cpu-ref, and with
+ * two micro-batches of different shapes reusing the layout. */
 static void test_recompute(void **s)
 {
     (void)s;
@@ -339,7 +340,8 @@ static void test_recompute(void **s)
             }
             printf("# %s %s: model bytes none %zu selective %zu full %zu\n", bes[bi],
                    lo ? "bf16" : "fp32", bytes[0], bytes[1], bytes[2]);
-            assert_true(bytes[1] < bytes[0] && bytes[2] < bytes[1]);
+            /* bf16 keeps only the attention's lse: selective has nothing to drop */
+            assert_true((lo ? bytes[1] == bytes[0] : bytes[1] < bytes[0]) && bytes[2] < bytes[1]);
             free(g0);
             drop_backend(be);
         }

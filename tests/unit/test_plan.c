@@ -146,14 +146,25 @@ static void test_zero_tp_pp(void **state)
     assert_int_equal(pp.layers_per_stage, 3);
     assert_true(pp.n_params_dev < P);
 
-    /* recompute lowers activations, in order */
+    /* recompute lowers activations, in order; under bf16 the layers keep only the
+     * attention's lse, so selective recompute has nothing to drop */
     pc.pp = 1;
-    llm_plan rs, rf;
+    llm_plan rs, rf, f32, f32s;
     pc.recompute = LLM_RECOMPUTE_SELECTIVE;
     assert_int_equal(llm_plan_compute(&pc, &rs, &st), 0);
     pc.recompute = LLM_RECOMPUTE_FULL;
     assert_int_equal(llm_plan_compute(&pc, &rf, &st), 0);
-    assert_true(rf.activations < rs.activations && rs.activations < p0.activations);
+    assert_true(rf.activations < rs.activations && rs.activations == p0.activations);
+    pc.recompute = LLM_RECOMPUTE_NONE;
+    pc.precision = LLM_PREC_FP32;
+    assert_int_equal(llm_plan_compute(&pc, &f32, &st), 0);
+    pc.recompute = LLM_RECOMPUTE_SELECTIVE;
+    assert_int_equal(llm_plan_compute(&pc, &f32s, &st), 0);
+    assert_true(f32s.activations < f32.activations);
+    /* bf16 keeps B*NH*T floats of the attention per layer instead of B*NH*T*T */
+    double BNH = (double)pc.batch * 12, Tq = pc.seq;
+    assert_true(fabs((f32.activations - p0.activations) - 12 * BNH * (Tq * Tq - Tq) * 4) < 1);
+    pc.precision = LLM_PREC_BF16;
 
     /* bad layouts are usage errors naming the value */
     pc.recompute = LLM_RECOMPUTE_NONE;

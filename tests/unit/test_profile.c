@@ -168,6 +168,15 @@ static void test_cost_formulas(void **state)
     assert_true(c.flop == 240 && c.bytes == 888);
     assert_string_equal(llm_op_name(LLM_OP_ATTENTION_FWD_LO), "attention_forward_lo");
     assert_string_equal(llm_op_name(LLM_OP_ATTENTION_BWD_LO), "attention_backward_lo");
+    /* attention_forward_lse B=1 T=3 C=4 NH=2: flop 156; qkv 36 x 8 = 288, out 12 x 4 = 48,
+     * lse 6 x 4 = 24 -> 360.  Backward: 240 + scores 12 entries x 2hs (4) = 48 + D 6 rows
+     * x 2hs (4) = 24 -> 312; dout 12 x 8 = 96, qkv 288, dqkv r/w 288, out 48, lse 24 -> 744. */
+    c = llm_cost_attention_forward_lse(1, 3, 4, 2);
+    assert_true(c.flop == 156 && c.bytes == 360);
+    c = llm_cost_attention_backward_lse(1, 3, 4, 2);
+    assert_true(c.flop == 312 && c.bytes == 744);
+    assert_string_equal(llm_op_name(LLM_OP_ATTENTION_FWD_LSE), "attention_forward_lse");
+    assert_string_equal(llm_op_name(LLM_OP_ATTENTION_BWD_LSE), "attention_backward_lse");
     /* No 32-bit overflow on GPT-2 XL sized shapes. */
     c = llm_cost_matmul_forward(8 * 1024, 1600, 4 * 1600, 0);
     assert_true(c.flop == 2.0 * 8192 * 1600 * 6400);
@@ -464,6 +473,8 @@ static void s_mm_f_lo(llm_backend *be, float *o, const float *i, const void *w, 
 static void s_mm_b_lo(llm_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const void *w, int lo, int N, int C, int OC) { (void)di; (void)dw; (void)db; (void)d; (void)i; (void)w; (void)N; (void)C; (void)OC; last_lo = lo; S(be)->calls[LLM_OP_MATMUL_BWD_LO]++; }
 static void s_att_f_lo(llm_backend *be, float *o, float *a, const float *q, int B, int T, int C, int NH, int lo) { (void)o; (void)a; (void)q; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_FWD_LO]++; }
 static void s_att_b_lo(llm_backend *be, float *d, const float *g, const float *q, const float *a, int B, int T, int C, int NH, int lo) { (void)d; (void)g; (void)q; (void)a; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_BWD_LO]++; }
+static void s_att_f_lse(llm_backend *be, float *o, float *l, const float *q, int B, int T, int C, int NH, int lo) { (void)o; (void)l; (void)q; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_FWD_LSE]++; }
+static void s_att_b_lse(llm_backend *be, float *d, const float *g, const float *q, const float *o, const float *l, int B, int T, int C, int NH, int lo) { (void)d; (void)g; (void)q; (void)o; (void)l; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_BWD_LSE]++; }
 static int s_stats(llm_backend *be, struct llm_device_stats *o) { (void)be; o->mem_used_mb = 42; o->util_pct = -1; return 0; }
 
 static void test_capabilities(void **state)
@@ -482,6 +493,8 @@ static void test_capabilities(void **state)
     assert_null(be.matmul_backward_lo);
     assert_null(be.attention_forward_lo);
     assert_null(be.attention_backward_lo);
+    assert_null(be.attention_forward_lse);
+    assert_null(be.attention_backward_lse);
     assert_null(be.device_stats);
     assert_null(be.matmul_rows);
     llm_profile_free(p);
@@ -491,6 +504,8 @@ static void test_capabilities(void **state)
     inner.matmul_backward_lo = s_mm_b_lo;
     inner.attention_forward_lo = s_att_f_lo;
     inner.attention_backward_lo = s_att_b_lo;
+    inner.attention_forward_lse = s_att_f_lse;
+    inner.attention_backward_lse = s_att_b_lse;
     inner.device_stats = s_stats;
     assert_int_equal(llm_profile_new(&p, &inner, 0, &st), 0);
     llm_profile_backend(p, &be);
@@ -499,6 +514,8 @@ static void test_capabilities(void **state)
     assert_non_null(be.matmul_backward_lo);
     assert_non_null(be.attention_forward_lo);
     assert_non_null(be.attention_backward_lo);
+    assert_non_null(be.attention_forward_lse);
+    assert_non_null(be.attention_backward_lse);
     struct llm_device_stats ds = {0};
     assert_int_equal(be.device_stats(&be, &ds), 0);
     assert_true(ds.mem_used_mb == 42 && ds.util_pct == -1);
@@ -515,6 +532,8 @@ static void test_mixed_precision(void **state)
     f->inner.matmul_backward_lo = s_mm_b_lo;
     f->inner.attention_forward_lo = s_att_f_lo;
     f->inner.attention_backward_lo = s_att_b_lo;
+    f->inner.attention_forward_lse = s_att_f_lse;
+    f->inner.attention_backward_lse = s_att_b_lse;
     llm_profile_backend(f->p, &f->be);
     llm_backend *be = &f->be;
     /* the model's lo copy: 300 two-byte elements, cast from the whole parameter buffer */
@@ -529,6 +548,10 @@ static void test_mixed_precision(void **state)
     be->attention_forward_lo(be, NULL, NULL, NULL, 1, 3, 4, 2, LLM_DT_F16);            /* -> layer 1 */
     assert_int_equal(last_lo, LLM_DT_F16);
     be->attention_backward_lo(be, NULL, NULL, NULL, NULL, 1, 3, 4, 2, LLM_DT_BF16);    /* -> layer 1 */
+    assert_int_equal(last_lo, LLM_DT_BF16);
+    be->attention_forward_lse(be, NULL, NULL, NULL, 1, 3, 4, 2, LLM_DT_F16);           /* -> layer 1 */
+    assert_int_equal(last_lo, LLM_DT_F16);
+    be->attention_backward_lse(be, NULL, NULL, NULL, NULL, NULL, 1, 3, 4, 2, LLM_DT_BF16);
     assert_int_equal(last_lo, LLM_DT_BF16);
     be->matmul_forward_lo(be, NULL, NULL, lo + 250, LLM_DT_BF16, NULL, 2, 4, 8);         /* lm_head */
     be->matmul_backward_lo(be, NULL, NULL, NULL, NULL, NULL, lo + 250, LLM_DT_BF16, 2, 4, 8);
@@ -569,6 +592,14 @@ static void test_mixed_precision(void **state)
     e = find(v, n, LLM_OP_ATTENTION_BWD_LO, "", 1);
     assert_non_null(e);
     c = llm_cost_attention_backward_lo(1, 3, 4, 2);
+    assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
+    e = find(v, n, LLM_OP_ATTENTION_FWD_LSE, "", 1);
+    assert_non_null(e);
+    c = llm_cost_attention_forward_lse(1, 3, 4, 2);
+    assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
+    e = find(v, n, LLM_OP_ATTENTION_BWD_LSE, "", 1);
+    assert_non_null(e);
+    c = llm_cost_attention_backward_lse(1, 3, 4, 2);
     assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
     e = find(v, n, LLM_OP_MATMUL_FWD_LO, "lm_head", -1);
     assert_non_null(e);
