@@ -104,6 +104,23 @@ static void round_block(float *dst, int dld, const float *src, int sld, int rows
             dst[(size_t)i * dld + j] = llm_lo_round(src[(size_t)i * sld + j], lo);
 }
 
+/* dK += dS^T Q and dV += P^T dO of one head, in column blocks of RB keys: keys j0..j1
+ * receive from queries j0..T (the causal part).  ds, p: (T x T); q (ld lq), dO (ld ldo);
+ * dk, dv (ld ld). */
+static void kv_products(const float *ds, const float *p, const float *q, int lq,
+                        const float *dO, int ldo, float *dk, float *dv, int ld, int T, int hs)
+{
+    for (int j0 = 0; j0 < T; j0 += RB) {
+        int j1 = j0 + RB < T ? j0 + RB : T, cols = j1 - j0;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - j0, 1.0f,
+                    ds + (size_t)j0 * T + j0, T, q + (size_t)j0 * lq, lq, 1.0f,
+                    dk + (size_t)j0 * ld, ld);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - j0, 1.0f,
+                    p + (size_t)j0 * T + j0, T, dO + (size_t)j0 * ldo, ldo, 1.0f,
+                    dv + (size_t)j0 * ld, ld);
+    }
+}
+
 /* lo = 0: fp32; else LLM_QK_BF16 / LLM_QK_F16 operands (see the top of the file). */
 /* att NULL: the probabilities go to a per-thread tile (RB x T) and only lse (B,NH,T) is
  * kept (lse may be NULL otherwise). */
@@ -223,16 +240,7 @@ static int attention_backward(llm_backend *be, float *dqkv, const float *dout,
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, i1, 1.0f,
                             ds + (size_t)i0 * T, T, k, lq, 1.0f, dq + (size_t)i0 * ld, ld);
             }
-            for (int j0 = 0; j0 < T; j0 += RB) {
-                int j1 = j0 + RB < T ? j0 + RB : T, cols = j1 - j0;
-                /* keys/values j0..j1 receive from queries j0..T (the causal part) */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - j0, 1.0f,
-                            ds + (size_t)j0 * T + j0, T, q + (size_t)j0 * lq, lq, 1.0f,
-                            dk + (size_t)j0 * ld, ld);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - j0, 1.0f,
-                            pv + (size_t)j0 * T + j0, T, dO + (size_t)j0 * ldo, ldo, 1.0f,
-                            dv + (size_t)j0 * ld, ld);
-            }
+            kv_products(ds, pv, q, lq, dO, ldo, dk, dv, ld, T, hs);
         }
     }
     return 0;
@@ -336,16 +344,7 @@ static int attention_backward_lse(llm_backend *be, float *dqkv, const float *dou
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, i1, 1.0f, db, T,
                             kr, hs, 1.0f, dq + (size_t)i0 * ld, ld);
             }
-            for (int j0 = 0; j0 < T; j0 += RB) {
-                int j1 = j0 + RB < T ? j0 + RB : T, cols = j1 - j0;
-                /* keys/values j0..j1 receive from queries j0..T (the causal part) */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - j0, 1.0f,
-                            ds + (size_t)j0 * T + j0, T, qr + (size_t)j0 * hs, hs, 1.0f,
-                            dk + (size_t)j0 * ld, ld);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, T - j0, 1.0f,
-                            pr + (size_t)j0 * T + j0, T, dr + (size_t)j0 * hs, hs, 1.0f,
-                            dv + (size_t)j0 * ld, ld);
-            }
+            kv_products(ds, pr, qr, hs, dr, hs, dk, dv, ld, T, hs);
         }
     }
     return 0;

@@ -196,6 +196,23 @@ __device__ __forceinline__ void fl_probs_and_ds(uint16_t *Ps, uint16_t *dSs, con
     }
 }
 
+/* The backward kernels' shared memory, in this order (fl_bwd_smem bytes): Q, dO tiles
+ * (64 x HS lo), K, V tiles; S and dP (fp32); lo(P) and lo(dS); a staging strip for the
+ * results (64 x HS+4 fp32); lse and D of the 64 query rows. */
+template <int HS>
+struct fl_bwd_sm {
+    uint16_t *Qs, *dOs, *Ks, *Vs, *Ps, *dSs;
+    float *S, *dPs, *st, *ls, *Ds;
+    __device__ explicit fl_bwd_sm(unsigned char *sm)
+    {
+        constexpr int LDH = HS + 8;
+        Qs = (uint16_t *)sm; dOs = Qs + FL_BM * LDH; Ks = dOs + FL_BM * LDH; Vs = Ks + FL_BN * LDH;
+        S = (float *)(Vs + FL_BN * LDH); dPs = S + FL_BM * FL_LDS;
+        Ps = (uint16_t *)(dPs + FL_BM * FL_LDS); dSs = Ps + FL_BM * FL_LDP;
+        st = (float *)(dSs + FL_BM * FL_LDP); ls = st + FL_BN * (HS + 4); Ds = ls + FL_BM;
+    }
+};
+
 template <int HS>
 static size_t fl_bwd_smem()
 {
@@ -233,11 +250,9 @@ lc_flash_bwd_kv_kernel(float *dqkv, const uint16_t *qkv, const uint16_t *dlo, co
     typedef typename lc_wt<LO>::type TT;
     constexpr int LDH = HS + 8;
     extern __shared__ __align__(128) unsigned char fl_sm[];
-    uint16_t *Qs = (uint16_t *)fl_sm, *dOs = Qs + FL_BM * LDH, *Ks = dOs + FL_BM * LDH;
-    uint16_t *Vs = Ks + FL_BN * LDH;
-    float *S = (float *)(Vs + FL_BN * LDH), *dPs = S + FL_BM * FL_LDS;
-    uint16_t *Ps = (uint16_t *)(dPs + FL_BM * FL_LDS), *dSs = Ps + FL_BM * FL_LDP;
-    float *st = (float *)(dSs + FL_BM * FL_LDP), *ls = st + FL_BN * (HS + 4), *Ds = ls + FL_BM;
+    fl_bwd_sm<HS> m(fl_sm);
+    uint16_t *Qs = m.Qs, *dOs = m.dOs, *Ks = m.Ks, *Vs = m.Vs, *Ps = m.Ps, *dSs = m.dSs;
+    float *S = m.S, *dPs = m.dPs, *st = m.st, *ls = m.ls, *Ds = m.Ds;
     int j0 = blockIdx.x * FL_BN, h = blockIdx.y, b = blockIdx.z;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     size_t C3 = 3 * (size_t)C, bh = (size_t)b * NH + h;
@@ -291,11 +306,9 @@ lc_flash_bwd_q_kernel(float *dqkv, const uint16_t *qkv, const uint16_t *dlo, con
     typedef typename lc_wt<LO>::type TT;
     constexpr int LDH = HS + 8;
     extern __shared__ __align__(128) unsigned char fl_sm[];
-    uint16_t *Qs = (uint16_t *)fl_sm, *dOs = Qs + FL_BM * LDH, *Ks = dOs + FL_BM * LDH;
-    uint16_t *Vs = Ks + FL_BN * LDH;
-    float *S = (float *)(Vs + FL_BN * LDH), *dPs = S + FL_BM * FL_LDS;
-    uint16_t *Ps = (uint16_t *)(dPs + FL_BM * FL_LDS), *dSs = Ps + FL_BM * FL_LDP;
-    float *st = (float *)(dSs + FL_BM * FL_LDP), *ls = st + FL_BN * (HS + 4), *Ds = ls + FL_BM;
+    fl_bwd_sm<HS> m(fl_sm);
+    uint16_t *Qs = m.Qs, *dOs = m.dOs, *Ks = m.Ks, *Vs = m.Vs, *Ps = m.Ps, *dSs = m.dSs;
+    float *S = m.S, *dPs = m.dPs, *st = m.st, *ls = m.ls, *Ds = m.Ds;
     (void)Ps;
     int i0 = blockIdx.x * FL_BM, h = blockIdx.y, b = blockIdx.z;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
