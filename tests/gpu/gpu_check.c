@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/ckpt.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_bucket.h"
@@ -460,7 +461,7 @@ static void bench_ops(gc *x, int B)
     float *o = gput(x, h, N * 4 * C * 4);
     float *w = gput(x, h, (size_t)4 * C * C * 4), *dw = x->g.alloc(&x->g, (size_t)4 * C * C * 4);
     float *att = x->g.alloc(&x->g, (size_t)B * NH * T * T * 4);
-    float *mean = x->g.alloc(&x->g, N * 4), *rstd = x->g.alloc(&x->g, N * 4);
+    float *mean = x->g.alloc(&x->g, N * NH * 4), *rstd = x->g.alloc(&x->g, N * 4);
     float *bias = x->g.alloc(&x->g, (size_t)4 * C * 4), *dbias = x->g.alloc(&x->g, (size_t)4 * C * 4);
     float *logits = x->g.alloc(&x->g, N * Vp * 4), *wte = x->g.alloc(&x->g, (size_t)Vp * C * 4);
     int32_t *tok = rtok(x, N, V);
@@ -481,6 +482,19 @@ static void bench_ops(gc *x, int B)
     TIME_OP("matmul_bwd fc", 4 * fN * C * 4 * C, x->g.matmul_backward(&x->g, b, dw, dbias, o, a, w, (int)N, C, 4 * C));
     TIME_OP("attention_fwd", 4.0 * B * NH * T * T * (C / NH), x->g.attention_forward(&x->g, o, att, a, B, T, C, NH));
     TIME_OP("attention_bwd", 8.0 * B * NH * T * T * (C / NH), x->g.attention_backward(&x->g, b, o, a, att, B, T, C, NH));
+    if (x->g.attention_forward_lse && x->cuda) {
+        /* the bf16 attention training runs: fused kernels, then the batched-GEMM form; the
+         * FLOPs counted are the causal half (what the fused kernels compute) */
+        double cf = 2.0 * B * NH * T * (T + 1.0) * (C / NH);
+        for (int off = 0; off < 2; off++) {
+            llm_backend_cuda_flash_path(&x->g, off, NULL);
+            TIME_OP(off ? "attention_lse_fwd gemm" : "attention_lse_fwd fused", cf,
+                    x->g.attention_forward_lse(&x->g, o, mean, a, B, T, C, NH, LLM_DT_BF16));
+            TIME_OP(off ? "attention_lse_bwd gemm" : "attention_lse_bwd fused", 2.5 * cf,
+                    x->g.attention_backward_lse(&x->g, b, o, a, o, mean, B, T, C, NH, LLM_DT_BF16));
+        }
+        llm_backend_cuda_flash_path(&x->g, 0, NULL);
+    }
     TIME_OP("layernorm_fwd", 0, x->g.layernorm_forward(&x->g, o, mean, rstd, a, w, bias, (int)N, C));
     TIME_OP("layernorm_bwd", 0, x->g.layernorm_backward(&x->g, b, dw, dbias, o, a, w, mean, rstd, (int)N, C));
     TIME_OP("gelu_fwd", 0, x->g.gelu_forward(&x->g, o, a, N * 4 * C));
@@ -519,12 +533,17 @@ int main(int argc, char **argv)
 {
     gc x;
     memset(&x, 0, sizeof x);
-    int bench = 0, bench_b = 8, tiny = 0;
+    int bench = 0, bench_b = 8, tiny = 0, only_att = 0;
     const char *outpath = NULL, *device = "cuda";
     x.rng = (uint64_t)time(NULL);   /* fresh inputs each run; the seed is printed */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--bench")) bench = 1;
         else if (!strcmp(argv[i], "--tiny")) tiny = 1;   /* small shapes only (sanitizers) */
+        /* --only attention: the lo and lse attention rows alone (quick iterations) */
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc && !strcmp(argv[i + 1], "attention")) {
+            only_att = 1;
+            i++;
+        }
         else if (!strcmp(argv[i], "--bench-batch") && i + 1 < argc) bench_b = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) x.rng = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) outpath = argv[++i];
@@ -533,7 +552,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: gpu_check [--seed N] [--out FILE] [--tiny] [--bench] [--bench-batch B]\n"
-                   "                 [--device cuda|cpu|cpu-ref]\n");
+                   "                 [--device cuda|cpu|cpu-ref] [--only attention]\n");
             return 0;
         } else {
             fprintf(stderr, "gpu_check: unknown argument '%s'\n", argv[i]);
@@ -597,6 +616,10 @@ int main(int argc, char **argv)
         row_print(&x, "backend fills every op", b->name, missing, -1, -1, 0.0, !missing);
         if (missing) return 1;
     }
+    if (only_att) {
+        gpu_check_attention_lo(&x, tiny);
+        goto done;
+    }
     check_bucket(&x, 1, 1);
     check_bucket(&x, 1000, 7);
     check_bucket(&x, 70001, 50257);
@@ -642,6 +665,7 @@ int main(int argc, char **argv)
     gpu_check_device_stats(&x, tiny);
     gpu_check_infer(&x.g, x.rng, tiny, row_infer, &x);
 
+done:;
     char msg[256];
     if (x.cuda && llm_backend_cuda_status(&x.g, msg, sizeof msg)) {
         x.fails++;
