@@ -5,7 +5,8 @@
 # package registry:
 #   here (no GPU):  scripts/gpu-check.sh --prepare
 #       builds with CUDA=1 and fills build/gpu-carry/ (binaries, the non-system shared
-#       libraries they need, small token files); prints the `run` call to use.
+#       libraries they need, as one xz archive unpacked on the GPU machine; small token
+#       files); prints the `run` call to use.
 #   on the GPU:     scripts/gpu-check.sh [--sanitize] [--quick]
 #       (with `carry: ["build/gpu-carry"]`) uses the carried binaries (or builds when
 #       there are none and the tools are there), then:
@@ -82,6 +83,12 @@ raw = open(os.path.join(src, "tinyshakespeare/input.gpt2.u16"), "rb").read()
 write(os.path.join(dst, "ts_gpt2.bin"), list(struct.unpack("<%dH" % (len(raw) // 2), raw)))
 PY
   git rev-parse --short HEAD >"$CARRY/COMMIT" 2>/dev/null
+  # the run tool carries 64 MiB in all: binaries without debug info and the libraries
+  # (OpenBLAS alone is ~35 MB) travel as one xz archive, unpacked on the GPU machine
+  strip --strip-debug "$CARRY"/bin/* 2>/dev/null
+  XZ_OPT=-T0 tar cJf "$CARRY/bin-lib.tar.xz" -C "$CARRY" bin lib &&
+    rm -rf "$CARRY/bin" "$CARRY/lib" ||
+    { echo "gpu-check: packing the binaries failed" >&2; return 1; }
   du -sh "$CARRY" >&2
   echo "gpu-check: prepared $CARRY; on the GPU run:" >&2
   echo "  run(command='bash scripts/gpu-check.sh', carry=['build/gpu-carry'], timeout_s=540)" >&2
@@ -107,9 +114,15 @@ late() { [ $((DEADLINE - $(date +%s))) -lt ${1:-20} ]; }
 # binaries: carried ones first, else a local build.  The carried libraries go into
 # LD_LIBRARY_PATH of our programs only (as LDP), never of the machine's own tools.
 LDP=${LD_LIBRARY_PATH:-}
-if [ -x "$CARRY/bin/gpu_check" ]; then
-  BIN=$CARRY/bin
-  LDP=$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# the carried archive is unpacked beside the carry (not into it: the carry stays small)
+UNPACK=$ROOT/build/gpu-carry-x
+if [ -f "$CARRY/bin-lib.tar.xz" ]; then
+  rm -rf "$UNPACK"; mkdir -p "$UNPACK"
+  tar xJf "$CARRY/bin-lib.tar.xz" -C "$UNPACK" || log "gpu-check: cannot unpack $CARRY/bin-lib.tar.xz"
+fi
+if [ -x "$UNPACK/bin/gpu_check" ] && [ -f "$CARRY/bin-lib.tar.xz" ]; then
+  BIN=$UNPACK/bin
+  LDP=$UNPACK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   log "gpu-check: carried binaries of commit $(cat "$CARRY/COMMIT" 2>/dev/null)"
 else
   command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
