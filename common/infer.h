@@ -48,7 +48,8 @@ typedef struct {
     void **rep;              /* owned: weights repacked at load for the CPU decode kernels
                               * (q4_0 on AVX2: kernels/cpu/quant_kern.h, LLM_QK_Q4_0R8) */
     int n_rep;
-    uint64_t repack_bytes;   /* heap bytes of rep (the originals stay in the mapping) */
+    uint64_t repack_bytes;   /* heap bytes of rep (their originals' pages in the file
+                              * mapping are released: llm_ckpt_release) */
     int repack_mode;         /* llm_qk_repack_dtype's mode (LLM_Q4_REPACK; -1 auto) */
     int tp_rank, tp_size;    /* tensor-parallel shard (0, 1 for a whole model): local
                               * heads n_head/tp_size, MLP 4C/tp_size, wte Vp/tp_size rows */

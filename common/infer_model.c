@@ -59,6 +59,7 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
             return llm_err(st, LLM_ENOMEM, "tensor '%s': cannot allocate %zu bytes to repack it",
                            name, n);
         llm_qk_repack_q4_0r8(r, t->data, d0, (int)d1);
+        llm_ckpt_release(m->ck, t);   /* the copy replaces the mapped pages in memory */
         m->rep[m->n_rep++] = r;
         m->repack_bytes += n;
         m->weight_bytes += n;

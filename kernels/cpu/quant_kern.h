@@ -134,6 +134,8 @@ void llm_qk_repack_q4_0r8(void *dst, const void *w, int64_t OC, int C);
 /* Row o of the matrix w (rows of C weights) of dtype dt, any dtype of
  * llm_qk_dequantize_row or LLM_QK_Q4_0R8, dequantized to y[C]. */
 void llm_qk_dequantize_wrow(int dt, const void *w, int C, int64_t o, float *y);
+/* Rows o0..o0+n of such a matrix to y (n rows of C floats). */
+void llm_qk_dequantize_wrows(int dt, const void *w, int C, int64_t o0, int n, float *y);
 /* The original q4_0 block b of row o of a LLM_QK_Q4_0R8 matrix (nb blocks per row). */
 static inline void llm_qk_r8_block(const void *w, int nb, int64_t o, int b, llm_block_q4_0 *out)
 {
@@ -188,6 +190,8 @@ void llm_qk_rows_avx2(float *out, int ldo, const void *w, int dt, const llm_bloc
  * scale as float.  The same results bit for bit as llm_qk_rows_scalar on the q4_0 rows. */
 void llm_qk_rows_r8_avx2(float *out, int ldo, const void *w, const llm_block_q8_0 *xq,
                          const int32_t *xs, const float *xd, int R, int nb, int o0, int o1);
+/* llm_qk_dequantize_wrows for LLM_QK_Q4_0R8 with AVX2, the same floats. */
+void llm_qk_dequantize_r8_avx2(const void *w, int C, int64_t o0, int n, float *y);
 void llm_qk_rows_avx512(float *out, int ldo, const void *w, int dt, const llm_block_q8_0 *xq,
                         const float *xf, int R, int C, int o0, int o1, int vnni);
 

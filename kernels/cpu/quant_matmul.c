@@ -69,8 +69,10 @@ static int gemm_path(float *out, const float *inp, const void *w, int dt, const 
     for (int it = 0; it < nitems; it++) {
         float *wf = scratch + (size_t)omp_get_thread_num() * GEMM_COLS * C;
         int o0 = it * GEMM_COLS, oc = OC - o0 < GEMM_COLS ? OC - o0 : GEMM_COLS;
-        for (int k = 0; k < oc; k++)
-            llm_qk_dequantize_wrow(dt, w, C, o0 + k, wf + (size_t)k * C);
+        if (dt == LLM_QK_Q4_0R8)   /* this path runs from AVX2 up */
+            llm_qk_dequantize_r8_avx2(w, C, o0, oc, wf);
+        else
+            llm_qk_dequantize_wrows(dt, w, C, o0, oc, wf);
         if (bias)
             for (int n = 0; n < N; n++)
                 memcpy(out + (size_t)n * OC + o0, bias + o0, (size_t)oc * sizeof(float));

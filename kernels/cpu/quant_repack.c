@@ -58,3 +58,37 @@ void llm_qk_dequantize_wrow(int dt, const void *w, int C, int64_t o, float *y)
         llm_qk_dequantize_row(LLM_QK_Q4_0, &blk, y + (size_t)b * 32, 32);
     }
 }
+
+void llm_qk_dequantize_wrows(int dt, const void *w, int C, int64_t o0, int n, float *y)
+{
+    if (dt != LLM_QK_Q4_0R8) {
+        for (int k = 0; k < n; k++)
+            llm_qk_dequantize_wrow(dt, w, C, o0 + k, y + (size_t)k * C);
+        return;
+    }
+    /* group by group: each 4-byte run of a chunk is 4 consecutive weights and the 4
+     * sixteen places further of one row */
+    int nb = C / 32;
+    for (int64_t g = o0 / 8; g * 8 < o0 + n; g++) {
+        const unsigned char *q = (const unsigned char *)w + (size_t)g * nb * 144, *sc = q + (size_t)nb * 128;
+        for (int r = 0; r < 8; r++) {
+            int64_t o = g * 8 + r;
+            if (o < o0 || o >= o0 + n)
+                continue;
+            float *yr = y + (size_t)(o - o0) * C;
+            for (int b = 0; b < nb; b++) {
+                uint16_t h;
+                memcpy(&h, sc + (size_t)b * 16 + 2 * r, 2);
+                float d = llm_f16_to_f32(h);
+                const unsigned char *p = q + (size_t)b * 128 + 4 * r;
+                float *yb = yr + (size_t)b * 32;
+                for (int j = 0; j < 4; j++)
+                    for (int i = 0; i < 4; i++) {
+                        unsigned char v = p[32 * j + i];
+                        yb[4 * j + i] = d * ((v & 0xf) - 8);
+                        yb[16 + 4 * j + i] = d * ((v >> 4) - 8);
+                    }
+            }
+        }
+    }
+}

@@ -468,6 +468,20 @@ static void test_repack_q4_0r8(void **state)
                         assert_true(a[c] == 0.0f);
                 }
             }
+            for (int o0 = 0; o0 < OC; o0 += 3) {   /* row ranges, in and across groups */
+                int n = OC - o0 < 11 ? OC - o0 : 11;
+                float *ya = malloc((size_t)n * C * 4), *yb = malloc((size_t)n * C * 4);
+                llm_qk_dequantize_wrows(LLM_QK_Q4_0R8, rw, C, o0, n, ya);
+                llm_qk_dequantize_wrows(LLM_QK_Q4_0, w, C, o0, n, yb);
+                assert_memory_equal(ya, yb, (size_t)n * C * 4);
+                if (avx2) {
+                    memset(ya, 0xff, (size_t)n * C * 4);
+                    llm_qk_dequantize_r8_avx2(rw, C, o0, n, ya);
+                    assert_memory_equal(ya, yb, (size_t)n * C * 4);
+                }
+                free(ya);
+                free(yb);
+            }
             float *ref = malloc((size_t)N * OC * 4), *got = malloc((size_t)N * OC * 4);
             for (int NN = 1; NN <= N; NN += NN < 7 ? 1 : N - 7) {   /* 1..7 and 33 */
                 int isa0 = NN >= LLM_QK_GEMM_MIN_ROWS ? LLM_QK_ISA_AVX2 : LLM_QK_ISA_SCALAR;
