@@ -166,8 +166,9 @@ enum { LLM_QK_ISA_BEST = -1, LLM_QK_ISA_SCALAR = 0, LLM_QK_ISA_AVX2 = 1,
 int llm_qk_isa_ok(int isa);
 const char *llm_qk_isa_name(int isa);
 
-/* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias, w of dtype dt in {f16, bf16, q8_0, q4_0}
- * (C a multiple of 32 for the q formats).  q formats: each input row is quantized to
+/* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias, w of dtype dt in {f16, bf16, q8_0, q4_0,
+ * q4_0r8 (LLM_QK_Q4_0R8: any isa; from AVX2 up its own kernels)} (C a multiple of 32 for
+ * the q formats).  q formats: each input row is quantized to
  * q8_0 first and the dot products are integer per block, so every (n, o) value is the
  * same whatever N is.  threads <= 1 runs on the caller's thread.  With isa >= AVX2 and
  * N >= LLM_QK_GEMM_MIN_ROWS (prefill), slices of w are dequantized to f32 and multiplied
