@@ -227,9 +227,10 @@ int main(int argc, char **argv)
                       llm_dist_kind(dist), be.threads);
     }
     if (!rc && rank == 0)
-        llm_debug(&lg, "%s: %d layers, %d heads, %d channels, context %d, %.1f MB of weights; "
-                 "device %s, %d thread(s)", model_path, m->cfg.n_layer, m->cfg.n_head,
-                 m->cfg.n_embd, m->cfg.max_seq_len, m->weight_bytes / 1e6, be.name, be.threads);
+        llm_debug(&lg, "%s: %d layers, %d heads, %d channels, context %d, %.1f MB of weights "
+                 "(%.1f MB of them repacked at load); device %s, %d thread(s)", model_path,
+                 m->cfg.n_layer, m->cfg.n_head, m->cfg.n_embd, m->cfg.max_seq_len,
+                 m->weight_bytes / 1e6, m->repack_bytes / 1e6, be.name, be.threads);
     if (!rc && rank == 0 && eval) {
         llm_tokfile tf;
         rc = llm_tokfile_open(&tf, eval, m->cfg.vocab_size, &st);

@@ -88,6 +88,11 @@ const llm_tensor *llm_ckpt_tensor(const llm_ckpt *c, int i);
 const llm_tensor *llm_ckpt_find(const llm_ckpt *c, const char *name);
 /* Size of the whole file in bytes. */
 uint64_t llm_ckpt_file_size(const llm_ckpt *c);
+/* Hint that the caller holds its own copy of tensor t's data and will not read it soon:
+ * where it lies in the file mapping, its whole pages are dropped from this process's
+ * resident memory (a later read maps them back from the file).  Nothing is done for
+ * data read from a pipe or decompressed.  The data pointer stays valid. */
+void llm_ckpt_release(llm_ckpt *c, const llm_tensor *t);
 
 /* ---- writing ---- */
 

@@ -485,6 +485,19 @@ int llm_ckpt_open(llm_ckpt **out, const char *path, unsigned flags, llm_status *
     return 0;
 }
 
+void llm_ckpt_release(llm_ckpt *c, const llm_tensor *t)
+{
+    const unsigned char *m = c->map, *d = t->data;
+    long ps = sysconf(_SC_PAGESIZE);
+    if (!m || !d || ps <= 0 || d < m || (size_t)(d - m) > c->maplen || t->nbytes > c->maplen - (size_t)(d - m))
+        return;
+    uintptr_t a = ((uintptr_t)d + (uintptr_t)ps - 1) & ~((uintptr_t)ps - 1);
+    uintptr_t e = ((uintptr_t)d + (uintptr_t)t->nbytes) & ~((uintptr_t)ps - 1);
+    /* a private, read-only file mapping: dropped pages come back from the file unchanged */
+    if (e > a)
+        madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
 void llm_ckpt_close(llm_ckpt *c)
 {
     if (!c)

@@ -45,6 +45,12 @@ typedef struct {
     uint64_t weight_bytes;   /* bytes of all weights (what a decode step streams) */
     void **dev;              /* weights copied to device memory (non-CPU backends) */
     int n_dev;
+    void **rep;              /* owned: weights repacked at load for the CPU decode kernels
+                              * (q4_0 on AVX2: kernels/cpu/quant_kern.h, LLM_QK_Q4_0R8) */
+    int n_rep;
+    uint64_t repack_bytes;   /* heap bytes of rep (their originals' pages in the file
+                              * mapping are released: llm_ckpt_release) */
+    int repack_mode;         /* llm_qk_repack_dtype's mode (LLM_Q4_REPACK; -1 auto) */
     int tp_rank, tp_size;    /* tensor-parallel shard (0, 1 for a whole model): local
                               * heads n_head/tp_size, MLP 4C/tp_size, wte Vp/tp_size rows */
     llm_infer_tp *tp;        /* not owned; set by llm_infer_tp_join */
@@ -60,7 +66,11 @@ int llm_infer_backend_ready(llm_backend *be, llm_status *st);
  * only once joined to its peers (llm_infer_tp_join).  Errors: LLM_ENOINPUT (missing file),
  * LLM_EDATA (corrupt file, missing tensor, wrong shape, dtype the backend cannot use:
  * the tensor is named), LLM_ENODEV (backend without inference kernels), LLM_ENOMEM.
- * verify != 0 checks every crc32.  A file without a tokenizer opens (tok NULL). */
+ * verify != 0 checks every crc32.  A file without a tokenizer opens (tok NULL).
+ * On the "cpu" backend, q4_0 weights are repacked into heap buffers for the decode
+ * kernels when the CPU prefers it (AVX2 without AVX-512; LLM_Q4_REPACK=0 never, =1
+ * whenever the CPU has AVX2): the same weights, the same results bit for bit as the
+ * scalar kernels; repack_bytes counts them. */
 int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *be, int verify,
                          llm_status *st);
 void llm_infer_model_free(llm_infer_model *m);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/quant_kern.h"
+
 int llm_infer_backend_ready(llm_backend *be, llm_status *st)
 {
     if (!be->matmul_rows && be->name && strncmp(be->name, "cpu", 3) == 0)
@@ -47,6 +49,24 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
     if (!t->data)
         return llm_err(st, LLM_EDATA, "tensor '%s': no data", name);
     w->p = t->data;
+    w->dtype = (int)t->dtype;
+    int rdt = m->rep ? llm_qk_repack_dtype((int)t->dtype, m->repack_mode) : w->dtype;
+    if (rdt != w->dtype) {
+        /* the decode kernels want another layout: a copy in it, made once at load */
+        size_t n = llm_qk_matrix_bytes(rdt, d0, (int)d1), al = (n + 63) / 64 * 64;
+        void *r = aligned_alloc(64, al ? al : 64);
+        if (!r)
+            return llm_err(st, LLM_ENOMEM, "tensor '%s': cannot allocate %zu bytes to repack it",
+                           name, n);
+        llm_qk_repack_q4_0r8(r, t->data, d0, (int)d1);
+        llm_ckpt_release(m->ck, t);   /* the copy replaces the mapped pages in memory */
+        m->rep[m->n_rep++] = r;
+        m->repack_bytes += n;
+        m->weight_bytes += n;
+        w->p = r;
+        w->dtype = rdt;
+        return LLM_OK;
+    }
     if (m->dev) {
         /* a device backend reads weights from its own memory: copy once at load */
         void *d = m->be->alloc(m->be, (size_t)t->nbytes);
@@ -57,7 +77,6 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
         m->be->to_device(m->be, d, t->data, (size_t)t->nbytes);
         w->p = d;
     }
-    w->dtype = (int)t->dtype;
     m->weight_bytes += t->nbytes;
     return LLM_OK;
 }
@@ -131,6 +150,15 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
         llm_err(st, LLM_ENOMEM, "out of memory");
         goto fail;
     }
+    /* the fast CPU backend's decode kernels may want some weights repacked */
+    if (be->name && strcmp(be->name, "cpu") == 0) {
+        const char *rp = getenv("LLM_Q4_REPACK");
+        m->repack_mode = rp && *rp ? atoi(rp) != 0 : -1;
+        if (!(m->rep = calloc((size_t)m->cfg.n_layer * 12 + 4, sizeof *m->rep))) {
+            llm_err(st, LLM_ENOMEM, "out of memory");
+            goto fail;
+        }
+    }
     if (build_table(m, st))
         goto fail;
     if (llm_ckpt_section(m->ck, "tokenizer")) {
@@ -162,6 +190,9 @@ void llm_infer_model_free(llm_infer_model *m)
     for (int i = 0; i < m->n_dev; i++)
         m->be->free(m->be, m->dev[i]);
     free(m->dev);
+    for (int i = 0; i < m->n_rep; i++)
+        free(m->rep[i]);
+    free(m->rep);
     free(m->layers);
     free(m);
 }

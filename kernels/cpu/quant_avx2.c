@@ -34,6 +34,11 @@ qrow(float *out, int ldo, const char *wr, int dt, const llm_block_q8_0 *xq, int 
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         float dw;
+        /* q8_0 decode streams its weights from memory: ask for them 4 KiB ahead (the
+         * rows follow each other; 7-20% less time for GPT-2 small's decode matmuls on 2
+         * cores of an EPYC VM; nothing changes in the arithmetic) */
+        if (dt == LLM_QK_Q8_0)
+            _mm_prefetch(wr + (size_t)b * sizeof(llm_block_q8_0) + 4096, _MM_HINT_T0);
         __m256i w = llm_qk_load_wblock(wr, dt, b, &dw);
         __m256i aw = _mm256_sign_epi8(w, w);
         for (int r = 0; r < R; r++) {

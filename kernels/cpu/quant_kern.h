@@ -111,6 +111,41 @@ static inline float llm_qk_half_dot(float s, const uint16_t *h, int dt, const fl
     return s;
 }
 
+/* q4_0 repacked for the decode kernels: not a file dtype, made at load by llm_qk_repack
+ * (the same weights and scales, rearranged).  A (OC,C) matrix is stored as groups of 8
+ * rows (the last group padded with zero rows: scale 0, nibbles 8), group g at
+ * g * nb * 144 bytes (nb = C/32): first nb nibble blocks of 128 bytes, then nb runs of
+ * the 8 rows' f16 scales (16 bytes).  Nibble block b is 4 chunks of 32 bytes; chunk j
+ * holds bytes 4j..4j+3 of the 8 rows' original q4_0 block b, row r at bytes 4r..4r+3:
+ * its low nibbles are the row's weights 4j..4j+3, its high nibbles weights 16+4j..19+4j.
+ * One activation block then meets 8 rows with 8 broadcast 4-byte groups, and a lane of
+ * 32 bits is one row's partial dot. */
+#define LLM_QK_Q4_0R8 0x108
+
+/* The dtype to repack weights of dtype dt to for the decode kernels of this CPU, or dt
+ * itself (no repack).  mode < 0 (auto): LLM_QK_Q4_0R8 for q4_0 when the best ISA is AVX2
+ * (AVX-512 hosts keep their own q4_0 kernels); mode 0: never; mode > 0: LLM_QK_Q4_0R8 for
+ * q4_0 whenever the CPU has AVX2. */
+int llm_qk_repack_dtype(int dt, int mode);
+/* Bytes of a (OC,C) matrix in dtype rdt (the padding of a repacked one included). */
+size_t llm_qk_matrix_bytes(int rdt, int64_t OC, int C);
+/* Rewrite the q4_0 matrix w (OC,C) as LLM_QK_Q4_0R8 into dst (llm_qk_matrix_bytes). */
+void llm_qk_repack_q4_0r8(void *dst, const void *w, int64_t OC, int C);
+/* Row o of the matrix w (rows of C weights) of dtype dt, any dtype of
+ * llm_qk_dequantize_row or LLM_QK_Q4_0R8, dequantized to y[C]. */
+void llm_qk_dequantize_wrow(int dt, const void *w, int C, int64_t o, float *y);
+/* Rows o0..o0+n of such a matrix to y (n rows of C floats). */
+void llm_qk_dequantize_wrows(int dt, const void *w, int C, int64_t o0, int n, float *y);
+/* The original q4_0 block b of row o of a LLM_QK_Q4_0R8 matrix (nb blocks per row). */
+static inline void llm_qk_r8_block(const void *w, int nb, int64_t o, int b, llm_block_q4_0 *out)
+{
+    const unsigned char *g = (const unsigned char *)w + (size_t)(o / 8) * nb * 144;
+    int r = (int)(o % 8);
+    memcpy(&out->d, g + (size_t)nb * 128 + (size_t)b * 16 + 2 * r, 2);
+    for (int j = 0; j < 4; j++)
+        memcpy(out->q + 4 * j, g + (size_t)b * 128 + 32 * j + 4 * r, 4);
+}
+
 /* Quantize one row of n floats (n a multiple of 32) to q8_0 blocks: d = max|x|/127,
  * q = round(x/d) (halves away from zero).  Used for weights and, on the fly, for
  * activations.  Inputs must be finite (callers check). */
@@ -131,8 +166,9 @@ enum { LLM_QK_ISA_BEST = -1, LLM_QK_ISA_SCALAR = 0, LLM_QK_ISA_AVX2 = 1,
 int llm_qk_isa_ok(int isa);
 const char *llm_qk_isa_name(int isa);
 
-/* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias, w of dtype dt in {f16, bf16, q8_0, q4_0}
- * (C a multiple of 32 for the q formats).  q formats: each input row is quantized to
+/* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias, w of dtype dt in {f16, bf16, q8_0, q4_0,
+ * q4_0r8 (LLM_QK_Q4_0R8: any isa; from AVX2 up its own kernels)} (C a multiple of 32 for
+ * the q formats).  q formats: each input row is quantized to
  * q8_0 first and the dot products are integer per block, so every (n, o) value is the
  * same whatever N is.  threads <= 1 runs on the caller's thread.  With isa >= AVX2 and
  * N >= LLM_QK_GEMM_MIN_ROWS (prefill), slices of w are dequantized to f32 and multiplied
@@ -150,6 +186,13 @@ void llm_qk_rows_scalar(float *out, int ldo, const void *w, int dt, const llm_bl
                         const float *xf, int R, int C, int o0, int o1);
 void llm_qk_rows_avx2(float *out, int ldo, const void *w, int dt, const llm_block_q8_0 *xq,
                       const float *xf, int R, int C, int o0, int o1);
+/* LLM_QK_Q4_0R8 weights, AVX2: rows o0..o1 against R <= 4 q8_0 input rows (row r's
+ * block b at xq[r * nb + b]), with xs[i] = 8 * the sum of block i's quants and xd[i] its
+ * scale as float.  The same results bit for bit as llm_qk_rows_scalar on the q4_0 rows. */
+void llm_qk_rows_r8_avx2(float *out, int ldo, const void *w, const llm_block_q8_0 *xq,
+                         const int32_t *xs, const float *xd, int R, int nb, int o0, int o1);
+/* llm_qk_dequantize_wrows for LLM_QK_Q4_0R8 with AVX2, the same floats. */
+void llm_qk_dequantize_r8_avx2(const void *w, int C, int64_t o0, int n, float *y);
 void llm_qk_rows_avx512(float *out, int ldo, const void *w, int dt, const llm_block_q8_0 *xq,
                         const float *xf, int R, int C, int o0, int o1, int vnni);
 

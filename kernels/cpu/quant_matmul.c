@@ -61,7 +61,6 @@ static void rows(int isa, float *out, int ldo, const void *w, int dt, const llm_
 static int gemm_path(float *out, const float *inp, const void *w, int dt, const float *bias,
                      int N, int C, int OC, int threads)
 {
-    size_t rb = llm_qk_row_bytes(dt, C);
     int nitems = (OC + GEMM_COLS - 1) / GEMM_COLS, nt = threads;
     float *scratch = malloc((size_t)nt * GEMM_COLS * C * sizeof(float));
     if (!scratch)
@@ -70,8 +69,10 @@ static int gemm_path(float *out, const float *inp, const void *w, int dt, const 
     for (int it = 0; it < nitems; it++) {
         float *wf = scratch + (size_t)omp_get_thread_num() * GEMM_COLS * C;
         int o0 = it * GEMM_COLS, oc = OC - o0 < GEMM_COLS ? OC - o0 : GEMM_COLS;
-        for (int k = 0; k < oc; k++)
-            llm_qk_dequantize_row(dt, (const char *)w + (size_t)(o0 + k) * rb, wf + (size_t)k * C, C);
+        if (dt == LLM_QK_Q4_0R8)   /* this path runs from AVX2 up */
+            llm_qk_dequantize_r8_avx2(w, C, o0, oc, wf);
+        else
+            llm_qk_dequantize_wrows(dt, w, C, o0, oc, wf);
         if (bias)
             for (int n = 0; n < N; n++)
                 memcpy(out + (size_t)n * OC + o0, bias + o0, (size_t)oc * sizeof(float));
@@ -85,7 +86,7 @@ static int gemm_path(float *out, const float *inp, const void *w, int dt, const 
 int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const float *bias,
                   int N, int C, int OC, int isa, int threads)
 {
-    int q = dt == LLM_QK_Q8_0 || dt == LLM_QK_Q4_0;
+    int q = dt == LLM_QK_Q8_0 || dt == LLM_QK_Q4_0 || dt == LLM_QK_Q4_0R8;
     if (!q && dt != LLM_QK_F16 && dt != LLM_QK_BF16)
         return -1;
     if (N < 1 || C < 1 || OC < 1 || (q && C % 32))
@@ -101,13 +102,30 @@ int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const flo
         return gemm_path(out, inp, w, dt, bias, N, C, OC, nt);
 
     llm_block_q8_0 *xq = NULL;
-    int nb = C / 32;
+    int32_t *xs = NULL;
+    float *xd = NULL;
+    int nb = C / 32, r8 = dt == LLM_QK_Q4_0R8 && isa != LLM_QK_ISA_SCALAR;
     if (q) {
         xq = malloc((size_t)N * nb * sizeof *xq);
         if (!xq)
             return -1;
         for (int n = 0; n < N; n++)
             llm_qk_quantize_row_q8_0(inp + (size_t)n * C, xq + (size_t)n * nb, C);
+    }
+    if (r8) {   /* per activation block: 8 * the sum of its quants, and its scale */
+        xs = malloc((size_t)N * nb * sizeof *xs);
+        xd = malloc((size_t)N * nb * sizeof *xd);
+        if (!xs || !xd) {
+            free(xq); free(xs); free(xd);
+            return -1;
+        }
+        for (size_t i = 0; i < (size_t)N * nb; i++) {
+            int32_t t = 0;
+            for (int j = 0; j < 32; j++)
+                t += xq[i].q[j];
+            xs[i] = 8 * t;
+            xd[i] = llm_f16_to_f32(xq[i].d);
+        }
     }
     int nitems = (OC + COLS_PER_ITEM - 1) / COLS_PER_ITEM;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
@@ -117,6 +135,11 @@ int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const flo
          * depends on the group, so a row's result does not depend on N */
         for (int n = 0; n < N; n += 4) {
             int R = N - n < 4 ? N - n : 4;
+            if (r8) {   /* any ISA from AVX2 up (the caller checked it) */
+                llm_qk_rows_r8_avx2(out + (size_t)n * OC, OC, w, xq + (size_t)n * nb,
+                                    xs + (size_t)n * nb, xd + (size_t)n * nb, R, nb, o0, o1);
+                continue;
+            }
             rows(isa, out + (size_t)n * OC, OC, w, dt, q ? xq + (size_t)n * nb : NULL,
                  inp + (size_t)n * C, R, C, o0, o1);
         }
@@ -126,5 +149,7 @@ int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const flo
                     out[(size_t)n * OC + o] += bias[o];
     }
     free(xq);
+    free(xs);
+    free(xd);
     return 0;
 }

@@ -104,17 +104,16 @@ size_t llm_qk_row_bytes(int dt, int C)
 int llm_qk_dtype_ok(int dt)
 {
     return dt == LLM_QK_F32 || dt == LLM_QK_F16 || dt == LLM_QK_BF16 || dt == LLM_QK_Q8_0 ||
-           dt == LLM_QK_Q4_0;
+           dt == LLM_QK_Q4_0 || dt == LLM_QK_Q4_0R8;
 }
 
 void llm_qk_embed_rows(float *out, const int32_t *ids, const int32_t *pos, const void *wte,
                        int wte_dt, const float *wpe, int N, int C)
 {
-    size_t rb = llm_qk_row_bytes(wte_dt, C);
     for (int i = 0; i < N; i++) {
         float *o = out + (size_t)i * C;
         const float *p = wpe + (size_t)pos[i] * C;
-        llm_qk_dequantize_row(wte_dt, (const char *)wte + (size_t)ids[i] * rb, o, C);
+        llm_qk_dequantize_wrow(wte_dt, wte, C, ids[i], o);
         for (int c = 0; c < C; c++)
             o[c] += p[c];
     }
@@ -145,7 +144,14 @@ void llm_qk_rows_scalar(float *out, int ldo, const void *w, int dt, const llm_bl
         const char *wr = (const char *)w + (size_t)o * rb;
         for (int r = 0; r < R; r++) {
             float s = 0.0f;
-            if (dt == LLM_QK_Q8_0 || dt == LLM_QK_Q4_0) {
+            if (dt == LLM_QK_Q4_0R8) {   /* the same blocks, fetched from their groups */
+                const llm_block_q8_0 *xr = xq + (size_t)r * nb;
+                for (int b = 0; b < nb; b++) {
+                    llm_block_q4_0 wb;
+                    llm_qk_r8_block(w, nb, o, b, &wb);
+                    s += (float)block_dot(&wb, LLM_QK_Q4_0, &xr[b]) * (llm_f16_to_f32(wb.d) * llm_f16_to_f32(xr[b].d));
+                }
+            } else if (dt == LLM_QK_Q8_0 || dt == LLM_QK_Q4_0) {
                 size_t bs = dt == LLM_QK_Q8_0 ? sizeof(llm_block_q8_0) : sizeof(llm_block_q4_0);
                 const llm_block_q8_0 *xr = xq + (size_t)r * nb;
                 for (int b = 0; b < nb; b++) {

@@ -6,7 +6,8 @@
  *
  * MODEL.llmk defaults to /tmp/llmkit-gpt2-124m.llmk, created (random GPT-2 124M, seed
  * 1337) when missing; --keep leaves a created file behind for the next run or for a
- * GGUF export.  Prints one JSON line on stdout.  Timings are wall clock on a shared
+ * GGUF export.  Prints one JSON line on stdout (repacked_mb: weights the CPU backend
+ * repacked at load, on top of the mapping; LLM_Q4_REPACK=0 turns that off).  Timings are wall clock on a shared
  * machine: repeat and compare ratios.
  */
 #include <omp.h>
@@ -218,7 +219,9 @@ int main(int argc, char **argv)
     long rss = rss_kb("VmRSS:"), hwm = rss_kb("VmHWM:");
     double gb = m->weight_bytes / 1e9;
     double bw = read_bandwidth_gbs(threads);
-    /* the matmul weights' format names the run (wte may be kept at another type) */
+    /* the matmul weights' format in the file names the run (wte may be kept at another
+     * type; the CPU backend may have repacked them: repacked_mb) */
+    const llm_tensor *fdt = llm_ckpt_find(m->ck, "h.0.attn.c_attn.weight");
     printf("{\"model\":\"gpt2-124m\",\"dtype\":\"%s\",\"device\":\"%s\",\"threads\":%d,"
            "\"prefill128_tokens_per_s\":%.1f,\"decode_b1_tokens_per_s\":%.2f,"
            "\"decode_b8_tokens_per_s\":%.2f,\"b8_over_b1\":%.2f,"
@@ -226,10 +229,10 @@ int main(int argc, char **argv)
            "\"b8_over_b1_cpu\":%.2f,\"weights_gb\":%.3f,"
            "\"decode_b1_weight_gbs\":%.2f,\"read_bandwidth_gbs\":%.2f,\"bw_fraction\":%.2f,"
            "\"kv_and_act_mb_b1\":%.1f,\"kv_and_act_mb_b8\":%.1f,\"rss_mb\":%.1f,"
-           "\"rss_peak_mb\":%.1f,\"rss_before_open_mb\":%.1f}\n",
-           llm_dtype_name((llm_dtype)m->layers[0].qkv_w.dtype), be.name, be.threads, pf_best, d1, d8, d8 / d1, c1r, c8r, c8r / c1r, gb, d1 * gb, bw, d1 * gb / bw,
+           "\"rss_peak_mb\":%.1f,\"rss_before_open_mb\":%.1f,\"repacked_mb\":%.1f}\n",
+           fdt ? llm_dtype_name(fdt->dtype) : "?", be.name, be.threads, pf_best, d1, d8, d8 / d1, c1r, c8r, c8r / c1r, gb, d1 * gb, bw, d1 * gb / bw,
            llm_infer_ctx_bytes(c1) / 1e6, llm_infer_ctx_bytes(c8) / 1e6, rss / 1024.0,
-           hwm / 1024.0, rss0 / 1024.0);
+           hwm / 1024.0, rss0 / 1024.0, m->repack_bytes / 1e6);
     free(lg);
     llm_infer_ctx_free(c1);
     llm_infer_ctx_free(c8);

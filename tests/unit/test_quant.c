@@ -413,7 +413,129 @@ static void test_kernels_exact(void **state)
             }
 }
 
-/* The inference ops of both CPU backends accept every weight dtype. */
+/* q4_0 repacked in groups of 8 rows (LLM_QK_Q4_0R8): the layout gives back every row's
+ * weights exactly (padding rows zero), and its kernels, scalar and AVX2, give the scalar
+ * q4_0 kernel's results bit for bit: output rows that are and are not multiples of 8 (the
+ * padded last group), batches of 1 to 7, 1 and 2 threads, f16 scales of every magnitude
+ * (denormals included), extreme nibbles and activations; the prefill path (N >= 32) the
+ * same bits as on the original layout; row ranges that start and end inside a group. */
+static void test_repack_q4_0r8(void **state)
+{
+    (void)state;
+    tu_rng r = {33};
+    int Cs[] = {32, 64, 96, 256, 768, 800, 4128};
+    int OCs[] = {1, 5, 7, 8, 9, 15, 16, 37, 64, 67};
+    int avx2 = llm_qk_isa_ok(LLM_QK_ISA_AVX2), checked = 0;
+    assert_int_equal(llm_qk_repack_dtype(LLM_QK_Q8_0, 1), LLM_QK_Q8_0);
+    assert_int_equal(llm_qk_repack_dtype(LLM_QK_Q4_0, 0), LLM_QK_Q4_0);
+    assert_int_equal(llm_qk_repack_dtype(LLM_QK_Q4_0, 1), avx2 ? LLM_QK_Q4_0R8 : LLM_QK_Q4_0);
+    if (avx2 && !llm_qk_isa_ok(LLM_QK_ISA_AVX512))
+        assert_int_equal(llm_qk_repack_dtype(LLM_QK_Q4_0, -1), LLM_QK_Q4_0R8);
+    for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++)
+        for (size_t oi = 0; oi < sizeof OCs / sizeof OCs[0]; oi++) {
+            int C = Cs[ci], OC = OCs[oi], nb = C / 32, N = 33;
+            if (C > 800 && OC > 9)
+                continue;
+            float *wf, *x = malloc((size_t)N * C * 4), *bias = malloc((size_t)OC * 4);
+            unsigned char *w = make_w(&r, LLM_QK_Q4_0, OC, C, &wf);
+            size_t rb = llm_qk_row_bytes(LLM_QK_Q4_0, C);
+            for (int o = 0; o < OC; o++)
+                for (int b = 0; b < nb; b++) {
+                    unsigned char *blk = w + (size_t)o * rb + (size_t)b * 18;
+                    uint16_t h = (uint16_t)((uint32_t)tu_next(&r) & 0xffff);
+                    if ((h & 0x7c00) == 0x7c00 || (uint32_t)tu_next(&r) % 3 == 0)
+                        h &= 0x83ff;
+                    memcpy(blk, &h, 2);
+                    if (o % 3 == 1)
+                        memset(blk + 2, b & 1 ? 0x00 : 0xff, 16);
+                }
+            tu_fill(&r, x, (size_t)N * C, -2, 2);
+            for (int c = 0; c < C; c += 5)
+                x[c] = c % 2 ? 50 : -50;
+            tu_fill(&r, bias, (size_t)OC, -1, 1);
+            size_t bytes = llm_qk_matrix_bytes(LLM_QK_Q4_0R8, OC, C);
+            assert_int_equal(bytes, (size_t)(OC + 7) / 8 * 8 * rb);
+            unsigned char *rw = malloc(bytes);
+            llm_qk_repack_q4_0r8(rw, w, OC, C);
+            float *a = malloc((size_t)C * 4), *b = malloc((size_t)C * 4);
+            for (int o = 0; o < (OC + 7) / 8 * 8; o++) {
+                llm_qk_dequantize_wrow(LLM_QK_Q4_0R8, rw, C, o, a);
+                if (o < OC) {
+                    llm_qk_dequantize_wrow(LLM_QK_Q4_0, w, C, o, b);
+                    assert_memory_equal(a, b, (size_t)C * 4);
+                } else {
+                    for (int c = 0; c < C; c++)
+                        assert_true(a[c] == 0.0f);
+                }
+            }
+            for (int o0 = 0; o0 < OC; o0 += 3) {   /* row ranges, in and across groups */
+                int n = OC - o0 < 11 ? OC - o0 : 11;
+                float *ya = malloc((size_t)n * C * 4), *yb = malloc((size_t)n * C * 4);
+                llm_qk_dequantize_wrows(LLM_QK_Q4_0R8, rw, C, o0, n, ya);
+                llm_qk_dequantize_wrows(LLM_QK_Q4_0, w, C, o0, n, yb);
+                assert_memory_equal(ya, yb, (size_t)n * C * 4);
+                if (avx2) {
+                    memset(ya, 0xff, (size_t)n * C * 4);
+                    llm_qk_dequantize_r8_avx2(rw, C, o0, n, ya);
+                    assert_memory_equal(ya, yb, (size_t)n * C * 4);
+                }
+                free(ya);
+                free(yb);
+            }
+            float *ref = malloc((size_t)N * OC * 4), *got = malloc((size_t)N * OC * 4);
+            for (int NN = 1; NN <= N; NN += NN < 7 ? 1 : N - 7) {   /* 1..7 and 33 */
+                int isa0 = NN >= LLM_QK_GEMM_MIN_ROWS ? LLM_QK_ISA_AVX2 : LLM_QK_ISA_SCALAR;
+                if (isa0 == LLM_QK_ISA_AVX2 && !avx2)
+                    continue;
+                assert_int_equal(llm_qk_matmul(ref, x, w, LLM_QK_Q4_0, bias, NN, C, OC, isa0, 1), 0);
+                for (int isa = LLM_QK_ISA_SCALAR; isa <= LLM_QK_ISA_AVX512VNNI; isa++) {
+                    if (!llm_qk_isa_ok(isa) || (isa == LLM_QK_ISA_SCALAR && NN >= LLM_QK_GEMM_MIN_ROWS))
+                        continue;
+                    for (int th = 1; th <= 2; th++) {
+                        memset(got, 0xff, (size_t)NN * OC * 4);
+                        assert_int_equal(llm_qk_matmul(got, x, rw, LLM_QK_Q4_0R8, bias, NN, C, OC, isa, th), 0);
+                        for (int i = 0; i < NN * OC; i++)
+                            if (memcmp(&got[i], &ref[i], 4))
+                                fail_msg("q4_0r8 %s N %d C %d OC %d threads %d [%d,%d]: %.9g vs %.9g",
+                                         llm_qk_isa_name(isa), NN, C, OC, th, i / OC, i % OC,
+                                         (double)got[i], (double)ref[i]);
+                        checked++;
+                    }
+                }
+            }
+            if (avx2) {   /* ranges inside groups: rows o0..o1 only, the others untouched */
+                int R = 3, o0 = OC > 3 ? 3 : 0, o1 = OC > 11 ? OC - 2 : OC;
+                llm_block_q8_0 *xq = malloc((size_t)R * nb * sizeof *xq);
+                int32_t *xs = malloc((size_t)R * nb * 4);
+                float *xd = malloc((size_t)R * nb * 4);
+                for (int n = 0; n < R; n++)
+                    llm_qk_quantize_row_q8_0(x + (size_t)n * C, xq + (size_t)n * nb, C);
+                for (int i = 0; i < R * nb; i++) {
+                    int t = 0;
+                    for (int j = 0; j < 32; j++)
+                        t += xq[i].q[j];
+                    xs[i] = 8 * t;
+                    xd[i] = llm_f16_to_f32(xq[i].d);
+                }
+                assert_int_equal(llm_qk_matmul(ref, x, w, LLM_QK_Q4_0, NULL, R, C, OC, LLM_QK_ISA_SCALAR, 1), 0);
+                for (int i = 0; i < R * OC; i++)
+                    got[i] = -7.0f;
+                llm_qk_rows_r8_avx2(got, OC, rw, xq, xs, xd, R, nb, o0, o1);
+                for (int n = 0; n < R; n++)
+                    for (int o = 0; o < OC; o++) {
+                        float g = got[n * OC + o], want = o >= o0 && o < o1 ? ref[n * OC + o] : -7.0f;
+                        if (memcmp(&g, &want, 4))
+                            fail_msg("q4_0r8 rows %d..%d C %d OC %d [%d,%d]: %.9g vs %.9g", o0, o1, C, OC,
+                                     n, o, (double)g, (double)want);
+                    }
+                free(xq); free(xs); free(xd);
+            }
+            free(wf); free(w); free(rw); free(x); free(bias); free(a); free(b); free(ref); free(got);
+        }
+    fprintf(stderr, "# q4_0r8 matmuls checked bit for bit: %d\n", checked);
+}
+
+/* The inference ops of both CPU backends accept every weight dtype (and q4_0 repacked). */
 static void test_backend_ops(void **state)
 {
     (void)state;
@@ -442,6 +564,19 @@ static void test_backend_ops(void **state)
         fast.matmul_rows(&fast, la, a, w, dts[d], NULL, N, C, V);
         ref.matmul_rows(&ref, lb, a, w, dts[d], NULL, N, C, V);
         assert_true(tu_max_rel_err(la, lb, (size_t)N * V, 1.0, NULL) < 2e-5);
+        if (dts[d] == LLM_QK_Q4_0) {   /* repacked: the same embeddings and logits */
+            float ra[3 * 64], rla[3 * 10], rlb[3 * 10];
+            void *rw = malloc(llm_qk_matrix_bytes(LLM_QK_Q4_0R8, V, C));
+            llm_qk_repack_q4_0r8(rw, w, V, C);
+            assert_true(fast.infer_dtype_ok(&fast, LLM_QK_Q4_0R8));
+            fast.embed_rows(&fast, ra, ids, pos, rw, LLM_QK_Q4_0R8, wpe, N, C);
+            assert_memory_equal(ra, a, sizeof a);
+            fast.matmul_rows(&fast, rla, a, rw, LLM_QK_Q4_0R8, NULL, N, C, V);
+            ref.matmul_rows(&ref, rlb, a, rw, LLM_QK_Q4_0R8, NULL, N, C, V);
+            assert_memory_equal(rla, lb, sizeof lb);
+            assert_memory_equal(rlb, lb, sizeof lb);
+            free(rw);
+        }
         free(wf);
         free(w);
     }
@@ -459,6 +594,7 @@ int main(void)
         cmocka_unit_test(test_ggml_layout),
         cmocka_unit_test(test_kernels),
         cmocka_unit_test(test_kernels_exact),
+        cmocka_unit_test(test_repack_q4_0r8),
         cmocka_unit_test(test_backend_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
