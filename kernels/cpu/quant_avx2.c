@@ -271,3 +271,19 @@ TGT void llm_qk_rows_avx2(float *out, int ldo, const void *w, int dt, const llm_
         }
     }
 }
+
+/* llm_qk_dequantize_wrows for q8_0 with AVX2: rows o0..o0+n of w (C columns) into y.
+ * int8 -> float is exact and each value is one multiply by the block's scale, as in the
+ * scalar llm_qk_dequantize_row: the same floats bit for bit. */
+TGT void llm_qk_dequantize_q8_0_avx2(const void *w, int C, int64_t o0, int n, float *y)
+{
+    int nb = C / 32;
+    const llm_block_q8_0 *blk = (const llm_block_q8_0 *)w + (size_t)o0 * nb;
+    for (size_t i = 0; i < (size_t)n * nb; i++, blk++, y += 32) {
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(blk->d));
+        for (int k = 0; k < 32; k += 8) {
+            __m128i q8 = _mm_loadl_epi64((const __m128i *)(blk->q + k));
+            _mm256_storeu_ps(y + k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8))));
+        }
+    }
+}

@@ -193,6 +193,8 @@ void llm_qk_rows_r8_avx2(float *out, int ldo, const void *w, const llm_block_q8_
                          const int32_t *xs, const float *xd, int R, int nb, int o0, int o1);
 /* llm_qk_dequantize_wrows for LLM_QK_Q4_0R8 with AVX2, the same floats. */
 void llm_qk_dequantize_r8_avx2(const void *w, int C, int64_t o0, int n, float *y);
+/* llm_qk_dequantize_wrows for LLM_QK_Q8_0 with AVX2, the same floats. */
+void llm_qk_dequantize_q8_0_avx2(const void *w, int C, int64_t o0, int n, float *y);
 void llm_qk_rows_avx512(float *out, int ldo, const void *w, int dt, const llm_block_q8_0 *xq,
                         const float *xf, int R, int C, int o0, int o1, int vnni);
 

@@ -59,7 +59,7 @@ static void rows(int isa, float *out, int ldo, const void *w, int dt, const llm_
 /* Prefill: dequantize GEMM_COLS weight rows at a time into per-thread scratch and let
  * sgemm (single-threaded per call) multiply them with all N rows. */
 static int gemm_path(float *out, const float *inp, const void *w, int dt, const float *bias,
-                     int N, int C, int OC, int threads)
+                     int N, int C, int OC, int isa, int threads)
 {
     int nitems = (OC + GEMM_COLS - 1) / GEMM_COLS, nt = threads;
     float *scratch = malloc((size_t)nt * GEMM_COLS * C * sizeof(float));
@@ -71,6 +71,8 @@ static int gemm_path(float *out, const float *inp, const void *w, int dt, const 
         int o0 = it * GEMM_COLS, oc = OC - o0 < GEMM_COLS ? OC - o0 : GEMM_COLS;
         if (dt == LLM_QK_Q4_0R8)   /* this path runs from AVX2 up */
             llm_qk_dequantize_r8_avx2(w, C, o0, oc, wf);
+        else if (dt == LLM_QK_Q8_0 && isa >= LLM_QK_ISA_AVX2)
+            llm_qk_dequantize_q8_0_avx2(w, C, o0, oc, wf);
         else
             llm_qk_dequantize_wrows(dt, w, C, o0, oc, wf);
         if (bias)
@@ -99,7 +101,7 @@ int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const flo
     if ((double)N * OC * C < PAR_MIN_WORK)
         nt = 1;   /* tiny products are not worth waking threads for */
     if (isa != LLM_QK_ISA_SCALAR && N >= LLM_QK_GEMM_MIN_ROWS)
-        return gemm_path(out, inp, w, dt, bias, N, C, OC, nt);
+        return gemm_path(out, inp, w, dt, bias, N, C, OC, isa, nt);
 
     llm_block_q8_0 *xq = NULL;
     int32_t *xs = NULL;

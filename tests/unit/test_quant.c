@@ -535,6 +535,35 @@ static void test_repack_q4_0r8(void **state)
     fprintf(stderr, "# q4_0r8 matmuls checked bit for bit: %d\n", checked);
 }
 
+/* The prefill path's AVX2 q8_0 dequantization: the scalar floats bit for bit, on random
+ * blocks with every int8 value, scales from f16 subnormals to the largest f16, negative
+ * zero, and row ranges that start and end anywhere. */
+static void test_dequant_q8_0_avx2(void **state)
+{
+    (void)state;
+    if (!llm_qk_isa_ok(LLM_QK_ISA_AVX2)) {
+        print_message("# AVX2 q8_0 dequantization not tested: this CPU lacks AVX2\n");
+        return;
+    }
+    enum { OC = 13, C = 96, NB = C / 32 };
+    llm_block_q8_0 w[OC * NB];
+    tu_rng r = {23};
+    const uint16_t scales[] = {0x0001, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x7bff, 0xfbff, 0x8000, 0x2e66};
+    for (int i = 0; i < OC * NB; i++) {
+        w[i].d = i < (int)(sizeof scales / sizeof scales[0]) ? scales[i] : (uint16_t)(tu_next(&r) & 0x7bff);
+        for (int k = 0; k < 32; k++)
+            w[i].q[k] = (int8_t)(i == 1 ? k * 8 - 128 : (int)(tu_next(&r) & 0xff) - 128);
+    }
+    float want[OC * C], got[OC * C];
+    for (int o0 = 0; o0 < OC; o0++)
+        for (int n = 1; o0 + n <= OC; n += 3) {
+            llm_qk_dequantize_wrows(LLM_QK_Q8_0, w, C, o0, n, want);
+            memset(got, 0xff, sizeof got);
+            llm_qk_dequantize_q8_0_avx2(w, C, o0, n, got);
+            assert_memory_equal(got, want, (size_t)n * C * sizeof(float));
+        }
+}
+
 /* The inference ops of both CPU backends accept every weight dtype (and q4_0 repacked). */
 static void test_backend_ops(void **state)
 {
@@ -595,6 +624,7 @@ int main(void)
         cmocka_unit_test(test_kernels),
         cmocka_unit_test(test_kernels_exact),
         cmocka_unit_test(test_repack_q4_0r8),
+        cmocka_unit_test(test_dequant_q8_0_avx2),
         cmocka_unit_test(test_backend_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
