@@ -2,6 +2,7 @@
 #include "common/profile.h"
 
 #include "common/ckpt.h"
+#include "kernels/cpu/quant_kern.h"
 
 static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_EMBED_FWD] = "embed_forward",
@@ -146,10 +147,13 @@ llm_op_cost llm_cost_adamw(size_t n)
     return cost(17.0 * (double)n, 7.0 * (double)n);
 }
 
-/* Bytes of n weights stored as dtype dt (f32 when the dtype is unknown). */
+/* Bytes of n weights stored as dtype dt (f32 when the dtype is unknown; q4_0 repacked
+ * for the CPU decode kernels is as large as q4_0). */
 static double wbytes(double n, int dt)
 {
     uint64_t b;
+    if (dt == LLM_QK_Q4_0R8)
+        dt = LLM_DT_Q4_0;
     if (dt >= 0 && dt < LLM_DT_COUNT && n < 9e15 && llm_dtype_nbytes((llm_dtype)dt, (uint64_t)n, &b) == 0)
         return (double)b;
     return 4.0 * n;

@@ -344,6 +344,7 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
         llm_json_knum(&j, "allocated_peak", measured);
         if (mixed) llm_json_knum(&j, "params_lo", lo_meas);
         llm_json_knum(&j, "peak_rss", rss);
+        if (r->im) llm_json_knum(&j, "weights_repacked", (double)r->im->repack_bytes);
         if (have_dm) {
             llm_json_knum(&j, "device_used_before", dm.used_before);
             llm_json_knum(&j, "device_used_after", dm.used_after);
@@ -377,6 +378,9 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
     fprintf(out, "allocated    %12.0f %14.0f   (%+.2f%%; tracked backend allocations, peak)\n", pred,
             measured, pred > 0 ? 100.0 * (measured - pred) / pred : 0);
     fprintf(out, "peak RSS                   %14.0f\n", rss);
+    if (r->im && r->im->repack_bytes)
+        fprintf(out, "weights repacked           %14.0f   (q4_0 for the CPU decode kernels, on the heap)\n",
+                (double)r->im->repack_bytes);
     if (have_dm) {
         fprintf(out, "device used                %14.0f   (%+.0f since the profiler started; cudaMemGetInfo, "
                      "whole device)\n", dm.used_after, dm.used_after - dm.used_before);

@@ -142,6 +142,24 @@ assert all(e["dur"] >= 0 and "layer" in e["args"] for e in ops)
 assert any(e["name"] == "attention_rows" for e in ops)
 P
     grep -q 'mode decode' "$TMP/d.txt" && ok "decode table heading" || notok "decode table"
+    # q4_0 weights: repacked for the fast kernels under the profiler too, byte counts as q4_0
+    if llm-quantize "$M" "$TMP/q4.llmk" --type q4_0 2>"$TMP/err"; then
+      for rp in 1 0; do
+        LLM_Q4_REPACK=$rp llm-profile "$TMP/q4.llmk" -b 2 -t 32 --mode decode -j 1 $PK --json \
+          >"$TMP/q$rp.json" 2>"$TMP/err" || notok "q4_0 decode profile (LLM_Q4_REPACK=$rp): $(cat "$TMP/err")"
+      done
+      "$PY" - "$TMP/q1.json" "$TMP/q0.json" <<'P' && ok "q4_0 decode profile: repacked when asked, same byte counts" || notok "q4_0 repack under the profiler"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["memory"]["measured"]["weights_repacked"] > 0, a["memory"]
+assert b["memory"]["measured"]["weights_repacked"] == 0, b["memory"]
+ga = sum(o["gb"] for o in a["ops"] if o["op"] == "matmul_rows")
+gb = sum(o["gb"] for o in b["ops"] if o["op"] == "matmul_rows")
+assert ga > 0 and abs(ga - gb) <= 1e-9 * gb, (ga, gb)
+P
+    else
+      notok "llm-quantize q4_0: $(cat "$TMP/err")"
+    fi
     expect_exit "decode past max_seq_len exits 64" 64 llm-profile "$M" -t 32 --mode decode -s 40 $PK
   else
     notok "tiny training failed: $(tail -c 300 "$TMP/err")"
