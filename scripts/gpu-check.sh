@@ -13,8 +13,9 @@
 #         1. gpu_check: every CUDA op against the fp64 reference and cpu-ref, the
 #            mixed-precision ops (cast_lo bit-exact, lo GEMMs) and device_stats
 #         2. 20 training steps of a small model on cuda and cpu, same init: losses <= 1e-4
-#            (fp32), <= 2e-2 (--precision bf16 and fp16, when llm-train has it); the cuda
-#            run's metrics carry the gpu_* fields, the cpu run's none
+#            (fp32), <= 2e-2 (--precision bf16 and fp16, when llm-train has it; bf16 also
+#            with LLM_CUDA_FLASH=0); the cuda run's metrics carry the gpu_* fields, the cpu
+#            run's none
 #         3. llm-infer: greedy KV-cache decode and --eval on cuda equal to cpu
 #         4. host CPU: model and SIMD flags; the quantized-kernel unit test (AVX2, AVX-512,
 #            VNNI paths against the scalar reference, skipping what the CPU lacks)
@@ -242,6 +243,13 @@ else
       r=$(cmp_losses "$REP_DIR/tiny-$p-cuda.jsonl" "$REP_DIR/tiny-cuda.jsonl" 1)
       row "train cuda $p vs fp32" INFO "$r"
     done
+    # the attention's batched-GEMM form end to end (the fused kernel is the default)
+    rm -rf "$REP_DIR/tiny-bf16-nf" "$REP_DIR/tiny-bf16-nf.jsonl"
+    LLM_CUDA_FLASH=0 env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/llm-train" --config "$REP_DIR/tiny-bf16-cuda.yaml" \
+      --precision bf16 -o "$REP_DIR/tiny-bf16-nf" --metrics "$REP_DIR/tiny-bf16-nf.jsonl" >>"$LOG" 2>&1
+    if r=$(cmp_losses "$REP_DIR/tiny-bf16-nf.jsonl" "$REP_DIR/tiny-bf16-cpu.jsonl" 2e-2); then
+      row "train cuda=cpu (bf16, no flash)" PASS "$r (bound 2e-2)"
+    else row "train cuda=cpu (bf16, no flash)" FAIL "$r (bound 2e-2)"; fi
   fi
 fi
 
