@@ -92,34 +92,55 @@ extern "C" unsigned lc_warp_blocks(size_t rows, unsigned threads)
     return (unsigned)((rows * LC_WARP + threads - 1) / threads);
 }
 
+extern "C" lc_att_dims lc_att_dims_of(lc_ctx *c, int lo, int T, int C, int NH)
+{
+    lc_att_dims a = {c, lo, T, C / NH, NH, (long long)T * T};
+    return a;
+}
+
+extern "C" void lc_att_xyt(const lc_att_dims *a, float *S, float alpha, const void *X, int ldx,
+                           const void *Y, int ldy)
+{
+    lc_lo_gemm_batched(a->c, a->lo, 0, 1, a->T, a->T, a->hs, alpha, X, ldx, a->hs, Y, ldy, a->hs,
+                       0.0f, S, a->T, a->tt, a->NH);
+}
+
+extern "C" void lc_att_py(const lc_att_dims *a, float *O, int ldo, float beta, const void *P,
+                          const void *Y, int ldy)
+{
+    lc_lo_gemm_batched(a->c, a->lo, 0, 0, a->T, a->hs, a->T, 1.0f, P, a->T, a->tt, Y, ldy, a->hs,
+                       beta, O, ldo, a->hs, a->NH);
+}
+
+extern "C" void lc_att_pty(const lc_att_dims *a, float *O, int ldo, const void *P, const void *Y,
+                           int ldy)
+{
+    lc_lo_gemm_batched(a->c, a->lo, 1, 0, a->T, a->hs, a->T, 1.0f, P, a->T, a->tt, Y, ldy, a->hs,
+                       1.0f, O, ldo, a->hs, a->NH);
+}
+
 static void lc_attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,
                                     int B, int T, int C, int NH, int lo)
 {
     lc_ctx *c = lc_get(be);
     if (!lc_att_lo_ok(c, B, T, C, NH, lo, "attention_forward_lo: lo is neither bf16 nor f16"))
         return;
-    int hs = C / NH;
-    float scale = 1.0f / sqrtf((float)hs);
-    long long tt = (long long)T * T;
+    lc_att_dims a = lc_att_dims_of(c, lo, T, C, NH);
+    float scale = 1.0f / sqrtf((float)a.hs);
     size_t nq = (size_t)B * T * 3 * C, rows = (size_t)NH * T;
     uint16_t *q = (uint16_t *)lc_lo_buf(c, 0, nq * 2);
-    uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * tt * 2);
+    uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * a.tt * 2);
     if (!q || !p || lc_lo_cast(c, q, qkv, nq, lo)) return;
     const unsigned threads = 256;   /* 8 rows per block */
     for (int b = 0; b < B; b++) {
         const uint16_t *qb = q + (size_t)b * T * 3 * C, *kb = qb + C, *vb = qb + 2 * C;
-        float *a = att + (size_t)b * NH * tt;
-        /* S_h(T,T) = scale * Q_h K_h^T, head h hs elements further in each row */
-        lc_lo_gemm_batched(c, lo, 0, 1, T, T, hs, scale, qb, 3 * C, hs, kb, 3 * C, hs, 0.0f,
-                           a, T, tt, NH);
-        if (lo == LC_DT_BF16)
-            lc_softmax_lo_kernel<LC_DT_BF16><<<lc_warp_blocks(rows, threads), threads, 0, c->stream>>>(a, p, rows, T);
-        else
-            lc_softmax_lo_kernel<LC_DT_F16><<<lc_warp_blocks(rows, threads), threads, 0, c->stream>>>(a, p, rows, T);
+        float *ab = att + (size_t)b * NH * a.tt;
+        lc_att_xyt(&a, ab, scale, qb, 3 * C, kb, 3 * C);   /* S_h = scale Q_h K_h^T */
+        LC_LAUNCH_LO(c, lo, lc_softmax_lo_kernel, lc_warp_blocks(rows, threads), threads, ab, p,
+                     rows, T);
         if (LC_LAUNCHED(c)) return;
-        /* out_h(T,hs) = lo(P_h)(T,T) V_h(T,hs), into out (B,T,C) at column h*hs */
-        lc_lo_gemm_batched(c, lo, 0, 0, T, hs, T, 1.0f, p, T, tt, vb, 3 * C, hs, 0.0f,
-                           out + (size_t)b * T * C, C, hs, NH);
+        /* out_h = lo(P_h) V_h, into out (B,T,C) at column h*hs */
+        lc_att_py(&a, out + (size_t)b * T * C, C, 0.0f, p, vb, 3 * C);
     }
 }
 
@@ -130,16 +151,15 @@ static void lc_attention_backward_lo(llm_backend *be, float *dqkv, const float *
     lc_ctx *c = lc_get(be);
     if (!lc_att_lo_ok(c, B, T, C, NH, lo, "attention_backward_lo: lo is neither bf16 nor f16"))
         return;
-    int hs = C / NH;
-    float scale = 1.0f / sqrtf((float)hs);
-    long long tt = (long long)T * T;
+    lc_att_dims a = lc_att_dims_of(c, lo, T, C, NH);
+    float scale = 1.0f / sqrtf((float)a.hs);
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, rows = (size_t)NH * T;
     uint16_t *q = (uint16_t *)lc_lo_buf(c, 0, nq * 2);
     uint16_t *d = (uint16_t *)lc_lo_buf(c, 1, no * 2);
-    uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * tt * 2);
-    uint16_t *ds = (uint16_t *)lc_lo_buf(c, 3, (size_t)NH * tt * 2);
+    uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * a.tt * 2);
+    uint16_t *ds = (uint16_t *)lc_lo_buf(c, 3, (size_t)NH * a.tt * 2);
     /* the fp32 datt of one batch row; the stream orders its reuse across b */
-    float *datt = (float *)lc_scratch(c, (size_t)NH * tt * sizeof(float));
+    float *datt = (float *)lc_scratch(c, (size_t)NH * a.tt * sizeof(float));
     if (!q || !d || !p || !ds || !datt || lc_lo_cast(c, q, qkv, nq, lo) ||
         lc_lo_cast(c, d, dout, no, lo))
         return;
@@ -148,25 +168,16 @@ static void lc_attention_backward_lo(llm_backend *be, float *dqkv, const float *
         const uint16_t *qb = q + (size_t)b * T * 3 * C, *kb = qb + C, *vb = qb + 2 * C;
         const uint16_t *db = d + (size_t)b * T * C;
         float *dq = dqkv + (size_t)b * T * 3 * C, *dk = dq + C, *dv = dq + 2 * C;
-        const float *a = att + (size_t)b * NH * tt;
-        /* datt_h(T,T) = dO_h V_h^T */
-        lc_lo_gemm_batched(c, lo, 0, 1, T, T, hs, 1.0f, db, C, hs, vb, 3 * C, hs, 0.0f,
-                           datt, T, tt, NH);
-        /* dV_h += lo(P_h)^T dO_h */
-        if (lc_lo_cast(c, p, a, (size_t)NH * tt, lo)) return;
-        lc_lo_gemm_batched(c, lo, 1, 0, T, hs, T, 1.0f, p, T, tt, db, C, hs, 1.0f, dv, 3 * C,
-                           hs, NH);
+        const float *ab = att + (size_t)b * NH * a.tt;
+        lc_att_xyt(&a, datt, 1.0f, db, C, vb, 3 * C);          /* datt_h = dO_h V_h^T */
+        if (lc_lo_cast(c, p, ab, (size_t)NH * a.tt, lo)) return;
+        lc_att_pty(&a, dv, 3 * C, p, db, C);                    /* dV_h += lo(P_h)^T dO_h */
         /* dS = lo(scale * P (datt - rowsum(P datt))) */
-        if (lo == LC_DT_BF16)
-            lc_softmax_bwd_lo_kernel<LC_DT_BF16><<<lc_warp_blocks(rows, threads), threads, 0, c->stream>>>(ds, datt, a, rows, T, scale);
-        else
-            lc_softmax_bwd_lo_kernel<LC_DT_F16><<<lc_warp_blocks(rows, threads), threads, 0, c->stream>>>(ds, datt, a, rows, T, scale);
+        LC_LAUNCH_LO(c, lo, lc_softmax_bwd_lo_kernel, lc_warp_blocks(rows, threads), threads, ds,
+                     datt, ab, rows, T, scale);
         if (LC_LAUNCHED(c)) return;
-        /* dQ_h += dS_h K_h ; dK_h += dS_h^T Q_h */
-        lc_lo_gemm_batched(c, lo, 0, 0, T, hs, T, 1.0f, ds, T, tt, kb, 3 * C, hs, 1.0f, dq,
-                           3 * C, hs, NH);
-        lc_lo_gemm_batched(c, lo, 1, 0, T, hs, T, 1.0f, ds, T, tt, qb, 3 * C, hs, 1.0f, dk,
-                           3 * C, hs, NH);
+        lc_att_py(&a, dq, 3 * C, 1.0f, ds, kb, 3 * C);          /* dQ_h += dS_h K_h */
+        lc_att_pty(&a, dk, 3 * C, ds, qb, 3 * C);               /* dK_h += dS_h^T Q_h */
     }
 }
 

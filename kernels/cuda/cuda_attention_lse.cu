@@ -97,12 +97,6 @@ __global__ void lc_dsoftmax_lse_kernel(uint16_t *ds, const float *dP, const floa
         o[j] = lc_to_lo<LO>(j <= t ? scale * p[j] * (d[j] - dd) : 0.0f);
 }
 
-#define LC_LAUNCH_LO(lo, kern, grid, block, ...)                                              \
-    do {                                                                                      \
-        if ((lo) == LC_DT_BF16) kern<LC_DT_BF16><<<(grid), (block), 0, c->stream>>>(__VA_ARGS__); \
-        else kern<LC_DT_F16><<<(grid), (block), 0, c->stream>>>(__VA_ARGS__);               \
-    } while (0)
-
 /* the fused kernels (cuda_flash.cu): 0 when they ran, 1 when the shape is not theirs, -1
  * after an error (recorded); lc_flash_fits: whether the shape is theirs */
 extern "C" int lc_flash_fits(int C, int NH);
@@ -118,9 +112,8 @@ static void lc_attention_forward_lse(llm_backend *be, float *out, float *lse, co
     lc_ctx *c = lc_get(be);
     if (!lc_att_lo_ok(c, B, T, C, NH, lo, "attention_forward_lse: lo is neither bf16 nor f16"))
         return;
-    int hs = C / NH;
-    float scale = 1.0f / sqrtf((float)hs);
-    long long tt = (long long)T * T;
+    lc_att_dims a = lc_att_dims_of(c, lo, T, C, NH);
+    float scale = 1.0f / sqrtf((float)a.hs);
     size_t nq = (size_t)B * T * 3 * C, rows = (size_t)NH * T;
     uint16_t *q = (uint16_t *)lc_lo_buf(c, 0, nq * 2);
     if (!q || lc_lo_cast(c, q, qkv, nq, lo)) return;
@@ -128,19 +121,17 @@ static void lc_attention_forward_lse(llm_backend *be, float *out, float *lse, co
         lc_flash_forward(c, out, lse, q, B, T, C, NH, lo);
         return;
     }
-    uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * tt * 2);
-    float *S = (float *)lc_scratch(c, (size_t)NH * tt * sizeof(float));
+    uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * a.tt * 2);
+    float *S = (float *)lc_scratch(c, (size_t)NH * a.tt * sizeof(float));
     if (!p || !S) return;
     const unsigned threads = 256;
     for (int b = 0; b < B; b++) {
         const uint16_t *qb = q + (size_t)b * T * 3 * C, *kb = qb + C, *vb = qb + 2 * C;
-        lc_lo_gemm_batched(c, lo, 0, 1, T, T, hs, scale, qb, 3 * C, hs, kb, 3 * C, hs, 0.0f,
-                           S, T, tt, NH);
-        LC_LAUNCH_LO(lo, lc_softmax_lse_kernel, lc_warp_blocks(rows, threads), threads, S, p,
+        lc_att_xyt(&a, S, scale, qb, 3 * C, kb, 3 * C);
+        LC_LAUNCH_LO(c, lo, lc_softmax_lse_kernel, lc_warp_blocks(rows, threads), threads, S, p,
                      lse + (size_t)b * rows, rows, T);
         if (LC_LAUNCHED(c)) return;
-        lc_lo_gemm_batched(c, lo, 0, 0, T, hs, T, 1.0f, p, T, tt, vb, 3 * C, hs, 0.0f,
-                           out + (size_t)b * T * C, C, hs, NH);
+        lc_att_py(&a, out + (size_t)b * T * C, C, 0.0f, p, vb, 3 * C);
     }
     c->flash_runs[1]++;
 }
@@ -152,9 +143,8 @@ static void lc_attention_backward_lse(llm_backend *be, float *dqkv, const float 
     lc_ctx *c = lc_get(be);
     if (!lc_att_lo_ok(c, B, T, C, NH, lo, "attention_backward_lse: lo is neither bf16 nor f16"))
         return;
-    int hs = C / NH;
-    float scale = 1.0f / sqrtf((float)hs);
-    long long tt = (long long)T * T;
+    lc_att_dims a = lc_att_dims_of(c, lo, T, C, NH);
+    float scale = 1.0f / sqrtf((float)a.hs);
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, rows = (size_t)NH * T;
     size_t nD = (size_t)B * NH * T;
     const unsigned threads = 256;
@@ -162,7 +152,7 @@ static void lc_attention_backward_lse(llm_backend *be, float *dqkv, const float 
     uint16_t *d = (uint16_t *)lc_lo_buf(c, 1, no * 2);
     int flash = !c->flash_off && lc_flash_fits(C, NH);
     /* scratch: D (B,NH,T), then for the GEMM form the scores/P and dP of one batch row */
-    float *D = (float *)lc_scratch(c, (nD + (flash ? 0 : 2 * (size_t)NH * tt)) * sizeof(float));
+    float *D = (float *)lc_scratch(c, (nD + (flash ? 0 : 2 * (size_t)NH * a.tt)) * sizeof(float));
     if (!q || !d || !D || lc_lo_cast(c, q, qkv, nq, lo) || lc_lo_cast(c, d, dout, no, lo))
         return;
     lc_rowdot_kernel<<<lc_warp_blocks(nD, threads), threads, 0, c->stream>>>(D, dout, out, B, T, C, NH);
@@ -171,33 +161,26 @@ static void lc_attention_backward_lse(llm_backend *be, float *dqkv, const float 
         lc_flash_backward(c, dqkv, q, d, lse, D, B, T, C, NH, lo);
         return;
     }
-    float *S = D + nD, *dP = S + (size_t)NH * tt;
-    uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * tt * 2);
-    uint16_t *ds = (uint16_t *)lc_lo_buf(c, 3, (size_t)NH * tt * 2);
+    float *S = D + nD, *dP = S + (size_t)NH * a.tt;
+    uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * a.tt * 2);
+    uint16_t *ds = (uint16_t *)lc_lo_buf(c, 3, (size_t)NH * a.tt * 2);
     if (!p || !ds) return;
     for (int b = 0; b < B; b++) {
         const uint16_t *qb = q + (size_t)b * T * 3 * C, *kb = qb + C, *vb = qb + 2 * C;
         const uint16_t *db = d + (size_t)b * T * C;
         float *dq = dqkv + (size_t)b * T * 3 * C, *dk = dq + C, *dv = dq + 2 * C;
         /* S = scale Q K^T again, then P = exp(S - lse) in place and lo(P) */
-        lc_lo_gemm_batched(c, lo, 0, 1, T, T, hs, scale, qb, 3 * C, hs, kb, 3 * C, hs, 0.0f,
-                           S, T, tt, NH);
-        LC_LAUNCH_LO(lo, lc_lse_probs_kernel, lc_warp_blocks(rows, threads), threads, S, p,
+        lc_att_xyt(&a, S, scale, qb, 3 * C, kb, 3 * C);
+        LC_LAUNCH_LO(c, lo, lc_lse_probs_kernel, lc_warp_blocks(rows, threads), threads, S, p,
                      lse + (size_t)b * rows, rows, T);
         if (LC_LAUNCHED(c)) return;
-        /* dV_h += lo(P_h)^T dO_h ; dP_h = dO_h V_h^T */
-        lc_lo_gemm_batched(c, lo, 1, 0, T, hs, T, 1.0f, p, T, tt, db, C, hs, 1.0f, dv, 3 * C,
-                           hs, NH);
-        lc_lo_gemm_batched(c, lo, 0, 1, T, T, hs, 1.0f, db, C, hs, vb, 3 * C, hs, 0.0f, dP, T,
-                           tt, NH);
-        LC_LAUNCH_LO(lo, lc_dsoftmax_lse_kernel, lc_warp_blocks(rows, threads), threads, ds, dP,
+        lc_att_pty(&a, dv, 3 * C, p, db, C);            /* dV_h += lo(P_h)^T dO_h */
+        lc_att_xyt(&a, dP, 1.0f, db, C, vb, 3 * C);     /* dP_h = dO_h V_h^T */
+        LC_LAUNCH_LO(c, lo, lc_dsoftmax_lse_kernel, lc_warp_blocks(rows, threads), threads, ds, dP,
                      S, D + (size_t)b * rows, rows, T, scale);
         if (LC_LAUNCHED(c)) return;
-        /* dQ_h += dS_h K_h ; dK_h += dS_h^T Q_h */
-        lc_lo_gemm_batched(c, lo, 0, 0, T, hs, T, 1.0f, ds, T, tt, kb, 3 * C, hs, 1.0f, dq,
-                           3 * C, hs, NH);
-        lc_lo_gemm_batched(c, lo, 1, 0, T, hs, T, 1.0f, ds, T, tt, qb, 3 * C, hs, 1.0f, dk,
-                           3 * C, hs, NH);
+        lc_att_py(&a, dq, 3 * C, 1.0f, ds, kb, 3 * C);  /* dQ_h += dS_h K_h */
+        lc_att_pty(&a, dk, 3 * C, ds, qb, 3 * C);       /* dK_h += dS_h^T Q_h */
     }
     c->flash_runs[1]++;
 }

@@ -360,9 +360,13 @@ template <int LO, int HS>
 static int fl_fwd(lc_ctx *c, float *out, float *lse, const uint16_t *q, int B, int T, int C, int NH)
 {
     size_t sm = fl_fwd_smem<HS>();
-    if (LC_CK(c, cudaFuncSetAttribute(lc_flash_fwd_kernel<LO, HS>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
-        return -1;
+    static int attr_set;   /* the shared-memory opt-in, once per kernel (per process) */
+    if (!attr_set) {
+        if (LC_CK(c, cudaFuncSetAttribute(lc_flash_fwd_kernel<LO, HS>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
+            return -1;
+        attr_set = 1;
+    }
     dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
     lc_flash_fwd_kernel<LO, HS><<<grid, FL_THREADS, sm, c->stream>>>(out, lse, q, T, C, NH,
                                                                       1.0f / sqrtf((float)HS));
@@ -374,11 +378,15 @@ static int fl_bwd(lc_ctx *c, float *dqkv, const uint16_t *q, const uint16_t *d, 
                   const float *D, int B, int T, int C, int NH)
 {
     size_t sm = fl_bwd_smem<HS>();
-    if (LC_CK(c, cudaFuncSetAttribute(lc_flash_bwd_kv_kernel<LO, HS>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)) ||
-        LC_CK(c, cudaFuncSetAttribute(lc_flash_bwd_q_kernel<LO, HS>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
-        return -1;
+    static int attr_set;
+    if (!attr_set) {
+        if (LC_CK(c, cudaFuncSetAttribute(lc_flash_bwd_kv_kernel<LO, HS>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)) ||
+            LC_CK(c, cudaFuncSetAttribute(lc_flash_bwd_q_kernel<LO, HS>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
+            return -1;
+        attr_set = 1;
+    }
     dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
     float scale = 1.0f / sqrtf((float)HS);
     lc_flash_bwd_kv_kernel<LO, HS><<<grid, FL_THREADS, sm, c->stream>>>(dqkv, q, d, lse, D, T, C, NH, scale);

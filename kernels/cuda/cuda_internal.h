@@ -135,6 +135,25 @@ extern "C" void lc_lo_gemm_batched(lc_ctx *c, int lo, int ta, int tb, int m, int
                                    int ldc, long long sC, int batch);
 extern "C" int lc_att_lo_ok(lc_ctx *c, int B, int T, int C, int NH, int lo, const char *op);
 extern "C" unsigned lc_warp_blocks(size_t rows, unsigned threads);
+/* The products of one batch row of the lo attention, all heads at once (strided-batched
+ * over NH, lo operands, fp32 results).  X, Y: T rows holding head h's hs columns at
+ * h*hs, row strides ldx, ldy (elements); P: (NH,T,T) lo; S: (NH,T,T) fp32; O: T rows,
+ * head h at h*hs, row stride ldo. */
+typedef struct {
+    lc_ctx *c;
+    int lo, T, hs, NH;
+    long long tt;   /* T*T */
+} lc_att_dims;
+extern "C" lc_att_dims lc_att_dims_of(lc_ctx *c, int lo, int T, int C, int NH);
+/* S_h = alpha X_h Y_h^T */
+extern "C" void lc_att_xyt(const lc_att_dims *a, float *S, float alpha, const void *X, int ldx,
+                           const void *Y, int ldy);
+/* O_h = P_h Y_h + beta O_h */
+extern "C" void lc_att_py(const lc_att_dims *a, float *O, int ldo, float beta, const void *P,
+                          const void *Y, int ldy);
+/* O_h += P_h^T Y_h */
+extern "C" void lc_att_pty(const lc_att_dims *a, float *O, int ldo, const void *P, const void *Y,
+                           int ldy);
 /* Release what cuda_lo.cu / cuda_stats.cu hold in c (plans, lo buffers, NVML). */
 extern "C" void lc_lo_release(lc_ctx *c);
 extern "C" void lc_stats_release(lc_ctx *c);

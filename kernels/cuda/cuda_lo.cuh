@@ -30,4 +30,11 @@ __device__ __forceinline__ uint16_t lc_to_lo(float x)
     return LO == LC_DT_BF16 ? lc_to_bf16(x) : lc_to_f16(x);
 }
 
+/* kern<LO><<<grid, block, 0, c->stream>>>(...) for the run-time lo (bf16 or f16). */
+#define LC_LAUNCH_LO(c, lo, kern, grid, block, ...)                                           \
+    do {                                                                                      \
+        if ((lo) == LC_DT_BF16) kern<LC_DT_BF16><<<(grid), (block), 0, (c)->stream>>>(__VA_ARGS__); \
+        else kern<LC_DT_F16><<<(grid), (block), 0, (c)->stream>>>(__VA_ARGS__);             \
+    } while (0)
+
 #endif
