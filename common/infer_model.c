@@ -150,9 +150,9 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
         llm_err(st, LLM_ENOMEM, "out of memory");
         goto fail;
     }
-    /* the fast CPU backend's decode kernels may want some weights repacked (also under
-     * llm-profile, whose wrapper of it is named "profile(cpu)") */
-    if (be->name && (strcmp(be->name, "cpu") == 0 || strcmp(be->name, "profile(cpu)") == 0)) {
+    /* a backend whose decode kernels take q4_0 repacked in groups of 8 rows (the fast CPU
+     * one, also through llm-profile's wrapper) may get those weights repacked */
+    if (be->infer_dtype_ok && be->infer_dtype_ok(be, LLM_QK_Q4_0R8)) {
         const char *rp = getenv("LLM_Q4_REPACK");
         m->repack_mode = rp && *rp ? atoi(rp) != 0 : -1;
         if (!(m->rep = calloc((size_t)m->cfg.n_layer * 12 + 4, sizeof *m->rep))) {

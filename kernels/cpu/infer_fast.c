@@ -236,6 +236,13 @@ __attribute__((target("avx2,fma"))) static void axpy_avx(float *y, float a, cons
         y[d] += a * x[d];
 }
 
+/* The reference's dtypes and q4_0 repacked in groups of 8 rows (LLM_QK_Q4_0R8), which
+ * the decode kernels here read faster; common/infer_model.c repacks when this says so. */
+static int fast_dtype_ok(llm_backend *be, int dt)
+{
+    return dt == LLM_QK_Q4_0R8 || llm_infer_ref_dtype_ok(be, dt);
+}
+
 static void fast_attention_rows(llm_backend *be, float *out, const float *qkv,
                                 const float *kcache, const float *vcache, const int32_t *slot,
                                 const int32_t *pos, int N, int C, int NH, int maxT)
@@ -289,7 +296,7 @@ static void fast_attention_rows(llm_backend *be, float *out, const float *qkv,
 
 void llm_backend_cpu_infer_init(llm_backend *be, int reference)
 {
-    be->infer_dtype_ok = llm_infer_ref_dtype_ok;
+    be->infer_dtype_ok = reference ? llm_infer_ref_dtype_ok : fast_dtype_ok;
     be->embed_rows = llm_infer_ref_embed_rows;
     be->kv_store = llm_infer_ref_kv_store;
     if (reference) {

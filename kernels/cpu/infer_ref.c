@@ -11,10 +11,12 @@
 #include "kernels/cpu/infer_kern.h"
 #include "kernels/cpu/quant_kern.h"
 
+/* The file dtypes (bf16/f16/q8_0/q4_0: quant_*.c); the repacked q4_0 layout is the fast
+ * backend's (fast_dtype_ok), which is how llm-infer knows to repack for it. */
 int llm_infer_ref_dtype_ok(llm_backend *be, int dt)
 {
     (void)be;
-    return dt == LLM_IK_F32 || llm_qk_dtype_ok(dt);   /* bf16/f16/q8_0/q4_0: quant_*.c */
+    return dt == LLM_IK_F32 || (llm_qk_dtype_ok(dt) && dt != LLM_QK_Q4_0R8);
 }
 
 void llm_infer_ref_embed_rows(llm_backend *be, float *out, const int32_t *ids, const int32_t *pos,
