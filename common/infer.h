@@ -67,8 +67,9 @@ int llm_infer_backend_ready(llm_backend *be, llm_status *st);
  * LLM_EDATA (corrupt file, missing tensor, wrong shape, dtype the backend cannot use:
  * the tensor is named), LLM_ENODEV (backend without inference kernels), LLM_ENOMEM.
  * verify != 0 checks every crc32.  A file without a tokenizer opens (tok NULL).
- * On the "cpu" backend, q4_0 weights are repacked into heap buffers for the decode
- * kernels when the CPU prefers it (AVX2 without AVX-512; LLM_Q4_REPACK=0 never, =1
+ * On a backend whose infer_dtype_ok takes the repacked layout (the fast "cpu" one, also
+ * under llm-profile's wrapper), q4_0 weights are repacked into heap buffers for the
+ * decode kernels when the CPU prefers it (AVX2 without AVX-512; LLM_Q4_REPACK=0 never, =1
  * whenever the CPU has AVX2): the same weights, the same results bit for bit as the
  * scalar kernels; repack_bytes counts them. */
 int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *be, int verify,
