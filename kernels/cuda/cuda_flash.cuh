@@ -74,7 +74,7 @@ template <int HS>
 static inline size_t fl_fwd_smem()
 {
     return (size_t)(FL_BM + 2 * FL_BN) * (HS + 8) * 2 + (size_t)FL_BM * FL_LDS * 4 +
-           (size_t)FL_BM * FL_LDP * 2 + (size_t)FL_BM * (HS + 4) * 4 + 2 * FL_BM * 4;
+           (size_t)FL_BM * FL_LDP * 2 + (size_t)FL_BM * (HS + 4) * 4 + 3 * FL_BM * 4;
 }
 
 template <int LO, int HS>
@@ -88,6 +88,7 @@ lc_flash_fwd_kernel(float *out, float *lse, const uint16_t *qkv, int T, int C, i
     float *S = (float *)(Vs + FL_BN * LDH);
     uint16_t *Ps = (uint16_t *)(S + FL_BM * FL_LDS);
     float *O = (float *)(Ps + FL_BM * FL_LDP), *mrow = O + FL_BM * LDO, *lrow = mrow + FL_BM;
+    float *arow = lrow + FL_BM;   /* each row's rescale factor of this key tile */
     int q0 = blockIdx.x * FL_BM, h = blockIdx.y, b = blockIdx.z;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     size_t C3 = 3 * (size_t)C;
@@ -103,30 +104,42 @@ lc_flash_fwd_kernel(float *out, float *lse, const uint16_t *qkv, int T, int C, i
         __syncthreads();
         fl_strip_abt<LO, HS>(S + warp * 16 * FL_LDS, Qs + warp * 16 * LDH, LDH, Ks, LDH);
         __syncwarp();
-        for (int r = 0; r < 16; r++) {
-            int row = warp * 16 + r, rg = q0 + row;
-            float m_old = mrow[row], l_old = lrow[row], v[2];
-            float mx = -INFINITY;
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                int cidx = lane + 32 * u, cg = j0 + cidx;
-                v[u] = (cg <= rg && cg < T) ? S[row * FL_LDS + cidx] * scale : -INFINITY;
-                mx = fmaxf(mx, v[u]);
-            }
-            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            float m_new = fmaxf(m_old, mx);   /* finite: column 0 is in the first tile */
+        /* the online softmax of this warp's 16 rows, two lanes per row: lane 2r + k has
+         * row r's columns k, k + 2, ... (few shared-memory bank conflicts, one shuffle
+         * per reduction); the running max m and sum l, the partial probabilities
+         * lo(exp(S - m)) into Ps and the factor rescaling the row's O into arow */
+        {
+            int half = lane & 1, row = warp * 16 + (lane >> 1);
+            int lim = min(q0 + row, T - 1) - j0;   /* columns <= lim: causal and < T */
+            const float *srow = S + row * FL_LDS;
+            uint16_t *prow = Ps + row * FL_LDP;
+            float m_old = mrow[row], mx = -INFINITY;
+#pragma unroll 8
+            for (int c = half; c < FL_BN; c += 2)
+                if (c <= lim) mx = fmaxf(mx, srow[c] * scale);
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            float m_new = fmaxf(m_old, mx);   /* finite: column 0 (j0) <= lim in every tile */
             float sum = 0.0f;
-#pragma unroll
-            for (int u = 0; u < 2; u++) {
-                float p = v[u] == -INFINITY ? 0.0f : expf(v[u] - m_new);
+#pragma unroll 8
+            for (int c = half; c < FL_BN; c += 2) {
+                float p = c <= lim ? expf(srow[c] * scale - m_new) : 0.0f;
                 sum += p;
-                Ps[row * FL_LDP + lane + 32 * u] = lc_to_lo<LO>(p);
+                prow[c] = lc_to_lo<LO>(p);
             }
-            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
-            for (int i = lane; i < HS; i += 32) O[row * LDO + i] *= alpha;
-            __syncwarp();
-            if (lane == 0) { mrow[row] = m_new; lrow[row] = l_old * alpha + sum; }
+            if (!half) {
+                mrow[row] = m_new;
+                lrow[row] = lrow[row] * alpha + sum;
+                arow[row] = alpha;
+            }
+        }
+        __syncwarp();
+        for (int r = 0; r < 16; r++) {   /* O *= alpha row by row, lanes along the row */
+            int row = warp * 16 + r;
+            float alpha = arow[row];
+            if (alpha != 1.0f)
+                for (int i = lane; i < HS; i += 32) O[row * LDO + i] *= alpha;
         }
         __syncwarp();
         /* O strip += P strip (16 x 64) V (64 x HS) */
