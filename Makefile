@@ -36,6 +36,9 @@ ifeq ($(CUDA),auto)
     CUDA := 0
   endif
 endif
+# CUDA=emu: the CUDA backend's .cu files compiled by the host C++ compiler against
+# tests/emu (kernels run on the CPU, cuBLAS computed on the CPU), into $(B)/emu: a
+# GPU-less build of everything CUDA, for tests (see tests/emu/cuda_emu.h).  No nvcc.
 
 VERSION := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
 
@@ -45,6 +48,10 @@ else ifeq ($(DEBUG),1)
   B := build/debug
 else
   B := build
+endif
+
+ifeq ($(CUDA),emu)
+  B := $(B)/emu
 endif
 
 OPT      := -O2
@@ -70,6 +77,10 @@ ifeq ($(CUDA),1)
                -gencode arch=compute_90,code=compute_90
   LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
   CU_SRC    := $(wildcard kernels/cuda/*.cu)
+else ifeq ($(CUDA),emu)
+  CPPFLAGS  += -DLLM_CUDA=1 -DLLM_CUDA_EMU=1
+  CU_SRC    := $(wildcard kernels/cuda/*.cu)
+  LDLIBS    += -lstdc++
 else
   CU_SRC    :=
 endif
@@ -102,6 +113,9 @@ endif
 
 LIB_SRC  := $(wildcard common/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(CU_SRC:%.cu=$(B)/%.cu.o)
+ifeq ($(CUDA),emu)
+  LIB_OBJ += $(B)/tests/emu/cuda_emu.o $(B)/tests/emu/cuda_rt.o $(B)/tests/emu/cublas_emu.o
+endif
 LIB      := $(B)/libllmkit.a
 CMD_SRC  := $(wildcard cmd/llm-*.c)
 ifeq ($(B),build)
@@ -136,9 +150,22 @@ $(B)/%.o: %.c $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+ifeq ($(CUDA),emu)
+# every CUDA source rewritten (launches -> emu_call) into $(B)/emu-src, which comes first
+# on the include path so that the .cu files include the rewritten headers too
+EMU_SRC_IN := $(wildcard kernels/cuda/*.cu kernels/cuda/*.cuh kernels/cuda/*.h tests/gpu/*.cu)
+EMU_SRC    := $(EMU_SRC_IN:%=$(B)/emu-src/%)
+$(B)/emu-src/%: % tests/emu/unchevron.py
+	@mkdir -p $(@D)
+	python3 tests/emu/unchevron.py $< $@
+$(B)/%.cu.o: $(B)/emu-src/%.cu $(EMU_SRC) $(BUILD_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) -x c++ -I$(B)/emu-src -Itests/emu/include $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+else
 $(B)/%.cu.o: %.cu $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
+endif
 
 # The version lives in one object that depends on a stamp rewritten when `git describe`
 # changes, so every program reports the commit it was built from.
@@ -175,7 +202,7 @@ UNITS_CXX    := $(UNIT_CXX_SRC:tests/unit/%.cpp=$(B)/tests/%)
 EMU_OBJ      := $(B)/tests/emu/cuda_emu.o $(B)/tests/gpu/ref64.o
 $(B)/tests/emu/%.o: tests/emu/%.cpp $(BUILD_STAMP)
 	@mkdir -p $(@D)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+	$(CXX) -Itests/emu/include $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 $(B)/tests/unit/%.o: tests/unit/%.cpp $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) -Itests/emu/include $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
@@ -196,7 +223,7 @@ bench: $(BENCHES)
 # CUDA check program (CUDA=1 only): tests/gpu/*.c + tests/gpu/*.cu -> $(B)/gpu/gpu_check,
 # run by scripts/gpu-check.sh.  It also compares with the cpu-ref backend when kernels/cpu
 # is in the tree.
-ifeq ($(CUDA),1)
+ifneq ($(filter 1 emu,$(CUDA)),)
 GPU_CHECK := $(B)/gpu/gpu_check
 GPU_OBJ   := $(patsubst %.c,$(B)/%.o,$(wildcard tests/gpu/*.c)) \
              $(patsubst %.cu,$(B)/%.cu.o,$(wildcard tests/gpu/*.cu))

@@ -164,7 +164,8 @@ __global__ void lc_attention_rows_kernel(float *out, const float *qkv, const flo
                                          const float *vc, const int32_t *slot, const int32_t *pos,
                                          int C, int NH, int maxT, float scale)
 {
-    extern __shared__ float sh[];
+    LC_DYN_SMEM(sh_bytes);
+    float *sh = (float *)sh_bytes;
     int hs = C / NH;
     int i = blockIdx.x / NH, h = blockIdx.x % NH;
     int tid = threadIdx.x;

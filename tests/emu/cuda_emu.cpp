@@ -1,5 +1,8 @@
-/* cuda_emu.cpp — the block scheduler of cuda_emu.h: a block's threads are ucontext
- * fibers on guarded stacks, switched at barriers. */
+/* cuda_emu.cpp — the block scheduler of cuda_emu.h: a block's threads are fibers on
+ * guarded stacks, switched at barriers.  On x86-64 the switch is a few instructions of
+ * our own (callee-saved registers and the stack pointer); glibc's swapcontext also
+ * saves the signal mask, a system call per switch, which made the emulated training
+ * step 20x slower.  Elsewhere ucontext. */
 #include "tests/emu/cuda_emu.h"
 
 #include <stdarg.h>
@@ -7,8 +10,37 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+
+#if defined(__x86_64__)
+#define EMU_ASM_SWITCH 1
+/* emu_ctx_switch(&save, to): pushes the callee-saved registers, stores the stack pointer
+ * in save, loads to and pops the registers saved there; returns into the other fiber.
+ * A fresh stack holds six zero registers and then the entry point as return address. */
+extern "C" void emu_ctx_switch(void **save, void *to);
+__asm__(".text\n"
+        ".globl emu_ctx_switch\n"
+        ".type emu_ctx_switch,@function\n"
+        "emu_ctx_switch:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size emu_ctx_switch,.-emu_ctx_switch\n");
+#endif
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,7 +69,11 @@ enum { RUN, WAIT_WARP, WAIT_BLOCK, DONE };
 const size_t STACK = 128 * 1024;
 
 struct Fiber {
+#ifdef EMU_ASM_SWITCH
+    void *sp;
+#else
     ucontext_t ctx;
+#endif
     int state;
     uint3 tid;
     int lane, warp;
@@ -62,15 +98,22 @@ struct Emu {
     std::vector<Fiber> f;
     unsigned char *stacks = nullptr;   /* one mapping: per fiber a guard page + STACK */
     size_t page = 0, nstacks = 0;
+#ifdef EMU_ASM_SWITCH
+    void *sched_sp = nullptr;
+#else
     ucontext_t sched;
+#endif
     int cur = -1;
     const std::function<void()> *body = nullptr;
     std::vector<unsigned char> shfl;   /* per warp 32 slots of 8 bytes */
     unsigned char *dyn = nullptr;
     size_t dyn_bytes = 0;
     std::string err;
-    std::vector<MmaMemo> memo;   /* per warp */
-    std::vector<LoadRing> loads; /* per warp */
+    bool direct = false;         /* threads run as plain calls, one after the other */
+    long syncs = 0;              /* barriers and shuffles reached */
+    /* per warp, made at a warp's first WMMA operation (most kernels have none) */
+    std::vector<std::unique_ptr<MmaMemo>> memo;
+    std::vector<std::unique_ptr<LoadRing>> loads;
     uint64_t block_seq = 0;
 #ifdef EMU_ASAN
     const void *sched_bottom = nullptr;
@@ -93,7 +136,11 @@ void to_sched(bool final)
     __sanitizer_start_switch_fiber(final ? nullptr : &fake, e->sched_bottom, e->sched_size);
 #endif
     (void)final;
+#ifdef EMU_ASM_SWITCH
+    emu_ctx_switch(&me.sp, e->sched_sp);
+#else
     swapcontext(&me.ctx, &e->sched);
+#endif
 #ifdef EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -112,7 +159,13 @@ void entry()
 
 void wait_at(int what)
 {
-    g_emu->f[g_emu->cur].state = what;
+    Emu *e = g_emu;
+    e->syncs++;
+    if (e->direct) {   /* nothing to switch to: the launch is wrong from here on */
+        emu_fail("a barrier or shuffle in a kernel run without fibers (emu_launch direct)");
+        return;
+    }
+    e->f[e->cur].state = what;
     to_sched(false);
 }
 
@@ -124,7 +177,11 @@ void resume(Emu *e, int i)
     void *fake = nullptr;
     __sanitizer_start_switch_fiber(&fake, stack_of(e, (size_t)i), STACK);
 #endif
+#ifdef EMU_ASM_SWITCH
+    emu_ctx_switch(&e->sched_sp, e->f[i].sp);
+#else
     swapcontext(&e->sched, &e->f[i].ctx);
+#endif
 #ifdef EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -190,11 +247,22 @@ void init_fiber(Emu *e, int i)
     /* frames left poisoned by an earlier fiber on this stack (one that never finished) */
     ASAN_UNPOISON_MEMORY_REGION(st, STACK);
 #endif
+#ifdef EMU_ASM_SWITCH
+    /* the top of the stack, as emu_ctx_switch pops it: six registers, then entry as the
+     * return address, leaving the stack pointer 8 off a 16-byte boundary as after a call */
+    uintptr_t top = (uintptr_t)(st + STACK) & ~(uintptr_t)15;
+    void **sp = (void **)top;
+    *--sp = nullptr;                  /* padding: after ret the stack pointer is 8 mod 16 */
+    *--sp = (void *)entry;
+    for (int r = 0; r < 6; r++) *--sp = nullptr;
+    f.sp = sp;
+#else
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = st;
     f.ctx.uc_stack.ss_size = STACK;
     f.ctx.uc_link = nullptr;
     makecontext(&f.ctx, entry, 0);
+#endif
 }
 
 int run_block(Emu *e, size_t smem, int order, unsigned *rng)
@@ -202,6 +270,28 @@ int run_block(Emu *e, size_t smem, int order, unsigned *rng)
     int n = (int)e->f.size(), nwarps = (n + 31) / 32;
     e->block_seq++;
     if (smem) memset(e->dyn, 0xff, smem);   /* unwritten shared memory reads as NaN */
+    if (e->direct) {
+        for (int i = 0; i < n; i++) {
+            Fiber &f = e->f[(size_t)i];
+            unsigned t = (unsigned)i;
+            f.tid = {t % emu_blockDim.x, (t / emu_blockDim.x) % emu_blockDim.y,
+                     t / (emu_blockDim.x * emu_blockDim.y)};
+            f.lane = i % 32;
+            f.warp = i / 32;
+            f.mma_calls = f.loads = 0;
+            f.state = RUN;
+        }
+        for (int k = 0; k < n; k++) {
+            int i = order == 1 || order == 4 ? n - 1 - k : k;
+            e->cur = i;
+            emu_threadIdx = e->f[(size_t)i].tid;
+            (*e->body)();
+            e->f[(size_t)i].state = DONE;
+            e->cur = -1;
+            if (!e->err.empty()) return -1;
+        }
+        return 0;
+    }
     for (int i = 0; i < n; i++) init_fiber(e, i);
     std::vector<int> ord((size_t)n);
     for (;;) {
@@ -281,7 +371,12 @@ float *nvcuda::wmma::emu_load_slot(bool *filled)
     if (!e || e->cur < 0) return own;
     Fiber &f = e->f[e->cur];
     f.loads++;
-    LoadRing &r = e->loads[f.warp];
+    auto &rp = e->loads[(size_t)f.warp];
+    if (!rp) {
+        rp.reset(new LoadRing);
+        memset(rp->tag, 0, sizeof rp->tag);
+    }
+    LoadRing &r = *rp;
     int slot = (int)(f.loads % LOADS);
     uint64_t tag = e->block_seq << 32 | (f.loads & 0xffffffffu);
     if (r.tag[slot] == tag) {
@@ -303,7 +398,12 @@ void nvcuda::wmma::emu_mma(float *d, const float *a, const float *b, const float
     if (e && e->cur >= 0) {
         Fiber &f = e->f[e->cur];
         f.mma_calls++;
-        m = &e->memo[f.warp];
+        auto &mp = e->memo[(size_t)f.warp];
+        if (!mp) {
+            mp.reset(new MmaMemo);
+            memset(mp->tag, 0, sizeof mp->tag);
+        }
+        m = mp.get();
         slot = (int)(f.mma_calls % MEMO);
         tag = e->block_seq << 32 | (f.mma_calls & 0xffffffffu);
         if (m->tag[slot] == tag && !memcmp(m->a[slot], a, sizeof m->a[slot]) &&
@@ -329,10 +429,13 @@ void nvcuda::wmma::emu_mma(float *d, const float *a, const float *b, const float
     memcpy(d, r, sizeof r);
 }
 
+long emu_last_syncs;
+
 int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &kernel, int order,
-               unsigned seed)
+               unsigned seed, bool direct)
 {
     Emu e;
+    e.direct = direct;
     size_t n = (size_t)block.x * block.y * block.z;
     g_last_err.clear();
     if (!n || n > 1024 || !grid.x || !grid.y || !grid.z) {
@@ -369,9 +472,7 @@ int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &
     e.f.resize(n);
     e.shfl.assign((n + 31) / 32 * 32 * 8, 0);
     e.memo.resize((n + 31) / 32);
-    for (auto &m : e.memo) memset(m.tag, 0, sizeof m.tag);
     e.loads.resize((n + 31) / 32);
-    for (auto &m : e.loads) memset(m.tag, 0, sizeof m.tag);
     e.body = &kernel;
     e.dyn_bytes = smem;
     g_emu = &e;
@@ -387,6 +488,7 @@ int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &
                 if (!rc && !e.err.empty()) rc = -1;
             }
     g_last_err = e.err;
+    emu_last_syncs = e.syncs;
     free(e.dyn);
     g_emu = nullptr;
     if (rc && g_last_err.empty()) g_last_err = "a thread did not finish";

@@ -63,6 +63,10 @@ struct alignas(16) uint4 {   /* 16-byte aligned as on the device: UBSan checks i
     unsigned x, y, z, w;
 };
 static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 
 /* the running thread's indices (set by the scheduler before it resumes a fiber) */
 extern uint3 emu_threadIdx, emu_blockIdx;
@@ -80,7 +84,11 @@ extern dim3 emu_blockDim, emu_gridDim;
  * time, the lowest (3) or highest (4) first, so it runs ahead to the next __syncthreads.  Returns 0, or -1 with the reason in emu_error() (a deadlocked or
  * misused barrier, a misaligned WMMA operand, ...).  Not reentrant. */
 int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &kernel,
-               int order = 0, unsigned seed = 1);
+               int order = 0, unsigned seed = 1, bool direct = false);
+/* direct: the threads run as plain calls one after the other, without fibers (much
+ * faster), for a kernel known to reach no barrier or shuffle (doing so is an error).
+ * emu_last_syncs: how many barriers and shuffles the last launch reached. */
+extern long emu_last_syncs;
 /* the first error since the last emu_launch started, or "" */
 const char *emu_error(void);
 /* record an error (first one wins); the kernel goes on */
@@ -164,6 +172,8 @@ struct __half {
 };
 static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {llm_quant_f32_to_bf16(f)}; }
 static inline __half __float2half_rn(float f) { return {llm_quant_f32_to_f16(f)}; }
+static inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+static inline __half __float2half(float f) { return __float2half_rn(f); }
 static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
 static inline unsigned short __half_as_ushort(__half h) { return h.x; }
 static inline float __bfloat162float(__nv_bfloat16 h) { return (float)h; }

@@ -163,6 +163,7 @@ template <int LO> void cases(tu_rng *rng)
     check_case<LO, 64>(rng, 2, 67, 2);
     check_case<LO, 32>(rng, 1, 129, 3);
     check_case<LO, 128>(rng, 1, 130, 2);
+    if (LO == LC_DT_BF16) check_case<LO, 64>(rng, 1, 1024, 1);   /* GPT-2's: 16 key tiles */
 }
 
 void test_flash_bf16(void **state)

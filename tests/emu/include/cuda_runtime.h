@@ -1,0 +1,124 @@
+/* cuda_runtime.h for tests/emu: the part of the CUDA runtime API the backend uses, on the
+ * CPU (tests/emu/cuda_rt.cpp).  Device memory is host memory; every stream operation
+ * runs synchronously when it is issued; kernel launches (rewritten from <<<...>>> by
+ * tests/emu/unchevron.py into emu_call) run through emu_launch and fail, as on a GPU,
+ * for a bad configuration (more than 1024 threads, grid y/z over 65535, more dynamic
+ * shared memory than 48 KiB without cudaFuncSetAttribute, or over 227 KiB). */
+#ifndef LLM_EMU_CUDA_RUNTIME_H
+#define LLM_EMU_CUDA_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tests/emu/cuda_emu.h"
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorNoDevice = 100,
+    cudaErrorLaunchFailure = 719,
+} cudaError_t;
+
+typedef struct emu_stream *cudaStream_t;
+typedef struct emu_event *cudaEvent_t;
+
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+};
+enum cudaDeviceAttr {
+    cudaDevAttrClockRate = 13,
+    cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrMemoryClockRate = 36,
+    cudaDevAttrGlobalMemoryBusWidth = 37,
+};
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDisableTiming 0x02
+#define cudaHostAllocDefault 0x00
+
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    int major, minor, multiProcessorCount;
+};
+
+const char *cudaGetErrorString(cudaError_t e);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d);
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d);
+cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int d);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k,
+                            cudaStream_t s = 0);
+cudaError_t cudaMemset(void *p, int v, size_t n);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s = 0);
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventQuery(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+
+/* The dynamic shared memory a kernel may use beyond 48 KiB, keyed by the kernel's name
+ * as written (unchevron.py rewrites cudaFuncSetAttribute(kern, ...) into
+ * cudaFuncSetAttribute(emu_named{"kern"}, ...) and launches likewise). */
+struct emu_named {
+    const char *name;
+};
+cudaError_t cudaFuncSetAttribute(emu_named kernel, cudaFuncAttribute a, int v);
+
+/* kern<<<grid, block, smem, stream>>>(args) is rewritten to
+ * emu_call("kern", [&](auto... a) { kern(a...); }, grid, block, smem, stream)(args):
+ * the launch, checked like the hardware's, then every thread of every block through
+ * emu_launch; a failure is the next cudaGetLastError(). */
+void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block, size_t smem,
+                    const std::function<void()> &body);
+/* one address per launch site (per lambda type) */
+template <class F> static inline const void *emu_site(void)
+{
+    static char k;
+    return &k;
+}
+template <class F> struct emu_launcher {
+    const char *name;
+    F f;
+    dim3 grid, block;
+    size_t smem;
+    template <class... A> void operator()(A... a) const
+    {
+        emu_kernel_run(name, emu_site<F>(), grid, block, smem, [&] { f(a...); });
+    }
+};
+template <class F>
+static inline emu_launcher<F> emu_call(const char *name, F f, dim3 grid, dim3 block, size_t smem = 0,
+                                       cudaStream_t = 0)
+{
+    return emu_launcher<F>{name, f, grid, block, smem};
+}
+
+#endif
