@@ -166,7 +166,24 @@ $(B)/tests/%: $(B)/tests/unit/%.o $(TESTUTIL) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $< $(TESTUTIL) $(LIB) $(LDLIBS) -lcmocka -o $@
 
-units: $(UNITS)
+# C++ unit tests (tests/unit/test_*.cpp) run the CUDA backend's device code on the CPU
+# through tests/emu (no GPU, no nvcc): kernel headers compile against tests/emu/include.
+CXX      ?= g++
+CXXFLAGS += -std=c++17 $(OPT) -g -Wall -Wextra -fno-strict-aliasing -Wno-unknown-pragmas -pthread $(SANFLAGS)
+UNIT_CXX_SRC := $(wildcard tests/unit/test_*.cpp)
+UNITS_CXX    := $(UNIT_CXX_SRC:tests/unit/%.cpp=$(B)/tests/%)
+EMU_OBJ      := $(B)/tests/emu/cuda_emu.o $(B)/tests/gpu/ref64.o
+$(B)/tests/emu/%.o: tests/emu/%.cpp $(BUILD_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+$(B)/tests/unit/%.o: tests/unit/%.cpp $(BUILD_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) -Itests/emu/include $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+$(UNITS_CXX): $(B)/tests/%: $(B)/tests/unit/%.o $(EMU_OBJ) $(TESTUTIL) $(LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $< $(EMU_OBJ) $(TESTUTIL) $(LIB) $(LDLIBS) -lcmocka -o $@
+
+units: $(UNITS) $(UNITS_CXX)
 
 # Benchmarks (never run by `make test`): tests/bench/bench_*.c -> $(B)/bench/bench_*
 BENCH_SRC := $(wildcard tests/bench/bench_*.c)

@@ -5,7 +5,7 @@
 #   scripts/install-deps.sh --check   exit 0 when nothing is missing, 1 otherwise
 #   scripts/install-deps.sh --ref     also python3-torch (regenerates tests/ref fixtures)
 set -u
-PKGS="make gcc libyaml-dev zlib1g-dev libopenblas-dev libcmocka-dev libpcre2-dev libjansson-dev mandoc python3 openmpi-bin libopenmpi-dev clang gnuplot-nox"
+PKGS="make gcc g++ libyaml-dev zlib1g-dev libopenblas-dev libcmocka-dev libpcre2-dev libjansson-dev mandoc python3 openmpi-bin libopenmpi-dev clang gnuplot-nox"
 case "${1:-}" in --ref) PKGS="$PKGS python3-torch python3-numpy";; esac
 
 missing=""

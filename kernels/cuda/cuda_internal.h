@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cuda/cuda_lo.cuh"
+
 extern "C" {
 #include "kernels/backend.h"
 }
@@ -86,8 +88,7 @@ extern "C" int lc_fail_blas(lc_ctx *c, int rc, const char *what, const char *fil
 /* after every kernel launch */
 #define LC_LAUNCHED(c) lc_fail_cuda((c), cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
 
-/* llm_dtype values of common/ckpt.h (kernels do not include common/) */
-enum { LC_DT_F32 = 0, LC_DT_F16 = 1, LC_DT_BF16 = 2 };
+/* LC_DT_F32/F16/BF16 (the llm_dtype values) are in cuda_lo.cuh */
 
 /* cudaMalloc / cudaFree that keep the backend's held and peak byte counts (device_stats).
  * lc_dfree(NULL) is a no-op; a pointer the table does not know is freed uncounted. */

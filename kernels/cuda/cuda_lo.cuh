@@ -1,10 +1,20 @@
-/* cuda_lo.cuh — the lo roundings of the CUDA backend (cuda_lo.cu, cuda_attention_lo.cu):
- * the CPU's conversion (common/quant.h) bit for bit. */
+/* cuda_lo.cuh — device-side basics shared by the CUDA backend's kernels: the dtype codes,
+ * the lo roundings (the CPU's conversion, common/quant.h, bit for bit) and the dynamic
+ * shared memory declaration. */
 #ifndef LLM_CUDA_LO_CUH
 #define LLM_CUDA_LO_CUH
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+
+/* llm_dtype values of common/ckpt.h (kernels do not include common/) */
+enum { LC_DT_F32 = 0, LC_DT_F16 = 1, LC_DT_BF16 = 2 };
+
+/* Declares name, the block's dynamic shared memory (unsigned char[], 128-byte aligned).
+ * A macro so that tests/emu, which runs device code on the CPU, can supply its own. */
+#ifndef LC_DYN_SMEM
+#define LC_DYN_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
 
 /* Round to nearest even with the cuda_bf16/cuda_fp16 intrinsics (overflow -> inf; fp16
  * values >= 65520 round to inf).  NaN is mapped as the CPU maps it (sign and top payload

@@ -145,30 +145,19 @@ static void check_att_lo(gc *x, int B, int T, int C, int NH, int lo)
 
 /* ---- attention_forward_lse / attention_backward_lse ----
  * Reference in double on the rounded operands: lse; out = sum lo(exp(S - lse)) lo(v); the
- * backward from that lse and out (as fp32, given to both).  A probability or score
- * gradient may be rounded from a value that differs in its last bits (the fused kernel
- * rounds partial probabilities exp(S - m) on purpose), so each output may miss by one lo
- * ulp per term (max <= ulp + B_LO_ATT of sum |terms|).  Where the rounded values are
- * the reference's (the backward's P and dS, the batched-GEMM forward's P) such misses are
- * rare, so the mean must stay within B_LO_ATT, which unrounded operands would miss; the
- * fused forward rounds every partial probability differently from the reference, so its
- * out gets a mean bound of half an ulp (independent roundings average below that; a wrong
- * rescale or mask is off by O(1)).  lse (1e-5) catches unrounded q or k there. */
+ * backward from that lse and out (as fp32, given to both).  Bounds: r64_lse_bounds
+ * (ref64.h); lse (1e-5) catches unrounded q or k. */
 static void lse_row(gc *x, const char *op, const char *sh, const float *a, const double *r,
                     const double *s, size_t n, int lo, int fused)
 {
-    double mx = 0, sum = 0, ulp = lo == LLM_DT_BF16 ? 0x1p-8 : 0x1p-11;
-    for (size_t i = 0; i < n; i++) {
-        double e = scaled(a + i, r + i, s + i, 1);
-        sum += e;
-        if (!(e <= mx)) mx = e;
-    }
-    double mean = n ? sum / (double)n : 0, mb = fused ? ulp / 2 : B_LO_ATT;
+    double mx, mean, bmax, bmean;
+    r64_scaled_err(a, r, s, n, &mx, &mean);
+    r64_lse_bounds(lo, fused, &bmax, &bmean);
     char o2[80];
     snprintf(o2, sizeof o2, "%s max", op);
-    row_check(x, o2, sh, mx, ulp + B_LO_ATT, mx <= ulp + B_LO_ATT);
+    row_check(x, o2, sh, mx, bmax, mx <= bmax);
     snprintf(o2, sizeof o2, "%s mean", op);
-    row_check(x, o2, sh, mean, mb, mean <= mb);
+    row_check(x, o2, sh, mean, bmean, mean <= bmean);
 }
 
 static void check_att_lse(gc *x, int B, int T, int C, int NH, int lo, const char *tag)
@@ -176,43 +165,14 @@ static void check_att_lse(gc *x, int B, int T, int C, int NH, int lo, const char
     char sh[64], op[64];
     const char *ln = lo == LLM_DT_BF16 ? "bf16" : "f16";
     snprintf(sh, sizeof sh, "B%d T%d C%d NH%d", B, T, C, NH);
-    int hs = C / NH;
     size_t C3 = 3 * (size_t)C, nq = (size_t)B * T * C3, no = (size_t)B * T * C,
            nl = (size_t)B * NH * T;
-    double scale = 1.0 / sqrt((double)hs);
     float *qkv = rnd(x, nq, -2, 2), *qr = xmalloc(nq * 4), *dout = rnd(x, no, -1, 1);
     float *dq0 = rnd(x, nq, -1, 1), *L = xmalloc(nl * 4), *O = xmalloc(no * 4);
     for (size_t i = 0; i < nq; i++) qr[i] = (float)rl(qkv[i], lo);
     double *y = xmalloc(no * 8), *ys = xmalloc(no * 8), *lr = xmalloc(nl * 8);
-    double *sc = xmalloc((size_t)T * 8);
-    memset(y, 0, no * 8);
-    memset(ys, 0, no * 8);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
-                size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
-                double mx = -INFINITY, sum = 0;
-                for (int s = 0; s <= t; s++) {
-                    size_t ko = ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
-                    double d = 0;
-                    for (int i = 0; i < hs; i++) d += (double)qr[qo + i] * qr[ko + i];
-                    sc[s] = d * scale;
-                    if (sc[s] > mx) mx = sc[s];
-                }
-                for (int s = 0; s <= t; s++) sum += exp(sc[s] - mx);
-                double l = mx + log(sum);
-                lr[((size_t)b * NH + h) * T + t] = l;
-                L[((size_t)b * NH + h) * T + t] = (float)l;
-                for (int s = 0; s <= t; s++) {
-                    double p = rl((float)exp(sc[s] - l), lo);
-                    size_t vo = ((size_t)b * T + s) * C3 + 2 * (size_t)C + (size_t)h * hs;
-                    for (int i = 0; i < hs; i++) {
-                        y[go + i] += p * qr[vo + i];
-                        ys[go + i] += fabs(p * qr[vo + i]);
-                    }
-                }
-            }
+    r64_attention_lse_forward(y, ys, lr, qr, B, T, C, NH, lo);
+    for (size_t i = 0; i < nl; i++) L[i] = (float)lr[i];
     for (size_t i = 0; i < no; i++) O[i] = (float)y[i];
     float *gq = gput(x, qkv, nq * 4), *gout = gpoison(x, no), *glse = gpoison(x, nl);
     x->g.attention_forward_lse(&x->g, gout, glse, gq, B, T, C, NH, lo);
@@ -231,33 +191,7 @@ static void check_att_lse(gc *x, int B, int T, int C, int NH, int lo, const char
     /* backward from the reference's lse and out */
     double *r = dcopy(dq0, nq), *rs = xmalloc(nq * 8);
     for (size_t i = 0; i < nq; i++) rs[i] = fabs(dq0[i]);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
-                size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
-                double D = 0, l = L[((size_t)b * NH + h) * T + t];
-                for (int i = 0; i < hs; i++) D += (double)dout[go + i] * O[go + i];
-                for (int s = 0; s <= t; s++) {
-                    size_t ko = ((size_t)b * T + s) * C3 + C + (size_t)h * hs, vo = ko + C;
-                    double sv = 0, dp = 0;
-                    for (int i = 0; i < hs; i++) {
-                        sv += (double)qr[qo + i] * qr[ko + i];
-                        dp += rl(dout[go + i], lo) * qr[vo + i];
-                    }
-                    double p = exp(sv * scale - l), pl = rl((float)p, lo);
-                    double ds = rl((float)(scale * p * (dp - D)), lo);
-                    for (int i = 0; i < hs; i++) {
-                        double g = rl(dout[go + i], lo);
-                        r[vo + i] += pl * g;
-                        rs[vo + i] += fabs(pl * g);
-                        r[qo + i] += ds * qr[ko + i];
-                        rs[qo + i] += fabs(ds * qr[ko + i]);
-                        r[ko + i] += ds * qr[qo + i];
-                        rs[ko + i] += fabs(ds * qr[qo + i]);
-                    }
-                }
-            }
+    r64_attention_lse_backward(r, rs, qr, dout, O, L, B, T, C, NH, lo);
     float *gd = gput(x, dout, no * 4), *gdq = gput(x, dq0, nq * 4);
     float *gO = gput(x, O, no * 4), *gL = gput(x, L, nl * 4);
     x->g.attention_backward_lse(&x->g, gdq, gd, gq, gO, gL, B, T, C, NH, lo);
@@ -265,7 +199,7 @@ static void check_att_lse(gc *x, int B, int T, int C, int NH, int lo, const char
     snprintf(op, sizeof op, "lse_bwd %s%s dqkv", ln, tag);
     lse_row(x, op, sh, dq, r, rs, nq, lo, 0);
     free(qkv); free(qr); free(dout); free(dq0); free(L); free(O); free(y); free(ys); free(lr);
-    free(sc); free(out); free(lse); free(r); free(rs); free(dq);
+    free(out); free(lse); free(r); free(rs); free(dq);
     void *bufs[] = {gq, gout, glse, gd, gdq, gO, gL};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) x->g.free(&x->g, bufs[i]);
 }

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ckpt.h"
+#include "common/quant.h"
 #include "tests/gpu/ref64.h"
 
 void r64_embed_forward(double *out, const int32_t *inp, const float *wte, const float *wpe,
@@ -223,4 +225,104 @@ double r64_sum_squares(const float *g, size_t n)
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
     return s;
+}
+
+static double r64_rl(float v, int lo)
+{
+    return lo == LLM_DT_BF16 ? llm_quant_bf16_to_f32(llm_quant_f32_to_bf16(v))
+                             : llm_quant_f16_to_f32(llm_quant_f32_to_f16(v));
+}
+
+void r64_attention_lse_forward(double *out, double *outs, double *lse, const float *qr,
+                               int B, int T, int C, int NH, int lo)
+{
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C, no = (size_t)B * T * C;
+    double scale = 1.0 / sqrt((double)hs);
+    double *sc = malloc((size_t)T * sizeof *sc);
+    if (!sc) abort();
+    memset(out, 0, no * sizeof *out);
+    memset(outs, 0, no * sizeof *outs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
+                size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
+                double mx = -INFINITY, sum = 0;
+                for (int s = 0; s <= t; s++) {
+                    size_t ko = ((size_t)b * T + s) * C3 + C + (size_t)h * hs;
+                    double d = 0;
+                    for (int i = 0; i < hs; i++) d += (double)qr[qo + i] * qr[ko + i];
+                    sc[s] = d * scale;
+                    if (sc[s] > mx) mx = sc[s];
+                }
+                for (int s = 0; s <= t; s++) sum += exp(sc[s] - mx);
+                double l = mx + log(sum);
+                lse[((size_t)b * NH + h) * T + t] = l;
+                for (int s = 0; s <= t; s++) {
+                    double p = r64_rl((float)exp(sc[s] - l), lo);
+                    size_t vo = ((size_t)b * T + s) * C3 + 2 * (size_t)C + (size_t)h * hs;
+                    for (int i = 0; i < hs; i++) {
+                        out[go + i] += p * qr[vo + i];
+                        outs[go + i] += fabs(p * qr[vo + i]);
+                    }
+                }
+            }
+    free(sc);
+}
+
+void r64_attention_lse_backward(double *r, double *rs, const float *qr, const float *dout,
+                                const float *out, const float *lse, int B, int T, int C,
+                                int NH, int lo)
+{
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
+                size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
+                double D = 0, l = lse[((size_t)b * NH + h) * T + t];
+                for (int i = 0; i < hs; i++) D += (double)dout[go + i] * out[go + i];
+                for (int s = 0; s <= t; s++) {
+                    size_t ko = ((size_t)b * T + s) * C3 + C + (size_t)h * hs, vo = ko + C;
+                    double sv = 0, dp = 0;
+                    for (int i = 0; i < hs; i++) {
+                        sv += (double)qr[qo + i] * qr[ko + i];
+                        dp += r64_rl(dout[go + i], lo) * qr[vo + i];
+                    }
+                    double p = exp(sv * scale - l), pl = r64_rl((float)p, lo);
+                    double ds = r64_rl((float)(scale * p * (dp - D)), lo);
+                    for (int i = 0; i < hs; i++) {
+                        double g = r64_rl(dout[go + i], lo);
+                        r[vo + i] += pl * g;
+                        rs[vo + i] += fabs(pl * g);
+                        r[qo + i] += ds * qr[ko + i];
+                        rs[qo + i] += fabs(ds * qr[ko + i]);
+                        r[ko + i] += ds * qr[qo + i];
+                        rs[ko + i] += fabs(ds * qr[qo + i]);
+                    }
+                }
+            }
+}
+
+void r64_scaled_err(const float *a, const double *r, const double *s, size_t n, double *max,
+                    double *mean)
+{
+    double mx = 0, sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = isfinite(a[i]) ? fabs(a[i] - r[i]) / (s[i] > 1e-30 ? s[i] : 1e-30) : INFINITY;
+        sum += e;
+        if (!(e <= mx)) mx = e;
+    }
+    *max = mx;
+    *mean = n ? sum / (double)n : 0;
+}
+
+void r64_lse_bounds(int lo, int fused_out, double *max, double *mean)
+{
+    double u = lo == LLM_DT_BF16 ? 0x1p-8 : 0x1p-11;
+    *max = 2 * u + 2e-5;
+    *mean = fused_out ? u / 2 : 2e-5;
 }

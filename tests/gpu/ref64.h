@@ -35,4 +35,29 @@ void r64_adamw(double *p, double *m, double *v, const float *p0, const float *gr
                float eps, float wd, int t, float grad_scale);
 double r64_sum_squares(const float *g, size_t n);
 
+/* attention_forward_lse on operands already rounded to lo, qr (B,T,3C): lse (B,NH,T) in
+ * double; out (B,T,C) = sum_s lo(exp(S - lse)) v_s (the contract's form) and outs the sum
+ * of |terms| of each output (the scale of its rounding errors).  lo: LLM_DT_BF16/F16. */
+void r64_attention_lse_forward(double *out, double *outs, double *lse, const float *qr,
+                               int B, int T, int C, int NH, int lo);
+/* attention_backward_lse from the fp32 out and lse given to the backend, dout unrounded:
+ * the gradient terms added to r (B,T,3C) and their |terms| to rs (both initialised by
+ * the caller: r = the initial dqkv, rs = its magnitude). */
+void r64_attention_lse_backward(double *r, double *rs, const float *qr, const float *dout,
+                                const float *out, const float *lse, int B, int T, int C,
+                                int NH, int lo);
+/* *max and *mean over i of |a[i] - r[i]| / s[i] (a non-finite a[i] counts as infinite) */
+void r64_scaled_err(const float *a, const double *r, const double *s, size_t n, double *max,
+                    double *mean);
+/* The bounds on r64_scaled_err of the attention_*_lse results against the references
+ * above.  u = 2^-8 (bf16) or 2^-11 (f16), the unit roundoff.  max 2u + 2e-5: a term's
+ * lo rounding may land on the other side of the reference's (the fused forward rounds
+ * partial probabilities exp(S - m), the reference exp(S - lse); elsewhere an fp32 value
+ * and the double one may straddle a rounding boundary), one spacing = 2u of the term.
+ * mean: u/2 for the fused forward's out (independent roundings on both sides average
+ * below it; a wrong rescale or mask is off by O(1)), else 2e-5 (the roundings are the
+ * reference's but for rare flips; unrounded operands would miss it).  fused_out: 1 for
+ * the out of a kernel that rounds partial probabilities. */
+void r64_lse_bounds(int lo, int fused_out, double *max, double *mean);
+
 #endif

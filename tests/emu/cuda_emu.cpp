@@ -1,0 +1,298 @@
+/* cuda_emu.cpp — the block scheduler of cuda_emu.h: a block's threads are ucontext
+ * fibers on guarded stacks, switched at barriers. */
+#include "tests/emu/cuda_emu.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+uint3 emu_threadIdx, emu_blockIdx;
+dim3 emu_blockDim, emu_gridDim;
+
+namespace {
+
+enum { RUN, WAIT_WARP, WAIT_BLOCK, DONE };
+
+/* big enough for the flash backward's fragments (16 of 1 KiB) at -O0 under ASan */
+const size_t STACK = 512 * 1024;
+
+struct Fiber {
+    ucontext_t ctx;
+    int state;
+    uint3 tid;
+    int lane, warp;
+};
+
+struct Emu {
+    std::vector<Fiber> f;
+    unsigned char *stacks = nullptr;   /* one mapping: per fiber a guard page + STACK */
+    size_t page = 0, nstacks = 0;
+    ucontext_t sched;
+    int cur = -1;
+    const std::function<void()> *body = nullptr;
+    std::vector<unsigned char> shfl;   /* per warp 32 slots of 8 bytes */
+    unsigned char *dyn = nullptr;
+    size_t dyn_bytes = 0;
+    std::string err;
+#ifdef EMU_ASAN
+    const void *sched_bottom = nullptr;
+    size_t sched_size = 0;
+#endif
+};
+
+Emu *g_emu;
+std::string g_last_err;   /* the last launch's error, for emu_error() after it */
+
+unsigned char *stack_of(Emu *e, size_t i) { return e->stacks + i * (e->page + STACK) + e->page; }
+
+/* from the running fiber back to the scheduler; final: the fiber is done for good */
+void to_sched(bool final)
+{
+    Emu *e = g_emu;
+    Fiber &me = e->f[e->cur];
+#ifdef EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(final ? nullptr : &fake, e->sched_bottom, e->sched_size);
+#endif
+    (void)final;
+    swapcontext(&me.ctx, &e->sched);
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+}
+
+void entry()
+{
+    Emu *e = g_emu;
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &e->sched_bottom, &e->sched_size);
+#endif
+    (*e->body)();
+    e->f[e->cur].state = DONE;
+    to_sched(true);
+}
+
+void wait_at(int what)
+{
+    g_emu->f[g_emu->cur].state = what;
+    to_sched(false);
+}
+
+void resume(Emu *e, int i)
+{
+    e->cur = i;
+    emu_threadIdx = e->f[i].tid;
+#ifdef EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, stack_of(e, (size_t)i), STACK);
+#endif
+    swapcontext(&e->sched, &e->f[i].ctx);
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+    e->cur = -1;
+}
+
+/* Releases what can be released after every runnable fiber has stopped: warps waiting
+ * at __syncwarp first (all of them, or with one_warp only the first such warp in the
+ * order asc/desc, so that one warp runs ahead of the others), then the block at
+ * __syncthreads.  false when nothing can move (finished, or deadlocked: then err says
+ * why). */
+bool release(Emu *e, int nwarps, bool one_warp, bool desc)
+{
+    bool any = false;
+    int n = (int)e->f.size(), live = 0, at_block = 0;
+    for (int k = 0; k < nwarps; k++) {
+        int w = desc ? nwarps - 1 - k : k;
+        int ww = 0, wb = 0, lv = 0;
+        for (int i = w * 32; i < n && i < w * 32 + 32; i++) {
+            if (e->f[i].state == DONE) continue;
+            lv++;
+            ww += e->f[i].state == WAIT_WARP;
+            wb += e->f[i].state == WAIT_BLOCK;
+        }
+        live += lv;
+        at_block += wb;
+        if (ww && wb) {
+            emu_fail("warp %d: %d lanes at a warp barrier while %d wait at __syncthreads", w, ww, wb);
+            return false;
+        }
+        if (ww && ww == lv && !(any && one_warp)) {
+            for (int i = w * 32; i < n && i < w * 32 + 32; i++)
+                if (e->f[i].state == WAIT_WARP) e->f[i].state = RUN;
+            any = true;
+        }
+    }
+    if (any) return true;
+    if (!live) return false;
+    if (at_block == live) {
+        for (auto &f : e->f)
+            if (f.state == WAIT_BLOCK) f.state = RUN;
+        return true;
+    }
+    emu_fail("block (%u,%u,%u): deadlock, %d of %d live threads at __syncthreads",
+             emu_blockIdx.x, emu_blockIdx.y, emu_blockIdx.z, at_block, live);
+    return false;
+}
+
+int run_block(Emu *e, size_t smem, int order, unsigned *rng)
+{
+    int n = (int)e->f.size(), nwarps = (n + 31) / 32;
+    if (smem) memset(e->dyn, 0xff, smem);   /* unwritten shared memory reads as NaN */
+    for (int i = 0; i < n; i++) {
+        Fiber &f = e->f[i];
+        unsigned t = (unsigned)i;
+        f.tid = {t % emu_blockDim.x, (t / emu_blockDim.x) % emu_blockDim.y,
+                 t / (emu_blockDim.x * emu_blockDim.y)};
+        f.lane = i % 32;
+        f.warp = i / 32;
+        f.state = RUN;
+        unsigned char *st = stack_of(e, (size_t)i);
+#ifdef EMU_ASAN
+        ASAN_UNPOISON_MEMORY_REGION(st, STACK);
+#endif
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = st;
+        f.ctx.uc_stack.ss_size = STACK;
+        f.ctx.uc_link = nullptr;
+        makecontext(&f.ctx, entry, 0);
+    }
+    std::vector<int> ord((size_t)n);
+    for (;;) {
+        bool desc = order == 1 || order == 4;
+        for (int i = 0; i < n; i++) ord[(size_t)i] = desc ? n - 1 - i : i;
+        if (order == 2)
+            for (int i = n - 1; i > 0; i--) {
+                *rng = *rng * 1103515245u + 12345u;
+                int j = (int)((*rng >> 8) % (unsigned)(i + 1));
+                int t = ord[(size_t)i];
+                ord[(size_t)i] = ord[(size_t)j];
+                ord[(size_t)j] = t;
+            }
+        for (int k = 0; k < n; k++)
+            if (e->f[(size_t)ord[(size_t)k]].state == RUN) resume(e, ord[(size_t)k]);
+        if (!release(e, nwarps, order >= 3, desc)) break;
+    }
+    for (auto &f : e->f)
+        if (f.state != DONE) return -1;
+    return 0;
+}
+
+}  // namespace
+
+const char *emu_error(void) { return g_emu ? g_emu->err.c_str() : g_last_err.c_str(); }
+
+void emu_fail(const char *fmt, ...)
+{
+    if (!g_emu || !g_emu->err.empty()) return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    g_emu->err = buf;
+}
+
+unsigned char *emu_dyn_smem(void) { return g_emu->dyn; }
+int emu_lane(void) { return g_emu->cur >= 0 ? g_emu->f[g_emu->cur].lane : 0; }
+
+void __syncthreads(void) { wait_at(WAIT_BLOCK); }
+
+void __syncwarp(unsigned mask)
+{
+    if (mask != 0xffffffffu) emu_fail("__syncwarp(0x%x): partial masks are not modelled", mask);
+    wait_at(WAIT_WARP);
+}
+
+void emu_shfl(const void *v, size_t n, int src_lane, void *out, unsigned mask)
+{
+    Emu *e = g_emu;
+    Fiber &me = e->f[e->cur];
+    if (mask != 0xffffffffu) emu_fail("shuffle mask 0x%x: partial masks are not modelled", mask);
+    int w = me.warp;
+    unsigned char *slot = &e->shfl[(size_t)w * 32 * 8];
+    memcpy(slot + me.lane * 8, v, n);
+    wait_at(WAIT_WARP);
+    int warp_lanes = (int)e->f.size() - w * 32;
+    if (src_lane >= warp_lanes) src_lane = e->f[e->cur].lane;
+    memcpy(out, slot + src_lane * 8, n);
+    wait_at(WAIT_WARP);
+}
+
+void nvcuda::wmma::emu_check_ptr(const void *p, unsigned ldm, size_t elem, const char *what)
+{
+    if ((uintptr_t)p % 32)
+        emu_fail("wmma::%s: pointer %p is not 256-bit aligned", what, p);
+    else if ((ldm * elem) % 16)
+        emu_fail("wmma::%s: ldm %u is not a multiple of 16 bytes", what, ldm);
+}
+
+int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &kernel, int order,
+               unsigned seed)
+{
+    Emu e;
+    size_t n = (size_t)block.x * block.y * block.z;
+    g_last_err.clear();
+    if (!n || n > 1024 || !grid.x || !grid.y || !grid.z) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "launch: %zu threads per block, grid %ux%ux%u", n, grid.x,
+                 grid.y, grid.z);
+        g_last_err = buf;
+        return -1;
+    }
+    e.page = (size_t)sysconf(_SC_PAGESIZE);
+    e.nstacks = n;
+    size_t bytes = n * (e.page + STACK);
+    void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        g_last_err = "cannot map fiber stacks";
+        return -1;
+    }
+    e.stacks = (unsigned char *)m;
+    for (size_t i = 0; i < n; i++) mprotect(e.stacks + i * (e.page + STACK), e.page, PROT_NONE);
+    if (smem && posix_memalign((void **)&e.dyn, 128, smem)) {
+        munmap(m, bytes);
+        g_last_err = "out of memory for shared memory";
+        return -1;
+    }
+    e.f.resize(n);
+    e.shfl.assign((n + 31) / 32 * 32 * 8, 0);
+    e.body = &kernel;
+    e.dyn_bytes = smem;
+    g_emu = &e;
+    emu_blockDim = block;
+    emu_gridDim = grid;
+    unsigned rng = seed;
+    int rc = 0;
+    for (unsigned z = 0; z < grid.z && !rc; z++)
+        for (unsigned y = 0; y < grid.y && !rc; y++)
+            for (unsigned x = 0; x < grid.x && !rc; x++) {
+                emu_blockIdx = {x, y, z};
+                rc = run_block(&e, smem, order, &rng);
+                if (!rc && !e.err.empty()) rc = -1;
+            }
+    g_last_err = e.err;
+    free(e.dyn);
+    munmap(m, bytes);
+    g_emu = nullptr;
+    if (rc && g_last_err.empty()) g_last_err = "a thread did not finish";
+    return g_last_err.empty() ? 0 : -1;
+}

@@ -1,0 +1,251 @@
+/* cuda_emu.h — runs the CUDA backend's device code on the CPU, so that kernels can be
+ * tested on a machine without a GPU (CI's, and most development sessions').
+ *
+ * A kernel header (a .cuh of kernels/cuda: device code only) is compiled by the host C++
+ * compiler after this file, with tests/emu/include ahead on the include path so that
+ * <cuda_bf16.h>, <cuda_fp16.h> and <mma.h> resolve to the stand-ins there.  emu_launch
+ * then runs the grid one block at a time; a block's threads are fibers (ucontext) that
+ * run until they reach a barrier (__syncthreads, __syncwarp, a shuffle), where the
+ * scheduler switches to the next.  What it models, and how it catches mistakes:
+ *   - __shared__ arrays are function statics (one block runs at a time, so they are the
+ *     block's); the dynamic shared memory (LC_DYN_SMEM) is allocated per block at exactly
+ *     the launch's size and filled with 0xff bytes (NaN as floats), so a read of shared
+ *     memory nobody wrote shows as NaN, and AddressSanitizer sees overruns;
+ *   - the threads of a block are resumed in an order chosen per launch (ascending,
+ *     descending, or shuffled each round; warps in lockstep between barriers, or one
+ *     warp running ahead of the others as far as the barriers let it): a missing
+ *     barrier makes the results depend on the order, which the tests check by comparing
+ *     the orders bit for bit;
+ *   - barriers must be reached by every live thread of their scope (a warp at
+ *     __syncwarp while another of its lanes waits at __syncthreads, or a block that can
+ *     never be released, is an error rather than a hang);
+ *   - WMMA fragments hold the whole 16x16 tile in every lane; loads check the pointer's
+ *     256-bit alignment and ldm as the CUDA documentation requires; a store writes each
+ *     element from one lane only (element e from lane e % 32), so reading another lane's
+ *     part without __syncwarp reads stale memory;
+ *   - global memory is host memory: AddressSanitizer (make SAN=1) sees every access.
+ * Products of WMMA operands are exact in float (as on the tensor cores) and accumulate in
+ * float in k order; the tests' bounds allow for another accumulation order.
+ * Not modelled: atomics beyond plain read-modify-write, partial warp masks, cooperative
+ * groups, streams and the runtime API (the launchers stay in the .cu files). */
+#ifndef LLM_CUDA_EMU_H
+#define LLM_CUDA_EMU_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <functional>
+#include <type_traits>
+
+extern "C" {
+#include "common/quant.h"
+}
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __restrict__ __restrict
+#define LC_DYN_SMEM(name) unsigned char *name = emu_dyn_smem()
+
+struct uint3 {
+    unsigned x, y, z;
+};
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct alignas(16) uint4 {   /* 16-byte aligned as on the device: UBSan checks it */
+    unsigned x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+
+/* the running thread's indices (set by the scheduler before it resumes a fiber) */
+extern uint3 emu_threadIdx, emu_blockIdx;
+extern dim3 emu_blockDim, emu_gridDim;
+#define threadIdx emu_threadIdx
+#define blockIdx emu_blockIdx
+#define blockDim emu_blockDim
+#define gridDim emu_gridDim
+#define warpSize 32
+
+/* The launch: grid of blocks of block threads, smem bytes of dynamic shared memory;
+ * kernel is called once per thread (a lambda calling the __global__ function).
+ * order: threads resumed in ascending order (0), descending (1), shuffled each round
+ * (2, seeded by seed), all warps released from __syncwarp together; or one warp at a
+ * time, the lowest (3) or highest (4) first, so it runs ahead to the next __syncthreads.  Returns 0, or -1 with the reason in emu_error() (a deadlocked or
+ * misused barrier, a misaligned WMMA operand, ...).  Not reentrant. */
+int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &kernel,
+               int order = 0, unsigned seed = 1);
+/* the first error since the last emu_launch started, or "" */
+const char *emu_error(void);
+/* record an error (first one wins); the kernel goes on */
+void emu_fail(const char *fmt, ...);
+
+/* the block's dynamic shared memory; the running thread's lane (0..31) */
+unsigned char *emu_dyn_smem(void);
+int emu_lane(void);
+
+/* ---- synchronisation ---- */
+void __syncthreads(void);
+void __syncwarp(unsigned mask = 0xffffffffu);
+/* value exchange within the warp: out = src_lane's v (n <= 8 bytes); two warp barriers */
+void emu_shfl(const void *v, size_t n, int src_lane, void *out, unsigned mask);
+
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32)
+{
+    static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
+    int lane = emu_lane(), src = lane ^ lane_mask;
+    if (src / width != lane / width) src = lane;
+    T r;
+    emu_shfl(&v, sizeof v, src, &r, mask);
+    return r;
+}
+template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
+{
+    static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
+    int lane = emu_lane(), src = lane + (int)delta;
+    if (src / width != lane / width) src = lane;
+    T r;
+    emu_shfl(&v, sizeof v, src, &r, mask);
+    return r;
+}
+template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32)
+{
+    static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
+    int lane = emu_lane(), src = (lane / width) * width + src_lane % width;
+    T r;
+    emu_shfl(&v, sizeof v, src, &r, mask);
+    return r;
+}
+
+/* ---- arithmetic ---- */
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+static inline size_t min(size_t a, size_t b) { return a < b ? a : b; }
+static inline size_t max(size_t a, size_t b) { return a > b ? a : b; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline uint32_t __float_as_uint(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float __uint_as_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+template <class T> static inline T atomicAdd(T *p, T v)
+{
+    T old = *p;   /* fibers switch only at barriers: a read-modify-write is atomic */
+    *p = old + v;
+    return old;
+}
+
+/* ---- bf16 / f16 ---- */
+struct __nv_bfloat16 {
+    uint16_t x;
+    operator float() const { return llm_quant_bf16_to_f32(x); }
+};
+struct __half {
+    uint16_t x;
+    operator float() const { return llm_quant_f16_to_f32(x); }
+};
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {llm_quant_f32_to_bf16(f)}; }
+static inline __half __float2half_rn(float f) { return {llm_quant_f32_to_f16(f)}; }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x; }
+static inline unsigned short __half_as_ushort(__half h) { return h.x; }
+static inline float __bfloat162float(__nv_bfloat16 h) { return (float)h; }
+static inline float __half2float(__half h) { return (float)h; }
+
+/* ---- WMMA (16x16x16 only) ---- */
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment {
+    static_assert(M == 16 && N == 16 && K == 16, "the emulator has 16x16x16 fragments only");
+    float v[16][16];   /* (row, col) of the tile: A (m,k), B (k,n), accumulator (m,n) */
+};
+
+void emu_check_ptr(const void *p, unsigned ldm, size_t elem, const char *what);
+
+template <class Use, class T, class Layout>
+static inline void fill_fragment(fragment<Use, 16, 16, 16, T, Layout> &f, float x)
+{
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) f.v[i][j] = x;
+}
+
+/* element (r, c) of a tile stored at p with leading dimension ldm */
+template <class T> static inline float emu_at(const T *p, unsigned ldm, int r, int c, int row_major)
+{
+    return (float)(row_major ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]);
+}
+
+template <class T, class Layout>
+static inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, Layout> &f, const T *p, unsigned ldm)
+{
+    emu_check_ptr(p, ldm, sizeof(T), "load_matrix_sync(matrix_a)");
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) f.v[i][k] = emu_at(p, ldm, i, k, std::is_same<Layout, row_major>::value);
+}
+template <class T, class Layout>
+static inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, Layout> &f, const T *p, unsigned ldm)
+{
+    emu_check_ptr(p, ldm, sizeof(T), "load_matrix_sync(matrix_b)");
+    for (int k = 0; k < 16; k++)
+        for (int j = 0; j < 16; j++) f.v[k][j] = emu_at(p, ldm, k, j, std::is_same<Layout, row_major>::value);
+}
+static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p,
+                                    unsigned ldm, layout_t l)
+{
+    emu_check_ptr(p, ldm, sizeof(float), "load_matrix_sync(accumulator)");
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) f.v[i][j] = emu_at(p, ldm, i, j, l == mem_row_major);
+}
+static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f,
+                                     unsigned ldm, layout_t l)
+{
+    emu_check_ptr(p, ldm, sizeof(float), "store_matrix_sync");
+    int lane = emu_lane();
+    for (int e = lane; e < 256; e += 32) {
+        int i = e / 16, j = e % 16;
+        p[l == mem_row_major ? (size_t)i * ldm + j : (size_t)j * ldm + i] = f.v[i][j];
+    }
+}
+template <class T, class LA, class LB>
+static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
+                            const fragment<matrix_a, 16, 16, 16, T, LA> &a,
+                            const fragment<matrix_b, 16, 16, 16, T, LB> &b,
+                            const fragment<accumulator, 16, 16, 16, float> &c)
+{
+    float r[16][16];
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            float s = c.v[i][j];
+            for (int k = 0; k < 16; k++) s += a.v[i][k] * b.v[k][j];
+            r[i][j] = s;
+        }
+    memcpy(d.v, r, sizeof r);
+}
+}  // namespace wmma
+}  // namespace nvcuda
+
+#endif

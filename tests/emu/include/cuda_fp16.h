@@ -1,0 +1,2 @@
+/* cuda_fp16.h for tests/emu: the CPU stand-ins of cuda_emu.h */
+#include "tests/emu/cuda_emu.h"

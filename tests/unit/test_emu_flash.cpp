@@ -1,0 +1,269 @@
+/* test_emu_flash.cpp — the fused ("flash") attention kernels of kernels/cuda/cuda_flash.cuh,
+ * run on the CPU by tests/emu (no GPU, no nvcc), against the double reference that
+ * scripts/gpu-check.sh uses on a GPU (tests/gpu/ref64.c) and with its bounds
+ * (r64_lse_bounds: out and dqkv within two lo units of roundoff of the sum of |terms|,
+ * lse within 1e-5 relative);
+ * each case again with the threads resumed in four other orders (emu_launch), bit for
+ * bit equal (a missing barrier would show); outputs start as NaN, so an element no thread
+ * wrote fails.  Also checks that the emulator itself catches what it claims to. */
+#include "tests/emu/cuda_emu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "common/ckpt.h"
+#include "tests/gpu/ref64.h"
+#include "tests/unit/testutil.h"
+}
+
+#include "kernels/cuda/cuda_flash.cuh"
+
+namespace {
+
+template <class T> T *alloc(size_t n)
+{
+    T *p = (T *)malloc((n ? n : 1) * sizeof(T));
+    assert_non_null(p);
+    return p;
+}
+
+float *nans(size_t n)
+{
+    float *p = alloc<float>(n);
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
+uint16_t to_lo(float v, int lo) { return lo == LLM_DT_BF16 ? llm_quant_f32_to_bf16(v) : llm_quant_f32_to_f16(v); }
+float from_lo(uint16_t h, int lo) { return lo == LLM_DT_BF16 ? llm_quant_bf16_to_f32(h) : llm_quant_f16_to_f32(h); }
+
+template <int LO, int HS>
+int run_fwd(float *out, float *lse, const uint16_t *q, int B, int T, int NH, int order)
+{
+    int C = NH * HS;
+    dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
+    float scale = 1.0f / sqrtf((float)HS);
+    return emu_launch(grid, dim3(FL_THREADS), fl_fwd_smem<HS>(),
+                      [&] { lc_flash_fwd_kernel<LO, HS>(out, lse, q, T, C, NH, scale); }, order, 7);
+}
+
+template <int LO, int HS>
+int run_bwd(float *dqkv, const uint16_t *q, const uint16_t *d, const float *lse, const float *D,
+            int B, int T, int NH, int order)
+{
+    int C = NH * HS;
+    dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
+    float scale = 1.0f / sqrtf((float)HS);
+    if (emu_launch(grid, dim3(FL_THREADS), fl_bwd_smem<HS>(),
+                   [&] { lc_flash_bwd_kv_kernel<LO, HS>(dqkv, q, d, lse, D, T, C, NH, scale); },
+                   order, 11))
+        return -1;
+    return emu_launch(grid, dim3(FL_THREADS), fl_bwd_smem<HS>(),
+                      [&] { lc_flash_bwd_q_kernel<LO, HS>(dqkv, q, d, lse, D, T, C, NH, scale); },
+                      order, 13);
+}
+
+template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
+{
+    const int lo = LO == LC_DT_BF16 ? LLM_DT_BF16 : LLM_DT_F16;
+    double bmax, bmean;
+    int C = NH * HS;
+    size_t C3 = 3 * (size_t)C, nq = (size_t)B * T * C3, no = (size_t)B * T * C,
+           nl = (size_t)B * NH * T;
+    float *qkv = alloc<float>(nq), *qr = alloc<float>(nq), *dout = alloc<float>(no);
+    float *dq0 = alloc<float>(nq);
+    uint16_t *q = alloc<uint16_t>(nq), *d = alloc<uint16_t>(no);
+    tu_fill(rng, qkv, nq, -2, 2);
+    tu_fill(rng, dout, no, -1, 1);
+    tu_fill(rng, dq0, nq, -1, 1);
+    for (size_t i = 0; i < nq; i++) {
+        q[i] = to_lo(qkv[i], lo);
+        qr[i] = from_lo(q[i], lo);
+    }
+    for (size_t i = 0; i < no; i++) d[i] = to_lo(dout[i], lo);
+
+    /* forward */
+    double *y = alloc<double>(no), *ys = alloc<double>(no), *lr = alloc<double>(nl);
+    r64_attention_lse_forward(y, ys, lr, qr, B, T, C, NH, lo);
+    float *out = nans(no), *lse = nans(nl);
+    int rc = run_fwd<LO, HS>(out, lse, q, B, T, NH, 0);
+    if (rc) fprintf(stderr, "emu: %s\n", emu_error());
+    assert_int_equal(rc, 0);
+    double el = 0, mx, mean;
+    for (size_t i = 0; i < nl; i++) {
+        double e = isfinite(lse[i]) ? fabs(lse[i] - lr[i]) / (1 + fabs(lr[i])) : INFINITY;
+        if (!(e <= el)) el = e;
+    }
+    r64_scaled_err(out, y, ys, no, &mx, &mean);
+    r64_lse_bounds(lo, 1, &bmax, &bmean);
+    printf("# fwd %s B%d T%d NH%d hs%d: lse %.2e, out max %.3e (bound %.3e) mean %.3e (%.3e)\n",
+           lo == LLM_DT_BF16 ? "bf16" : "f16", B, T, NH, HS, el, mx, bmax, mean, bmean);
+    assert_true(el <= 1e-5);
+    assert_true(mx <= bmax);
+    assert_true(mean <= bmean);
+    for (int order = 1; order <= 4; order++) {
+        float *o2 = nans(no), *l2 = nans(nl);
+        int r2 = run_fwd<LO, HS>(o2, l2, q, B, T, NH, order);
+        assert_int_equal(r2, 0);
+        assert_memory_equal(o2, out, no * sizeof(float));
+        assert_memory_equal(l2, lse, nl * sizeof(float));
+        free(o2);
+        free(l2);
+    }
+
+    /* backward from the reference's out and lse, D = rowsum(dout * out) in fp32 */
+    float *O = alloc<float>(no), *L = alloc<float>(nl), *D = alloc<float>(nl);
+    for (size_t i = 0; i < no; i++) O[i] = (float)y[i];
+    for (size_t i = 0; i < nl; i++) L[i] = (float)lr[i];
+    int hs = HS;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
+                double s = 0;
+                for (int i = 0; i < hs; i++) s += (double)dout[go + i] * O[go + i];
+                D[((size_t)b * NH + h) * T + t] = (float)s;
+            }
+    double *r = alloc<double>(nq), *rs = alloc<double>(nq);
+    for (size_t i = 0; i < nq; i++) {
+        r[i] = dq0[i];
+        rs[i] = fabs(dq0[i]);
+    }
+    r64_attention_lse_backward(r, rs, qr, dout, O, L, B, T, C, NH, lo);
+    float *dq = alloc<float>(nq);
+    memcpy(dq, dq0, nq * sizeof(float));
+    rc = run_bwd<LO, HS>(dq, q, d, L, D, B, T, NH, 0);
+    if (rc) fprintf(stderr, "emu: %s\n", emu_error());
+    assert_int_equal(rc, 0);
+    r64_scaled_err(dq, r, rs, nq, &mx, &mean);
+    r64_lse_bounds(lo, 0, &bmax, &bmean);
+    printf("# bwd %s B%d T%d NH%d hs%d: dqkv max %.3e (bound %.3e) mean %.3e (%.1e)\n",
+           lo == LLM_DT_BF16 ? "bf16" : "f16", B, T, NH, HS, mx, bmax, mean, bmean);
+    assert_true(mx <= bmax);
+    assert_true(mean <= bmean);
+    for (int order = 1; order <= 4; order++) {
+        float *d2 = alloc<float>(nq);
+        memcpy(d2, dq0, nq * sizeof(float));
+        int r2 = run_bwd<LO, HS>(d2, q, d, L, D, B, T, NH, order);
+        assert_int_equal(r2, 0);
+        assert_memory_equal(d2, dq, nq * sizeof(float));
+        free(d2);
+    }
+    free(qkv); free(qr); free(dout); free(dq0); free(q); free(d); free(y); free(ys); free(lr);
+    free(out); free(lse); free(O); free(L); free(D); free(r); free(rs); free(dq);
+}
+
+/* the shapes of gpu_check's fused rows: one position, partial tiles, head sizes 32 / 128 */
+template <int LO> void cases(tu_rng *rng)
+{
+    check_case<LO, 64>(rng, 1, 1, 1);
+    check_case<LO, 64>(rng, 2, 67, 2);
+    check_case<LO, 32>(rng, 1, 129, 3);
+    check_case<LO, 128>(rng, 1, 130, 2);
+}
+
+void test_flash_bf16(void **state)
+{
+    (void)state;
+    tu_rng rng = {0x5eed1};
+    cases<LC_DT_BF16>(&rng);
+}
+
+void test_flash_f16(void **state)
+{
+    (void)state;
+    tu_rng rng = {0x5eed2};
+    cases<LC_DT_F16>(&rng);
+}
+
+/* ---- the emulator catches what it says it does ---- */
+
+/* thread i reads what thread i + 1 wrote to shared memory, with or without a barrier */
+void shift_kernel(float *out, int sync, float base)
+{
+    __shared__ float sh[64];
+    int i = (int)threadIdx.x;
+    sh[i] = base + (float)i;
+    if (sync) __syncthreads();
+    out[i] = sh[(i + 1) % 64];
+}
+
+void test_emu_race(void **state)
+{
+    (void)state;
+    float a[64];
+    int run = 0;
+    for (int sync = 1; sync >= 0; sync--)
+        for (int order = 0; order <= 1; order++) {
+            float base = (float)(1000 * ++run);
+            int rc = emu_launch(dim3(1), dim3(64), 0, [&] { shift_kernel(a, sync, base); }, order);
+            assert_int_equal(rc, 0);
+            int wrong = 0;
+            for (int i = 0; i < 64; i++) wrong += a[i] != base + (float)((i + 1) % 64);
+            /* without the barrier, the values read depend on the order: stale ones show */
+            if (sync) assert_int_equal(wrong, 0);
+            else assert_true(wrong > 0);
+        }
+}
+
+/* lanes of one warp at different barriers; a warp sum through shuffles */
+void mixed_kernel(void)
+{
+    if (threadIdx.x % 2) __syncwarp();
+    else __syncthreads();
+}
+
+void sum_kernel(int *out)
+{
+    int v = (int)threadIdx.x;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    out[threadIdx.x] = v;
+}
+
+void test_emu_barriers(void **state)
+{
+    (void)state;
+    int rc = emu_launch(dim3(1), dim3(64), 0, [&] { mixed_kernel(); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "warp"));
+    int out[64];
+    rc = emu_launch(dim3(1), dim3(64), 0, [&] { sum_kernel(out); }, 2, 3);
+    assert_int_equal(rc, 0);
+    for (int i = 0; i < 64; i++) assert_int_equal(out[i], i < 32 ? 496 : 32 * 32 + 496);
+}
+
+/* a WMMA load from a pointer that is not 256-bit aligned is refused */
+void misaligned_kernel(const uint16_t *p, float *o)
+{
+    using namespace nvcuda;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+    wmma::load_matrix_sync(a, (const __nv_bfloat16 *)(p + 8), 16);
+    o[threadIdx.x] = a.v[0][0];
+}
+
+void test_emu_wmma_align(void **state)
+{
+    (void)state;
+    alignas(32) uint16_t p[16 * 16 + 8] = {0};
+    float o[32];
+    int rc = emu_launch(dim3(1), dim3(32), 0, [&] { misaligned_kernel(p, o); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "aligned"));
+}
+
+}  // namespace
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_emu_race),
+        cmocka_unit_test(test_emu_barriers),
+        cmocka_unit_test(test_emu_wmma_align),
+        cmocka_unit_test(test_flash_bf16),
+        cmocka_unit_test(test_flash_f16),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
