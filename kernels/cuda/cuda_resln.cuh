@@ -3,7 +3,8 @@
  * Device code only (kernels and __device__ helpers; the launchers are in cuda_ops.cu),
  * so that a host emulation can compile it too.  Both kernels share the row tail
  * lc_ln_row_finish, so the fused op does exactly the arithmetic of residual_forward
- * followed by layernorm_forward (bit-identical to them). */
+ * followed by layernorm_forward (bit-identical to them).  The kernels are static: a host
+ * compilation of this header (tests/emu) links with the library's launch stubs. */
 #ifndef LLM_CUDA_RESLN_CUH
 #define LLM_CUDA_RESLN_CUH
 #include <math.h>
@@ -44,8 +45,9 @@ __device__ __forceinline__ void lc_ln_row_finish(float *out, float *mean, float 
 }
 
 /* The layer norm of inp(N,C), one warp per row (blockDim a multiple of 32). */
-__global__ void lc_ln_fwd_kernel(float *out, float *mean, float *rstd, const float *inp,
-                                 const float *w, const float *b, int N, int C)
+static __global__ void lc_ln_fwd_kernel(float *out, float *mean, float *rstd,
+                                        const float *inp, const float *w, const float *b, int N,
+                                        int C)
 {
     int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / LC_WARP);
     int lane = threadIdx.x % LC_WARP;
@@ -59,9 +61,9 @@ __global__ void lc_ln_fwd_kernel(float *out, float *mean, float *rstd, const flo
 /* res(N,C) = a + b, then the layer norm of res as lc_ln_fwd_kernel, one warp per row.
  * res may alias a or b: every element is read and written by the same thread, and the
  * later passes read back what that thread wrote. */
-__global__ void lc_resln_fwd_kernel(float *res, float *out, float *mean, float *rstd,
-                                    const float *a, const float *b, const float *w,
-                                    const float *bias, int N, int C)
+static __global__ void lc_resln_fwd_kernel(float *res, float *out, float *mean, float *rstd,
+                                           const float *a, const float *b, const float *w,
+                                           const float *bias, int N, int C)
 {
     int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / LC_WARP);
     int lane = threadIdx.x % LC_WARP;
