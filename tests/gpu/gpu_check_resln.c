@@ -64,7 +64,7 @@ void gpu_check_resln(gc *x, int N, int C)
     float *ro2 = get2(x, gres2, gout2, n), *m2 = gget(x, gm2, N), *r2 = gget(x, gr2, N);
     row_det(x, "res_layernorm = res+ln", sh, ro, ro2, 2 * n);
     int same = !memcmp(mean, m2, N * 4) && !memcmp(rstd, r2, N * 4);
-    row_check(x, "res_layernorm = res+ln stat", sh, !same, 0, same);
+    row_check(x, "res_layernorm = ln stats", sh, !same, 0, same);
     free(ro2); free(m2); free(r2);
 
     /* in place: res is a (k = 0), then b (k = 1); no statistics */
