@@ -31,14 +31,31 @@ namespace {
 
 enum { RUN, WAIT_WARP, WAIT_BLOCK, DONE };
 
-/* big enough for the flash backward's fragments (16 of 1 KiB) at -O0 under ASan */
-const size_t STACK = 512 * 1024;
+/* Big enough for the flash backward's fragments (16 of 1 KiB) at -O0 under ASan (a guard
+ * page below each stack turns an overflow into a fault), and small: ASan clears the
+ * shadow of the whole stack at every switch, by mmap beyond 64 KiB of shadow. */
+const size_t STACK = 128 * 1024;
 
 struct Fiber {
     ucontext_t ctx;
     int state;
     uint3 tid;
     int lane, warp;
+    uint64_t mma_calls;   /* this thread's WMMA products so far in the block */
+    uint64_t loads;       /* and its WMMA loads */
+};
+
+/* one warp's recent WMMA products, by call number (see nvcuda::wmma::emu_mma) */
+const int MEMO = 128;
+struct MmaMemo {
+    uint64_t tag[MEMO];   /* block number << 32 | call number, 0 = empty */
+    float a[MEMO][256], b[MEMO][256], c[MEMO][256], d[MEMO][256];
+};
+/* one warp's recent WMMA loads, by call number (see emu_load_slot) */
+const int LOADS = 256;
+struct LoadRing {
+    uint64_t tag[LOADS];
+    float v[LOADS][256];
 };
 
 struct Emu {
@@ -52,6 +69,9 @@ struct Emu {
     unsigned char *dyn = nullptr;
     size_t dyn_bytes = 0;
     std::string err;
+    std::vector<MmaMemo> memo;   /* per warp */
+    std::vector<LoadRing> loads; /* per warp */
+    uint64_t block_seq = 0;
 #ifdef EMU_ASAN
     const void *sched_bottom = nullptr;
     size_t sched_size = 0;
@@ -153,28 +173,36 @@ bool release(Emu *e, int nwarps, bool one_warp, bool desc)
     return false;
 }
 
+/* fiber i of the block: indices, state, a fresh context on its stack */
+void init_fiber(Emu *e, int i)
+{
+    Fiber &f = e->f[(size_t)i];
+    unsigned t = (unsigned)i;
+    f.tid = {t % emu_blockDim.x, (t / emu_blockDim.x) % emu_blockDim.y,
+             t / (emu_blockDim.x * emu_blockDim.y)};
+    f.lane = i % 32;
+    f.warp = i / 32;
+    f.state = RUN;
+    f.mma_calls = 0;
+    f.loads = 0;
+    unsigned char *st = stack_of(e, (size_t)i);
+#ifdef EMU_ASAN
+    /* frames left poisoned by an earlier fiber on this stack (one that never finished) */
+    ASAN_UNPOISON_MEMORY_REGION(st, STACK);
+#endif
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = st;
+    f.ctx.uc_stack.ss_size = STACK;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, entry, 0);
+}
+
 int run_block(Emu *e, size_t smem, int order, unsigned *rng)
 {
     int n = (int)e->f.size(), nwarps = (n + 31) / 32;
+    e->block_seq++;
     if (smem) memset(e->dyn, 0xff, smem);   /* unwritten shared memory reads as NaN */
-    for (int i = 0; i < n; i++) {
-        Fiber &f = e->f[i];
-        unsigned t = (unsigned)i;
-        f.tid = {t % emu_blockDim.x, (t / emu_blockDim.x) % emu_blockDim.y,
-                 t / (emu_blockDim.x * emu_blockDim.y)};
-        f.lane = i % 32;
-        f.warp = i / 32;
-        f.state = RUN;
-        unsigned char *st = stack_of(e, (size_t)i);
-#ifdef EMU_ASAN
-        ASAN_UNPOISON_MEMORY_REGION(st, STACK);
-#endif
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = st;
-        f.ctx.uc_stack.ss_size = STACK;
-        f.ctx.uc_link = nullptr;
-        makecontext(&f.ctx, entry, 0);
-    }
+    for (int i = 0; i < n; i++) init_fiber(e, i);
     std::vector<int> ord((size_t)n);
     for (;;) {
         bool desc = order == 1 || order == 4;
@@ -245,6 +273,62 @@ void nvcuda::wmma::emu_check_ptr(const void *p, unsigned ldm, size_t elem, const
         emu_fail("wmma::%s: ldm %u is not a multiple of 16 bytes", what, ldm);
 }
 
+float *nvcuda::wmma::emu_load_slot(bool *filled)
+{
+    static float own[256];   /* outside a launch */
+    Emu *e = g_emu;
+    *filled = false;
+    if (!e || e->cur < 0) return own;
+    Fiber &f = e->f[e->cur];
+    f.loads++;
+    LoadRing &r = e->loads[f.warp];
+    int slot = (int)(f.loads % LOADS);
+    uint64_t tag = e->block_seq << 32 | (f.loads & 0xffffffffu);
+    if (r.tag[slot] == tag) {
+        *filled = true;
+    } else if (r.tag[slot] > tag) {
+        emu_fail("wmma: more than %d loads by one lane of warp %d between barriers", LOADS, f.warp);
+    } else {
+        r.tag[slot] = tag;
+    }
+    return r.v[slot];
+}
+
+void nvcuda::wmma::emu_mma(float *d, const float *a, const float *b, const float *c)
+{
+    Emu *e = g_emu;
+    MmaMemo *m = nullptr;
+    int slot = 0;
+    uint64_t tag = 0;
+    if (e && e->cur >= 0) {
+        Fiber &f = e->f[e->cur];
+        f.mma_calls++;
+        m = &e->memo[f.warp];
+        slot = (int)(f.mma_calls % MEMO);
+        tag = e->block_seq << 32 | (f.mma_calls & 0xffffffffu);
+        if (m->tag[slot] == tag && !memcmp(m->a[slot], a, sizeof m->a[slot]) &&
+            !memcmp(m->b[slot], b, sizeof m->b[slot]) && !memcmp(m->c[slot], c, sizeof m->c[slot])) {
+            memcpy(d, m->d[slot], sizeof m->d[slot]);
+            return;
+        }
+    }
+    float r[256];
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            float s = c[i * 16 + j];
+            for (int k = 0; k < 16; k++) s += a[i * 16 + k] * b[k * 16 + j];
+            r[i * 16 + j] = s;
+        }
+    if (m) {
+        m->tag[slot] = tag;
+        memcpy(m->a[slot], a, sizeof r);
+        memcpy(m->b[slot], b, sizeof r);
+        memcpy(m->c[slot], c, sizeof r);
+        memcpy(m->d[slot], r, sizeof r);
+    }
+    memcpy(d, r, sizeof r);
+}
+
 int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &kernel, int order,
                unsigned seed)
 {
@@ -258,23 +342,36 @@ int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &
         g_last_err = buf;
         return -1;
     }
+    /* the stacks are kept from one launch to the next (mapping them is the slow part) */
+    static unsigned char *stacks;
+    static size_t nstacks;
     e.page = (size_t)sysconf(_SC_PAGESIZE);
-    e.nstacks = n;
-    size_t bytes = n * (e.page + STACK);
-    void *m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-        g_last_err = "cannot map fiber stacks";
-        return -1;
+    if (nstacks < n) {
+        if (stacks) munmap(stacks, nstacks * (e.page + STACK));
+        nstacks = 0;
+        void *m = mmap(nullptr, n * (e.page + STACK), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            stacks = nullptr;
+            g_last_err = "cannot map fiber stacks";
+            return -1;
+        }
+        stacks = (unsigned char *)m;
+        nstacks = n;
+        for (size_t i = 0; i < n; i++) mprotect(stacks + i * (e.page + STACK), e.page, PROT_NONE);
     }
-    e.stacks = (unsigned char *)m;
-    for (size_t i = 0; i < n; i++) mprotect(e.stacks + i * (e.page + STACK), e.page, PROT_NONE);
+    e.stacks = stacks;
+    e.nstacks = n;
     if (smem && posix_memalign((void **)&e.dyn, 128, smem)) {
-        munmap(m, bytes);
         g_last_err = "out of memory for shared memory";
         return -1;
     }
     e.f.resize(n);
     e.shfl.assign((n + 31) / 32 * 32 * 8, 0);
+    e.memo.resize((n + 31) / 32);
+    for (auto &m : e.memo) memset(m.tag, 0, sizeof m.tag);
+    e.loads.resize((n + 31) / 32);
+    for (auto &m : e.loads) memset(m.tag, 0, sizeof m.tag);
     e.body = &kernel;
     e.dyn_bytes = smem;
     g_emu = &e;
@@ -291,7 +388,6 @@ int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &
             }
     g_last_err = e.err;
     free(e.dyn);
-    munmap(m, bytes);
     g_emu = nullptr;
     if (rc && g_last_err.empty()) g_last_err = "a thread did not finish";
     return g_last_err.empty() ? 0 : -1;

@@ -156,7 +156,7 @@ template <class T> static inline T atomicAdd(T *p, T v)
 /* ---- bf16 / f16 ---- */
 struct __nv_bfloat16 {
     uint16_t x;
-    operator float() const { return llm_quant_bf16_to_f32(x); }
+    operator float() const { return __uint_as_float((uint32_t)x << 16); }
 };
 struct __half {
     uint16_t x;
@@ -199,26 +199,38 @@ template <class T> static inline float emu_at(const T *p, unsigned ldm, int r, i
     return (float)(row_major ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]);
 }
 
+/* The loads are warp-collective: in hardware every lane's part is read once all lanes
+ * have arrived.  So the first lane to make a warp's k-th load reads the tile into a
+ * per-warp slot, and the other lanes take it from there (what a lane wrote after its own
+ * load, such as a store of the result, must not change what the others load). */
+float *emu_load_slot(bool *filled);
+template <class T>
+static inline void emu_load(float *v, const T *p, unsigned ldm, bool row_major, const char *what)
+{
+    bool filled;
+    float *slot = emu_load_slot(&filled);
+    if (!filled) {
+        emu_check_ptr(p, ldm, sizeof(T), what);
+        for (int r = 0; r < 16; r++)
+            for (int c = 0; c < 16; c++) slot[r * 16 + c] = emu_at(p, ldm, r, c, row_major);
+    }
+    memcpy(v, slot, 256 * sizeof(float));
+}
+
 template <class T, class Layout>
 static inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, Layout> &f, const T *p, unsigned ldm)
 {
-    emu_check_ptr(p, ldm, sizeof(T), "load_matrix_sync(matrix_a)");
-    for (int i = 0; i < 16; i++)
-        for (int k = 0; k < 16; k++) f.v[i][k] = emu_at(p, ldm, i, k, std::is_same<Layout, row_major>::value);
+    emu_load(&f.v[0][0], p, ldm, std::is_same<Layout, row_major>::value, "load_matrix_sync(matrix_a)");
 }
 template <class T, class Layout>
 static inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, Layout> &f, const T *p, unsigned ldm)
 {
-    emu_check_ptr(p, ldm, sizeof(T), "load_matrix_sync(matrix_b)");
-    for (int k = 0; k < 16; k++)
-        for (int j = 0; j < 16; j++) f.v[k][j] = emu_at(p, ldm, k, j, std::is_same<Layout, row_major>::value);
+    emu_load(&f.v[0][0], p, ldm, std::is_same<Layout, row_major>::value, "load_matrix_sync(matrix_b)");
 }
 static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p,
                                     unsigned ldm, layout_t l)
 {
-    emu_check_ptr(p, ldm, sizeof(float), "load_matrix_sync(accumulator)");
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) f.v[i][j] = emu_at(p, ldm, i, j, l == mem_row_major);
+    emu_load(&f.v[0][0], p, ldm, l == mem_row_major, "load_matrix_sync(accumulator)");
 }
 static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f,
                                      unsigned ldm, layout_t l)
@@ -230,20 +242,17 @@ static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 1
         p[l == mem_row_major ? (size_t)i * ldm + j : (size_t)j * ldm + i] = f.v[i][j];
     }
 }
+/* d = c + a b (d may be c).  Every lane of a warp makes the same call with the same
+ * fragments: emu_mma computes it once per warp and hands the others the result (after
+ * comparing their operands with the first lane's). */
+void emu_mma(float *d, const float *a, const float *b, const float *c);
 template <class T, class LA, class LB>
 static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
                             const fragment<matrix_a, 16, 16, 16, T, LA> &a,
                             const fragment<matrix_b, 16, 16, 16, T, LB> &b,
                             const fragment<accumulator, 16, 16, 16, float> &c)
 {
-    float r[16][16];
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) {
-            float s = c.v[i][j];
-            for (int k = 0; k < 16; k++) s += a.v[i][k] * b.v[k][j];
-            r[i][j] = s;
-        }
-    memcpy(d.v, r, sizeof r);
+    emu_mma(&d.v[0][0], &a.v[0][0], &b.v[0][0], &c.v[0][0]);
 }
 }  // namespace wmma
 }  // namespace nvcuda
