@@ -94,6 +94,18 @@ int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int ma
 int llm_infer_ctx_max_rows(const llm_infer_ctx *c) { return c->max_rows; }
 size_t llm_infer_ctx_bytes(const llm_infer_ctx *c) { return c->bytes; }
 
+/* x += proj, then ln = layernorm(x) (w, b): fused when the backend offers it. */
+static void residual_ln(llm_backend *be, float *x, float *ln, const float *proj, const float *w,
+                        const float *b, int n, int C)
+{
+    if (be->residual_layernorm_forward) {
+        be->residual_layernorm_forward(be, x, ln, NULL, NULL, x, proj, w, b, n, C);
+        return;
+    }
+    be->residual_forward(be, x, x, proj, (size_t)n * C);
+    be->layernorm_forward(be, ln, NULL, NULL, x, w, b, n, C);
+}
+
 int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_status *st)
 {
     const llm_infer_model *m = c->m;
@@ -132,10 +144,12 @@ int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_st
     be->embed_rows(be, c->x, c->ids, c->pos, m->wte.p, m->wte.dtype, m->wpe.p, n, C);
     if (m->tp && llm_infer_tp_embed_reduce(m->tp, be, c->x, n, C, st))
         return st->code;
+    be->layernorm_forward(be, c->ln, NULL, NULL, c->x, m->layers[0].ln1_w.p,
+                          m->layers[0].ln1_b.p, n, C);
     for (int l = 0; l < cfg->n_layer; l++) {
         const llm_infer_layer *L = &m->layers[l];
         float *kc = c->kc + l * layer_kv, *vc = c->vc + l * layer_kv;
-        be->layernorm_forward(be, c->ln, NULL, NULL, c->x, L->ln1_w.p, L->ln1_b.p, n, C);
+        /* c->ln holds ln_1 of c->x (written with the previous layer's last residual) */
         be->matmul_rows(be, c->qkv, c->ln, L->qkv_w.p, L->qkv_w.dtype, L->qkv_b.p, n, C, 3 * Cl);
         be->kv_store(be, kc, vc, c->qkv, c->slot, c->pos, n, Cl, T);
         be->attention_rows(be, c->att, c->qkv, kc, vc, c->slot, c->pos, n, Cl, NH, T);
@@ -143,15 +157,18 @@ int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_st
                         L->attn_proj_b.p, n, Cl, C);
         if (m->tp && llm_infer_tp_allreduce(m->tp, be, c->proj, nc, st))
             return st->code;
-        be->residual_forward(be, c->x, c->x, c->proj, nc);
-        be->layernorm_forward(be, c->ln, NULL, NULL, c->x, L->ln2_w.p, L->ln2_b.p, n, C);
+        residual_ln(be, c->x, c->ln, c->proj, L->ln2_w.p, L->ln2_b.p, n, C);
         be->matmul_rows(be, c->fc, c->ln, L->fc_w.p, L->fc_w.dtype, L->fc_b.p, n, C, 4 * Cl);
         be->gelu_forward(be, c->fca, c->fc, (size_t)n * 4 * Cl);
         be->matmul_rows(be, c->proj, c->fca, L->fc_proj_w.p, L->fc_proj_w.dtype,
                         L->fc_proj_b.p, n, 4 * Cl, C);
         if (m->tp && llm_infer_tp_allreduce(m->tp, be, c->proj, nc, st))
             return st->code;
-        be->residual_forward(be, c->x, c->x, c->proj, nc);
+        if (l + 1 < cfg->n_layer)
+            residual_ln(be, c->x, c->ln, c->proj, m->layers[l + 1].ln1_w.p,
+                        m->layers[l + 1].ln1_b.p, n, C);
+        else   /* ln_f reads only the rows llm_infer_logits asks for */
+            be->residual_forward(be, c->x, c->x, c->proj, nc);
     }
     c->n_last = n;
     return LLM_OK;

@@ -5,7 +5,9 @@
  * plus L+1 residual streams; the GELU output is recomputed in the backward and the
  * gradient of the logits is written over the logits.  The backward needs three scratch
  * buffers in all (two of (N,4C), one (N,C)) instead of a gradient per activation.
- * Inference (no targets) keeps one layer slot and one residual stream, updated in place. */
+ * Inference (no targets) keeps one layer slot and one residual stream, updated in place.
+ * Each residual add is fused with the layernorm that reads it (the next layer's ln_1 or
+ * ln_f after a layer's MLP) when the backend offers residual_layernorm_forward. */
 #include "common/model_impl.h"
 
 #include <stdlib.h>
@@ -189,30 +191,68 @@ static void attn_backward(llm_model *m, float *dqkv, const float *dout, const fl
         be->attention_backward(be, dqkv, dout, qkv, att, B, T, C, NH);
 }
 
-/* Layer l's forward from the residual stream x: the kept activations into a (layernorm
- * statistics when train), res2 = x + attention block (res2 may be x: inference updates
- * the stream in place), then xo = res2 + MLP block.  xo NULL (recompute in the backward)
- * stops after the fc pre-activation: everything the backward reads, nothing more. */
+/* A layernorm's destination: output, statistics (NULL in inference) and the view of its
+ * weight (the bias is the next view). */
+typedef struct {
+    float *out, *mean, *rstd;
+    int view;
+} ln_dst;
+
+/* Layer l's ln_1 into its slot a (a plain layernorm of the stream x: layer 0 after the
+ * embedding, and full recompute; otherwise the previous layer's last residual writes it). */
+static ln_dst ln1_dst(int l, llm_layer_acts *a, int train)
+{
+    return (ln_dst){a->ln1, train ? a->ln1_mean : NULL, train ? a->ln1_rstd : NULL,
+                    PV_LAYER(l, PV_LN1W)};
+}
+
+static void ln_forward(llm_model *m, const ln_dst *d, const float *x, int n)
+{
+    llm_backend *be = m->be;
+    be->layernorm_forward(be, d->out, d->mean, d->rstd, x, P(m, d->view), P(m, d->view + 1), n,
+                          m->cfg.n_embd);
+}
+
+/* res = a + b, then the layernorm d of res: the backend's fused op when it offers one
+ * (bit-identical), else the two ops. */
+static void residual_ln_forward(llm_model *m, float *res, const float *a, const float *b,
+                                const ln_dst *d, int n)
+{
+    llm_backend *be = m->be;
+    int C = m->cfg.n_embd;
+    if (be->residual_layernorm_forward) {
+        be->residual_layernorm_forward(be, res, d->out, d->mean, d->rstd, a, b, P(m, d->view),
+                                       P(m, d->view + 1), n, C);
+        return;
+    }
+    be->residual_forward(be, res, a, b, (size_t)n * C);
+    ln_forward(m, d, res, n);
+}
+
+/* Layer l's forward from the residual stream x, its ln_1 already in a (ln1_dst): the kept
+ * activations into a (layernorm statistics when train), res2 = x + attention block (res2
+ * may be x: inference updates the stream in place), then xo = res2 + MLP block and with
+ * it the next layernorm, next (the next layer's ln_1 or ln_f).  xo NULL (recompute in the
+ * backward) stops after the fc pre-activation: everything the backward reads, nothing
+ * more. */
 static void layer_forward(llm_model *m, int l, llm_layer_acts *a, const float *x, float *res2,
-                          float *xo, int train, int B, int T)
+                          float *xo, const ln_dst *next, int train, int B, int T)
 {
     llm_backend *be = m->be;
     int C = m->cfg.n_embd, n = B * T;
     size_t N = (size_t)n;
-    be->layernorm_forward(be, a->ln1, train ? a->ln1_mean : NULL, train ? a->ln1_rstd : NULL,
-                          x, P(m, PV_LAYER(l, PV_LN1W)), P(m, PV_LAYER(l, PV_LN1B)), n, C);
     mm_forward(m, a->qkv, a->ln1, PV_LAYER(l, PV_QKVW), P(m, PV_LAYER(l, PV_QKVB)), n, C, 3 * C);
     attn_forward(m, a->atty, a->att, a->qkv, B, T);
     mm_forward(m, m->buf_b, a->atty, PV_LAYER(l, PV_APW), P(m, PV_LAYER(l, PV_APB)), n, C, C);
-    be->residual_forward(be, res2, x, m->buf_b, N * C);
-    be->layernorm_forward(be, a->ln2, train ? a->ln2_mean : NULL, train ? a->ln2_rstd : NULL,
-                          res2, P(m, PV_LAYER(l, PV_LN2W)), P(m, PV_LAYER(l, PV_LN2B)), n, C);
+    ln_dst ln2 = {a->ln2, train ? a->ln2_mean : NULL, train ? a->ln2_rstd : NULL,
+                  PV_LAYER(l, PV_LN2W)};
+    residual_ln_forward(m, res2, x, m->buf_b, &ln2, n);
     mm_forward(m, a->fch, a->ln2, PV_LAYER(l, PV_FCW), P(m, PV_LAYER(l, PV_FCB)), n, C, 4 * C);
     if (!xo)
         return;
     be->gelu_forward(be, m->buf_a, a->fch, N * 4 * C);
     mm_forward(m, m->buf_b, m->buf_a, PV_LAYER(l, PV_FPW), P(m, PV_LAYER(l, PV_FPB)), n, 4 * C, C);
-    be->residual_forward(be, xo, res2, m->buf_b, N * C);
+    residual_ln_forward(m, xo, res2, m->buf_b, next, n);
 }
 
 int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
@@ -244,14 +284,18 @@ int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *target
 
     be->embed_forward(be, m->x[0], m->d_inputs, P(m, PV_WTE), P(m, PV_WPE), B, T, C);
     int slots = train && m->acts_recompute != LLM_RECOMPUTE_FULL;
+    ln_dst first = ln1_dst(0, &m->layer[0], train);
+    ln_forward(m, &first, m->x[0], n);
     for (int l = 0; l < L; l++) {
         llm_layer_acts *a = &m->layer[slots ? l : 0];
         float *x = m->x[train ? l : 0], *xo = m->x[train ? l + 1 : 0];
-        layer_forward(m, l, a, x, train ? a->res2 : x, xo, train, B, T);
+        /* the layer's last residual is fused with the next layernorm: the next layer's
+         * ln_1 (into its slot), ln_f after the last layer */
+        ln_dst next = l + 1 < L ? ln1_dst(l + 1, &m->layer[slots ? l + 1 : 0], train)
+                                : (ln_dst){m->lnf, train ? m->lnf_mean : NULL,
+                                           train ? m->lnf_rstd : NULL, m->nviews - 2};
+        layer_forward(m, l, a, x, train ? a->res2 : x, xo, &next, train, B, T);
     }
-    float *xl = m->x[train ? L : 0];
-    be->layernorm_forward(be, m->lnf, train ? m->lnf_mean : NULL, train ? m->lnf_rstd : NULL, xl,
-                          P(m, m->nviews - 2), P(m, m->nviews - 1), n, C);
     mm_forward(m, m->logits, m->lnf, PV_WTE, NULL, n, C, Vp);
     m->last_B = B;
     m->last_T = T;
@@ -320,8 +364,11 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
         llm_layer_acts *a = &m->layer[rec == LLM_RECOMPUTE_FULL ? 0 : l];
         /* full recompute: rerun the layer's forward into the shared slot (the last layer's
          * activations are still there from the forward) */
-        if (rec == LLM_RECOMPUTE_FULL && l != L - 1)
-            layer_forward(m, l, a, m->x[l], a->res2, NULL, 1, B, T);
+        if (rec == LLM_RECOMPUTE_FULL && l != L - 1) {
+            ln_dst ln1 = ln1_dst(l, a, 1);
+            ln_forward(m, &ln1, m->x[l], n);
+            layer_forward(m, l, a, m->x[l], a->res2, NULL, NULL, 1, B, T);
+        }
         /* x_{l+1} = res2 + c_proj(gelu(c_fc(ln_2(res2)))) */
         be->gelu_forward(be, A, a->fch, N * 4 * C);
         be->zero(be, Bf, N * 4 * C * fz);

@@ -383,6 +383,18 @@ static void w_residual_forward(llm_backend *be, float *out, const float *a, cons
     END(LLM_OP_RESIDUAL_FWD, site, layer, llm_cost_residual_forward(n));
 }
 
+static void w_residual_layernorm_forward(llm_backend *be, float *res, float *out, float *mean,
+                                        float *rstd, const float *a, const float *b,
+                                        const float *w, const float *bias, int N, int C)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, w, &site, &layer);
+    BEGIN(LLM_OP_RESIDUAL_LAYERNORM_FWD);
+    IN(p)->residual_layernorm_forward(IN(p), res, out, mean, rstd, a, b, w, bias, N, C);
+    END(LLM_OP_RESIDUAL_LAYERNORM_FWD, site, layer, llm_cost_residual_layernorm_forward(N, C));
+}
+
 static void w_xent_forward(llm_backend *be, float *losses, float *lse, const float *logits,
                            const int32_t *targets, int N, int V, int Vp)
 {
@@ -642,6 +654,8 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .attention_forward = w_attention_forward,
         .gelu_forward = w_gelu_forward,
         .residual_forward = w_residual_forward,
+        .residual_layernorm_forward =
+            p->inner->residual_layernorm_forward ? w_residual_layernorm_forward : NULL,
         .xent_forward = w_xent_forward,
         .embed_backward = w_embed_backward,
         .layernorm_backward = w_layernorm_backward,

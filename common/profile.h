@@ -10,7 +10,8 @@
  *
  * Layers: register the model's parameter tensors with llm_profile_add_region(); an op
  * whose weight pointer falls in "h.3.attn.c_attn.weight" is attributed to layer 3 and
- * site "attn.c_attn".  Ops without a weight (attention, gelu, residual, ...) are
+ * site "attn.c_attn" (residual_layernorm_forward by its layernorm's weight: a layer's
+ * last residual shows under the next layer's ln_1, or ln_f).  Ops without a weight (attention, gelu, residual, ...) are
  * attributed to the layer and site of the latest op that had one; site names then get
  * no change (the site column shows the enclosing weighted op).  Layer -1 means outside
  * the blocks (embedding, final layernorm, loss, optimizer).
@@ -23,6 +24,8 @@
  *   attention_forward   flop B*NH*tri*(4hs+5)     bytes 4(4BTC + B*NH*T*T)
  *   gelu_forward        flop 8n             bytes 8n
  *   residual_forward    flop n              bytes 12n
+ *   residual_layernorm_forward  flop n + 8NC (n = NC)
+ *                       bytes 4(4NC + 2C + 2N): a, b read, res and out written once
  *   xent_forward        flop 4NV            bytes 4(NV + 3N)
  *   embed_backward      flop 2BTC           bytes 4(BT + 5BTC)
  *   layernorm_backward  flop 14NC           bytes 4(4NC + 5C + 2N)
@@ -70,7 +73,7 @@
 
 typedef enum {
     LLM_OP_EMBED_FWD, LLM_OP_LAYERNORM_FWD, LLM_OP_MATMUL_FWD, LLM_OP_ATTENTION_FWD,
-    LLM_OP_GELU_FWD, LLM_OP_RESIDUAL_FWD, LLM_OP_XENT_FWD,
+    LLM_OP_GELU_FWD, LLM_OP_RESIDUAL_FWD, LLM_OP_RESIDUAL_LAYERNORM_FWD, LLM_OP_XENT_FWD,
     LLM_OP_EMBED_BWD, LLM_OP_LAYERNORM_BWD, LLM_OP_MATMUL_BWD, LLM_OP_ATTENTION_BWD,
     LLM_OP_GELU_BWD, LLM_OP_ACCUMULATE, LLM_OP_XENT_BWD,
     LLM_OP_SUM_SQUARES, LLM_OP_ADAMW,
@@ -96,6 +99,7 @@ llm_op_cost llm_cost_matmul_forward(int N, int C, int OC, int has_bias);
 llm_op_cost llm_cost_attention_forward(int B, int T, int C, int NH);
 llm_op_cost llm_cost_gelu_forward(size_t n);
 llm_op_cost llm_cost_residual_forward(size_t n);
+llm_op_cost llm_cost_residual_layernorm_forward(int N, int C);
 llm_op_cost llm_cost_xent_forward(int N, int V, int Vp);
 llm_op_cost llm_cost_embed_backward(int B, int T, int C);
 llm_op_cost llm_cost_layernorm_backward(int N, int C);
@@ -127,8 +131,8 @@ int llm_profile_new(llm_profile **out, llm_backend *inner, size_t trace_cap, llm
 void llm_profile_free(llm_profile *p);
 
 /* Fill be with the forwarding backend (name "profile(INNER)", ctx = p).  The optional
- * pointers (inference, mixed precision, device_stats) are set only where inner has them,
- * so the wrapper has the same capabilities. */
+ * pointers (residual_layernorm_forward, inference, mixed precision, device_stats) are set
+ * only where inner has them, so the wrapper has the same capabilities. */
 void llm_profile_backend(llm_profile *p, llm_backend *be);
 
 /* Name a region of backend memory (a parameter tensor: "h.3.mlp.c_fc.weight") so that

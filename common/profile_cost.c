@@ -11,6 +11,7 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_ATTENTION_FWD] = "attention_forward",
     [LLM_OP_GELU_FWD] = "gelu_forward",
     [LLM_OP_RESIDUAL_FWD] = "residual_forward",
+    [LLM_OP_RESIDUAL_LAYERNORM_FWD] = "residual_layernorm_forward",
     [LLM_OP_XENT_FWD] = "xent_forward",
     [LLM_OP_EMBED_BWD] = "embed_backward",
     [LLM_OP_LAYERNORM_BWD] = "layernorm_backward",
@@ -88,6 +89,12 @@ llm_op_cost llm_cost_gelu_forward(size_t n)
 llm_op_cost llm_cost_residual_forward(size_t n)
 {
     return cost((double)n, 3.0 * (double)n);
+}
+
+llm_op_cost llm_cost_residual_layernorm_forward(int N, int C)
+{
+    double nc = (double)N * C;
+    return cost(nc + 8 * nc, 4 * nc + 2.0 * C + 2.0 * N);
 }
 
 llm_op_cost llm_cost_xent_forward(int N, int V, int Vp)

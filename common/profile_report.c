@@ -65,7 +65,7 @@ int llm_profile_write_table(const llm_profile *p, FILE *f, int fold, const llm_p
     int n;
     if (llm_profile_entries(p, fold, &v, &n, st)) return st->code;
     double total = p->total_s;
-    fprintf(f, "%-19s %-13s %5s %7s %10s %6s %9s %9s %9s %8s %-7s\n", "op", "site", "layer",
+    fprintf(f, "%-26s %-13s %5s %7s %10s %6s %9s %9s %9s %8s %-7s\n", "op", "site", "layer",
             "calls", "total_ms", "%", "GFLOP", "GFLOP/s", "GB", "GB/s", "bound");
     double tf = 0, tb = 0;
     for (int i = 0; i < n; i++) {
@@ -75,7 +75,7 @@ int llm_profile_write_table(const llm_profile *p, FILE *f, int fold, const llm_p
             if (e->layer >= 0) snprintf(layer, sizeof layer, "%d", e->layer);
             else snprintf(layer, sizeof layer, "-");
         }
-        fprintf(f, "%-19s %-13s %5s %7ld %10.3f %6.2f %9.4f %9.2f %9.4f %8.2f %-7s\n",
+        fprintf(f, "%-26s %-13s %5s %7ld %10.3f %6.2f %9.4f %9.2f %9.4f %8.2f %-7s\n",
                 llm_op_name(e->op), e->site[0] ? e->site : "-", layer, e->calls,
                 1e3 * e->seconds, 100 * ratio(e->seconds, total), 1e-9 * e->flop,
                 1e-9 * ratio(e->flop, e->seconds), 1e-9 * e->bytes,
@@ -83,7 +83,7 @@ int llm_profile_write_table(const llm_profile *p, FILE *f, int fold, const llm_p
         tf += e->flop;
         tb += e->bytes;
     }
-    fprintf(f, "%-19s %-13s %5s %7s %10.3f %6.2f %9.4f %9.2f %9.4f %8.2f\n", "total", "", "", "",
+    fprintf(f, "%-26s %-13s %5s %7s %10.3f %6.2f %9.4f %9.2f %9.4f %8.2f\n", "total", "", "", "",
             1e3 * total, total > 0 ? 100.0 : 0.0, 1e-9 * tf, 1e-9 * ratio(tf, total), 1e-9 * tb,
             1e-9 * ratio(tb, total));
     free(v);

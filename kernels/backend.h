@@ -62,6 +62,16 @@ struct llm_backend {
     void (*residual_forward)(llm_backend *be, float *out, const float *a, const float *b,
                              size_t n);
 
+    /* res(N,C) = a + b, then out(N,C), mean(N), rstd(N) = layernorm of res exactly as
+     * layernorm_forward (mean/rstd may be NULL): one pass over memory instead of
+     * residual_forward then layernorm_forward.  res may alias a or b (the stream updated
+     * in place); out aliases none of them.  The result is bit-identical to the backend's
+     * residual_forward followed by its layernorm_forward.  Optional: NULL when the
+     * backend does not offer it (the model then calls the two ops). */
+    void (*residual_layernorm_forward)(llm_backend *be, float *res, float *out, float *mean,
+                                       float *rstd, const float *a, const float *b,
+                                       const float *w, const float *bias, int N, int C);
+
     /* Cross-entropy of softmax(logits) over the first V of Vp columns (padded columns
      * are ignored: they never win and carry no probability).  logits (N,Vp), targets (N)
      * in [0,V).  Writes losses(N) = logsumexp - logit[target] and lse(N) = logsumexp. */

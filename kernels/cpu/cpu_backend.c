@@ -61,6 +61,7 @@ static void cpu_sync(llm_backend *be)
     .embed_forward = P##embed_forward, .layernorm_forward = P##layernorm_forward,           \
     .matmul_forward = P##matmul_forward, .attention_forward = P##attention_forward,         \
     .gelu_forward = P##gelu_forward, .residual_forward = P##residual_forward,               \
+    .residual_layernorm_forward = P##residual_layernorm_forward,                            \
     .xent_forward = P##xent_forward, .embed_backward = P##embed_backward,                   \
     .layernorm_backward = P##layernorm_backward, .matmul_backward = P##matmul_backward,     \
     .attention_backward = P##attention_backward, .gelu_backward = P##gelu_backward,         \

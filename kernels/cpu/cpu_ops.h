@@ -62,6 +62,9 @@ static inline void llm_cpu_split(size_t n, int part, int parts, size_t *lo, size
     void P##gelu_forward(llm_backend *be, float *out, const float *inp, size_t n);            \
     void P##residual_forward(llm_backend *be, float *out, const float *a, const float *b,     \
                              size_t n);                                                       \
+    void P##residual_layernorm_forward(llm_backend *be, float *res, float *out, float *mean,  \
+                                       float *rstd, const float *a, const float *b,           \
+                                       const float *w, const float *bias, int N, int C);      \
     void P##xent_forward(llm_backend *be, float *losses, float *lse, const float *logits,     \
                          const int32_t *targets, int N, int V, int Vp);                       \
     void P##embed_backward(llm_backend *be, float *dwte, float *dwpe, const float *dout,      \

@@ -7,29 +7,66 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/simd.h"
 
+/* One row: out, *mean, *rstd (either may be NULL) of x.  Compiled once per target into
+ * a function that is never inlined, so that layernorm_forward and
+ * residual_layernorm_forward run the very same instructions on a row (bit-identical). */
+LLM_INLINE void ln_fwd_row(float *o, float *mean, float *rstd, const float *x,
+                           const float *w, const float *b, int C)
+{
+    float s = 0, v = 0;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < C; c++)
+        s += x[c];
+    float m = s / C;
+    /* two-pass variance: no cancellation for rows with a large mean */
+#pragma omp simd reduction(+ : v)
+    for (int c = 0; c < C; c++)
+        v += (x[c] - m) * (x[c] - m);
+    float rs = 1.0f / sqrtf(v / C + 1e-5f);
+#pragma omp simd
+    for (int c = 0; c < C; c++)
+        o[c] = (x[c] - m) * rs * w[c] + b[c];
+    if (mean)
+        *mean = m;
+    if (rstd)
+        *rstd = rs;
+}
+
+LLM_AVX2 __attribute__((noinline)) static void ln_row_avx2(float *o, float *mean, float *rstd,
+                                                           const float *x, const float *w,
+                                                           const float *b, int C)
+{
+    ln_fwd_row(o, mean, rstd, x, w, b, C);
+}
+
+__attribute__((noinline)) static void ln_row_generic(float *o, float *mean, float *rstd,
+                                                     const float *x, const float *w,
+                                                     const float *b, int C)
+{
+    ln_fwd_row(o, mean, rstd, x, w, b, C);
+}
+
+/* Rows [r0, r1): with a (and b, res) the row of res = a + b first, still in cache when
+ * the layernorm reads it back; without, the layernorm of inp. */
 LLM_INLINE void ln_fwd_rows(float *out, float *mean, float *rstd, const float *inp,
-                            const float *w, const float *b, int C, size_t r0, size_t r1)
+                            float *res, const float *a, const float *b2, const float *w,
+                            const float *b, int C, size_t r0, size_t r1, int avx2)
 {
     for (size_t i = r0; i < r1; i++) {
         const float *x = inp + i * C;
-        float *o = out + i * C;
-        float s = 0, v = 0;
-#pragma omp simd reduction(+ : s)
-        for (int c = 0; c < C; c++)
-            s += x[c];
-        float m = s / C;
-        /* two-pass variance: no cancellation for rows with a large mean */
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++)
-            v += (x[c] - m) * (x[c] - m);
-        float rs = 1.0f / sqrtf(v / C + 1e-5f);
+        if (a) {
+            float *r = res + i * C;
+            const float *ra = a + i * C, *rb = b2 + i * C;
 #pragma omp simd
-        for (int c = 0; c < C; c++)
-            o[c] = (x[c] - m) * rs * w[c] + b[c];
-        if (mean)
-            mean[i] = m;
-        if (rstd)
-            rstd[i] = rs;
+            for (int c = 0; c < C; c++)
+                r[c] = ra[c] + rb[c];
+            x = r;
+        }
+        float *mi = mean ? mean + i : NULL, *ri = rstd ? rstd + i : NULL;
+        if (avx2)
+            ln_row_avx2(out + i * C, mi, ri, x, w, b, C);
+        else
+            ln_row_generic(out + i * C, mi, ri, x, w, b, C);
     }
 }
 
@@ -62,15 +99,17 @@ LLM_INLINE void ln_bwd_rows(float *dinp, float *pdw, float *pdb, const float *do
 }
 
 LLM_AVX2 static void ln_fwd_avx2(float *out, float *mean, float *rstd, const float *inp,
-                                 const float *w, const float *b, int C, size_t r0, size_t r1)
+                                 float *res, const float *a, const float *b2, const float *w,
+                                 const float *b, int C, size_t r0, size_t r1)
 {
-    ln_fwd_rows(out, mean, rstd, inp, w, b, C, r0, r1);
+    ln_fwd_rows(out, mean, rstd, inp, res, a, b2, w, b, C, r0, r1, 1);
 }
 
 static void ln_fwd_generic(float *out, float *mean, float *rstd, const float *inp,
-                           const float *w, const float *b, int C, size_t r0, size_t r1)
+                           float *res, const float *a, const float *b2, const float *w,
+                           const float *b, int C, size_t r0, size_t r1)
 {
-    ln_fwd_rows(out, mean, rstd, inp, w, b, C, r0, r1);
+    ln_fwd_rows(out, mean, rstd, inp, res, a, b2, w, b, C, r0, r1, 0);
 }
 
 LLM_AVX2 static void ln_bwd_avx2(float *dinp, float *pdw, float *pdb, const float *dout,
@@ -92,8 +131,10 @@ static size_t row_split(size_t n, int part, int parts, int hi)
     return n * (size_t)(part + hi) / (size_t)parts;
 }
 
-void llm_fast_layernorm_forward(llm_backend *be, float *out, float *mean, float *rstd,
-                                const float *inp, const float *w, const float *b, int N, int C)
+/* The layernorm of inp, or (a non-NULL) of res = a + b2, rows split across threads. */
+static void ln_forward(llm_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                       float *res, const float *a, const float *b2, const float *w,
+                       const float *b, int N, int C)
 {
     int nt = llm_cpu_threads(be), avx2 = llm_cpu_avx2(be);
 #pragma omp parallel num_threads(nt) if ((size_t)N * C > 16384)
@@ -101,10 +142,24 @@ void llm_fast_layernorm_forward(llm_backend *be, float *out, float *mean, float 
         int id = omp_get_thread_num(), p = omp_get_num_threads();
         size_t r0 = row_split(N, id, p, 0), r1 = row_split(N, id, p, 1);
         if (avx2)
-            ln_fwd_avx2(out, mean, rstd, inp, w, b, C, r0, r1);
+            ln_fwd_avx2(out, mean, rstd, inp, res, a, b2, w, b, C, r0, r1);
         else
-            ln_fwd_generic(out, mean, rstd, inp, w, b, C, r0, r1);
+            ln_fwd_generic(out, mean, rstd, inp, res, a, b2, w, b, C, r0, r1);
     }
+}
+
+void llm_fast_layernorm_forward(llm_backend *be, float *out, float *mean, float *rstd,
+                                const float *inp, const float *w, const float *b, int N, int C)
+{
+    ln_forward(be, out, mean, rstd, inp, NULL, NULL, NULL, w, b, N, C);
+}
+
+void llm_fast_residual_layernorm_forward(llm_backend *be, float *res, float *out, float *mean,
+                                         float *rstd, const float *a, const float *b,
+                                         const float *w, const float *bias, int N, int C)
+{
+    /* res may alias a or b: each element is read then written by one thread */
+    ln_forward(be, out, mean, rstd, res, res, a, b, w, bias, N, C);
 }
 
 void llm_fast_layernorm_backward(llm_backend *be, float *dinp, float *dw, float *db,

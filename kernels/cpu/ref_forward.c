@@ -154,6 +154,20 @@ void llm_ref_residual_forward(llm_backend *be, float *out, const float *a, const
         out[i] = a[i] + b[i];
 }
 
+/* Row by row: the row of res, then layernorm_forward of that row (the same arithmetic
+ * as the two ops one after the other). */
+void llm_ref_residual_layernorm_forward(llm_backend *be, float *res, float *out, float *mean,
+                                        float *rstd, const float *a, const float *b,
+                                        const float *w, const float *bias, int N, int C)
+{
+    for (int i = 0; i < N; i++) {
+        size_t o = (size_t)i * C;
+        llm_ref_residual_forward(be, res + o, a + o, b + o, (size_t)C);
+        llm_ref_layernorm_forward(be, out + o, mean ? mean + i : NULL, rstd ? rstd + i : NULL,
+                                  res + o, w, bias, 1, C);
+    }
+}
+
 void llm_ref_xent_forward(llm_backend *be, float *losses, float *lse, const float *logits,
                           const int32_t *targets, int N, int V, int Vp)
 {

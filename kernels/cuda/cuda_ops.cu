@@ -1,4 +1,5 @@
-/* cuda_ops.cu — embedding, layernorm, GELU, residual/accumulate, softmax cross-entropy. */
+/* cuda_ops.cu — embedding, layernorm (and fused with the residual), GELU, residual/accumulate,
+ * softmax cross-entropy. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,8 @@
 #include "kernels/cuda/cuda_bucket.h"
 
 #define LC_WARP 32
+#include "kernels/cuda/cuda_resln.cuh"
+
 #define GRID_STRIDE(i, n) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
          i += (size_t)gridDim.x * blockDim.x)
@@ -111,34 +114,7 @@ static void lc_embed_backward(llm_backend *be, float *dwte, float *dwpe, const f
 
 /* ---- layernorm ---- */
 
-__device__ __forceinline__ float lc_warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* One warp per row: two passes (mean, then variance about the mean). */
-__global__ void lc_ln_fwd_kernel(float *out, float *mean, float *rstd, const float *inp,
-                                 const float *w, const float *b, int N, int C)
-{
-    int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / LC_WARP);
-    int lane = threadIdx.x % LC_WARP;
-    if (row >= N) return;
-    const float *x = inp + (size_t)row * C;
-    float s = 0.0f;
-    for (int i = lane; i < C; i += LC_WARP) s += x[i];
-    float m = lc_warp_sum(s) / C;
-    float v = 0.0f;
-    for (int i = lane; i < C; i += LC_WARP) { float d = x[i] - m; v += d * d; }
-    v = lc_warp_sum(v) / C;
-    float r = 1.0f / sqrtf(v + 1e-5f);
-    float *o = out + (size_t)row * C;
-    for (int i = lane; i < C; i += LC_WARP) o[i] = (r * (x[i] - m)) * w[i] + b[i];
-    if (lane == 0) {
-        if (mean) mean[row] = m;
-        if (rstd) rstd[row] = r;
-    }
-}
+/* lc_warp_sum, lc_ln_fwd_kernel and lc_resln_fwd_kernel: cuda_resln.cuh */
 
 static void lc_layernorm_forward(llm_backend *be, float *out, float *mean, float *rstd,
                                  const float *inp, const float *w, const float *b, int N, int C)
@@ -147,6 +123,17 @@ static void lc_layernorm_forward(llm_backend *be, float *out, float *mean, float
     if (N <= 0 || C <= 0) return;
     unsigned blocks = (unsigned)(((size_t)N * LC_WARP + 255) / 256);
     lc_ln_fwd_kernel<<<blocks, 256, 0, c->stream>>>(out, mean, rstd, inp, w, b, N, C);
+    LC_LAUNCHED(c);
+}
+
+static void lc_residual_layernorm_forward(llm_backend *be, float *res, float *out, float *mean,
+                                          float *rstd, const float *a, const float *b,
+                                          const float *w, const float *bias, int N, int C)
+{
+    lc_ctx *c = lc_get(be);
+    if (N <= 0 || C <= 0) return;
+    unsigned blocks = (unsigned)(((size_t)N * LC_WARP + 255) / 256);
+    lc_resln_fwd_kernel<<<blocks, 256, 0, c->stream>>>(res, out, mean, rstd, a, b, w, bias, N, C);
     LC_LAUNCHED(c);
 }
 
@@ -395,6 +382,7 @@ extern "C" void lc_fill_ops(llm_backend *be)
     be->gelu_forward = lc_gelu_forward;
     be->gelu_backward = lc_gelu_backward;
     be->residual_forward = lc_residual_forward;
+    be->residual_layernorm_forward = lc_residual_layernorm_forward;
     be->accumulate = lc_accumulate;
     be->xent_forward = lc_xent_forward;
     be->xent_backward = lc_xent_backward;

@@ -49,6 +49,19 @@ assert abs(m["error_pct"]) < 10, m
 assert m["measured"]["peak_rss"] > 0
 assert sorted(m["measured"]) == ["allocated_peak", "peak_rss"], m["measured"]   # no device_* on the cpu
 P
+"$PY" - "$TMP/p.json" <<'P' && ok "--json: each residual fused with the next layernorm (ln_2, next ln_1, ln_f)" \
+  || notok "--json fused residual: $(cat "$TMP/err")"
+import json, sys
+ops = json.load(open(sys.argv[1]))["ops"]
+N, C = 32, 32
+r = [o for o in ops if o["op"] == "residual_layernorm_forward"]
+assert sorted((o["site"], o["layer"]) for o in r) == [("ln_1", 1), ("ln_2", 0), ("ln_2", 1), ("ln_f", -1)], r
+# 2 steps x (the add N C + the layernorm 8 N C)
+assert all(o["calls"] == 2 and abs(o["gflop"] * 1e9 - 2 * 9 * N * C) < 1e-3 for o in r), r
+assert not [o for o in ops if o["op"] == "residual_forward"], "unfused residual"
+ln = [(o["site"], o["layer"], o["calls"]) for o in ops if o["op"] == "layernorm_forward"]
+assert ln == [("ln_1", 0, 2)], ln   # only layer 0's, after the embedding
+P
 # mixed precision: the lo ops with their formulas, sites per layer, the lo copy in memory
 llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision bf16 >"$TMP/pb.txt" 2>"$TMP/err"
 grep -qE '^matmul_forward_lo +attn.c_attn +all ' "$TMP/pb.txt" && grep -qE '^matmul_backward_lo +lm_head ' "$TMP/pb.txt" \

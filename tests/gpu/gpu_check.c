@@ -500,6 +500,10 @@ static void bench_ops(gc *x, int B)
     TIME_OP("gelu_fwd", 0, x->g.gelu_forward(&x->g, o, a, N * 4 * C));
     TIME_OP("gelu_bwd", 0, x->g.gelu_backward(&x->g, b, a, o, N * 4 * C));
     TIME_OP("residual_fwd", 0, x->g.residual_forward(&x->g, o, a, b, N * C));
+    if (x->g.residual_layernorm_forward)
+        TIME_OP("residual_layernorm_fwd", 0,
+                x->g.residual_layernorm_forward(&x->g, o, b + N * C, mean, rstd, a, b, w, bias,
+                                                (int)N, C));
     TIME_OP("lm_head_fwd", 2 * fN * C * Vp, x->g.matmul_forward(&x->g, logits, a, wte, NULL, (int)N, C, Vp));
     TIME_OP("xent_fwd", 0, x->g.xent_forward(&x->g, o, b, logits, gtok, (int)N, V, Vp));
     TIME_OP("xent_bwd", 0, x->g.xent_backward(&x->g, logits, logits, b, gtok, 1.0f / N, (int)N, V, Vp));
@@ -604,7 +608,8 @@ int main(int argc, char **argv)
             (const void *)b->sync, (const void *)b->embed_forward,
             (const void *)b->layernorm_forward, (const void *)b->matmul_forward,
             (const void *)b->attention_forward, (const void *)b->gelu_forward,
-            (const void *)b->residual_forward, (const void *)b->xent_forward,
+            (const void *)b->residual_forward, (const void *)b->residual_layernorm_forward,
+            (const void *)b->xent_forward,
             (const void *)b->embed_backward, (const void *)b->layernorm_backward,
             (const void *)b->matmul_backward, (const void *)b->attention_backward,
             (const void *)b->gelu_backward, (const void *)b->accumulate,
@@ -631,6 +636,8 @@ int main(int argc, char **argv)
     check_embed(&x, 5, 129, 96, 500, 512);
     check_layernorm(&x, 1, 1);
     check_layernorm(&x, 37, 61);
+    gpu_check_resln(&x, 1, 1);
+    gpu_check_resln(&x, 37, 61);
     check_matmul(&x, 1, 1, 1, 1);
     check_matmul(&x, 37, 61, 83, 1);
     check_matmul(&x, 37, 61, 83, 0);
@@ -649,6 +656,8 @@ int main(int argc, char **argv)
         check_embed(&x, 2, 64, 768, 50257, 50304);
         check_layernorm(&x, 300, 768);
         check_layernorm(&x, 1029, 1000);
+        gpu_check_resln(&x, 300, 768);
+        gpu_check_resln(&x, 1029, 1000);
         check_matmul(&x, 130, 768, 2304, 1);
         check_matmul(&x, 257, 3072, 768, 1);
         check_matmul(&x, 33, 96, 50304, 0);

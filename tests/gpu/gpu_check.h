@@ -87,6 +87,9 @@ void gpu_check_lo(gc *x, int tiny);
 void gpu_check_device_stats(gc *x, int tiny);
 /* attention_forward_lo / attention_backward_lo (gpu_check_att_lo.c). */
 void gpu_check_attention_lo(gc *x, int tiny);
+/* residual_layernorm_forward at (N,C) against fp64, cpu-ref and the backend's own
+ * residual_forward + layernorm_forward, in place too (gpu_check_resln.c). */
+void gpu_check_resln(gc *x, int N, int C);
 /* to_device ordering and host-buffer reuse, staged and synchronous uploads
  * (gpu_check_xfer.c). */
 void gpu_check_xfer(gc *x);

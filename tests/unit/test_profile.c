@@ -32,6 +32,7 @@ static void s_mm_f(llm_backend *be, float *o, const float *i, const float *w, co
 static void s_att_f(llm_backend *be, float *o, float *a, const float *q, int B, int T, int C, int NH) { (void)o; (void)a; (void)q; (void)B; (void)T; (void)C; (void)NH; S(be)->calls[LLM_OP_ATTENTION_FWD]++; }
 static void s_gelu_f(llm_backend *be, float *o, const float *i, size_t n) { (void)o; (void)i; (void)n; S(be)->calls[LLM_OP_GELU_FWD]++; }
 static void s_res_f(llm_backend *be, float *o, const float *a, const float *b, size_t n) { (void)o; (void)a; (void)b; (void)n; S(be)->calls[LLM_OP_RESIDUAL_FWD]++; }
+static void s_resln_f(llm_backend *be, float *r, float *o, float *m, float *rs, const float *a, const float *b, const float *w, const float *bias, int N, int C) { (void)r; (void)o; (void)m; (void)rs; (void)a; (void)b; (void)w; (void)bias; S(be)->calls[LLM_OP_RESIDUAL_LAYERNORM_FWD]++; S(be)->lastN = N; S(be)->lastC = C; }
 static void s_xent_f(llm_backend *be, float *l, float *s, const float *g, const int32_t *t, int N, int V, int Vp) { (void)l; (void)s; (void)g; (void)t; (void)N; (void)V; (void)Vp; S(be)->calls[LLM_OP_XENT_FWD]++; }
 static void s_embed_b(llm_backend *be, float *a, float *b, const float *d, const int32_t *i, int B, int T, int C) { (void)a; (void)b; (void)d; (void)i; (void)B; (void)T; (void)C; S(be)->calls[LLM_OP_EMBED_BWD]++; }
 static void s_ln_b(llm_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const float *w, const float *m, const float *r, int N, int C) { (void)di; (void)dw; (void)db; (void)d; (void)i; (void)w; (void)m; (void)r; (void)N; (void)C; S(be)->calls[LLM_OP_LAYERNORM_BWD]++; }
@@ -113,6 +114,11 @@ static void test_cost_formulas(void **state)
     assert_true(c.flop == 160 && c.bytes == 160);
     c = llm_cost_residual_forward(10);
     assert_true(c.flop == 10 && c.bytes == 120);
+    /* residual_layernorm N=2 C=4: the add 8 + the layernorm 64 = 72; a 8 + b 8 + res 8 +
+     * out 8 + w,b 8 + mean,rstd 4 = 44 elements -> 176 bytes (res is not read back). */
+    c = llm_cost_residual_layernorm_forward(2, 4);
+    assert_true(c.flop == 72 && c.bytes == 176);
+    assert_string_equal(llm_op_name(LLM_OP_RESIDUAL_LAYERNORM_FWD), "residual_layernorm_forward");
     c = llm_cost_accumulate(10);
     assert_true(c.flop == 10 && c.bytes == 120);
     c = llm_cost_sum_squares(10);
@@ -273,6 +279,39 @@ static void test_forwarding_and_counts(void **state)
     assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
     assert_int_equal(n, 0);
     free(v);
+}
+
+/* The fused residual + layernorm is attributed by its layernorm's weight (a layer's last
+ * residual shows under the next layer's ln_1) and counted with its formula. */
+static void test_residual_layernorm(void **state)
+{
+    fixture *f = *state;
+    llm_backend inner = f->inner, be;
+    llm_profile *p;
+    llm_status st = {0};
+    inner.residual_layernorm_forward = s_resln_f;
+    assert_int_equal(llm_profile_new(&p, &inner, 100, &st), 0);
+    llm_profile_backend(p, &be);
+    assert_int_equal(llm_profile_add_region(p, f->params + 60, 20 * 4, "h.0.ln_1.weight", &st), 0);
+    assert_int_equal(llm_profile_add_region(p, f->params + 100, 60 * 4, "h.1.attn.c_attn.weight", &st), 0);
+    be.matmul_forward(&be, NULL, NULL, f->params + 100, NULL, 4, 3, 5);   /* layer 1 */
+    for (int i = 0; i < 3; i++)
+        be.residual_layernorm_forward(&be, NULL, NULL, NULL, NULL, NULL, NULL, f->params + 61,
+                                      NULL, 2, 4);
+    be.gelu_forward(&be, NULL, NULL, 10);   /* the context is now layer 0 */
+    assert_int_equal(f->s.calls[LLM_OP_RESIDUAL_LAYERNORM_FWD], 3);
+    assert_int_equal(f->s.lastN, 2);
+    assert_int_equal(f->s.lastC, 4);
+    llm_profile_entry *v;
+    int n;
+    assert_int_equal(llm_profile_entries(p, 0, &v, &n, &st), 0);
+    assert_int_equal(n, 3);
+    const llm_profile_entry *e = find(v, n, LLM_OP_RESIDUAL_LAYERNORM_FWD, "ln_1", 0);
+    assert_non_null(e);
+    assert_true(e->calls == 3 && e->flop == 3 * 72.0 && e->bytes == 3 * 176.0);
+    assert_non_null(find(v, n, LLM_OP_GELU_FWD, "", 0));
+    free(v);
+    llm_profile_free(p);
 }
 
 static void test_memory_tracking(void **state)
@@ -497,8 +536,10 @@ static void test_capabilities(void **state)
     assert_null(be.attention_backward_lse);
     assert_null(be.device_stats);
     assert_null(be.matmul_rows);
+    assert_null(be.residual_layernorm_forward);
     llm_profile_free(p);
     /* with them: forwarded */
+    inner.residual_layernorm_forward = s_resln_f;
     inner.cast_lo = s_cast_lo;
     inner.matmul_forward_lo = s_mm_f_lo;
     inner.matmul_backward_lo = s_mm_b_lo;
@@ -516,6 +557,7 @@ static void test_capabilities(void **state)
     assert_non_null(be.attention_backward_lo);
     assert_non_null(be.attention_forward_lse);
     assert_non_null(be.attention_backward_lse);
+    assert_non_null(be.residual_layernorm_forward);
     struct llm_device_stats ds = {0};
     assert_int_equal(be.device_stats(&be, &ds), 0);
     assert_true(ds.mem_used_mb == 42 && ds.util_pct == -1);
@@ -630,6 +672,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cost_formulas),
         cmocka_unit_test_setup_teardown(test_forwarding_and_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_residual_layernorm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_tracking, setup, teardown),
         cmocka_unit_test_setup_teardown(test_outputs, setup, teardown),
         cmocka_unit_test(test_bound),
