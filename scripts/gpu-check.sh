@@ -28,6 +28,13 @@
 #       A summary table is printed last and written to build/gpu-check/report.txt (and to
 #       $OUT/gpu-check-report.txt, with the full log and gpu-check-files.tgz holding the
 #       other text outputs, when $OUT is set).
+#   here, without a GPU:  scripts/gpu-check.sh --emu
+#       steps 1-4 against the emulated CUDA build (make CUDA=emu: every .cu compiled by the
+#       host compiler against tests/emu, kernels run on the CPU, cuBLAS computed on the
+#       CPU): gpu_check --tiny (also with one warp running ahead of the others), 4
+#       training steps per comparison, inference; the report in build/gpu-check-emu/.
+#       It proves the script, the launchers and the kernels' logic; not their speed,
+#       their memory model or the real cuBLAS.  `make test` runs it (tests/cli/gpu_emu.sh).
 # Steps whose programs are missing (llm-train, llm-infer) are reported SKIP, not FAIL.
 # Exit status: 0 when nothing FAILed, 1 otherwise; "no GPU" skips everything with 0.
 # Budget: 450 s in all (GPU_CHECK_BUDGET), each step capped by what is left; --quick
@@ -37,19 +44,43 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 CARRY=$ROOT/build/gpu-carry
 REP_DIR=$ROOT/build/gpu-check
-MODE=run SANITIZE=0 QUICK=0 DRY=0
+NSTEPS=20   # training steps per cuda=cpu comparison
+MODE=run SANITIZE=0 QUICK=0 DRY=0 EMU=0
 for a in "$@"; do
   case $a in
     --prepare) MODE=prepare ;;
     --sanitize) SANITIZE=1 ;;
     --quick) QUICK=1 ;;
     --dry-run) DRY=1 QUICK=1 ;;   # plumbing test without a GPU: "cuda" runs use the cpu
+    --emu) EMU=1 QUICK=1 ;;       # without a GPU: "cuda" is the emulated device of CUDA=emu
     -h|--help) sed -n '2,/^set -u$/{/^set -u$/d;p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown option '$a'" >&2; exit 64 ;;
   esac
 done
 
 # ---------------------------------------------------------------- prepare (here)
+# token files (llm.c format, version 1 = uint16) into $1: byte-level and GPT-2 Tiny
+# Shakespeare, from $LLM_DATA or ../shared/data
+make_data() {
+  local data=${LLM_DATA:-$ROOT/../shared/data}
+  mkdir -p "$1"
+  python3 - "$data" "$1" <<'PY'
+import struct, sys, os
+src, dst = sys.argv[1], sys.argv[2]
+def write(path, toks):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
+        f.write(struct.pack("<%dH" % len(toks), *toks))
+text = open(os.path.join(src, "tinyshakespeare/input.txt"), "rb").read()
+write(os.path.join(dst, "ts_byte.bin"), list(text))
+open(os.path.join(dst, "ts_eval.txt"), "wb").write(text[:2000])
+write(os.path.join(dst, "ts_eval.bin"), list(text[:4096]))
+write(os.path.join(dst, "ts_eval_small.bin"), list(text[:512]))   # for --emu
+raw = open(os.path.join(src, "tinyshakespeare/input.gpt2.u16"), "rb").read()
+write(os.path.join(dst, "ts_gpt2.bin"), list(struct.unpack("<%dH" % (len(raw) // 2), raw)))
+PY
+}
+
 prepare() {
   command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
   echo "gpu-check: building with CUDA=1" >&2
@@ -67,22 +98,7 @@ prepare() {
       *) cp -L "$l" "$CARRY/lib/" ;;
     esac
   done
-  # token files (llm.c format, version 1 = uint16): byte-level and GPT-2 Tiny Shakespeare
-  local data=${LLM_DATA:-$ROOT/../shared/data}
-  python3 - "$data" "$CARRY/data" <<'PY' || echo "gpu-check: no token data carried" >&2
-import struct, sys, os
-src, dst = sys.argv[1], sys.argv[2]
-def write(path, toks):
-    with open(path, "wb") as f:
-        f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
-        f.write(struct.pack("<%dH" % len(toks), *toks))
-text = open(os.path.join(src, "tinyshakespeare/input.txt"), "rb").read()
-write(os.path.join(dst, "ts_byte.bin"), list(text))
-open(os.path.join(dst, "ts_eval.txt"), "wb").write(text[:2000])
-write(os.path.join(dst, "ts_eval.bin"), list(text[:4096]))
-raw = open(os.path.join(src, "tinyshakespeare/input.gpt2.u16"), "rb").read()
-write(os.path.join(dst, "ts_gpt2.bin"), list(struct.unpack("<%dH" % (len(raw) // 2), raw)))
-PY
+  make_data "$CARRY/data" || echo "gpu-check: no token data carried" >&2
   git rev-parse --short HEAD >"$CARRY/COMMIT" 2>/dev/null
   # the run tool carries 64 MiB in all: binaries without debug info and the libraries
   # (OpenBLAS alone is ~35 MB) travel as one xz archive, unpacked on the GPU machine
@@ -96,6 +112,7 @@ PY
 }
 
 if [ "$MODE" = prepare ]; then prepare; exit $?; fi
+if [ $EMU = 1 ]; then REP_DIR=$ROOT/build/gpu-check-emu; NSTEPS=4; SANITIZE=0; fi
 
 # ---------------------------------------------------------------- run (GPU machine)
 mkdir -p "$REP_DIR"
@@ -117,11 +134,22 @@ late() { [ $((DEADLINE - $(date +%s))) -lt ${1:-20} ]; }
 LDP=${LD_LIBRARY_PATH:-}
 # the carried archive is unpacked beside the carry (not into it: the carry stays small)
 UNPACK=$ROOT/build/gpu-carry-x
-if [ -f "$CARRY/bin-lib.tar.xz" ]; then
+if [ $EMU = 1 ]; then
+  log "gpu-check: emulated CUDA build (make CUDA=emu)"
+  make -j2 CUDA=emu all >>"$LOG" 2>&1 && make -j2 CUDA=0 build/tests/test_quant >>"$LOG" 2>&1 ||
+    row build FAIL "make CUDA=emu failed (see log)"
+  BIN=$ROOT/build/gpu-emu-bin
+  rm -rf "$BIN"; mkdir -p "$BIN"
+  ln -s "$ROOT/build/emu/gpu/gpu_check" "$ROOT/build/tests/test_quant" "$BIN/"
+  for p in "$ROOT"/build/emu/bin/llm-*; do [ -x "$p" ] && ln -s "$p" "$BIN/"; done
+  DATA=$ROOT/build/gpu-emu-data
+  [ -f "$DATA/ts_byte.bin" ] || make_data "$DATA" >>"$LOG" 2>&1 || log "gpu-check: no token data"
+elif [ -f "$CARRY/bin-lib.tar.xz" ]; then
   rm -rf "$UNPACK"; mkdir -p "$UNPACK"
   tar xJf "$CARRY/bin-lib.tar.xz" -C "$UNPACK" || log "gpu-check: cannot unpack $CARRY/bin-lib.tar.xz"
 fi
-if [ -x "$UNPACK/bin/gpu_check" ] && [ -f "$CARRY/bin-lib.tar.xz" ]; then
+if [ $EMU = 1 ]; then :
+elif [ -x "$UNPACK/bin/gpu_check" ] && [ -f "$CARRY/bin-lib.tar.xz" ]; then
   BIN=$UNPACK/bin
   LDP=$UNPACK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   log "gpu-check: carried binaries of commit $(cat "$CARRY/COMMIT" 2>/dev/null)"
@@ -148,8 +176,10 @@ if [ -x "$BIN/gpu_check" ] && LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -
   fi
   LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep 'not found' | tee -a "$LOG" >&2
 fi
-DATA=$CARRY/data
+[ $EMU = 1 ] || DATA=$CARRY/data
 [ -f "$DATA/ts_byte.bin" ] || DATA=
+EVAL=$DATA/ts_eval.bin   # the emulated device is ~1000x slower: a shorter text there
+[ $EMU = 1 ] && [ -f "$DATA/ts_eval_small.bin" ] && EVAL=$DATA/ts_eval_small.bin
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader >>"$LOG" 2>&1
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -158,7 +188,8 @@ GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 if [ ! -x "$BIN/gpu_check" ]; then
   row "ops vs reference" FAIL "no gpu_check binary"
 else
-  env LD_LIBRARY_PATH="$LDP" timeout $(tl 240) "$BIN/gpu_check" --out "$REP_DIR/ops.txt" >"$REP_DIR/ops.log" 2>&1
+  env LD_LIBRARY_PATH="$LDP" timeout $(tl 240) "$BIN/gpu_check" --out "$REP_DIR/ops.txt" \
+    $([ $EMU = 1 ] && echo --tiny) >"$REP_DIR/ops.log" 2>&1
   rc=$?
   cat "$REP_DIR/ops.log" >>"$LOG"
   if grep -q "no GPU: skipped" "$REP_DIR/ops.log" && [ $DRY = 1 ]; then
@@ -176,6 +207,14 @@ else
     else row "ops vs reference" FAIL "rc=$rc ${sum#gpu_check: }; $(grep -c FAIL "$REP_DIR/ops.log") FAIL rows (ops.txt)"; fi
     grep "FAIL\|cuda error" "$REP_DIR/ops.log" | head -20 >&2
     [ -z "$sum" ] && tail -15 "$REP_DIR/ops.log" >&2   # it did not get far: show why
+    if [ $EMU = 1 ]; then   # a missing barrier shows when one warp runs ahead
+      LLM_EMU_ORDER=3 env LD_LIBRARY_PATH="$LDP" timeout $(tl 240) "$BIN/gpu_check" --tiny \
+        --out "$REP_DIR/ops-skew.txt" >"$REP_DIR/ops-skew.log" 2>&1
+      rc=$?
+      sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$REP_DIR/ops-skew.log")
+      if [ $rc = 0 ]; then row "ops, warps skewed (emu)" PASS "${sum#gpu_check: }"
+      else row "ops, warps skewed (emu)" FAIL "rc=$rc ${sum#gpu_check: } (ops-skew.log)"; fi
+    fi
   fi
 fi
 
@@ -193,26 +232,26 @@ tiny_cfg() {  # path steps device [extra yaml]
   cat >"$1" <<Y
 model: {arch: gpt2, n_layer: 2, n_head: 4, n_embd: 128, vocab_size: 257, max_seq_len: 128}
 data: {train: $DATA/ts_byte.bin, val: $DATA/ts_byte.bin, tokenizer: byte}
-train: {batch_size: 4, seq_len: 128, max_steps: $2, lr: 0.001, warmup_steps: 2, save_every: 100000, seed: 7, threads: 8, device: $3, eval_every: 0}
+train: {batch_size: 4, seq_len: 128, max_steps: $2, lr: 0.001, warmup_steps: 2, save_every: 100000, seed: 7, threads: 8, device: $3, eval_every: 0, eval_batches: 2}
 Y
 }
 
 # 2. training: cuda vs cpu ----------------------------------------------------------
-if ! have llm-train; then row "train 20 steps cuda=cpu" SKIP "no llm-train binary"
-elif [ -z "$DATA" ]; then row "train 20 steps cuda=cpu" SKIP "no token data carried"
+if ! have llm-train; then row "train $NSTEPS steps cuda=cpu" SKIP "no llm-train binary"
+elif [ -z "$DATA" ]; then row "train $NSTEPS steps cuda=cpu" SKIP "no token data carried"
 elif ! LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "device\|--set"; then
-  row "train 20 steps cuda=cpu" SKIP "llm-train has no device option"
+  row "train $NSTEPS steps cuda=cpu" SKIP "llm-train has no device option"
 else
   for dev in cpu cuda; do
-    tiny_cfg "$REP_DIR/tiny-$dev.yaml" 20 $([ $DRY = 1 ] && echo cpu || echo $dev)
+    tiny_cfg "$REP_DIR/tiny-$dev.yaml" $NSTEPS $([ $DRY = 1 ] && echo cpu || echo $dev)
     rm -rf "$REP_DIR/tiny-$dev" "$REP_DIR/tiny-$dev.jsonl"   # --metrics appends
     env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/llm-train" --config "$REP_DIR/tiny-$dev.yaml" -o "$REP_DIR/tiny-$dev" \
       --metrics "$REP_DIR/tiny-$dev.jsonl" >>"$LOG" 2>&1
     echo "train $dev rc=$?" >>"$LOG"
   done
   if r=$(cmp_losses "$REP_DIR/tiny-cuda.jsonl" "$REP_DIR/tiny-cpu.jsonl" 1e-4); then
-    row "train 20 steps cuda=cpu (fp32)" PASS "$r (bound 1e-4)"
-  else row "train 20 steps cuda=cpu (fp32)" FAIL "$r (bound 1e-4)"; fi
+    row "train $NSTEPS steps cuda=cpu (fp32)" PASS "$r (bound 1e-4)"
+  else row "train $NSTEPS steps cuda=cpu (fp32)" FAIL "$r (bound 1e-4)"; fi
   # device health in the metrics: every cuda step line has the memory fields, cpu none
   if [ $DRY = 0 ]; then
     n=$(grep -c '"loss"' "$REP_DIR/tiny-cuda.jsonl" 2>/dev/null); n=${n:-0}
@@ -225,20 +264,20 @@ else
   # mixed precision: the same run under --precision bf16 / fp16 on cuda and on cpu
   if ! LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "--precision"; then
     echo "gpu-check: this llm-train has no --precision (mixed precision not merged): bf16/fp16 training skipped" >&2
-    row "train 20 steps cuda=cpu (bf16)" SKIP "llm-train has no --precision"
-    row "train 20 steps cuda=cpu (fp16)" SKIP "llm-train has no --precision"
+    row "train $NSTEPS steps cuda=cpu (bf16)" SKIP "llm-train has no --precision"
+    row "train $NSTEPS steps cuda=cpu (fp16)" SKIP "llm-train has no --precision"
   else
     for p in bf16 fp16; do
       for dev in cpu cuda; do
-        tiny_cfg "$REP_DIR/tiny-$p-$dev.yaml" 20 $([ $DRY = 1 ] && echo cpu || echo $dev)
+        tiny_cfg "$REP_DIR/tiny-$p-$dev.yaml" $NSTEPS $([ $DRY = 1 ] && echo cpu || echo $dev)
         rm -rf "$REP_DIR/tiny-$p-$dev" "$REP_DIR/tiny-$p-$dev.jsonl"
         env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/llm-train" --config "$REP_DIR/tiny-$p-$dev.yaml" --precision $p \
           -o "$REP_DIR/tiny-$p-$dev" --metrics "$REP_DIR/tiny-$p-$dev.jsonl" >>"$LOG" 2>&1
         echo "train $p $dev rc=$?" >>"$LOG"
       done
       if r=$(cmp_losses "$REP_DIR/tiny-$p-cuda.jsonl" "$REP_DIR/tiny-$p-cpu.jsonl" 2e-2); then
-        row "train 20 steps cuda=cpu ($p)" PASS "$r (bound 2e-2)"
-      else row "train 20 steps cuda=cpu ($p)" FAIL "$r (bound 2e-2)"; fi
+        row "train $NSTEPS steps cuda=cpu ($p)" PASS "$r (bound 2e-2)"
+      else row "train $NSTEPS steps cuda=cpu ($p)" FAIL "$r (bound 2e-2)"; fi
       # how far the lo run is from fp32 on cuda (informative: not fp32, but close)
       r=$(cmp_losses "$REP_DIR/tiny-$p-cuda.jsonl" "$REP_DIR/tiny-cuda.jsonl" 1)
       row "train cuda $p vs fp32" INFO "$r"
@@ -262,7 +301,7 @@ else
     d=$dev; [ $DRY = 1 ] && d=cpu
     env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d -p "ROMEO:" -n 48 --temperature 0 \
       >"$REP_DIR/gen-$dev.txt" 2>>"$LOG"
-    env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d --eval "$DATA/ts_eval.bin" \
+    env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device $d --eval "$EVAL" \
       >"$REP_DIR/eval-$dev.json" 2>>"$LOG"
     # sampled, 4 requests decoded together: several cache slots at different positions
     printf '%s\n' '{"prompt": "ROMEO:", "max_tokens": 64, "temperature": 0.8, "seed": 11}' \

@@ -277,31 +277,41 @@ void r64_attention_lse_backward(double *r, double *rs, const float *qr, const fl
 {
     int hs = C / NH;
     size_t C3 = 3 * (size_t)C;
-    double scale = 1.0 / sqrt((double)hs);
+    double scale = 1.0 / sqrt((double)hs), bmax, bmean;
+    r64_lse_bounds(lo, 0, (size_t)B * T * C3, &bmax, &bmean);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
                 size_t qo = ((size_t)b * T + t) * C3 + (size_t)h * hs;
                 size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
-                double D = 0, l = lse[((size_t)b * NH + h) * T + t];
-                for (int i = 0; i < hs; i++) D += (double)dout[go + i] * out[go + i];
+                double D = 0, Dabs = 0, l = lse[((size_t)b * NH + h) * T + t];
+                for (int i = 0; i < hs; i++) {
+                    D += (double)dout[go + i] * out[go + i];
+                    Dabs += fabs((double)dout[go + i] * out[go + i]);
+                }
                 for (int s = 0; s <= t; s++) {
                     size_t ko = ((size_t)b * T + s) * C3 + C + (size_t)h * hs, vo = ko + C;
-                    double sv = 0, dp = 0;
+                    double sv = 0, dp = 0, dpabs = 0;
                     for (int i = 0; i < hs; i++) {
                         sv += (double)qr[qo + i] * qr[ko + i];
                         dp += r64_rl(dout[go + i], lo) * qr[vo + i];
+                        dpabs += fabs(r64_rl(dout[go + i], lo) * qr[vo + i]);
                     }
                     double p = exp(sv * scale - l), pl = r64_rl((float)p, lo);
                     double ds = r64_rl((float)(scale * p * (dp - D)), lo);
+                    /* dP - D cancels: a backend's fp32 sums may miss it by (hs + 2) 2^-24
+                     * of their |terms|, which dS passes on unrounded to dq and dk; that
+                     * allowance is added to their scale, divided by the bound on max error
+                     * r64_lse_bounds applies to it (so error <= bound * scale still) */
+                    double eds = scale * p * (hs + 2) * 0x1p-24 * (dpabs + Dabs) / bmax;
                     for (int i = 0; i < hs; i++) {
                         double g = r64_rl(dout[go + i], lo);
                         r[vo + i] += pl * g;
                         rs[vo + i] += fabs(pl * g);
                         r[qo + i] += ds * qr[ko + i];
-                        rs[qo + i] += fabs(ds * qr[ko + i]);
+                        rs[qo + i] += fabs(ds * qr[ko + i]) + eds * fabs(qr[ko + i]);
                         r[ko + i] += ds * qr[qo + i];
-                        rs[ko + i] += fabs(ds * qr[qo + i]);
+                        rs[ko + i] += fabs(ds * qr[qo + i]) + eds * fabs(qr[qo + i]);
                     }
                 }
             }
@@ -320,9 +330,9 @@ void r64_scaled_err(const float *a, const double *r, const double *s, size_t n, 
     *mean = n ? sum / (double)n : 0;
 }
 
-void r64_lse_bounds(int lo, int fused_out, double *max, double *mean)
+void r64_lse_bounds(int lo, int fused_out, size_t n, double *max, double *mean)
 {
     double u = lo == LLM_DT_BF16 ? 0x1p-8 : 0x1p-11;
     *max = 2 * u + 2e-5;
-    *mean = fused_out ? u / 2 : 2e-5;
+    *mean = (fused_out ? u / 2 : 2e-5) + (n ? 8 * u / (double)n : 0);
 }

@@ -42,7 +42,8 @@ void r64_attention_lse_forward(double *out, double *outs, double *lse, const flo
                                int B, int T, int C, int NH, int lo);
 /* attention_backward_lse from the fp32 out and lse given to the backend, dout unrounded:
  * the gradient terms added to r (B,T,3C) and their |terms| to rs (both initialised by
- * the caller: r = the initial dqkv, rs = its magnitude). */
+ * the caller: r = the initial dqkv, rs = its magnitude); rs of dq and dk also carries
+ * the allowance for fp32 sums of the cancelling dP - D (see ref64.c). */
 void r64_attention_lse_backward(double *r, double *rs, const float *qr, const float *dout,
                                 const float *out, const float *lse, int B, int T, int C,
                                 int NH, int lo);
@@ -56,8 +57,9 @@ void r64_scaled_err(const float *a, const double *r, const double *s, size_t n, 
  * and the double one may straddle a rounding boundary), one spacing = 2u of the term.
  * mean: u/2 for the fused forward's out (independent roundings on both sides average
  * below it; a wrong rescale or mask is off by O(1)), else 2e-5 (the roundings are the
- * reference's but for rare flips; unrounded operands would miss it).  fused_out: 1 for
- * the out of a kernel that rounds partial probabilities. */
-void r64_lse_bounds(int lo, int fused_out, double *max, double *mean);
+ * reference's but for rare flips; unrounded operands would miss it), plus four flips'
+ * worth (8u/n) for a result of few elements n.  fused_out: 1 for the out of a kernel that
+ * rounds partial probabilities. */
+void r64_lse_bounds(int lo, int fused_out, size_t n, double *max, double *mean);
 
 #endif
