@@ -1,7 +1,7 @@
 # llmkit — one plain Makefile.
 #
 # Knobs (make VAR=value):
-#   CUDA=auto|0|1   build the CUDA backend (kernels/cuda/*.cu, cuBLAS(Lt)).  auto: when
+#   CUDA=auto|0|1|emu  build the CUDA backend (kernels/cuda/*.cu, cuBLAS(Lt)).  auto: when
 #                   nvcc is on PATH or in /usr/local/cuda/bin.  Default: auto.
 #   DEBUG=1         -O0 -g3, assertions kept.
 #   MPI=auto|0|1    MPI collectives for multi-rank CPU training (common/dist_mpi.c); flags from
@@ -10,6 +10,8 @@
 #   NCCL=auto|0|1   NCCL collectives for multi-GPU training (common/dist_nccl.c); needs CUDA=1.
 #                   auto: when CUDA=1 and nccl.h is found.  NCCL_HOME=DIR if not with CUDA.
 #   SAN=1           AddressSanitizer + UndefinedBehaviorSanitizer (objects go to build/san).
+#   EMU=0|1         make test also builds the emulated CUDA backend (CUDA=emu, build/emu)
+#                   that tests/cli/gpu_emu.sh checks.  Default: 1.
 #   PREFIX=DIR      install root for `make install` (default /usr/local).
 #   CC=, NVCC=      compilers.
 #
@@ -23,6 +25,7 @@
 #   install, clean
 
 CUDA   ?= auto
+EMU    ?= 1
 DEBUG  ?= 0
 SAN    ?= 0
 PREFIX ?= /usr/local
@@ -241,6 +244,7 @@ endif
 # scripts/install-deps.sh), then runs unit, CLI and lint tests through tests/run.sh.
 test: deps
 	$(MAKE) all units
+	$(if $(filter 1,$(EMU)),$(MAKE) CUDA=emu all)
 	BIN=$(abspath $(BIN)) UNITDIR=$(abspath $(B)/tests) tests/run.sh
 
 deps:

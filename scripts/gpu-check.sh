@@ -37,6 +37,7 @@
 #       their memory model or the real cuBLAS.  `make test` runs it (tests/cli/gpu_emu.sh).
 # Steps whose programs are missing (llm-train, llm-infer) are reported SKIP, not FAIL.
 # Exit status: 0 when nothing FAILed, 1 otherwise; "no GPU" skips everything with 0.
+# gpu_check draws fresh random inputs each run unless GPU_CHECK_SEED=N.
 # Budget: 450 s in all (GPU_CHECK_BUDGET), each step capped by what is left; --quick
 # skips the timings.
 set -u
@@ -45,6 +46,7 @@ ROOT=$PWD
 CARRY=$ROOT/build/gpu-carry
 REP_DIR=$ROOT/build/gpu-check
 NSTEPS=20   # training steps per cuda=cpu comparison
+SEEDARG=${GPU_CHECK_SEED:+--seed $GPU_CHECK_SEED}   # gpu_check's inputs: random unless set
 MODE=run SANITIZE=0 QUICK=0 DRY=0 EMU=0
 for a in "$@"; do
   case $a in
@@ -143,7 +145,7 @@ if [ $EMU = 1 ]; then
   ln -s "$ROOT/build/emu/gpu/gpu_check" "$ROOT/build/tests/test_quant" "$BIN/"
   for p in "$ROOT"/build/emu/bin/llm-*; do [ -x "$p" ] && ln -s "$p" "$BIN/"; done
   DATA=$ROOT/build/gpu-emu-data
-  [ -f "$DATA/ts_byte.bin" ] || make_data "$DATA" >>"$LOG" 2>&1 || log "gpu-check: no token data"
+  [ -f "$DATA/ts_eval_small.bin" ] || make_data "$DATA" >>"$LOG" 2>&1 || log "gpu-check: no token data"
 elif [ -f "$CARRY/bin-lib.tar.xz" ]; then
   rm -rf "$UNPACK"; mkdir -p "$UNPACK"
   tar xJf "$CARRY/bin-lib.tar.xz" -C "$UNPACK" || log "gpu-check: cannot unpack $CARRY/bin-lib.tar.xz"
@@ -189,7 +191,7 @@ if [ ! -x "$BIN/gpu_check" ]; then
   row "ops vs reference" FAIL "no gpu_check binary"
 else
   env LD_LIBRARY_PATH="$LDP" timeout $(tl 240) "$BIN/gpu_check" --out "$REP_DIR/ops.txt" \
-    $([ $EMU = 1 ] && echo --tiny) >"$REP_DIR/ops.log" 2>&1
+    $([ $EMU = 1 ] && echo --tiny) $SEEDARG >"$REP_DIR/ops.log" 2>&1
   rc=$?
   cat "$REP_DIR/ops.log" >>"$LOG"
   if grep -q "no GPU: skipped" "$REP_DIR/ops.log" && [ $DRY = 1 ]; then
@@ -208,7 +210,7 @@ else
     grep "FAIL\|cuda error" "$REP_DIR/ops.log" | head -20 >&2
     [ -z "$sum" ] && tail -15 "$REP_DIR/ops.log" >&2   # it did not get far: show why
     if [ $EMU = 1 ]; then   # a missing barrier shows when one warp runs ahead
-      LLM_EMU_ORDER=3 env LD_LIBRARY_PATH="$LDP" timeout $(tl 240) "$BIN/gpu_check" --tiny \
+      LLM_EMU_ORDER=3 env LD_LIBRARY_PATH="$LDP" timeout $(tl 240) "$BIN/gpu_check" --tiny $SEEDARG \
         --out "$REP_DIR/ops-skew.txt" >"$REP_DIR/ops-skew.log" 2>&1
       rc=$?
       sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$REP_DIR/ops-skew.log")
