@@ -144,8 +144,9 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
         llm_err(st, LLM_ENOMEM, "out of memory");
         goto fail;
     }
-    /* every tensor bind() takes: 12 per layer and 4 more */
-    if (!(be->name && strncmp(be->name, "cpu", 3) == 0) &&
+    /* a device backend gets its own copy of every tensor bind() takes: 12 per layer and
+     * 4 more (a CPU backend, also through llm-profile's wrapper, reads the file's pages) */
+    if (!be->host_memory &&
         !(m->dev = calloc((size_t)m->cfg.n_layer * 12 + 4, sizeof *m->dev))) {
         llm_err(st, LLM_ENOMEM, "out of memory");
         goto fail;

@@ -641,6 +641,7 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .name = p->name,
         .ctx = p,
         .threads = p->inner->threads,
+        .host_memory = p->inner->host_memory,
         .alloc = w_alloc,
         .free = w_free,
         .to_device = w_to_device,

@@ -23,6 +23,8 @@ struct llm_backend {
     const char *name;   /* "cpu", "cpu-ref", "cuda" */
     void *ctx;          /* backend state: threads, handles, streams, scratch */
     int threads;        /* CPU threads the backend uses (BLAS x OpenMP <= this) */
+    int host_memory;    /* 1: alloc'd memory is host memory the CPU may read and ops may
+                           take host pointers (the CPU backends); 0: device memory */
 
     /* ---- memory (bytes); alloc returns zeroed memory or NULL ---- */
     void *(*alloc)(llm_backend *be, size_t bytes);

@@ -76,8 +76,8 @@ static void cpu_sync(llm_backend *be)
 
 int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
 {
-    static const llm_backend ref = {.name = "cpu-ref", CPU_TABLE(llm_ref_)};
-    static const llm_backend fast = {.name = "cpu", CPU_TABLE(llm_fast_)};
+    static const llm_backend ref = {.name = "cpu-ref", .host_memory = 1, CPU_TABLE(llm_ref_)};
+    static const llm_backend fast = {.name = "cpu", .host_memory = 1, CPU_TABLE(llm_fast_)};
     llm_cpu_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return -1;

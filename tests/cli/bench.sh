@@ -104,8 +104,7 @@ expect_exit "--dist-timeout 0 exits 64" 64 llm-bench allreduce -b 1K -e 1K --dis
 # cpu rows under mpirun (MPI builds): as before the cuda path, no "wrong" field
 if command -v mpirun >/dev/null; then
   MPIRUN=(mpirun --oversubscribe --mca btl self,vader); [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
-  # Open MPI's own allocations are not freed at exit: no leak checks under mpirun (as dist.sh)
-  if ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 120 "${MPIRUN[@]}" -np 2 \
+  if no_leak_checks timeout 120 "${MPIRUN[@]}" -np 2 \
       llm-bench allreduce -b 1K -e 4K -r 2 -w 1 -F jsonl >"$TMP/mp.jsonl" 2>"$TMP/err"; then
     n=$(schema "$TMP/mp.jsonl" jsonl "r['device']=='cpu' and r['ranks']==2 and r['op']=='in-place' and r['note']=='2 ranks, mpi' and 'wrong' not in r and r['busbw']==r['algbw']" 2>&1)
     [ "$n" = 2 ] && ok "allreduce under mpirun -np 2: cpu rows as before" || notok "mpirun cpu rows: $n"

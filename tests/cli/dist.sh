@@ -9,10 +9,7 @@
 # within --dist-timeout, with and without buckets; SIGTERM to rank 0 only stops every
 # rank at the same step.
 . "$(dirname "$0")/lib.sh"
-# Open MPI allocates at MPI_Init and never frees it, in plugins it unloads at exit, so
-# LeakSanitizer suppressions cannot name them: under `make check` (LLM_SAN) leak checks
-# are off for these MPI runs only; every single-process test keeps them.
-[ -n "${LLM_SAN:-}" ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+no_leak_checks   # for the rest of this script: every run here is under mpirun (lib.sh)
 PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)  # the pyenv shim is slow to start
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 if ! command -v mpirun >/dev/null; then skip "distributed tests" "mpirun not installed"; exit 0; fi

@@ -3,10 +3,7 @@
 # the unsharded model's greedy text, --eval nll (1e-5) and JSONL batch; wrong launches
 # are refused with a clear message.
 . "$(dirname "$0")/lib.sh"
-# Open MPI allocates at MPI_Init and never frees it, in plugins it unloads at exit, so
-# LeakSanitizer suppressions cannot name them: under `make check` (LLM_SAN) leak checks
-# are off for these MPI runs only; every single-process test keeps them.
-[ -n "${LLM_SAN:-}" ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+no_leak_checks   # for the rest of this script: every run here is under mpirun (lib.sh)
 PY=python3
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 if ! command -v mpirun >/dev/null; then skip "tensor-parallel inference" "mpirun missing"; echo "1..$_n"; exit 0; fi

@@ -21,6 +21,14 @@ expect_exit() {
 # skip NAME REASON
 skip()  { _n=$((_n+1)); echo "ok $_n - $1 # SKIP $2"; }
 have_data() { [ -f "$DATA/$1" ]; }
+# Open MPI allocates at MPI_Init and never frees it, in plugins it unloads at exit, so
+# LeakSanitizer (make check) reports leaks its suppressions cannot name: scripts that
+# mpirun our programs turn the leak report off for one command (no_leak_checks CMD...)
+# or for the rest of the script (no_leak_checks); single-process tests keep it.
+no_leak_checks() {
+  local o="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+  if [ $# = 0 ]; then export ASAN_OPTIONS=$o; else ASAN_OPTIONS=$o "$@"; fi
+}
 
 # tiny_data [BYTES] [VAL] [NAME:N ...]: byte-level token files (llm.c format, version 1) of
 # the first BYTES bytes of Tiny Shakespeare (0 or absent: all) in the current directory:

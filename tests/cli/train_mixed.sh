@@ -154,7 +154,7 @@ check "--print-config shows the precision" sh -c 'llm-train --config run.yaml --
 
 # ---- data parallel (MPI): 2 ranks x B=2 == 1 rank x B=4 in fp16 from scale 2^24 ----
 # (d(logits) = 2^24 / 128 overflows f16 on every rank; the summed gradient is not finite)
-[ -n "${LLM_SAN:-}" ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+no_leak_checks
 MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 cat >dp.yaml <<Y
