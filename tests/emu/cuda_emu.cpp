@@ -230,8 +230,8 @@ bool release(Emu *e, int nwarps, bool one_warp, bool desc)
     return false;
 }
 
-/* fiber i of the block: indices, state, a fresh context on its stack */
-void init_fiber(Emu *e, int i)
+/* thread i of the block: its indices and a fresh state */
+Fiber &init_thread(Emu *e, int i)
 {
     Fiber &f = e->f[(size_t)i];
     unsigned t = (unsigned)i;
@@ -242,6 +242,13 @@ void init_fiber(Emu *e, int i)
     f.state = RUN;
     f.mma_calls = 0;
     f.loads = 0;
+    return f;
+}
+
+/* fiber i of the block: init_thread and a fresh context on its stack */
+void init_fiber(Emu *e, int i)
+{
+    Fiber &f = init_thread(e, i);
     unsigned char *st = stack_of(e, (size_t)i);
 #ifdef EMU_ASAN
     /* frames left poisoned by an earlier fiber on this stack (one that never finished) */
@@ -271,16 +278,7 @@ int run_block(Emu *e, size_t smem, int order, unsigned *rng)
     e->block_seq++;
     if (smem) memset(e->dyn, 0xff, smem);   /* unwritten shared memory reads as NaN */
     if (e->direct) {
-        for (int i = 0; i < n; i++) {
-            Fiber &f = e->f[(size_t)i];
-            unsigned t = (unsigned)i;
-            f.tid = {t % emu_blockDim.x, (t / emu_blockDim.x) % emu_blockDim.y,
-                     t / (emu_blockDim.x * emu_blockDim.y)};
-            f.lane = i % 32;
-            f.warp = i / 32;
-            f.mma_calls = f.loads = 0;
-            f.state = RUN;
-        }
+        for (int i = 0; i < n; i++) init_thread(e, i);
         for (int k = 0; k < n; k++) {
             int i = order == 1 || order == 4 ? n - 1 - k : k;
             e->cur = i;
