@@ -98,7 +98,7 @@ template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
         if (!(e <= el)) el = e;
     }
     r64_scaled_err(out, y, ys, no, &mx, &mean);
-    r64_lse_bounds(lo, 1, &bmax, &bmean);
+    r64_lse_bounds(lo, 1, no, &bmax, &bmean);
     printf("# fwd %s B%d T%d NH%d hs%d: lse %.2e, out max %.3e (bound %.3e) mean %.3e (%.3e)\n",
            lo == LLM_DT_BF16 ? "bf16" : "f16", B, T, NH, HS, el, mx, bmax, mean, bmean);
     assert_true(el <= 1e-5);
@@ -139,7 +139,7 @@ template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
     if (rc) fprintf(stderr, "emu: %s\n", emu_error());
     assert_int_equal(rc, 0);
     r64_scaled_err(dq, r, rs, nq, &mx, &mean);
-    r64_lse_bounds(lo, 0, &bmax, &bmean);
+    r64_lse_bounds(lo, 0, nq, &bmax, &bmean);
     printf("# bwd %s B%d T%d NH%d hs%d: dqkv max %.3e (bound %.3e) mean %.3e (%.1e)\n",
            lo == LLM_DT_BF16 ? "bf16" : "f16", B, T, NH, HS, mx, bmax, mean, bmean);
     assert_true(mx <= bmax);
