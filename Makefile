@@ -10,8 +10,8 @@
 #   NCCL=auto|0|1   NCCL collectives for multi-GPU training (common/dist_nccl.c); needs CUDA=1.
 #                   auto: when CUDA=1 and nccl.h is found.  NCCL_HOME=DIR if not with CUDA.
 #   SAN=1           AddressSanitizer + UndefinedBehaviorSanitizer (objects go to build/san).
-#   EMU=0|1         make test also builds the emulated CUDA backend (CUDA=emu, build/emu)
-#                   that tests/cli/gpu_emu.sh checks.  Default: 1.
+#   EMU=0|1         make test (check) also builds the emulated CUDA backend (CUDA=emu, in
+#                   build/emu, build/san/emu) that tests/cli/gpu_emu.sh checks.  Default: 1.
 #   PREFIX=DIR      install root for `make install` (default /usr/local).
 #   CC=, NVCC=      compilers.
 #
@@ -252,6 +252,7 @@ deps:
 
 check: deps
 	$(MAKE) SAN=1 all units
+	$(if $(filter 1,$(EMU)),$(MAKE) SAN=1 CUDA=emu all)
 	BIN=$(abspath build/san/bin) UNITDIR=$(abspath build/san/tests) LLM_SAN=1 tests/run.sh
 
 sample: $(BIN)/llm-shard $(B)/tests/test_ckpt

@@ -5,15 +5,39 @@
 # against the double reference and cpu-ref (also with one warp running ahead of the
 # others, which a missing barrier does not survive), training cuda=cpu in fp32, bf16,
 # fp16 and bf16 without the fused attention, decode and eval cuda=cpu.
+# Under make check (LLM_SAN): the sanitized emulated build instead (build/san/emu), where
+# ASan sees every kernel's device-memory access: gpu_check --tiny and two bf16 training
+# steps on cuda must pass without a report.
 . "$(dirname "$0")/lib.sh"
+if ! have_data tinyshakespeare/input.txt; then skip "emulated CUDA backend" "no $DATA/tinyshakespeare"; exit 0; fi
+cd "$ROOT" || exit 1
 if [ "${LLM_SAN:-0}" = 1 ]; then
-  skip "emulated CUDA backend" "sanitizer run (tests/unit/test_emu_* run the kernels under ASan)"; exit 0
+  E=$ROOT/build/san/emu
+  if [ ! -x "$E/gpu/gpu_check" ]; then skip "emulated CUDA backend (ASan)" "not built (make check builds it unless EMU=0)"; exit 0; fi
+  for o in 0 3; do
+    LLM_EMU_ORDER=$o "$E/gpu/gpu_check" --tiny --device cuda --seed 1 --out "$TMP/ops.txt" >"$TMP/ops.log" 2>&1
+    rc=$?
+    sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$TMP/ops.log")
+    if [ $rc = 0 ] && ! grep -q 'ERROR: AddressSanitizer\|runtime error' "$TMP/ops.log"; then ok "ops under ASan, order $o: ${sum#gpu_check: }"
+    else notok "ops under ASan, order $o: rc=$rc $(grep -m3 'FAIL\|ERROR\|runtime error' "$TMP/ops.log" | tr '\n' ' ')"; fi
+  done
+  cd "$TMP" || exit 1
+  tiny_data 100000
+  cat >t.yaml <<Y
+model: {n_layer: 2, n_head: 4, n_embd: 128, vocab_size: 257, max_seq_len: 64}
+data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
+train: {batch_size: 2, seq_len: 64, max_steps: 2, lr: 0.001, warmup_steps: 1, save_every: 100000, seed: 7, threads: 2, device: cuda, eval_every: 0, eval_batches: 1}
+Y
+  "$E/bin/llm-train" --config t.yaml --precision bf16 -o run >out 2>err
+  rc=$?
+  if [ $rc = 0 ] && ! grep -q 'ERROR: AddressSanitizer\|runtime error' err; then ok "2 bf16 training steps on cuda under ASan"
+  else notok "bf16 training on cuda under ASan: rc=$rc $(grep -m3 'ERROR\|runtime error\|llm-train' err | tr '\n' ' ')"; fi
+  echo "1..$_n"
+  exit 0
 fi
 if [ ! -x "$ROOT/build/emu/gpu/gpu_check" ]; then
   skip "emulated CUDA backend" "not built (make CUDA=emu all; make test builds it unless EMU=0)"; exit 0
 fi
-if ! have_data tinyshakespeare/input.txt; then skip "emulated CUDA backend" "no $DATA/tinyshakespeare"; exit 0; fi
-cd "$ROOT" || exit 1
 GPU_CHECK_SEED=1 LLM_DATA=$DATA bash scripts/gpu-check.sh --emu >"$TMP/out" 2>&1
 rc=$?
 R=build/gpu-check-emu/report.txt
