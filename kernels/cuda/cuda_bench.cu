@@ -67,7 +67,7 @@ extern "C" int llm_cuda_bench_devinfo(llm_cuda_devinfo *out, char *err, size_t e
         snprintf(err, errlen, "no CUDA device: device %d properties: %s", dev, cudaGetErrorString(e));
         return LLM_CUDA_ENODEV;
     }
-    snprintf(out->name, sizeof out->name, "%s", p.name);
+    snprintf(out->name, sizeof out->name, "%.*s", (int)sizeof out->name - 1, p.name);
     out->device = dev;
     out->cc_major = p.major;
     out->cc_minor = p.minor;
