@@ -104,31 +104,27 @@ void __syncwarp(unsigned mask = 0xffffffffu);
 /* value exchange within the warp: out = src_lane's v (n <= 8 bytes); two warp barriers */
 void emu_shfl(const void *v, size_t n, int src_lane, void *out, unsigned mask);
 
-template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32)
+/* v of lane src of this warp */
+template <class T> static inline T emu_shfl_from(unsigned mask, T v, int src)
 {
     static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
-    int lane = emu_lane(), src = lane ^ lane_mask;
-    if (src / width != lane / width) src = lane;
     T r;
     emu_shfl(&v, sizeof v, src, &r, mask);
     return r;
+}
+template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32)
+{
+    int lane = emu_lane(), src = lane ^ lane_mask;
+    return emu_shfl_from(mask, v, src / width == lane / width ? src : lane);
 }
 template <class T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
 {
-    static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
     int lane = emu_lane(), src = lane + (int)delta;
-    if (src / width != lane / width) src = lane;
-    T r;
-    emu_shfl(&v, sizeof v, src, &r, mask);
-    return r;
+    return emu_shfl_from(mask, v, src / width == lane / width ? src : lane);
 }
 template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32)
 {
-    static_assert(sizeof(T) <= 8, "shuffle of at most 8 bytes");
-    int lane = emu_lane(), src = (lane / width) * width + src_lane % width;
-    T r;
-    emu_shfl(&v, sizeof v, src, &r, mask);
-    return r;
+    return emu_shfl_from(mask, v, (emu_lane() / width) * width + src_lane % width);
 }
 
 /* ---- arithmetic ---- */
