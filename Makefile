@@ -202,7 +202,8 @@ CXX      ?= g++
 CXXFLAGS += -std=c++17 $(OPT) -g -Wall -Wextra -fno-strict-aliasing -Wno-unknown-pragmas -pthread $(SANFLAGS)
 UNIT_CXX_SRC := $(wildcard tests/unit/test_*.cpp)
 UNITS_CXX    := $(UNIT_CXX_SRC:tests/unit/%.cpp=$(B)/tests/%)
-EMU_OBJ      := $(B)/tests/emu/cuda_emu.o $(B)/tests/gpu/ref64.o
+EMU_OBJ      := $(B)/tests/emu/cuda_emu.o $(B)/tests/emu/cuda_rt.o $(B)/tests/emu/cublas_emu.o \
+                $(B)/tests/gpu/ref64.o
 $(B)/tests/emu/%.o: tests/emu/%.cpp $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) -Itests/emu/include $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@

@@ -1,0 +1,156 @@
+/* test_emu_runtime.cpp — tests/emu's CUDA runtime and cuBLAS stand-ins refuse what the
+ * real ones refuse (so the emulated backend fails where a GPU would), and compute what
+ * cuBLAS's column-major conventions say. */
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "tests/unit/testutil.h"
+}
+
+namespace {
+
+void fill_kernel(float *p, int n, float v)
+{
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < n) p[i] = v + (float)i;
+}
+
+void smem_kernel(float *p)
+{
+    LC_DYN_SMEM(sm);
+    float *s = (float *)sm;
+    s[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    p[threadIdx.x] = s[(threadIdx.x + 1) % blockDim.x];
+}
+
+void test_launch_checks(void **state)
+{
+    (void)state;
+    float *d = nullptr;
+    assert_int_equal(cudaMalloc((void **)&d, 2048 * sizeof(float)), cudaSuccess);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    emu_call("fill_kernel", [&](auto... a) { fill_kernel(a...); }, 4, 256)(d, 1000, 1.0f);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    for (int i = 0; i < 1000; i++) assert_true(d[i] == 1.0f + (float)i);
+    /* too many threads, too many blocks in y: refused, nothing runs */
+    d[0] = -1.0f;
+    emu_call("fill_kernel", [&](auto... a) { fill_kernel(a...); }, 1, 1025)(d, 1000, 5.0f);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    assert_true(d[0] == -1.0f);
+    emu_call("fill_kernel", [&](auto... a) { fill_kernel(a...); }, dim3(1, 65536), 32)(d, 1000, 5.0f);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);   /* read once, then cleared */
+    /* dynamic shared memory beyond 48 KiB needs the opt-in, which stops at 227 KiB */
+    size_t big = 64 * 1024;
+    emu_call("smem_kernel", [&](auto... a) { smem_kernel(a...); }, 1, 64, big)(d);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+    assert_int_equal(cudaFuncSetAttribute(emu_named{"smem_kernel"},
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)big),
+                     cudaSuccess);
+    emu_call("smem_kernel", [&](auto... a) { smem_kernel(a...); }, 1, 64, big)(d);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    for (int i = 0; i < 64; i++) assert_true(d[i] == (float)((i + 1) % 64));
+    assert_int_equal(cudaFuncSetAttribute(emu_named{"smem_kernel"},
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024),
+                     cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    size_t fr0, fr1, tot;
+    assert_int_equal(cudaMemGetInfo(&fr0, &tot), cudaSuccess);
+    assert_int_equal(cudaFree(d), cudaSuccess);
+    assert_int_equal(cudaMemGetInfo(&fr1, &tot), cudaSuccess);
+    assert_true(fr1 == fr0 + 2048 * sizeof(float));
+    int x;
+    assert_int_equal(cudaFree(&x), cudaErrorInvalidValue);   /* not from cudaMalloc */
+    (void)cudaGetLastError();
+}
+
+/* C = alpha op(A) op(B) + beta C, column-major, against a plain loop */
+void test_gemm_conventions(void **state)
+{
+    (void)state;
+    cublasHandle_t h;
+    assert_int_equal(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+    tu_rng r = {42};
+    const int m = 5, n = 7, k = 3, lda = 9, ldb = 8, ldc = 6;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            float A[9 * 9], B[8 * 8], C[6 * 7], C0[6 * 7];
+            tu_fill(&r, A, 81, -1, 1);
+            tu_fill(&r, B, 64, -1, 1);
+            tu_fill(&r, C, 42, -1, 1);
+            memcpy(C0, C, sizeof C);
+            float alpha = 0.5f, beta = 2.0f;
+            assert_int_equal(cublasSgemm(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                         m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc),
+                             CUBLAS_STATUS_SUCCESS);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) {
+                    double s = 0;
+                    for (int l = 0; l < k; l++)
+                        s += (double)(ta ? A[l + i * lda] : A[i + l * lda]) *
+                             (tb ? B[j + l * ldb] : B[l + j * ldb]);
+                    double want = alpha * s + beta * C0[i + j * ldc];
+                    assert_true(fabs(C[i + j * ldc] - want) <= 1e-5 * (1 + fabs(want)));
+                }
+            for (int j = 0; j < n; j++)   /* rows m..ldc-1 of C untouched */
+                for (int i = m; i < ldc; i++) assert_true(C[i + j * ldc] == C0[i + j * ldc]);
+        }
+    /* beta 0: C is not read (NaN there stays out) */
+    float A[4] = {1, 2, 3, 4}, B[4] = {1, 0, 0, 1}, C[4] = {NAN, NAN, NAN, NAN}, one = 1, zero = 0;
+    assert_int_equal(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, A, 2, B, 2, &zero, C, 2),
+                     CUBLAS_STATUS_SUCCESS);
+    for (int i = 0; i < 4; i++) assert_true(C[i] == A[i]);
+    /* a leading dimension smaller than the rows: refused */
+    assert_int_equal(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 3, 2, 2, &one, A, 2, B, 2, &zero, C, 3),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    assert_int_equal(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, A, 2, B, 2, &zero, C, 1),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    cublasDestroy(h);
+
+    /* cuBLASLt: layouts that do not agree are refused; the bias adds to every column */
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc, bad;
+    assert_int_equal(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    float bias[2] = {10, 20};
+    const float *bp = bias;
+    assert_int_equal(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+                     CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp),
+                     CUBLAS_STATUS_SUCCESS);
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 2, 2, 2);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 2, 2, 2);
+    cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, 2, 2, 2);
+    cublasLtMatrixLayoutCreate(&bad, CUDA_R_32F, 3, 2, 3);
+    float D[4];
+    assert_int_equal(cublasLtMatmul(lt, op, &one, A, la, B, lb, &zero, D, lc, D, lc, nullptr, nullptr, 0, 0),
+                     CUBLAS_STATUS_SUCCESS);
+    for (int i = 0; i < 4; i++) assert_true(D[i] == A[i] + bias[i % 2]);
+    assert_int_equal(cublasLtMatmul(lt, op, &one, A, la, B, lb, &zero, D, bad, D, bad, nullptr, nullptr, 0, 0),
+                     CUBLAS_STATUS_INVALID_VALUE);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatrixLayoutDestroy(bad);
+    cublasLtMatmulDescDestroy(op);
+    cublasLtDestroy(lt);
+}
+
+}  // namespace
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_launch_checks),
+        cmocka_unit_test(test_gemm_conventions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
