@@ -92,10 +92,18 @@ extern "C" unsigned lc_warp_blocks(size_t rows, unsigned threads)
     return (unsigned)((rows * LC_WARP + threads - 1) / threads);
 }
 
-extern "C" lc_att_dims lc_att_dims_of(lc_ctx *c, int lo, int T, int C, int NH)
+extern "C" int lc_att_lo_begin(lc_ctx *c, int B, int T, int C, int NH, int lo, const char *op,
+                               const float *qkv, const float *dout, lc_att_dims *a,
+                               uint16_t **q, uint16_t **d)
 {
-    lc_att_dims a = {c, lo, T, C / NH, NH, (long long)T * T};
-    return a;
+    if (!lc_att_lo_ok(c, B, T, C, NH, lo, op)) return 0;
+    *a = lc_att_dims{c, lo, T, C / NH, NH, (long long)T * T, 1.0f / sqrtf((float)(C / NH))};
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C;
+    *q = (uint16_t *)lc_lo_buf(c, 0, nq * 2);
+    if (!*q || lc_lo_cast(c, *q, qkv, nq, lo)) return 0;
+    if (!dout) return 1;
+    *d = (uint16_t *)lc_lo_buf(c, 1, no * 2);
+    return *d && !lc_lo_cast(c, *d, dout, no, lo);
 }
 
 extern "C" void lc_att_xyt(const lc_att_dims *a, float *S, float alpha, const void *X, int ldx,
@@ -123,19 +131,19 @@ static void lc_attention_forward_lo(llm_backend *be, float *out, float *att, con
                                     int B, int T, int C, int NH, int lo)
 {
     lc_ctx *c = lc_get(be);
-    if (!lc_att_lo_ok(c, B, T, C, NH, lo, "attention_forward_lo: lo is neither bf16 nor f16"))
+    lc_att_dims a;
+    uint16_t *q, *d;
+    if (!lc_att_lo_begin(c, B, T, C, NH, lo, "attention_forward_lo: lo is neither bf16 nor f16",
+                         qkv, NULL, &a, &q, &d))
         return;
-    lc_att_dims a = lc_att_dims_of(c, lo, T, C, NH);
-    float scale = 1.0f / sqrtf((float)a.hs);
-    size_t nq = (size_t)B * T * 3 * C, rows = (size_t)NH * T;
-    uint16_t *q = (uint16_t *)lc_lo_buf(c, 0, nq * 2);
+    size_t rows = (size_t)NH * T;
     uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * a.tt * 2);
-    if (!q || !p || lc_lo_cast(c, q, qkv, nq, lo)) return;
+    if (!p) return;
     const unsigned threads = 256;   /* 8 rows per block */
     for (int b = 0; b < B; b++) {
         const uint16_t *qb = q + (size_t)b * T * 3 * C, *kb = qb + C, *vb = qb + 2 * C;
         float *ab = att + (size_t)b * NH * a.tt;
-        lc_att_xyt(&a, ab, scale, qb, 3 * C, kb, 3 * C);   /* S_h = scale Q_h K_h^T */
+        lc_att_xyt(&a, ab, a.scale, qb, 3 * C, kb, 3 * C);   /* S_h = scale Q_h K_h^T */
         LC_LAUNCH_LO(c, lo, lc_softmax_lo_kernel, lc_warp_blocks(rows, threads), threads, ab, p,
                      rows, T);
         if (LC_LAUNCHED(c)) return;
@@ -149,20 +157,17 @@ static void lc_attention_backward_lo(llm_backend *be, float *dqkv, const float *
                                      int NH, int lo)
 {
     lc_ctx *c = lc_get(be);
-    if (!lc_att_lo_ok(c, B, T, C, NH, lo, "attention_backward_lo: lo is neither bf16 nor f16"))
+    lc_att_dims a;
+    uint16_t *q, *d;
+    if (!lc_att_lo_begin(c, B, T, C, NH, lo, "attention_backward_lo: lo is neither bf16 nor f16",
+                         qkv, dout, &a, &q, &d))
         return;
-    lc_att_dims a = lc_att_dims_of(c, lo, T, C, NH);
-    float scale = 1.0f / sqrtf((float)a.hs);
-    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, rows = (size_t)NH * T;
-    uint16_t *q = (uint16_t *)lc_lo_buf(c, 0, nq * 2);
-    uint16_t *d = (uint16_t *)lc_lo_buf(c, 1, no * 2);
+    size_t rows = (size_t)NH * T;
     uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * a.tt * 2);
     uint16_t *ds = (uint16_t *)lc_lo_buf(c, 3, (size_t)NH * a.tt * 2);
     /* the fp32 datt of one batch row; the stream orders its reuse across b */
     float *datt = (float *)lc_scratch(c, (size_t)NH * a.tt * sizeof(float));
-    if (!q || !d || !p || !ds || !datt || lc_lo_cast(c, q, qkv, nq, lo) ||
-        lc_lo_cast(c, d, dout, no, lo))
-        return;
+    if (!p || !ds || !datt) return;
     const unsigned threads = 256;
     for (int b = 0; b < B; b++) {
         const uint16_t *qb = q + (size_t)b * T * 3 * C, *kb = qb + C, *vb = qb + 2 * C;
@@ -174,7 +179,7 @@ static void lc_attention_backward_lo(llm_backend *be, float *dqkv, const float *
         lc_att_pty(&a, dv, 3 * C, p, db, C);                    /* dV_h += lo(P_h)^T dO_h */
         /* dS = lo(scale * P (datt - rowsum(P datt))) */
         LC_LAUNCH_LO(c, lo, lc_softmax_bwd_lo_kernel, lc_warp_blocks(rows, threads), threads, ds,
-                     datt, ab, rows, T, scale);
+                     datt, ab, rows, T, a.scale);
         if (LC_LAUNCHED(c)) return;
         lc_att_py(&a, dq, 3 * C, 1.0f, ds, kb, 3 * C);          /* dQ_h += dS_h K_h */
         lc_att_pty(&a, dk, 3 * C, ds, qb, 3 * C);               /* dK_h += dS_h^T Q_h */

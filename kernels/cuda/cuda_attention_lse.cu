@@ -110,13 +110,12 @@ static void lc_attention_forward_lse(llm_backend *be, float *out, float *lse, co
                                      int B, int T, int C, int NH, int lo)
 {
     lc_ctx *c = lc_get(be);
-    if (!lc_att_lo_ok(c, B, T, C, NH, lo, "attention_forward_lse: lo is neither bf16 nor f16"))
+    lc_att_dims a;
+    uint16_t *q, *d;
+    if (!lc_att_lo_begin(c, B, T, C, NH, lo, "attention_forward_lse: lo is neither bf16 nor f16",
+                         qkv, NULL, &a, &q, &d))
         return;
-    lc_att_dims a = lc_att_dims_of(c, lo, T, C, NH);
-    float scale = 1.0f / sqrtf((float)a.hs);
-    size_t nq = (size_t)B * T * 3 * C, rows = (size_t)NH * T;
-    uint16_t *q = (uint16_t *)lc_lo_buf(c, 0, nq * 2);
-    if (!q || lc_lo_cast(c, q, qkv, nq, lo)) return;
+    size_t rows = (size_t)NH * T;
     if (!c->flash_off && lc_flash_fits(C, NH)) {
         lc_flash_forward(c, out, lse, q, B, T, C, NH, lo);
         return;
@@ -127,7 +126,7 @@ static void lc_attention_forward_lse(llm_backend *be, float *out, float *lse, co
     const unsigned threads = 256;
     for (int b = 0; b < B; b++) {
         const uint16_t *qb = q + (size_t)b * T * 3 * C, *kb = qb + C, *vb = qb + 2 * C;
-        lc_att_xyt(&a, S, scale, qb, 3 * C, kb, 3 * C);
+        lc_att_xyt(&a, S, a.scale, qb, 3 * C, kb, 3 * C);
         LC_LAUNCH_LO(c, lo, lc_softmax_lse_kernel, lc_warp_blocks(rows, threads), threads, S, p,
                      lse + (size_t)b * rows, rows, T);
         if (LC_LAUNCHED(c)) return;
@@ -141,20 +140,17 @@ static void lc_attention_backward_lse(llm_backend *be, float *dqkv, const float 
                                       int B, int T, int C, int NH, int lo)
 {
     lc_ctx *c = lc_get(be);
-    if (!lc_att_lo_ok(c, B, T, C, NH, lo, "attention_backward_lse: lo is neither bf16 nor f16"))
+    lc_att_dims a;
+    uint16_t *q, *d;
+    if (!lc_att_lo_begin(c, B, T, C, NH, lo, "attention_backward_lse: lo is neither bf16 nor f16",
+                         qkv, dout, &a, &q, &d))
         return;
-    lc_att_dims a = lc_att_dims_of(c, lo, T, C, NH);
-    float scale = 1.0f / sqrtf((float)a.hs);
-    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, rows = (size_t)NH * T;
-    size_t nD = (size_t)B * NH * T;
+    size_t rows = (size_t)NH * T, nD = (size_t)B * NH * T;
     const unsigned threads = 256;
-    uint16_t *q = (uint16_t *)lc_lo_buf(c, 0, nq * 2);
-    uint16_t *d = (uint16_t *)lc_lo_buf(c, 1, no * 2);
     int flash = !c->flash_off && lc_flash_fits(C, NH);
     /* scratch: D (B,NH,T), then for the GEMM form the scores/P and dP of one batch row */
     float *D = (float *)lc_scratch(c, (nD + (flash ? 0 : 2 * (size_t)NH * a.tt)) * sizeof(float));
-    if (!q || !d || !D || lc_lo_cast(c, q, qkv, nq, lo) || lc_lo_cast(c, d, dout, no, lo))
-        return;
+    if (!D) return;
     lc_rowdot_kernel<<<lc_warp_blocks(nD, threads), threads, 0, c->stream>>>(D, dout, out, B, T, C, NH);
     if (LC_LAUNCHED(c)) return;
     if (flash) {
@@ -170,14 +166,14 @@ static void lc_attention_backward_lse(llm_backend *be, float *dqkv, const float 
         const uint16_t *db = d + (size_t)b * T * C;
         float *dq = dqkv + (size_t)b * T * 3 * C, *dk = dq + C, *dv = dq + 2 * C;
         /* S = scale Q K^T again, then P = exp(S - lse) in place and lo(P) */
-        lc_att_xyt(&a, S, scale, qb, 3 * C, kb, 3 * C);
+        lc_att_xyt(&a, S, a.scale, qb, 3 * C, kb, 3 * C);
         LC_LAUNCH_LO(c, lo, lc_lse_probs_kernel, lc_warp_blocks(rows, threads), threads, S, p,
                      lse + (size_t)b * rows, rows, T);
         if (LC_LAUNCHED(c)) return;
         lc_att_pty(&a, dv, 3 * C, p, db, C);            /* dV_h += lo(P_h)^T dO_h */
         lc_att_xyt(&a, dP, 1.0f, db, C, vb, 3 * C);     /* dP_h = dO_h V_h^T */
         LC_LAUNCH_LO(c, lo, lc_dsoftmax_lse_kernel, lc_warp_blocks(rows, threads), threads, ds, dP,
-                     S, D + (size_t)b * rows, rows, T, scale);
+                     S, D + (size_t)b * rows, rows, T, a.scale);
         if (LC_LAUNCHED(c)) return;
         lc_att_py(&a, dq, 3 * C, 1.0f, ds, kb, 3 * C);  /* dQ_h += dS_h K_h */
         lc_att_pty(&a, dk, 3 * C, ds, qb, 3 * C);       /* dK_h += dS_h^T Q_h */

@@ -129,7 +129,7 @@ extern "C" int lc_lo_cast(lc_ctx *c, void *dst, const float *src, size_t n, int 
 /* cuda_attention_lo.cu, shared with cuda_attention_lse.cu: row-major strided-batched
  * C fp32 = alpha op(A) op(B) + beta C with lo A, B (as lc_gemm_rm); the attention ops'
  * argument check (0: nothing to do, or lo invalid and recorded); blocks of 256 threads
- * for one warp per row. */
+ * for one warp per row; lc_att_lo_begin below. */
 extern "C" void lc_lo_gemm_batched(lc_ctx *c, int lo, int ta, int tb, int m, int n, int k,
                                    float alpha, const void *A, int lda, long long sA,
                                    const void *B, int ldb, long long sB, float beta, float *C,
@@ -144,8 +144,14 @@ typedef struct {
     lc_ctx *c;
     int lo, T, hs, NH;
     long long tt;   /* T*T */
+    float scale;    /* 1/sqrt(hs) */
 } lc_att_dims;
-extern "C" lc_att_dims lc_att_dims_of(lc_ctx *c, int lo, int T, int C, int NH);
+/* The lo attention ops' start: the argument check (0: nothing to do, or an error
+ * recorded), *a, and qkv (B,T,3C) rounded to lo into lo buffer 0 as *q, dout (B,T,C)
+ * (when not NULL) into lo buffer 1 as *d.  1 when the op should go on. */
+extern "C" int lc_att_lo_begin(lc_ctx *c, int B, int T, int C, int NH, int lo, const char *op,
+                               const float *qkv, const float *dout, lc_att_dims *a,
+                               uint16_t **q, uint16_t **d);
 /* S_h = alpha X_h Y_h^T */
 extern "C" void lc_att_xyt(const lc_att_dims *a, float *S, float alpha, const void *X, int ldx,
                            const void *Y, int ldy);
