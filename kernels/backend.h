@@ -162,59 +162,83 @@ struct llm_backend {
 
     /* ---- mixed precision (llm-train --precision bf16|fp16; added for issue 8) ----
      * NULL when the backend has none: llm-train then refuses the precision by name.
-     * lo is LLM_DT_BF16 or LLM_DT_F16 (the llm_dtype values of common/ckpt.h).  The
-     * model's GEMMs read lo operands and accumulate in fp32: the weights from a lo copy
-     * of the fp32 master parameters (made with cast_lo whenever the parameters change),
-     * the activations and output gradients rounded to lo on the way in; the attention's
-     * products likewise (attention_forward_lo / attention_backward_lo).  Outputs,
-     * gradients and everything outside the GEMMs stay fp32.  Rounding is to nearest even;
-     * a value beyond the lo range becomes +-inf (fp16 overflows at |x| >= 65520, which is
-     * what dynamic loss scaling detects), NaN stays NaN. */
+     * lo is LLM_DT_BF16 or LLM_DT_F16 (the llm_dtype values of common/ckpt.h).  A "lo
+     * tensor" is row-major like the fp32 ones, 2 bytes per element (the bits of dtype lo).
+     * Under mixed precision the model keeps its activations as lo tensors: every GEMM
+     * input, the attention's q|k|v and output, the GELU's input and output, the logits
+     * and the gradients flowing into GEMMs.  What stays fp32: the master parameters (the
+     * GEMMs read a lo copy made with cast_lo whenever they change), every parameter
+     * gradient, the optimizer moments, the residual stream and its gradient, layernorm
+     * statistics, lse, losses, and the outputs of the GEMMs that feed the residual stream
+     * or a layernorm backward.  Arithmetic is fp32 (GEMMs and attention products
+     * multiply lo values exactly and accumulate in fp32); a lo output is its fp32 result
+     * rounded once.  Rounding is to nearest even; a value beyond the lo range becomes
+     * +-inf (fp16 overflows at |x| >= 65520, which is what dynamic loss scaling
+     * detects), NaN stays NaN.  "Overwritten" outputs are written whole (no zeroing
+     * first); "+=" ones accumulate as in the fp32 ops. */
 
     /* dst(n) of dtype lo = src(n) rounded. */
     void (*cast_lo)(llm_backend *be, void *dst, const float *src, size_t n, int lo);
 
-    /* out(N,OC) = lo(inp)(N,C) @ w_lo(OC,C)^T + bias(OC), fp32 accumulate and output;
-     * bias fp32 or NULL. */
-    void (*matmul_forward_lo)(llm_backend *be, float *out, const float *inp, const void *w_lo,
-                              int lo, const float *bias, int N, int C, int OC);
+    /* out(N,OC) = inp(N,C) @ w_lo(OC,C)^T + bias(OC), inp and w lo, fp32 accumulate;
+     * out_dt LLM_DT_F32: out and bias fp32; out_dt == lo: out and bias lo (the bias'
+     * value added to the fp32 sum, then rounded).  bias may be NULL.  Overwritten. */
+    void (*matmul_forward_lo)(llm_backend *be, void *out, int out_dt, const void *inp,
+                              const void *w_lo, int lo, const void *bias, int N, int C, int OC);
 
-    /* dinp(N,C) += lo(dout) @ w_lo; dw(OC,C) += lo(dout)^T @ lo(inp); dbias(OC) +=
-     * sum_rows lo(dout) (dbias may be NULL).  dinp, dw, dbias fp32. */
-    void (*matmul_backward_lo)(llm_backend *be, float *dinp, float *dw, float *dbias,
-                               const float *dout, const float *inp, const void *w_lo, int lo,
+    /* dinp(N,C) = dout(N,OC) @ w_lo (overwritten; fp32 when dinp_dt is LLM_DT_F32, else
+     * lo); dw(OC,C) += dout^T @ inp; dbias(OC) += column sums of dout (may be NULL).
+     * dout, inp, w_lo lo; dw, dbias fp32, the sums in fp32. */
+    void (*matmul_backward_lo)(llm_backend *be, void *dinp, int dinp_dt, float *dw, float *dbias,
+                               const void *dout, const void *inp, const void *w_lo, int lo,
                                int N, int C, int OC);
 
-    /* Causal attention with lo operands (shapes, heads and scale as attention_forward):
-     * scores = scale * lo(q) . lo(k), fp32 accumulate; att = softmax(scores) in fp32
-     * (kept for the backward, as attention_forward keeps it); out = lo(att) @ lo(v). */
-    void (*attention_forward_lo)(llm_backend *be, float *out, float *att, const float *qkv,
-                                 int B, int T, int C, int NH, int lo);
+    /* x = a + b (b non-NULL: the sum is written to res(N,C), which may alias a or b) or
+     * x = a (b NULL: res is not written, may be NULL); out(N,C) lo = layernorm(x)
+     * rounded, the fp32 layernorm exactly as layernorm_forward computes it (so out is
+     * the backend's residual_forward + layernorm_forward, then cast_lo, bit for bit);
+     * mean, rstd (N) as layernorm_forward (may be NULL).  a, b, res, w, bias fp32. */
+    void (*layernorm_forward_lo)(llm_backend *be, float *res, void *out, float *mean,
+                                 float *rstd, const float *a, const float *b, const float *w,
+                                 const float *bias, int N, int C, int lo);
 
-    /* attention_backward with lo operands, att the forward's fp32 probabilities:
-     * datt = lo(dout) @ lo(v)^T; dv += lo(att)^T @ lo(dout);
-     * dpre = scale * att * (datt - rowsum(att * datt)) in fp32;
-     * dq += lo(dpre) @ lo(k); dk += lo(dpre)^T @ lo(q). */
-    void (*attention_backward_lo)(llm_backend *be, float *dqkv, const float *dout,
-                                  const float *qkv, const float *att, int B, int T, int C,
-                                  int NH, int lo);
+    /* out(n) lo = gelu(inp) rounded, inp lo, gelu as gelu_forward on inp's values.
+     * out may alias inp. */
+    void (*gelu_forward_lo)(llm_backend *be, void *out, const void *inp, size_t n, int lo);
 
-    /* Causal attention with lo operands that keeps only each row's log-sum-exp instead
-     * of the (B,NH,T,T) probabilities (a fused, "flash" kernel never stores them):
-     *   S = scale * lo(q) . lo(k) (fp32 accumulate), row t over columns s <= t;
-     *   lse(B,NH,T) = log sum_s exp(S[s]);  P = exp(S - lse) (fp32);
-     *   out = sum_s lo(P[s]) lo(v_s).
+    /* dinp(n) lo = gelu'(inp) * dout rounded (overwritten), inp and dout lo, gelu' as
+     * gelu_backward's.  dinp may alias dout. */
+    void (*gelu_backward_lo)(llm_backend *be, void *dinp, const void *inp, const void *dout,
+                             size_t n, int lo);
+
+    /* Causal attention with lo q|k|v (shapes, heads and scale as attention_forward) that
+     * keeps only each row's log-sum-exp instead of the (B,NH,T,T) probabilities (a
+     * fused, "flash" kernel never stores them):
+     *   S = scale * q . k (fp32 accumulate), row t over columns s <= t;
+     *   lse(B,NH,T) fp32 = log sum_s exp(S[s]);  P = exp(S - lse) (fp32);
+     *   out(B,T,C) lo = (sum_s lo(P[s]) v_s) rounded.
      * A kernel that rounds partial (unnormalised) probabilities instead may differ from
      * this by one lo rounding per term; the tests allow exactly that. */
-    void (*attention_forward_lse)(llm_backend *be, float *out, float *lse, const float *qkv,
+    void (*attention_forward_lse)(llm_backend *be, void *out, float *lse, const void *qkv,
                                   int B, int T, int C, int NH, int lo);
 
-    /* Its backward from the forward's out and lse (P recomputed as above):
-     *   dv += lo(P)^T lo(dout);  dP = lo(dout) lo(v)^T;  D = rowsum(dout * out) (fp32);
-     *   dS = scale * P * (dP - D), rounded to lo;  dq += dS lo(k);  dk += dS^T lo(q). */
-    void (*attention_backward_lse)(llm_backend *be, float *dqkv, const float *dout,
-                                   const float *qkv, const float *out, const float *lse,
+    /* Its backward from the forward's out and lse (P recomputed as above), dout, qkv and
+     * out lo; dqkv(B,T,3C) lo overwritten, each element summed in fp32 and rounded once:
+     *   dv = lo(P)^T dout;  dP = dout v^T;  D = rowsum(dout * out) (fp32);
+     *   dS = scale * P * (dP - D), rounded to lo;  dq = dS k;  dk = dS^T q. */
+    void (*attention_backward_lse)(llm_backend *be, void *dqkv, const void *dout,
+                                   const void *qkv, const void *out, const float *lse,
                                    int B, int T, int C, int NH, int lo);
+
+    /* xent_forward on lo logits (N,Vp): losses, lse fp32 from the logits' values. */
+    void (*xent_forward_lo)(llm_backend *be, float *losses, float *lse, const void *logits,
+                            const int32_t *targets, int N, int V, int Vp, int lo);
+
+    /* xent_backward on lo logits: dlogits(N,Vp) lo = ((softmax - onehot) * dloss)
+     * rounded for the first V columns, 0 for padded ones; may alias logits. */
+    void (*xent_backward_lo)(llm_backend *be, void *dlogits, const void *logits,
+                             const float *lse, const int32_t *targets, float dloss, int N,
+                             int V, int Vp, int lo);
 
     /* ---- device health for metrics (NULL on the CPU) ----
      * Fills *out; a field the device or driver cannot tell is -1 (NVML absent: util,
