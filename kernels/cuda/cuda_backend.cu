@@ -357,7 +357,6 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     lc_fill_optim(be);
     lc_fill_infer(be);
     lc_fill_lo(be);
-    lc_fill_attention_lo(be);
     lc_fill_attention_lse(be);
     lc_fill_stats(be);
     return 0;

@@ -6,17 +6,20 @@
  * tile.  The products are WMMA 16x16x16 tensor-core operations on lo (bf16/fp16)
  * operands with fp32 accumulation.
  *   forward, one block per (query tile, head, batch row): for each key tile up to the
- *     diagonal, S = scale Q K^T, an online softmax (running max m and sum l per row;
+ *     diagonal, S = scale Q K^T (q|k|v read as the caller's lo tensor), an online softmax (running max m and sum l per row;
  *     the partial probabilities exp(S - m) are rounded to lo for P V, which the contract
  *     allows: one lo rounding per term from the reference), O = O exp(m_old - m) + P V;
- *     out = O / l, lse = m + log l.
+ *     out = lo(O / l), lse = m + log l.
  *   backward, deterministic (no atomics; every output element has one writer):
  *     one block per (key tile, head, batch row) accumulates dK, dV over the query tiles
  *     at and after it; one block per (query tile, head, batch row) accumulates dQ over
  *     the key tiles up to the diagonal.  Both recompute S, P = exp(S - lse) and
- *     dP = dO V^T, and dS = lo(scale P (dP - D)), D = rowsum(dout * out) given.
- * Shapes: head size 32, 64 or 128 and C a multiple of 8 (16-byte rows); others return 1
- * and cuda_attention_lse.cu's batched-GEMM form runs instead. */
+ *     dP = dO V^T, and dS = lo(scale P (dP - D)), D = rowsum(dout * out) given.  Each
+ *     block writes its rows' dK, dV or dQ whole (the fp32 sums rounded once to lo):
+ *     dqkv is overwritten, never read.
+ * Shapes: head size 32, 64 or 128, C a multiple of 8 and qkv, dout 16-byte aligned (the
+ * tile loads are 16-byte copies); others return 1 and cuda_attention_lse.cu's
+ * batched-GEMM form runs instead. */
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_flash.cuh"
 
@@ -28,8 +31,10 @@ static int fl_fits(int C, int NH)
     return hs * NH == C && C % 8 == 0 && (hs == 32 || hs == 64 || hs == 128);
 }
 
+static int fl_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 template <int LO, int HS>
-static int fl_fwd(lc_ctx *c, float *out, float *lse, const uint16_t *q, int B, int T, int C, int NH)
+static int fl_fwd(lc_ctx *c, uint16_t *out, float *lse, const uint16_t *q, int B, int T, int C, int NH)
 {
     size_t sm = fl_fwd_smem<HS>();
     static int attr_set;   /* the shared-memory opt-in, once per kernel (per process) */
@@ -46,7 +51,7 @@ static int fl_fwd(lc_ctx *c, float *out, float *lse, const uint16_t *q, int B, i
 }
 
 template <int LO, int HS>
-static int fl_bwd(lc_ctx *c, float *dqkv, const uint16_t *q, const uint16_t *d, const float *lse,
+static int fl_bwd(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, const uint16_t *d, const float *lse,
                   const float *D, int B, int T, int C, int NH)
 {
     size_t sm = fl_bwd_smem<HS>();
@@ -67,10 +72,10 @@ static int fl_bwd(lc_ctx *c, float *dqkv, const uint16_t *q, const uint16_t *d, 
     return LC_LAUNCHED(c) ? -1 : 0;
 }
 
-extern "C" int lc_flash_forward(lc_ctx *c, float *out, float *lse, const uint16_t *q, int B,
+extern "C" int lc_flash_forward(lc_ctx *c, uint16_t *out, float *lse, const uint16_t *q, int B,
                                 int T, int C, int NH, int lo)
 {
-    if (!fl_fits(C, NH)) return 1;
+    if (!fl_fits(C, NH) || !fl_aligned(q)) return 1;
     int hs = C / NH, rc;
     if (lo == LC_DT_BF16)
         rc = hs == 32 ? fl_fwd<LC_DT_BF16, 32>(c, out, lse, q, B, T, C, NH)
@@ -84,11 +89,11 @@ extern "C" int lc_flash_forward(lc_ctx *c, float *out, float *lse, const uint16_
     return rc ? -1 : 0;
 }
 
-extern "C" int lc_flash_backward(lc_ctx *c, float *dqkv, const uint16_t *q, const uint16_t *d,
+extern "C" int lc_flash_backward(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, const uint16_t *d,
                                  const float *lse, const float *D, int B, int T, int C, int NH,
                                  int lo)
 {
-    if (!fl_fits(C, NH)) return 1;
+    if (!fl_fits(C, NH) || !fl_aligned(q) || !fl_aligned(d)) return 1;
     int hs = C / NH, rc;
     if (lo == LC_DT_BF16)
         rc = hs == 32 ? fl_bwd<LC_DT_BF16, 32>(c, dqkv, q, d, lse, D, B, T, C, NH)
@@ -102,4 +107,7 @@ extern "C" int lc_flash_backward(lc_ctx *c, float *dqkv, const uint16_t *q, cons
     return rc ? -1 : 0;
 }
 
-extern "C" int lc_flash_fits(int C, int NH) { return fl_fits(C, NH); }
+extern "C" int lc_flash_fits(int C, int NH, const void *qkv, const void *dout)
+{
+    return fl_fits(C, NH) && fl_aligned(qkv) && (!dout || fl_aligned(dout));
+}

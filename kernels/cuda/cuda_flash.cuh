@@ -79,7 +79,7 @@ static inline size_t fl_fwd_smem()
 
 template <int LO, int HS>
 __global__ void __launch_bounds__(FL_THREADS)
-lc_flash_fwd_kernel(float *out, float *lse, const uint16_t *qkv, int T, int C, int NH, float scale)
+lc_flash_fwd_kernel(uint16_t *out, float *lse, const uint16_t *qkv, int T, int C, int NH, float scale)
 {
     typedef typename lc_wt<LO>::type TT;
     constexpr int LDH = HS + 8, LDO = HS + 4;
@@ -167,8 +167,8 @@ lc_flash_fwd_kernel(float *out, float *lse, const uint16_t *qkv, int T, int C, i
         int row = warp * 16 + r, rg = q0 + row;
         if (rg >= T) break;
         float l = lrow[row], inv = 1.0f / l;
-        float *dst = out + ((size_t)b * T + rg) * C + (size_t)h * HS;
-        for (int i = lane; i < HS; i += 32) dst[i] = O[row * LDO + i] * inv;
+        uint16_t *dst = out + ((size_t)b * T + rg) * C + (size_t)h * HS;
+        for (int i = lane; i < HS; i += 32) dst[i] = lc_to_lo<LO>(O[row * LDO + i] * inv);
         if (lane == 0) lse[((size_t)b * NH + h) * T + rg] = mrow[row] + logf(l);
     }
 }
@@ -221,10 +221,11 @@ static inline size_t fl_bwd_smem()
            (size_t)FL_BN * (HS + 4) * 4 + 2 * FL_BM * 4;
 }
 
-/* Adds this warp's 16 x HS fragments acc (staged through st, ld HS + 4) to dst rows
- * r0 + 16 warp.. (row stride ld3), rows beyond T skipped. */
-template <int HS>
-__device__ __forceinline__ void fl_add_strip(float *dst, size_t ld3, int r0, int T, float *st,
+/* Writes this warp's 16 x HS fragments acc (staged through st, ld HS + 4), rounded to
+ * lo, to dst rows r0 + 16 warp.. (row stride ld3), rows beyond T skipped: each element's
+ * full fp32 sum, rounded once (the outputs are overwritten). */
+template <int LO, int HS>
+__device__ __forceinline__ void fl_store_strip(uint16_t *dst, size_t ld3, int r0, int T, float *st,
                                              wmma::fragment<wmma::accumulator, 16, 16, 16, float> *acc,
                                              int warp, int lane)
 {
@@ -236,15 +237,15 @@ __device__ __forceinline__ void fl_add_strip(float *dst, size_t ld3, int r0, int
     for (int r = 0; r < 16; r++) {
         int rg = r0 + warp * 16 + r;
         if (rg >= T) break;
-        float *d = dst + (size_t)rg * ld3;
-        for (int i = lane; i < HS; i += 32) d[i] += st[(warp * 16 + r) * LDO + i];
+        uint16_t *d = dst + (size_t)rg * ld3;
+        for (int i = lane; i < HS; i += 32) d[i] = lc_to_lo<LO>(st[(warp * 16 + r) * LDO + i]);
     }
 }
 
 /* dK, dV of one key tile: blocks (key tile, head, batch row). */
 template <int LO, int HS>
 __global__ void __launch_bounds__(FL_THREADS)
-lc_flash_bwd_kv_kernel(float *dqkv, const uint16_t *qkv, const uint16_t *dlo, const float *lse,
+lc_flash_bwd_kv_kernel(uint16_t *dqkv, const uint16_t *qkv, const uint16_t *dlo, const float *lse,
                        const float *D, int T, int C, int NH, float scale)
 {
     typedef typename lc_wt<LO>::type TT;
@@ -291,16 +292,16 @@ lc_flash_bwd_kv_kernel(float *dqkv, const uint16_t *qkv, const uint16_t *dlo, co
             }
         }
     }
-    float *dst = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
-    fl_add_strip<HS>(dst + C, C3, j0, T, st, dk, warp, lane);
+    uint16_t *dst = dqkv + (size_t)b * T * C3 + (size_t)h * HS;
+    fl_store_strip<LO, HS>(dst + C, C3, j0, T, st, dk, warp, lane);
     __syncwarp();
-    fl_add_strip<HS>(dst + 2 * C, C3, j0, T, st, dv, warp, lane);
+    fl_store_strip<LO, HS>(dst + 2 * C, C3, j0, T, st, dv, warp, lane);
 }
 
 /* dQ of one query tile: blocks (query tile, head, batch row). */
 template <int LO, int HS>
 __global__ void __launch_bounds__(FL_THREADS)
-lc_flash_bwd_q_kernel(float *dqkv, const uint16_t *qkv, const uint16_t *dlo, const float *lse,
+lc_flash_bwd_q_kernel(uint16_t *dqkv, const uint16_t *qkv, const uint16_t *dlo, const float *lse,
                       const float *D, int T, int C, int NH, float scale)
 {
     typedef typename lc_wt<LO>::type TT;
@@ -345,7 +346,7 @@ lc_flash_bwd_q_kernel(float *dqkv, const uint16_t *qkv, const uint16_t *dlo, con
             }
         }
     }
-    fl_add_strip<HS>(dqkv + (size_t)b * T * C3 + (size_t)h * HS, C3, i0, T, st, dq, warp, lane);
+    fl_store_strip<LO, HS>(dqkv + (size_t)b * T * C3 + (size_t)h * HS, C3, i0, T, st, dq, warp, lane);
 }
 
 #endif

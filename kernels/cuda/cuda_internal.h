@@ -50,10 +50,9 @@ typedef struct {
     size_t *mem_size;
     size_t mem_cap, mem_n;
     size_t held, held_peak;
-    /* mixed precision (cuda_lo.cu): grow-only lo copies of GEMM operands, [0] the
-     * activations or dout, [1] the backward's inp; the attention (cuda_attention_lo.cu)
-     * uses [0] qkv, [1] dout, [2] probabilities, [3] score gradients; and cached
-     * cuBLASLt plans */
+    /* mixed precision: grow-only lo work buffers (the GEMM form of the lse attention,
+     * cuda_attention_lse.cu, uses [2] probabilities and [3] score gradients of one
+     * batch row; [0] and [1] are free) and cuBLASLt plans cached by cuda_lo.cu */
     void *lo_buf[LC_LO_BUFS];
     size_t lo_bytes[LC_LO_BUFS];
     struct lc_lo_plan *lo_plans;    /* LC_LO_PLANS entries, allocated on first use */
@@ -118,49 +117,14 @@ extern "C" void lc_fill_ops(llm_backend *be);
 extern "C" void lc_fill_optim(llm_backend *be);
 extern "C" void lc_fill_infer(llm_backend *be);
 extern "C" void lc_fill_lo(llm_backend *be);
-extern "C" void lc_fill_attention_lo(llm_backend *be);
 extern "C" void lc_fill_attention_lse(llm_backend *be);
 extern "C" void lc_fill_stats(llm_backend *be);
 /* Mixed precision helpers of cuda_lo.cu: grow-only lo buffer i (< LC_LO_BUFS) of at
  * least bytes, or NULL after recording an error (growing frees the old block, which
- * synchronises); dst(n) lo = round(src(n)) on the stream, 0 or -1 after an error. */
+ * synchronises); dst(n) lo = round(src(n)) on the stream (cast_lo's kernel), 0 or -1
+ * after an error. */
 extern "C" void *lc_lo_buf(lc_ctx *c, int i, size_t bytes);
 extern "C" int lc_lo_cast(lc_ctx *c, void *dst, const float *src, size_t n, int lo);
-/* cuda_attention_lo.cu, shared with cuda_attention_lse.cu: row-major strided-batched
- * C fp32 = alpha op(A) op(B) + beta C with lo A, B (as lc_gemm_rm); the attention ops'
- * argument check (0: nothing to do, or lo invalid and recorded); blocks of 256 threads
- * for one warp per row; lc_att_lo_begin below. */
-extern "C" void lc_lo_gemm_batched(lc_ctx *c, int lo, int ta, int tb, int m, int n, int k,
-                                   float alpha, const void *A, int lda, long long sA,
-                                   const void *B, int ldb, long long sB, float beta, float *C,
-                                   int ldc, long long sC, int batch);
-extern "C" int lc_att_lo_ok(lc_ctx *c, int B, int T, int C, int NH, int lo, const char *op);
-extern "C" unsigned lc_warp_blocks(size_t rows, unsigned threads);
-/* The products of one batch row of the lo attention, all heads at once (strided-batched
- * over NH, lo operands, fp32 results).  X, Y: T rows holding head h's hs columns at
- * h*hs, row strides ldx, ldy (elements); P: (NH,T,T) lo; S: (NH,T,T) fp32; O: T rows,
- * head h at h*hs, row stride ldo. */
-typedef struct {
-    lc_ctx *c;
-    int lo, T, hs, NH;
-    long long tt;   /* T*T */
-    float scale;    /* 1/sqrt(hs) */
-} lc_att_dims;
-/* The lo attention ops' start: the argument check (0: nothing to do, or an error
- * recorded), *a, and qkv (B,T,3C) rounded to lo into lo buffer 0 as *q, dout (B,T,C)
- * (when not NULL) into lo buffer 1 as *d.  1 when the op should go on. */
-extern "C" int lc_att_lo_begin(lc_ctx *c, int B, int T, int C, int NH, int lo, const char *op,
-                               const float *qkv, const float *dout, lc_att_dims *a,
-                               uint16_t **q, uint16_t **d);
-/* S_h = alpha X_h Y_h^T */
-extern "C" void lc_att_xyt(const lc_att_dims *a, float *S, float alpha, const void *X, int ldx,
-                           const void *Y, int ldy);
-/* O_h = P_h Y_h + beta O_h */
-extern "C" void lc_att_py(const lc_att_dims *a, float *O, int ldo, float beta, const void *P,
-                          const void *Y, int ldy);
-/* O_h += P_h^T Y_h */
-extern "C" void lc_att_pty(const lc_att_dims *a, float *O, int ldo, const void *P, const void *Y,
-                           int ldy);
 /* Release what cuda_lo.cu / cuda_stats.cu hold in c (plans, lo buffers, NVML). */
 extern "C" void lc_lo_release(lc_ctx *c);
 extern "C" void lc_stats_release(lc_ctx *c);

@@ -1,12 +1,15 @@
 /* cuda_lo.cu — mixed precision (backend.h: cast_lo, matmul_forward_lo,
- * matmul_backward_lo): bf16/fp16 operands, fp32 accumulate and outputs.
+ * matmul_backward_lo): lo (bf16/fp16) operands, fp32 accumulate, fp32 or lo outputs.
  *
- * The GEMMs run through cuBLASLt with A/B in lo, C/D fp32, CUBLAS_COMPUTE_32F: tensor
- * cores multiply the lo operands exactly and accumulate in fp32, which is the contract's
- * "operands rounded to lo, fp32 accumulate".  Activations and dout are rounded into
- * grow-only lo buffers of the context first, by the same kernel as cast_lo.  A plan
- * (descriptors + algorithm) is cached per GEMM shape; when cuBLASLt has no algorithm or
- * refuses a call, cublasGemmEx with the same types computes it instead. */
+ * The GEMMs run through cuBLASLt with A/B lo as the caller holds them (no conversion
+ * pass: the model keeps its activations and output gradients in lo), C/D fp32 or lo,
+ * CUBLAS_COMPUTE_32F: tensor cores multiply the lo operands exactly and accumulate in
+ * fp32; a lo D is the fp32 result (bias included: cuBLASLt's bias epilogue adds it
+ * before the conversion, and requires the bias in D's type) rounded once.  A plan
+ * (descriptors + algorithm) is cached per GEMM shape, types and alignments; when
+ * cuBLASLt has no algorithm or refuses a call, cublasGemmEx with the same types computes
+ * it instead (with a lo output and a bias: into fp32 scratch, then one kernel adds the
+ * bias and rounds, so the output is still rounded once). */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -24,7 +27,7 @@ extern "C" {
 struct lc_lo_plan {
     int used;
     /* key */
-    int lo, ta, tb, m, n, k, lda, ldb, ldc, bias;
+    int lo, ct, ta, tb, m, n, k, lda, ldb, ldc, bias;   /* ct: C/D (and bias) dtype */
     uint32_t al_a, al_b, al_c;
     /* value */
     int have_algo;                 /* 0: cuBLASLt found none, use cublasGemmEx */
@@ -88,6 +91,11 @@ static uint32_t lc_lo_align(const void *p)
     return (a % 16 == 0) ? 16 : (a % 8 == 0) ? 8 : (a % 4 == 0) ? 4 : 2;
 }
 
+static cudaDataType_t lc_cuda_type(int dt)
+{
+    return dt == LC_DT_F32 ? CUDA_R_32F : dt == LC_DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
 static void lc_plan_destroy(struct lc_lo_plan *p)
 {
     if (p->ld) cublasLtMatrixLayoutDestroy(p->ld);
@@ -114,14 +122,14 @@ extern "C" void lc_lo_release(lc_ctx *c)
 /* Descriptors and the heuristic's first algorithm for key k (in the row-major terms of
  * lc_lo_gemm); p->have_algo = 0 when cuBLASLt offers none.  -1 when the host is out of
  * memory for descriptors (the caller falls back). */
-static int lc_plan_build(lc_ctx *c, struct lc_lo_plan *p, const float *bias)
+static int lc_plan_build(lc_ctx *c, struct lc_lo_plan *p, const void *bias)
 {
-    cudaDataType_t t = p->lo == LC_DT_BF16 ? CUDA_R_16BF : CUDA_R_16F, f = CUDA_R_32F;
+    cudaDataType_t t = lc_cuda_type(p->lo), f = lc_cuda_type(p->ct);
     /* Column-major view (see lc_gemm_rm): D(n x m) = op(B') op(A') with Lt's "A" the
      * row-major B and Lt's "B" the row-major A, transposes unchanged. */
     cublasOperation_t tA = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, tB = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtEpilogue_t epi = p->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    cudaDataType_t bias_t = CUDA_R_32F;
+    cudaDataType_t bias_t = f;   /* cuBLASLt: the bias has D's type */
     size_t ws = c->ws_bytes;
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t res;
@@ -158,7 +166,7 @@ static int lc_plan_build(lc_ctx *c, struct lc_lo_plan *p, const float *bias)
 /* The cached plan for this key, built on a miss (evicting round-robin when full), or
  * NULL when none could be built. */
 static struct lc_lo_plan *lc_plan_get(lc_ctx *c, const struct lc_lo_plan *key,
-                                      const float *bias)
+                                      const void *bias)
 {
     if (!c->lo_plans) {
         c->lo_plans = (struct lc_lo_plan *)calloc(LC_LO_PLANS, sizeof *c->lo_plans);
@@ -168,10 +176,10 @@ static struct lc_lo_plan *lc_plan_get(lc_ctx *c, const struct lc_lo_plan *key,
     for (int i = 0; i < LC_LO_PLANS; i++) {
         struct lc_lo_plan *p = &c->lo_plans[i];
         if (!p->used) { if (!slot) slot = p; continue; }
-        if (p->lo == key->lo && p->ta == key->ta && p->tb == key->tb && p->m == key->m &&
-            p->n == key->n && p->k == key->k && p->lda == key->lda && p->ldb == key->ldb &&
-            p->ldc == key->ldc && p->bias == key->bias && p->al_a == key->al_a &&
-            p->al_b == key->al_b && p->al_c == key->al_c)
+        if (p->lo == key->lo && p->ct == key->ct && p->ta == key->ta && p->tb == key->tb &&
+            p->m == key->m && p->n == key->n && p->k == key->k && p->lda == key->lda &&
+            p->ldb == key->ldb && p->ldc == key->ldc && p->bias == key->bias &&
+            p->al_a == key->al_a && p->al_b == key->al_b && p->al_c == key->al_c)
             return p;
     }
     if (!slot) {
@@ -186,25 +194,46 @@ static struct lc_lo_plan *lc_plan_get(lc_ctx *c, const struct lc_lo_plan *key,
     return slot;
 }
 
-__global__ void lc_lo_bias_kernel(float *out, const float *bias, size_t rows, int OC)
+/* out(rows, OC) of dtype OD = src + bias (bias of dtype BD, or NULL: 0) with src fp32
+ * (NULL: 0); one rounding for a lo out.  src may alias out when OD is fp32. */
+template <int OD, int BD>
+__global__ void lc_lo_bias_kernel(void *out, const float *src, const void *bias, size_t rows, int OC)
 {
     size_t total = rows * (size_t)OC;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x)
-        out[i] += bias[i % OC];
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = src ? src[i] : 0.0f;
+        if (bias) v += lc_ld<BD>(bias, i % OC);
+        lc_st<OD>(out, i, v);
+    }
 }
 
-/* Row-major C(m x n, ldc) fp32 = op(A) op(B) + beta C [+ bias(n) on every row], A and B
- * lo (ta/tb: stored transposed), fp32 accumulate. */
+/* the kernel above for a run-time dtype dt of out and bias (bias has out's dtype) */
+static void lc_bias_launch(lc_ctx *c, int dt, void *out, const float *src, const void *bias,
+                           size_t rows, int OC)
+{
+    unsigned nb = lc_blocks(rows * (size_t)OC, 256, 65535);
+    if (dt == LC_DT_F32)
+        lc_lo_bias_kernel<LC_DT_F32, LC_DT_F32><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC);
+    else if (dt == LC_DT_BF16)
+        lc_lo_bias_kernel<LC_DT_BF16, LC_DT_BF16><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC);
+    else
+        lc_lo_bias_kernel<LC_DT_F16, LC_DT_F16><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC);
+    LC_LAUNCHED(c);
+}
+
+/* Row-major C(m x n, ldc) of dtype ct = op(A) op(B) + beta C [+ bias(n) on every row,
+ * bias of dtype ct], A and B lo (ta/tb: stored transposed), fp32 accumulate; a lo C is
+ * rounded once (beta must then be 0, and ldc == n when there is a bias). */
 static void lc_lo_gemm(lc_ctx *c, int lo, int ta, int tb, int m, int n, int k,
                        const void *A, int lda, const void *B, int ldb, float beta,
-                       float *C, int ldc, const float *bias)
+                       void *C, int ct, int ldc, const void *bias)
 {
-    const float alpha = 1.0f;
+    const float alpha = 1.0f, zero = 0.0f;
     if (!c->lo_force_ex) {
         struct lc_lo_plan key;
         memset(&key, 0, sizeof key);
-        key.lo = lo; key.ta = ta; key.tb = tb; key.m = m; key.n = n; key.k = k;
+        key.lo = lo; key.ct = ct; key.ta = ta; key.tb = tb; key.m = m; key.n = n; key.k = k;
         key.lda = lda; key.ldb = ldb; key.ldc = ldc; key.bias = bias != NULL;
         key.al_a = lc_lo_align(A); key.al_b = lc_lo_align(B); key.al_c = lc_lo_align(C);
         struct lc_lo_plan *p = lc_plan_get(c, &key, bias);
@@ -218,39 +247,50 @@ static void lc_lo_gemm(lc_ctx *c, int lo, int ta, int tb, int m, int n, int k,
         }
     }
     /* cuBLASLt validates before it launches: nothing was written, compute it here */
-    cudaDataType_t t = lo == LC_DT_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    cudaDataType_t t = lc_cuda_type(lo);
+    if (bias && ct != LC_DT_F32) {
+        /* the fp32 product into scratch, then out = lo(product + bias): one rounding */
+        float *s = (float *)lc_scratch(c, (size_t)m * n * sizeof(float));
+        if (!s ||
+            LC_CKB(c, cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   n, m, k, &alpha, B, t, ldb, A, t, lda, &zero, s, CUDA_R_32F, n,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)))
+            return;
+        c->lo_runs[1]++;
+        lc_bias_launch(c, ct, C, s, bias, (size_t)m, n);
+        return;
+    }
     if (LC_CKB(c, cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                               n, m, k, &alpha, B, t, ldb, A, t, lda, &beta, C, CUDA_R_32F, ldc,
+                               n, m, k, &alpha, B, t, ldb, A, t, lda, &beta, C, lc_cuda_type(ct), ldc,
                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)))
         return;
     c->lo_runs[1]++;
-    if (bias) {
-        size_t total = (size_t)m * n;
-        lc_lo_bias_kernel<<<lc_blocks(total, 256, 65535), 256, 0, c->stream>>>(C, bias, (size_t)m, n);
-        LC_LAUNCHED(c);
-    }
+    if (bias) lc_bias_launch(c, LC_DT_F32, C, (const float *)C, bias, (size_t)m, n);
 }
 
 /* ---- the ops ---- */
 
-static void lc_matmul_forward_lo(llm_backend *be, float *out, const float *inp, const void *w_lo,
-                                 int lo, const float *bias, int N, int C, int OC)
+static int lc_dt_ok(lc_ctx *c, int dt, int lo, const char *op)
+{
+    if (dt == LC_DT_F32 || dt == lo) return 1;
+    lc_fail_cuda(c, cudaErrorInvalidValue, op, __FILE__, __LINE__);
+    return 0;
+}
+
+static void lc_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const void *inp,
+                                 const void *w_lo, int lo, const void *bias, int N, int C, int OC)
 {
     lc_ctx *c = lc_get(be);
-    if (N <= 0 || OC <= 0 || !lc_lo_ok(c, lo, "matmul_forward_lo: lo is neither bf16 nor f16"))
+    if (!lc_lo_ok(c, lo, "matmul_forward_lo: lo is neither bf16 nor f16") ||
+        !lc_dt_ok(c, out_dt, lo, "matmul_forward_lo: out_dt is neither f32 nor lo"))
         return;
+    if (N <= 0 || OC <= 0) return;
     if (C <= 0) {   /* empty sum: out = bias or 0 */
-        if (LC_CK(c, cudaMemsetAsync(out, 0, (size_t)N * OC * sizeof(float), c->stream)) || !bias)
-            return;
-        size_t total = (size_t)N * OC;
-        lc_lo_bias_kernel<<<lc_blocks(total, 256, 65535), 256, 0, c->stream>>>(out, bias, (size_t)N, OC);
-        LC_LAUNCHED(c);
+        lc_bias_launch(c, out_dt, out, NULL, bias, (size_t)N, OC);
         return;
     }
-    void *x = lc_lo_buf(c, 0, (size_t)N * C * 2);
-    if (!x || lc_lo_cast(c, x, inp, (size_t)N * C, lo)) return;
-    /* out(N,OC) = x(N,C) w(OC,C)^T + bias */
-    lc_lo_gemm(c, lo, 0, 1, N, OC, C, x, C, w_lo, C, 0.0f, out, OC, bias);
+    /* out(N,OC) = inp(N,C) w(OC,C)^T + bias */
+    lc_lo_gemm(c, lo, 0, 1, N, OC, C, inp, C, w_lo, C, 0.0f, out, out_dt, OC, bias);
 }
 
 /* Column sums of lo(dout)(N,OC) added to dbias, in an order fixed by N and OC alone:
@@ -300,24 +340,28 @@ static void lc_dbias_lo(lc_ctx *c, float *dbias, const void *dlo, int lo, int N,
     LC_LAUNCHED(c);
 }
 
-static void lc_matmul_backward_lo(llm_backend *be, float *dinp, float *dw, float *dbias,
-                                  const float *dout, const float *inp, const void *w_lo, int lo,
-                                  int N, int C, int OC)
+static void lc_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float *dw,
+                                  float *dbias, const void *dout, const void *inp,
+                                  const void *w_lo, int lo, int N, int C, int OC)
 {
     lc_ctx *c = lc_get(be);
-    if (N <= 0 || OC <= 0 || !lc_lo_ok(c, lo, "matmul_backward_lo: lo is neither bf16 nor f16"))
+    if (!lc_lo_ok(c, lo, "matmul_backward_lo: lo is neither bf16 nor f16") ||
+        !lc_dt_ok(c, dinp_dt, lo, "matmul_backward_lo: dinp_dt is neither f32 nor lo"))
         return;
-    void *d = lc_lo_buf(c, 0, (size_t)N * OC * 2);
-    if (!d || lc_lo_cast(c, d, dout, (size_t)N * OC, lo)) return;
-    if (C > 0) {
-        void *x = lc_lo_buf(c, 1, (size_t)N * C * 2);
-        if (!x || lc_lo_cast(c, x, inp, (size_t)N * C, lo)) return;
-        /* dinp(N,C) += d(N,OC) @ w(OC,C) */
-        lc_lo_gemm(c, lo, 0, 0, N, C, OC, d, OC, w_lo, C, 1.0f, dinp, C, NULL);
-        /* dw(OC,C) += d^T @ x(N,C) */
-        lc_lo_gemm(c, lo, 1, 0, OC, C, N, d, OC, x, C, 1.0f, dw, C, NULL);
+    if (N <= 0 || C < 0 || OC < 0) return;
+    if (OC == 0) {   /* dinp is an empty sum: overwritten with zeros (+0 in every dtype) */
+        if (C > 0)
+            LC_CK(c, cudaMemsetAsync(dinp, 0, (size_t)N * C * (dinp_dt == LC_DT_F32 ? 4 : 2),
+                                     c->stream));
+        return;
     }
-    if (dbias) lc_dbias_lo(c, dbias, d, lo, N, OC);
+    if (C > 0) {
+        /* dinp(N,C) = dout(N,OC) @ w(OC,C) */
+        lc_lo_gemm(c, lo, 0, 0, N, C, OC, dout, OC, w_lo, C, 0.0f, dinp, dinp_dt, C, NULL);
+        /* dw(OC,C) += dout^T @ inp(N,C) */
+        lc_lo_gemm(c, lo, 1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dw, LC_DT_F32, C, NULL);
+    }
+    if (dbias) lc_dbias_lo(c, dbias, dout, lo, N, OC);
 }
 
 extern "C" void lc_fill_lo(llm_backend *be)

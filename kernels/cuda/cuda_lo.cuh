@@ -40,6 +40,30 @@ __device__ __forceinline__ uint16_t lc_to_lo(float x)
     return LO == LC_DT_BF16 ? lc_to_bf16(x) : lc_to_f16(x);
 }
 
+/* The value of lo bits h (exact). */
+template <int LO>
+__device__ __forceinline__ float lc_from_lo(uint16_t h)
+{
+    return LO == LC_DT_BF16 ? __uint_as_float((uint32_t)h << 16)
+                            : __half2float(__ushort_as_half((unsigned short)h));
+}
+
+/* Element i of a tensor of dtype D (LC_DT_F32, or a lo one as its 2-byte bits): its
+ * value, and storing v into it (a lo one rounded once, as lc_to_lo). */
+template <int D>
+__device__ __forceinline__ float lc_ld(const void *p, size_t i)
+{
+    if (D == LC_DT_F32) return ((const float *)p)[i];
+    return lc_from_lo<D>(((const uint16_t *)p)[i]);
+}
+
+template <int D>
+__device__ __forceinline__ void lc_st(void *p, size_t i, float v)
+{
+    if (D == LC_DT_F32) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = lc_to_lo<D>(v);
+}
+
 /* kern<LO><<<grid, block, 0, c->stream>>>(...) for the run-time lo (bf16 or f16). */
 #define LC_LAUNCH_LO(c, lo, kern, grid, block, ...)                                           \
     do {                                                                                      \

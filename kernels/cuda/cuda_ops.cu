@@ -1,5 +1,8 @@
 /* cuda_ops.cu — embedding, layernorm (and fused with the residual), GELU, residual/accumulate,
- * softmax cross-entropy. */
+ * softmax cross-entropy; and the lo-activation forms of the layernorm forward, GELU and
+ * cross-entropy (backend.h, mixed precision): the same kernels templated on the dtype of
+ * their tensors, so a lo op computes the fp32 op's value from the lo inputs' values and
+ * rounds it once. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +125,7 @@ static void lc_layernorm_forward(llm_backend *be, float *out, float *mean, float
     lc_ctx *c = lc_get(be);
     if (N <= 0 || C <= 0) return;
     unsigned blocks = (unsigned)(((size_t)N * LC_WARP + 255) / 256);
-    lc_ln_fwd_kernel<<<blocks, 256, 0, c->stream>>>(out, mean, rstd, inp, w, b, N, C);
+    lc_ln_fwd_kernel<LC_DT_F32><<<blocks, 256, 0, c->stream>>>(out, mean, rstd, inp, w, b, N, C);
     LC_LAUNCHED(c);
 }
 
@@ -133,7 +136,29 @@ static void lc_residual_layernorm_forward(llm_backend *be, float *res, float *ou
     lc_ctx *c = lc_get(be);
     if (N <= 0 || C <= 0) return;
     unsigned blocks = (unsigned)(((size_t)N * LC_WARP + 255) / 256);
-    lc_resln_fwd_kernel<<<blocks, 256, 0, c->stream>>>(res, out, mean, rstd, a, b, w, bias, N, C);
+    lc_resln_fwd_kernel<LC_DT_F32><<<blocks, 256, 0, c->stream>>>(res, out, mean, rstd, a, b, w, bias, N, C);
+    LC_LAUNCHED(c);
+}
+
+static int lc_lo_arg(lc_ctx *c, int lo, const char *op)
+{
+    if (lo == LC_DT_BF16 || lo == LC_DT_F16) return 1;
+    lc_fail_cuda(c, cudaErrorInvalidValue, op, __FILE__, __LINE__);
+    return 0;
+}
+
+/* layernorm_forward / residual_layernorm_forward's kernels with a lo out: the fp32 value
+ * of those ops rounded once */
+static void lc_layernorm_forward_lo(llm_backend *be, float *res, void *out, float *mean,
+                                    float *rstd, const float *a, const float *b, const float *w,
+                                    const float *bias, int N, int C, int lo)
+{
+    lc_ctx *c = lc_get(be);
+    if (!lc_lo_arg(c, lo, "layernorm_forward_lo: lo is neither bf16 nor f16") || N <= 0 || C <= 0)
+        return;
+    unsigned blocks = (unsigned)(((size_t)N * LC_WARP + 255) / 256);
+    if (b) LC_LAUNCH_LO(c, lo, lc_resln_fwd_kernel, blocks, 256, res, out, mean, rstd, a, b, w, bias, N, C);
+    else LC_LAUNCH_LO(c, lo, lc_ln_fwd_kernel, blocks, 256, out, mean, rstd, a, w, bias, N, C);
     LC_LAUNCHED(c);
 }
 
@@ -230,28 +255,35 @@ static void lc_layernorm_backward(llm_backend *be, float *dinp, float *dw, float
 
 #define LC_GELU_S 0.7978845608028654f   /* sqrt(2/pi) */
 
-__global__ void lc_gelu_fwd_kernel(float *out, const float *inp, size_t n)
+/* out = gelu(inp), tensors of dtype D (fp32, or lo: the value rounded once); out may
+ * alias inp (each element read, then written, by one thread) */
+template <int D>
+__global__ void lc_gelu_fwd_kernel(void *out, const void *inp, size_t n)
 {
     GRID_STRIDE(i, n) {
-        float x = inp[i];
+        float x = lc_ld<D>(inp, i);
         /* 0.5 (1 + tanh u) = 1 / (1 + e^-2u): no cancellation for x << 0, where the
          * tanh form rounds 1 + tanh u to 0 (gpu_check's n=1 row caught it) */
         float u = LC_GELU_S * (x + 0.044715f * x * x * x);
-        out[i] = x / (1.0f + expf(-2.0f * u));
+        lc_st<D>(out, i, x / (1.0f + expf(-2.0f * u)));
     }
 }
 
-__global__ void lc_gelu_bwd_kernel(float *dinp, const float *inp, const float *dout, size_t n)
+/* fp32 (D = LC_DT_F32): dinp += gelu'(inp) dout; lo: dinp = lo(gelu'(inp) dout), dinp
+ * may alias dout */
+template <int D>
+__global__ void lc_gelu_bwd_kernel(void *dinp, const void *inp, const void *dout, size_t n)
 {
     GRID_STRIDE(i, n) {
-        float x = inp[i];
+        float x = lc_ld<D>(inp, i);
         float u = LC_GELU_S * (x + 0.044715f * x * x * x);
         /* sig = 0.5 (1 + tanh u), 1 - sig without cancellation, sech^2 u = 4 sig (1 - sig) */
         float e = expf(-2.0f * u);
         float sig = 1.0f / (1.0f + e);
         float om = e > 1.0f ? 1.0f - sig : e * sig;
         float g = sig + x * 2.0f * sig * om * LC_GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] += g * dout[i];
+        if (D == LC_DT_F32) ((float *)dinp)[i] += g * ((const float *)dout)[i];
+        else lc_st<D>(dinp, i, g * lc_ld<D>(dout, i));
     }
 }
 
@@ -264,7 +296,7 @@ static void lc_gelu_forward(llm_backend *be, float *out, const float *inp, size_
 {
     lc_ctx *c = lc_get(be);
     if (!n) return;
-    lc_gelu_fwd_kernel<<<lc_ew_blocks(n), 256, 0, c->stream>>>(out, inp, n);
+    lc_gelu_fwd_kernel<LC_DT_F32><<<lc_ew_blocks(n), 256, 0, c->stream>>>(out, inp, n);
     LC_LAUNCHED(c);
 }
 
@@ -273,7 +305,24 @@ static void lc_gelu_backward(llm_backend *be, float *dinp, const float *inp, con
 {
     lc_ctx *c = lc_get(be);
     if (!n) return;
-    lc_gelu_bwd_kernel<<<lc_ew_blocks(n), 256, 0, c->stream>>>(dinp, inp, dout, n);
+    lc_gelu_bwd_kernel<LC_DT_F32><<<lc_ew_blocks(n), 256, 0, c->stream>>>(dinp, inp, dout, n);
+    LC_LAUNCHED(c);
+}
+
+static void lc_gelu_forward_lo(llm_backend *be, void *out, const void *inp, size_t n, int lo)
+{
+    lc_ctx *c = lc_get(be);
+    if (!lc_lo_arg(c, lo, "gelu_forward_lo: lo is neither bf16 nor f16") || !n) return;
+    LC_LAUNCH_LO(c, lo, lc_gelu_fwd_kernel, lc_ew_blocks(n), 256, out, inp, n);
+    LC_LAUNCHED(c);
+}
+
+static void lc_gelu_backward_lo(llm_backend *be, void *dinp, const void *inp, const void *dout,
+                                size_t n, int lo)
+{
+    lc_ctx *c = lc_get(be);
+    if (!lc_lo_arg(c, lo, "gelu_backward_lo: lo is neither bf16 nor f16") || !n) return;
+    LC_LAUNCH_LO(c, lo, lc_gelu_bwd_kernel, lc_ew_blocks(n), 256, dinp, inp, dout, n);
     LC_LAUNCHED(c);
 }
 
@@ -308,16 +357,17 @@ __device__ __forceinline__ void lc_lse_merge(float &m, float &s, float m2, float
     m = mx;
 }
 
-/* One block per row: one pass of an online logsumexp over the first V columns. */
-__global__ void lc_xent_fwd_kernel(float *losses, float *lse, const float *logits,
+/* One block per row: one pass of an online logsumexp over the first V columns; logits
+ * of dtype D (fp32 or lo). */
+template <int D>
+__global__ void lc_xent_fwd_kernel(float *losses, float *lse, const void *logits,
                                    const int32_t *targets, int V, int Vp)
 {
     __shared__ float sm[LC_XENT_THREADS / LC_WARP], ss[LC_XENT_THREADS / LC_WARP];
-    size_t row = blockIdx.x;
-    const float *x = logits + row * (size_t)Vp;
+    size_t row = blockIdx.x, x = row * (size_t)Vp;
     float m = -INFINITY, s = 0.0f;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float v = x[j];
+        float v = lc_ld<D>(logits, x + j);
         if (v > m) { s = s * expf(m - v) + 1.0f; m = v; }
         else s += expf(v - m);
     }
@@ -333,24 +383,24 @@ __global__ void lc_xent_fwd_kernel(float *losses, float *lse, const float *logit
         for (int w = 1; w < (int)(blockDim.x / LC_WARP); w++) lc_lse_merge(M, S, sm[w], ss[w]);
         float l = M + logf(S);
         lse[row] = l;
-        losses[row] = l - x[targets[row]];
+        losses[row] = l - lc_ld<D>(logits, x + targets[row]);
     }
 }
 
-/* One block per row: dlogits = (exp(x - lse) - onehot) * dloss for j < V, 0 after.  Each
- * element is read and written by the same thread, so dlogits may alias logits. */
-__global__ void lc_xent_bwd_kernel(float *dlogits, const float *logits, const float *lse,
+/* One block per row: dlogits = (exp(x - lse) - onehot) * dloss for j < V, 0 after, both
+ * of dtype D (a lo one rounded once).  Each element is read and written by the same
+ * thread, so dlogits may alias logits. */
+template <int D>
+__global__ void lc_xent_bwd_kernel(void *dlogits, const void *logits, const float *lse,
                                    const int32_t *targets, float dloss, int V, int Vp)
 {
-    size_t row = blockIdx.x;
-    const float *x = logits + row * (size_t)Vp;
-    float *d = dlogits + row * (size_t)Vp;
+    size_t row = blockIdx.x, x = row * (size_t)Vp;
     float l = lse[row];
     int tgt = targets[row];
     for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
         float g = 0.0f;
-        if (j < V) g = (expf(x[j] - l) - (j == tgt ? 1.0f : 0.0f)) * dloss;
-        d[j] = g;
+        if (j < V) g = (expf(lc_ld<D>(logits, x + j) - l) - (j == tgt ? 1.0f : 0.0f)) * dloss;
+        lc_st<D>(dlogits, x + j, g);
     }
 }
 
@@ -359,7 +409,7 @@ static void lc_xent_forward(llm_backend *be, float *losses, float *lse, const fl
 {
     lc_ctx *c = lc_get(be);
     if (N <= 0) return;
-    lc_xent_fwd_kernel<<<(unsigned)N, LC_XENT_THREADS, 0, c->stream>>>(losses, lse, logits, targets, V, Vp);
+    lc_xent_fwd_kernel<LC_DT_F32><<<(unsigned)N, LC_XENT_THREADS, 0, c->stream>>>(losses, lse, logits, targets, V, Vp);
     LC_LAUNCHED(c);
 }
 
@@ -369,7 +419,28 @@ static void lc_xent_backward(llm_backend *be, float *dlogits, const float *logit
 {
     lc_ctx *c = lc_get(be);
     if (N <= 0) return;
-    lc_xent_bwd_kernel<<<(unsigned)N, 256, 0, c->stream>>>(dlogits, logits, lse, targets, dloss, V, Vp);
+    lc_xent_bwd_kernel<LC_DT_F32><<<(unsigned)N, 256, 0, c->stream>>>(dlogits, logits, lse, targets, dloss, V, Vp);
+    LC_LAUNCHED(c);
+}
+
+static void lc_xent_forward_lo(llm_backend *be, float *losses, float *lse, const void *logits,
+                               const int32_t *targets, int N, int V, int Vp, int lo)
+{
+    lc_ctx *c = lc_get(be);
+    if (!lc_lo_arg(c, lo, "xent_forward_lo: lo is neither bf16 nor f16") || N <= 0) return;
+    LC_LAUNCH_LO(c, lo, lc_xent_fwd_kernel, (unsigned)N, LC_XENT_THREADS, losses, lse, logits,
+                 targets, V, Vp);
+    LC_LAUNCHED(c);
+}
+
+static void lc_xent_backward_lo(llm_backend *be, void *dlogits, const void *logits,
+                                const float *lse, const int32_t *targets, float dloss, int N,
+                                int V, int Vp, int lo)
+{
+    lc_ctx *c = lc_get(be);
+    if (!lc_lo_arg(c, lo, "xent_backward_lo: lo is neither bf16 nor f16") || N <= 0) return;
+    LC_LAUNCH_LO(c, lo, lc_xent_bwd_kernel, (unsigned)N, 256, dlogits, logits, lse, targets,
+                 dloss, V, Vp);
     LC_LAUNCHED(c);
 }
 
@@ -386,4 +457,9 @@ extern "C" void lc_fill_ops(llm_backend *be)
     be->accumulate = lc_accumulate;
     be->xent_forward = lc_xent_forward;
     be->xent_backward = lc_xent_backward;
+    be->layernorm_forward_lo = lc_layernorm_forward_lo;
+    be->gelu_forward_lo = lc_gelu_forward_lo;
+    be->gelu_backward_lo = lc_gelu_backward_lo;
+    be->xent_forward_lo = lc_xent_forward_lo;
+    be->xent_backward_lo = lc_xent_backward_lo;
 }

@@ -6,10 +6,12 @@
  *
  * The pool is per op call, not per op kind: every op kind of common/profile.h gets its
  * pair and its NVTX name (llm_op_name) the same way, the mixed-precision ones included.
- * matmul_forward_lo / matmul_backward_lo round their activations and output gradients
- * into lo buffers (cuda_lo.cu) on the same stream inside their pair, so that rounding is
- * part of the op's time, as the byte counts assume; cast_lo (the weight copy after each
- * update) is an op of its own. */
+ * The lo ops (matmul_forward_lo, matmul_backward_lo, the lse attention, the lo
+ * layernorm, GELU and cross-entropy) read their lo inputs as the model holds them: no
+ * conversion pass runs inside their pair, so an op's time is its GEMMs or kernels alone
+ * (plus, for a cublasGemmEx fallback with a lo output and a bias, the one kernel that
+ * adds the bias and rounds); cast_lo (the weight copy after each update) is an op of its
+ * own. */
 #include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
 #include <stdlib.h>

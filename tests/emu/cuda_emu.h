@@ -174,6 +174,8 @@ static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.x;
 static inline unsigned short __half_as_ushort(__half h) { return h.x; }
 static inline float __bfloat162float(__nv_bfloat16 h) { return (float)h; }
 static inline float __half2float(__half h) { return (float)h; }
+static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return {u}; }
+static inline __half __ushort_as_half(unsigned short u) { return {u}; }
 
 /* ---- WMMA (16x16x16 only) ---- */
 namespace nvcuda {
