@@ -1,5 +1,7 @@
 /* cublas_emu.cpp — the cuBLAS and cuBLASLt stand-ins of tests/emu/include: column-major
- * GEMMs on the CPU, with the argument checks of the real libraries. */
+ * GEMMs on the CPU, with the argument checks of the real libraries.  C/D may be fp32,
+ * bf16 or fp16: the fp32 sum (with alpha, beta C and the bias) rounded once on store
+ * (beta 0 does not read C); cuBLASLt's bias must have D's type, as the real library's. */
 #include <cublasLt.h>
 
 #include <math.h>
@@ -335,6 +337,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
         return CUBLAS_STATUS_INVALID_VALUE;
     *got = 0;
     if (!lt_shapes(d, a, b, c, dl, &m, &n, &k)) return CUBLAS_STATUS_INVALID_VALUE;
+    /* the bias epilogue wants the bias in D's type (bf16/fp16 outputs included) */
+    if (d->epi == CUBLASLT_EPILOGUE_BIAS && d->bias_t != dl->t) return CUBLAS_STATUS_NOT_SUPPORTED;
     memset(res, 0, sizeof *res);
     res->state = CUBLAS_STATUS_SUCCESS;
     res->wavesCount = 1.0f;
@@ -357,6 +361,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
     if (!h || !d || !al || !bl || !cl || !dl || !lt_shapes(d, al, bl, cl, dl, &m, &n, &k))
         return CUBLAS_STATUS_INVALID_VALUE;
     if (d->epi == CUBLASLT_EPILOGUE_BIAS && !d->bias) return CUBLAS_STATUS_INVALID_VALUE;
+    if (d->epi == CUBLASLT_EPILOGUE_BIAS && d->bias_t != dl->t) return CUBLAS_STATUS_NOT_SUPPORTED;
     float b = *(const float *)beta;
     if (b != 0.0f && C != D) {   /* C into D first, then D += op(A) op(B) */
         for (uint64_t j = 0; j < n; j++)

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ckpt.h"
+#include "common/quant.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_ext.h"
 #include "tests/gpu/gpu_check.h"
@@ -164,4 +166,73 @@ void row_check(gc *x, const char *op, const char *shape, double v, double bound,
     x->rows++;
     if (!pass) x->fails++;
     row_print(x, op, shape, v, -1, -1, bound, pass);
+}
+
+/* ---- lo outputs ---- */
+
+double lo_unit(int lo) { return lo == LLM_DT_BF16 ? 0x1p-8 : 0x1p-11; }
+
+float *glo_get(gc *x, const void *d, size_t n, int lo)
+{
+    uint16_t *h = xmalloc(n * 2);
+    float *f = xmalloc(n * sizeof *f);
+    x->g.to_host(&x->g, h, d, n * 2);
+    for (size_t i = 0; i < n; i++)
+        f[i] = lo == LLM_DT_BF16 ? llm_quant_bf16_to_f32(h[i]) : llm_quant_f16_to_f32(h[i]);
+    free(h);
+    return f;
+}
+
+void *glo_put(gc *x, const float *a, size_t n, int lo)
+{
+    uint16_t *h = xmalloc((n ? n : 1) * 2);
+    for (size_t i = 0; i < n; i++)
+        h[i] = lo == LLM_DT_BF16 ? llm_quant_f32_to_bf16(a[i]) : llm_quant_f32_to_f16(a[i]);
+    void *d = gput(x, h, (n ? n : 1) * 2);
+    free(h);
+    return d;
+}
+
+double err_lo(const float *a, const double *r, size_t n, int lo, double k)
+{
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += r[i] * r[i];
+    double fl = n ? sqrt(ss / n) : 0;
+    if (fl < 1e-30) fl = 1e-30;
+    /* k roundings of |r|, and fp16's denormal spacing 2^-24 (half of it per rounding) */
+    double u = lo_unit(lo), tiny = lo == LLM_DT_F16 ? k * 0x1p-25 : 0;
+    double e = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        double d = fabs(a[i] - r[i]) - k * u * fabs(r[i]) - tiny;
+        d = (d > 0 ? d : 0) / fmax(fabs(r[i]), fl);
+        if (d > e) e = d;
+    }
+    return e;
+}
+
+void row_lo(gc *x, const char *op, const char *shape, const float *a, const double *ref,
+            const float *c, size_t n, double bound, int lo)
+{
+    double eg = err_lo(a, ref, n, lo, 1), egr = -1, er = -1;
+    if (c && x->have_ref) {
+        double *cr = dcopy(c, n);
+        int fin = 1;
+        for (size_t i = 0; i < n; i++) fin &= isfinite(c[i]) != 0;
+        egr = fin ? err_lo(a, cr, n, lo, 2) : INFINITY;
+        er = err_lo(c, ref, n, lo, 1);
+        free(cr);
+    }
+    int pass = eg <= bound && (egr < 0 || egr <= 2 * bound);
+    char msg[256];
+    if (x->cuda && llm_backend_cuda_status(&x->g, msg, sizeof msg)) pass = 0;
+    x->rows++;
+    if (!pass) x->fails++;
+    row_print(x, op, shape, eg, egr, er, bound, pass);
+}
+
+void row_bits(gc *x, const char *op, const char *shape, const void *a, const void *b, size_t bytes)
+{
+    int same = memcmp(a, b, bytes) == 0;
+    row_check(x, op, shape, same ? 0.0 : 1.0, 0.0, same);
 }

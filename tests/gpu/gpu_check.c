@@ -482,18 +482,55 @@ static void bench_ops(gc *x, int B)
     TIME_OP("matmul_bwd fc", 4 * fN * C * 4 * C, x->g.matmul_backward(&x->g, b, dw, dbias, o, a, w, (int)N, C, 4 * C));
     TIME_OP("attention_fwd", 4.0 * B * NH * T * T * (C / NH), x->g.attention_forward(&x->g, o, att, a, B, T, C, NH));
     TIME_OP("attention_bwd", 8.0 * B * NH * T * T * (C / NH), x->g.attention_backward(&x->g, b, o, a, att, B, T, C, NH));
-    if (x->g.attention_forward_lse && x->cuda) {
-        /* the bf16 attention training runs: fused kernels, then the batched-GEMM form; the
+    if (x->g.attention_forward_lse && x->g.matmul_forward_lo && x->cuda) {
+        /* mixed precision (bf16) as llm-train runs it: lo activations in, lo or fp32 out */
+        const int lo = LLM_DT_BF16;
+        size_t nl = N * 4 * C;
+        void *al = x->g.alloc(&x->g, nl * 2), *bl = x->g.alloc(&x->g, nl * 2),
+             *ol = x->g.alloc(&x->g, nl * 2), *wl = x->g.alloc(&x->g, (size_t)4 * C * C * 2),
+             *bsl = x->g.alloc(&x->g, (size_t)4 * C * 2), *ll = x->g.alloc(&x->g, N * Vp * 2),
+             *wtl = x->g.alloc(&x->g, (size_t)Vp * C * 2);
+        if (!al || !bl || !ol || !wl || !bsl || !ll || !wtl) {
+            fprintf(stderr, "gpu_check: bench allocation failed\n");
+            return;
+        }
+        x->g.cast_lo(&x->g, al, a, nl, lo);
+        x->g.cast_lo(&x->g, bl, b, nl, lo);
+        x->g.cast_lo(&x->g, wl, w, (size_t)4 * C * C, lo);
+        x->g.cast_lo(&x->g, bsl, bias, (size_t)4 * C, lo);
+        x->g.cast_lo(&x->g, wtl, wte, (size_t)Vp * C, lo);
+        x->g.cast_lo(&x->g, ll, logits, N * Vp, lo);
+        TIME_OP("matmul_fwd_lo qkv ->lo", 2 * fN * C * 3 * C,
+                x->g.matmul_forward_lo(&x->g, ol, lo, al, wl, lo, bsl, (int)N, C, 3 * C));
+        TIME_OP("matmul_fwd_lo fc ->lo", 2 * fN * C * 4 * C,
+                x->g.matmul_forward_lo(&x->g, ol, lo, al, wl, lo, bsl, (int)N, C, 4 * C));
+        TIME_OP("matmul_fwd_lo proj ->f32", 2 * fN * 4 * C * C,
+                x->g.matmul_forward_lo(&x->g, o, LLM_DT_F32, al, wl, lo, bias, (int)N, 4 * C, C));
+        TIME_OP("matmul_bwd_lo fc", 4 * fN * C * 4 * C,
+                x->g.matmul_backward_lo(&x->g, bl, LLM_DT_F32, dw, dbias, ol, al, wl, lo, (int)N, C, 4 * C));
+        TIME_OP("matmul_bwd_lo proj ->lo", 4 * fN * C * 4 * C,
+                x->g.matmul_backward_lo(&x->g, bl, lo, dw, dbias, al, ol, wl, lo, (int)N, 4 * C, C));
+        TIME_OP("lm_head_fwd_lo ->lo", 2 * fN * C * Vp,
+                x->g.matmul_forward_lo(&x->g, ll, lo, al, wtl, lo, NULL, (int)N, C, Vp));
+        /* the attention training runs: fused kernels, then the batched-GEMM form; the
          * FLOPs counted are the causal half (what the fused kernels compute) */
         double cf = 2.0 * B * NH * T * (T + 1.0) * (C / NH);
         for (int off = 0; off < 2; off++) {
             llm_backend_cuda_flash_path(&x->g, off, NULL);
             TIME_OP(off ? "attention_lse_fwd gemm" : "attention_lse_fwd fused", cf,
-                    x->g.attention_forward_lse(&x->g, o, mean, a, B, T, C, NH, LLM_DT_BF16));
+                    x->g.attention_forward_lse(&x->g, ol, mean, al, B, T, C, NH, lo));
             TIME_OP(off ? "attention_lse_bwd gemm" : "attention_lse_bwd fused", 2.5 * cf,
-                    x->g.attention_backward_lse(&x->g, b, o, a, o, mean, B, T, C, NH, LLM_DT_BF16));
+                    x->g.attention_backward_lse(&x->g, bl, ol, al, ol, mean, B, T, C, NH, lo));
         }
         llm_backend_cuda_flash_path(&x->g, 0, NULL);
+        TIME_OP("layernorm_fwd_lo +res", 0,
+                x->g.layernorm_forward_lo(&x->g, o, ol, mean, rstd, a, b, w, bias, (int)N, C, lo));
+        TIME_OP("gelu_fwd_lo", 0, x->g.gelu_forward_lo(&x->g, ol, al, N * 4 * C, lo));
+        TIME_OP("gelu_bwd_lo", 0, x->g.gelu_backward_lo(&x->g, bl, al, ol, N * 4 * C, lo));
+        TIME_OP("xent_fwd_lo", 0, x->g.xent_forward_lo(&x->g, o, b, ll, gtok, (int)N, V, Vp, lo));
+        TIME_OP("xent_bwd_lo", 0, x->g.xent_backward_lo(&x->g, ll, ll, b, gtok, 1.0f / N, (int)N, V, Vp, lo));
+        void *lb[] = {al, bl, ol, wl, bsl, ll, wtl};
+        for (size_t i = 0; i < sizeof lb / sizeof *lb; i++) x->g.free(&x->g, lb[i]);
     }
     TIME_OP("layernorm_fwd", 0, x->g.layernorm_forward(&x->g, o, mean, rstd, a, w, bias, (int)N, C));
     TIME_OP("layernorm_bwd", 0, x->g.layernorm_backward(&x->g, b, dw, dbias, o, a, w, mean, rstd, (int)N, C));
@@ -622,7 +659,7 @@ int main(int argc, char **argv)
         if (missing) return 1;
     }
     if (only_att) {
-        gpu_check_attention_lo(&x, tiny);
+        gpu_check_attention_lse(&x, tiny);
         goto done;
     }
     check_bucket(&x, 1, 1);
@@ -670,7 +707,8 @@ int main(int argc, char **argv)
     }
     gpu_check_xfer(&x);
     gpu_check_lo(&x, tiny);
-    gpu_check_attention_lo(&x, tiny);
+    gpu_check_ops_lo(&x, tiny);
+    gpu_check_attention_lse(&x, tiny);
     gpu_check_device_stats(&x, tiny);
     gpu_check_infer(&x.g, x.rng, tiny, row_infer, &x);
 

@@ -73,6 +73,22 @@ void row_det(gc *x, const char *op, const char *shape, const float *a, const flo
 /* one pass/fail row with a free-form measure (bound printed; pass decided by the caller) */
 void row_check(gc *x, const char *op, const char *shape, double v, double bound, int pass);
 
+/* ---- lo (bf16/fp16) tensors (gc_util.c) ----
+ * lo_unit: the unit roundoff u (2^-8 bf16, 2^-11 fp16).  glo_get: n lo elements of a
+ * device tensor as floats (exact); glo_put: a device lo tensor of a's values rounded.
+ * err_lo: err64 less k roundings' allowance per element (k u |r_i|, and k 2^-25 for fp16
+ * denormals): a lo output is its fp32 value rounded once, so k = 1 against a double
+ * reference, k = 2 between two backends' lo outputs (their roundings may fall on either
+ * side); a wrong rounding (truncation, rounding twice) still leaves up to u |r_i| over.
+ * row_lo: as row with err_lo; row_bits: passes when the bytes are equal. */
+double lo_unit(int lo);
+float *glo_get(gc *x, const void *d, size_t n, int lo);
+void *glo_put(gc *x, const float *a, size_t n, int lo);
+double err_lo(const float *a, const double *r, size_t n, int lo, double k);
+void row_lo(gc *x, const char *op, const char *shape, const float *a, const double *ref,
+            const float *c, size_t n, double bound, int lo);
+void row_bits(gc *x, const char *op, const char *shape, const void *a, const void *b, size_t bytes);
+
 #define B_EW 1e-5     /* elementwise: rounding of one or two operations */
 /* (bounds are for err64's metric; fp32 ops land near 1e-6, wrong ones near 1) */
 #define B_RED 1e-4    /* reductions and GEMMs in fp32 */
@@ -81,12 +97,15 @@ void row_check(gc *x, const char *op, const char *shape, double v, double bound,
 
 /* The mixed-precision ops (cast_lo, matmul_forward_lo, matmul_backward_lo) and
  * device_stats of x->g, against the CPU conversions of common/quant.h, the cpu-ref
- * backend's lo ops when it has them, and double precision on the lo-rounded operands
+ * backend's lo ops when it has them, and double precision on the lo operands
  * (gpu_check_lo.c).  tiny: small shapes only. */
 void gpu_check_lo(gc *x, int tiny);
 void gpu_check_device_stats(gc *x, int tiny);
-/* attention_forward_lo / attention_backward_lo (gpu_check_att_lo.c). */
-void gpu_check_attention_lo(gc *x, int tiny);
+/* attention_forward_lse / attention_backward_lse (gpu_check_att_lo.c). */
+void gpu_check_attention_lse(gc *x, int tiny);
+/* layernorm_forward_lo, gelu_forward_lo / gelu_backward_lo, xent_forward_lo /
+ * xent_backward_lo (gpu_check_ops_lo.c). */
+void gpu_check_ops_lo(gc *x, int tiny);
 /* residual_layernorm_forward at (N,C) against fp64, cpu-ref and the backend's own
  * residual_forward + layernorm_forward, in place too (gpu_check_resln.c). */
 void gpu_check_resln(gc *x, int N, int C);

@@ -3,10 +3,12 @@
  * cast_lo: bit for bit against the CPU conversions of common/quant.h (random bit
  * patterns, ordinary values and the edge cases: signed zeros, infinities, NaN payloads,
  * denormals, ties, the fp16 overflow threshold 65520).
- * matmul_forward_lo / matmul_backward_lo: against double precision on the lo-rounded
- * operands (ref64) and, when the cpu-ref backend has them, its lo ops.  The operands are
- * identical after rounding and the products of two lo values are exact in fp32, so only
- * fp32 accumulation separates cuda from the reference: B_LO below.
+ * matmul_forward_lo / matmul_backward_lo: lo inputs, fp32 or lo outputs (a lo out with
+ * a lo bias), against double precision on the lo operands (ref64) and, when the cpu-ref
+ * backend has them, its lo ops.  The products of two lo values are exact in fp32, so
+ * only fp32 accumulation separates cuda from the reference: B_LO below, plus for a lo
+ * output its one rounding (err_lo, gpu_check.h: a rounding done twice or truncated
+ * still fails).  dinp is overwritten: its buffer starts as NaN.
  * device_stats: memory in use and the backend's exact held/peak accounting (allocation
  * churn included), NVML fields -1 or in range, and -1 when NVML is absent. */
 #include <math.h>
@@ -140,58 +142,111 @@ static void check_cast(gc *x, size_t n, int lo, int off)
 
 /* ---- the lo GEMMs ---- */
 
-/* One shape: forward and backward against ref64 on the rounded operands (and cpu-ref's
- * lo ops when present), then the backward again for determinism.  misalign: w_lo and
- * out start one element into their buffers (2- and 4-byte aligned, as a tensor inside a
- * parameter buffer may be).  tag names the GEMM path in the table. */
-static void check_mm_lo(gc *x, int N, int C, int OC, int with_bias, int lo, int misalign,
-                        const char *tag)
+/* A device buffer of n elements of dtype dt (4 or 2 bytes) after off leading ones, all
+ * bits set (NaN in fp32, bf16 and fp16: an element left unwritten shows); *at the
+ * tensor. */
+static void *gnan(gc *x, size_t n, size_t off, int dt, void **at)
 {
-    char sh[64], op[64];
+    size_t es = dt == LLM_DT_F32 ? 4 : 2, bytes = (n + off) * es;
+    unsigned char *h = xmalloc(bytes ? bytes : 1);
+    memset(h, 0xff, bytes);
+    unsigned char *d = gput(x, h, bytes ? bytes : 1);
+    free(h);
+    *at = d + off * es;
+    return d;
+}
+
+/* n values of dtype dt at d (device) as floats */
+static float *gvals(gc *x, const void *d, size_t n, int dt)
+{
+    return dt == LLM_DT_F32 ? gget(x, d, n) : glo_get(x, d, n, dt);
+}
+
+/* host lo bits of a after off zero elements */
+static uint16_t *enc_off(const float *a, size_t n, int lo, size_t off)
+{
+    uint16_t *h = xmalloc((n + off) * 2 + 2);
+    memset(h, 0, off * 2);
+    for (size_t i = 0; i < n; i++) h[off + i] = to_lo(a[i], lo);
+    return h;
+}
+
+/* One shape: forward and backward against ref64 on the lo operands (and cpu-ref's lo ops
+ * when present), then the backward again for determinism.  odt: the forward's out and
+ * the backward's dinp dtype (LLM_DT_F32 or lo; a lo out gets a lo bias).  misalign:
+ * w_lo, inp, dout and the outputs start one element into their buffers (2- and 4-byte
+ * aligned, as a tensor inside a bigger buffer may be).  tag names the GEMM path. */
+static void check_mm_lo(gc *x, int N, int C, int OC, int with_bias, int lo, int odt,
+                        int misalign, const char *tag)
+{
+    char sh[64], op[80];
     snprintf(sh, sizeof sh, "N%d C%d OC%d%s%s", N, C, OC, with_bias ? " +b" : "",
              misalign ? " unal" : "");
-    const char *ln = lo_name(lo);
+    const char *ln = lo_name(lo), *on = odt == LLM_DT_F32 ? "->f32" : "->lo";
     size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC;
-    int off = misalign ? 1 : 0;
+    size_t off = misalign ? 1 : 0;
     float *inp = rnd(x, ni, -1, 1), *w = rnd(x, nw, -1, 1);
     float *bias = with_bias ? rnd(x, OC, -1, 1) : NULL;
-    uint16_t *wl = enc(w, nw, lo);
+    /* the values the GEMM sees: lo operands, and a lo bias for a lo out */
     float *xr = rounded(inp, ni, lo), *wr = rounded(w, nw, lo);
-    uint16_t *hw = xmalloc((nw + off) * 2);
-    if (off) hw[0] = 0;
-    memcpy(hw + off, wl, nw * 2);
-    uint16_t *gwb = gput(x, hw, (nw + off) * 2);
-    const void *gw = gwb + off;
-    float *ginp = gput(x, inp, ni * 4), *gbias = bias ? gput(x, bias, OC * 4) : NULL;
-    float *goutb = gpoison(x, no + off), *gout = goutb + off;
-    x->g.matmul_forward_lo(&x->g, gout, ginp, gw, lo, gbias, N, C, OC);
-    float *out = gget(x, gout, no);
-    double *r = xmalloc(no * 8);
-    r64_matmul_forward(r, xr, wr, bias, N, C, OC);
+    float *br = bias ? (odt == LLM_DT_F32 ? fdup(bias, OC) : rounded(bias, OC, lo)) : NULL;
+    uint16_t *hw = enc_off(w, nw, lo, off), *hx = enc_off(inp, ni, lo, off);
+    uint16_t *gwb = gput(x, hw, (nw + off) * 2), *gxb = gput(x, hx, (ni + off) * 2);
+    const void *gw = gwb + off, *gx = gxb + off;
+    void *gbias = NULL;
+    if (bias) gbias = odt == LLM_DT_F32 ? gput(x, bias, OC * 4) : glo_put(x, bias, OC, lo);
+    void *gout, *goutb = gnan(x, no, off, odt, &gout);
+    x->g.matmul_forward_lo(&x->g, gout, odt, gx, gw, lo, gbias, N, C, OC);
+    float *out = gvals(x, gout, no, odt);
+    double *r = xmalloc(no * 8 + 8);
+    r64_matmul_forward(r, xr, wr, br, N, C, OC);
     float *c = NULL;
     if (x->have_ref && x->r.matmul_forward_lo) {
-        c = xmalloc(no * 4);
-        x->r.matmul_forward_lo(&x->r, c, inp, wl, lo, bias, N, C, OC);
+        void *hb = NULL, *co = xmalloc(no * 4 + 4);
+        if (bias) hb = odt == LLM_DT_F32 ? (void *)fdup(bias, OC) : (void *)enc(bias, OC, lo);
+        x->r.matmul_forward_lo(&x->r, co, odt, hx + off, hw + off, lo, hb, N, C, OC);
+        if (odt == LLM_DT_F32) c = co;
+        else {
+            c = xmalloc(no * 4 + 4);
+            for (size_t i = 0; i < no; i++) c[i] = from_lo(((uint16_t *)co)[i], lo);
+            free(co);
+        }
+        free(hb);
     }
-    snprintf(op, sizeof op, "matmul_fwd_lo %s%s", ln, tag);
-    row(x, op, sh, out, r, c, no, B_LO);
+    snprintf(op, sizeof op, "matmul_fwd_lo %s%s%s", ln, on, tag);
+    if (odt == LLM_DT_F32) row(x, op, sh, out, r, c, no, B_LO);
+    else row_lo(x, op, sh, out, r, c, no, B_LO, lo);
     free(out); free(r); free(c);
 
+    /* backward: dinp overwritten (starts as NaN), dw and dbias accumulate */
     float *dout = rnd(x, no, -1, 1), *dr = rounded(dout, no, lo);
-    float *di0 = rnd(x, ni, -1, 1), *dw0 = rnd(x, nw, -1, 1), *db0 = rnd(x, OC, -1, 1);
-    float *gd = gput(x, dout, no * 4), *gdi = gput(x, di0, ni * 4), *gdw = gput(x, dw0, nw * 4);
+    float *dw0 = rnd(x, nw, -1, 1), *db0 = rnd(x, OC, -1, 1);
+    uint16_t *hd = enc_off(dout, no, lo, off);
+    uint16_t *gdb_ = gput(x, hd, (no + off) * 2);
+    const void *gd = gdb_ + off;
+    void *gdi, *gdib = gnan(x, ni, off, odt, &gdi);
+    float *gdw = gput(x, dw0, nw * 4);
     float *gdb = bias ? gput(x, db0, OC * 4) : NULL;
-    x->g.matmul_backward_lo(&x->g, gdi, gdw, gdb, gd, ginp, gw, lo, N, C, OC);
-    float *di = gget(x, gdi, ni), *dw = gget(x, gdw, nw), *db = bias ? gget(x, gdb, OC) : NULL;
-    double *rdi = dcopy(di0, ni), *rdw = dcopy(dw0, nw), *rdb = bias ? dcopy(db0, OC) : NULL;
+    x->g.matmul_backward_lo(&x->g, gdi, odt, gdw, gdb, gd, gx, gw, lo, N, C, OC);
+    float *di = gvals(x, gdi, ni, odt), *dw = gget(x, gdw, nw), *db = bias ? gget(x, gdb, OC) : NULL;
+    double *rdi = xmalloc(ni * 8 + 8), *rdw = dcopy(dw0, nw), *rdb = bias ? dcopy(db0, OC) : NULL;
+    memset(rdi, 0, ni * 8);
     r64_matmul_backward(rdi, rdw, rdb, dr, xr, wr, N, C, OC);
     float *cdi = NULL, *cdw = NULL, *cdb = NULL;
     if (x->have_ref && x->r.matmul_backward_lo) {
-        cdi = fdup(di0, ni); cdw = fdup(dw0, nw); cdb = bias ? fdup(db0, OC) : NULL;
-        x->r.matmul_backward_lo(&x->r, cdi, cdw, cdb, dout, inp, wl, lo, N, C, OC);
+        void *ci = xmalloc(ni * 4 + 4);
+        cdw = fdup(dw0, nw); cdb = bias ? fdup(db0, OC) : NULL;
+        x->r.matmul_backward_lo(&x->r, ci, odt, cdw, cdb, hd + off, hx + off, hw + off, lo, N, C, OC);
+        if (odt == LLM_DT_F32) cdi = ci;
+        else {
+            cdi = xmalloc(ni * 4 + 4);
+            for (size_t i = 0; i < ni; i++) cdi[i] = from_lo(((uint16_t *)ci)[i], lo);
+            free(ci);
+        }
     }
-    snprintf(op, sizeof op, "matmul_bwd_lo %s%s dinp", ln, tag);
-    row(x, op, sh, di, rdi, cdi, ni, B_LO);
+    snprintf(op, sizeof op, "matmul_bwd_lo %s%s%s dinp", ln, on, tag);
+    if (odt == LLM_DT_F32) row(x, op, sh, di, rdi, cdi, ni, B_LO);
+    else row_lo(x, op, sh, di, rdi, cdi, ni, B_LO, lo);
     snprintf(op, sizeof op, "matmul_bwd_lo %s%s dw", ln, tag);
     row(x, op, sh, dw, rdw, cdw, nw, B_LO);
     if (bias) {
@@ -199,19 +254,19 @@ static void check_mm_lo(gc *x, int N, int C, int OC, int with_bias, int lo, int 
         row(x, op, sh, db, rdb, cdb, OC, B_LO);
     }
     /* the same backward again from the same state: bit-identical */
-    x->g.to_device(&x->g, gdi, di0, ni * 4);
     x->g.to_device(&x->g, gdw, dw0, nw * 4);
     if (bias) x->g.to_device(&x->g, gdb, db0, OC * 4);
-    x->g.matmul_backward_lo(&x->g, gdi, gdw, gdb, gd, ginp, gw, lo, N, C, OC);
-    float *dw2 = gget(x, gdw, nw), *db2 = bias ? gget(x, gdb, OC) : NULL;
-    snprintf(op, sizeof op, "matmul_bwd_lo %s%s determ.", ln, tag);
-    int same = memcmp(dw, dw2, nw * 4) == 0 && (!bias || memcmp(db, db2, OC * 4) == 0);
+    x->g.matmul_backward_lo(&x->g, gdi, odt, gdw, gdb, gd, gx, gw, lo, N, C, OC);
+    float *di2 = gvals(x, gdi, ni, odt), *dw2 = gget(x, gdw, nw), *db2 = bias ? gget(x, gdb, OC) : NULL;
+    snprintf(op, sizeof op, "matmul_bwd_lo %s%s%s determ.", ln, on, tag);
+    int same = memcmp(dw, dw2, nw * 4) == 0 && memcmp(di, di2, ni * 4) == 0 &&
+               (!bias || memcmp(db, db2, OC * 4) == 0);
     row_check(x, op, sh, same ? 0.0 : 1.0, 0.0, same);
-    free(dw2); free(db2);
-    free(inp); free(w); free(bias); free(wl); free(xr); free(wr); free(hw);
-    free(dout); free(dr); free(di0); free(dw0); free(db0); free(di); free(dw); free(db);
+    free(di2); free(dw2); free(db2);
+    free(inp); free(w); free(bias); free(xr); free(wr); free(br); free(hw); free(hx); free(hd);
+    free(dout); free(dr); free(dw0); free(db0); free(di); free(dw); free(db);
     free(rdi); free(rdw); free(rdb); free(cdi); free(cdw); free(cdb);
-    void *bufs[] = {gwb, ginp, gbias, goutb, gd, gdi, gdw, gdb};
+    void *bufs[] = {gwb, gxb, gbias, goutb, gdb_, gdib, gdw, gdb};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i]) x->g.free(&x->g, bufs[i]);
 }
@@ -223,19 +278,19 @@ static void check_plan_churn(gc *x, int shapes)
     double worst = 0;
     for (int s = 0; s <= shapes; s++) {
         int N = s < shapes ? s + 1 : 1;
+        int odt = s % 2 ? lo : LLM_DT_F32;
         float *inp = rnd(x, (size_t)N * C, -1, 1), *w = rnd(x, (size_t)OC * C, -1, 1);
-        uint16_t *wl = enc(w, (size_t)OC * C, lo);
         float *xr = rounded(inp, (size_t)N * C, lo), *wr = rounded(w, (size_t)OC * C, lo);
-        float *gi = gput(x, inp, (size_t)N * C * 4), *go = gpoison(x, (size_t)N * OC);
-        void *gw = gput(x, wl, (size_t)OC * C * 2);
-        x->g.matmul_forward_lo(&x->g, go, gi, gw, lo, NULL, N, C, OC);
-        float *out = gget(x, go, (size_t)N * OC);
+        void *gi = glo_put(x, inp, (size_t)N * C, lo), *gw = glo_put(x, w, (size_t)OC * C, lo);
+        void *go, *gob = gnan(x, (size_t)N * OC, 0, odt, &go);
+        x->g.matmul_forward_lo(&x->g, go, odt, gi, gw, lo, NULL, N, C, OC);
+        float *out = gvals(x, go, (size_t)N * OC, odt);
         double *r = xmalloc((size_t)N * OC * 8);
         r64_matmul_forward(r, xr, wr, NULL, N, C, OC);
-        double e = err64(out, r, (size_t)N * OC);
+        double e = odt == LLM_DT_F32 ? err64(out, r, (size_t)N * OC) : err_lo(out, r, (size_t)N * OC, lo, 1);
         if (!(e <= worst)) worst = e;
-        free(inp); free(w); free(wl); free(xr); free(wr); free(out); free(r);
-        x->g.free(&x->g, gi); x->g.free(&x->g, go); x->g.free(&x->g, gw);
+        free(inp); free(w); free(xr); free(wr); free(out); free(r);
+        x->g.free(&x->g, gi); x->g.free(&x->g, gob); x->g.free(&x->g, gw);
     }
     char sh[64];
     snprintf(sh, sizeof sh, "%d shapes N1..%d C3 OC5", shapes + 1, shapes);
@@ -243,22 +298,23 @@ static void check_plan_churn(gc *x, int shapes)
 }
 
 /* fp16 overflow (|x| >= 65520) must reach the outputs as inf/NaN: what dynamic loss
- * scaling looks for. */
+ * scaling looks for.  The lo inputs hold an inf (rounded from 7e4 and 1e5); a lo output
+ * overflows too when its fp32 value does (the forward's row 2). */
 static void check_overflow(gc *x)
 {
     const int N = 4, C = 8, OC = 5, lo = LLM_DT_F16;
     float *inp = rnd(x, N * C, 0.5f, 1), *w = rnd(x, OC * C, 0.5f, 1), *dout = rnd(x, N * OC, -1, 1);
     inp[2 * C + 3] = 7e4f;           /* row 2 of the forward input */
     dout[1 * OC + 2] = 1e5f;         /* row 1, column 2 of dout */
-    uint16_t *wl = enc(w, OC * C, lo);
     float *z = calloc(N * C + OC * C + OC, sizeof *z);
-    float *gi = gput(x, inp, N * C * 4), *gd = gput(x, dout, N * OC * 4), *go = gpoison(x, N * OC);
-    void *gw = gput(x, wl, OC * C * 2);
-    float *gdi = gput(x, z, N * C * 4), *gdw = gput(x, z, OC * C * 4), *gdb = gput(x, z, OC * 4);
-    x->g.matmul_forward_lo(&x->g, go, gi, gw, lo, NULL, N, C, OC);
-    x->g.matmul_backward_lo(&x->g, gdi, gdw, gdb, gd, gi, gw, lo, N, C, OC);
-    float *o = gget(x, go, N * OC), *di = gget(x, gdi, N * C), *dw = gget(x, gdw, OC * C),
-          *db = gget(x, gdb, OC);
+    void *gi = glo_put(x, inp, N * C, lo), *gd = glo_put(x, dout, N * OC, lo);
+    void *gw = glo_put(x, w, OC * C, lo), *go = glo_put(x, z, N * OC, lo);
+    void *gdi = glo_put(x, z, N * C, lo);
+    float *gdw = gput(x, z, OC * C * 4), *gdb = gput(x, z, OC * 4);
+    x->g.matmul_forward_lo(&x->g, go, lo, gi, gw, lo, NULL, N, C, OC);
+    x->g.matmul_backward_lo(&x->g, gdi, lo, gdw, gdb, gd, gi, gw, lo, N, C, OC);
+    float *o = glo_get(x, go, N * OC, lo), *di = glo_get(x, gdi, N * C, lo),
+          *dw = gget(x, gdw, OC * C), *db = gget(x, gdb, OC);
     int ok = 1;
     for (int n = 0; n < N; n++)
         for (int k = 0; k < OC; k++) ok &= (n == 2) == !isfinite(o[n * OC + k]);
@@ -266,13 +322,19 @@ static void check_overflow(gc *x)
         for (int c = 0; c < C; c++) ok &= (n == 1) == !isfinite(di[n * C + c]);
     for (int k = 0; k < OC; k++) {
         /* dw(k,c) sums dout[n,k] x inp[n,c]: column 2 of dout and column 3 of inp (its
-         * 7e4 in row 2) hold an inf */
+         * inf in row 2) hold an inf */
         for (int c = 0; c < C; c++) ok &= (k == 2 || c == 3) == !isfinite(dw[k * C + c]);
         ok &= k == 2 ? db[k] == INFINITY : isfinite(db[k]);
     }
-    row_check(x, "fp16 overflow -> inf", "N4 C8 OC5", ok ? 0.0 : 1.0, 0.0, ok);
-    free(inp); free(w); free(dout); free(wl); free(z); free(o); free(di); free(dw); free(db);
-    void *bufs[] = {gi, gd, go, gw, gdi, gdw, gdb};
+    /* a finite fp32 sum beyond 65504 rounds to inf in the lo output: 8 x 1e4 */
+    float big[8] = {1e4f, 1e4f, 1e4f, 1e4f, 1e4f, 1e4f, 1e4f, 1e4f}, one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    void *gb = glo_put(x, big, 8, lo), *g1 = glo_put(x, one, 8, lo), *gs = glo_put(x, z, 1, lo);
+    x->g.matmul_forward_lo(&x->g, gs, lo, gb, g1, lo, NULL, 1, 8, 1);
+    float *s = glo_get(x, gs, 1, lo);
+    ok &= s[0] == INFINITY;
+    row_check(x, "fp16 overflow -> inf", "N4 C8 OC5, 1x8x1", ok ? 0.0 : 1.0, 0.0, ok);
+    free(inp); free(w); free(dout); free(z); free(o); free(di); free(dw); free(db); free(s);
+    void *bufs[] = {gi, gd, go, gw, gdi, gdw, gdb, gb, g1, gs};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) x->g.free(&x->g, bufs[i]);
 }
 
@@ -282,15 +344,26 @@ static void check_bad_lo(gc *x)
     float *g = x->g.alloc(&x->g, 64 * 4);
     char msg[256];
     int refused = 0;
-    fprintf(stderr, "gpu_check: 3 expected 'neither bf16 nor f16' errors follow\n");
-    x->g.cast_lo(&x->g, g, g + 32, 16, LLM_DT_F32);
-    refused += llm_backend_cuda_status(&x->g, msg, sizeof msg) != 0 && strstr(msg, "neither bf16 nor f16");
-    x->g.matmul_forward_lo(&x->g, g, g + 16, g + 32, LLM_DT_I8, NULL, 2, 2, 2);
-    refused += llm_backend_cuda_status(&x->g, msg, sizeof msg) != 0 && strstr(msg, "neither bf16 nor f16");
-    x->g.matmul_backward_lo(&x->g, g, g + 8, NULL, g + 16, g + 24, g + 32, LLM_DT_F32, 2, 2, 2);
-    refused += llm_backend_cuda_status(&x->g, msg, sizeof msg) != 0 && strstr(msg, "neither bf16 nor f16");
+    const int want = 11;
+    fprintf(stderr, "gpu_check: %d expected 'neither ...' errors follow\n", want);
+#define REFUSED (refused += llm_backend_cuda_status(&x->g, msg, sizeof msg) != 0 && strstr(msg, "neither"))
+    x->g.cast_lo(&x->g, g, g + 32, 16, LLM_DT_F32); REFUSED;
+    x->g.matmul_forward_lo(&x->g, g, LLM_DT_F32, g + 16, g + 32, LLM_DT_I8, NULL, 2, 2, 2); REFUSED;
+    /* an out dtype that is neither fp32 nor the lo given */
+    x->g.matmul_forward_lo(&x->g, g, LLM_DT_F16, g + 16, g + 32, LLM_DT_BF16, NULL, 2, 2, 2); REFUSED;
+    x->g.matmul_backward_lo(&x->g, g, LLM_DT_F32, g + 8, NULL, g + 16, g + 24, g + 32, LLM_DT_F32, 2, 2, 2); REFUSED;
+    x->g.matmul_backward_lo(&x->g, g, LLM_DT_BF16, g + 8, NULL, g + 16, g + 24, g + 32, LLM_DT_F16, 2, 2, 2); REFUSED;
+    x->g.layernorm_forward_lo(&x->g, NULL, g, NULL, NULL, g + 16, NULL, g + 32, g + 48, 2, 4, LLM_DT_F32); REFUSED;
+    x->g.gelu_forward_lo(&x->g, g, g + 16, 8, LLM_DT_I8); REFUSED;
+    x->g.gelu_backward_lo(&x->g, g, g + 16, g + 32, 8, LLM_DT_F32); REFUSED;
+    x->g.xent_forward_lo(&x->g, g, g + 8, g + 16, (const int32_t *)(g + 32), 2, 4, 4, LLM_DT_F32); REFUSED;
+    x->g.attention_forward_lse(&x->g, g, g + 8, g + 16, 1, 1, 4, 1, LLM_DT_F32); REFUSED;
+    x->g.attention_backward_lse(&x->g, g, g + 8, g + 16, g + 24, g + 32, 1, 1, 4, 1, LLM_DT_I8); REFUSED;
+#undef REFUSED
     x->g.free(&x->g, g);
-    row_check(x, "lo ops refuse lo=f32/i8", "3 calls", 3 - refused, 0.0, refused == 3);
+    char sh[32];
+    snprintf(sh, sizeof sh, "%d calls", want);
+    row_check(x, "lo ops refuse bad dtypes", sh, want - refused, 0.0, refused == want);
 }
 
 void gpu_check_lo(gc *x, int tiny)
@@ -310,20 +383,26 @@ void gpu_check_lo(gc *x, int tiny)
         check_cast(x, 1, lo, 0);
         check_cast(x, 4099, lo, 1);
         check_cast(x, tiny ? 1003 : 1000003, lo, 0);
-        check_mm_lo(x, 1, 1, 1, 1, lo, 0, "");
-        check_mm_lo(x, 5, 7, 3, 0, lo, 0, "");
-        check_mm_lo(x, 3, 0, 5, 1, lo, 0, "");          /* C = 0: out = bias, dbias only */
-        check_mm_lo(x, 37, 61, 83, 1, lo, 0, "");
-        check_mm_lo(x, 37, 61, 83, 0, lo, 1, "");
-        if (!tiny) {
-            check_mm_lo(x, 130, 768, 2304, 1, lo, 0, "");
-            check_mm_lo(x, 1025, 65, 127, 1, lo, 1, "");
+        for (int k = 0; k < 2; k++) {
+            int odt = k ? lo : LLM_DT_F32;
+            check_mm_lo(x, 1, 1, 1, 1, lo, odt, 0, "");
+            check_mm_lo(x, 5, 7, 3, 0, lo, odt, 0, "");
+            check_mm_lo(x, 3, 0, 5, 1, lo, odt, 0, "");     /* C = 0: out = bias, dbias only */
+            check_mm_lo(x, 2, 3, 0, 0, lo, odt, 0, "");     /* OC = 0: dinp = 0 */
+            check_mm_lo(x, 37, 61, 83, 1, lo, odt, 0, "");
+            check_mm_lo(x, 37, 61, 83, 1, lo, odt, 1, "");
+            check_mm_lo(x, 64, 48, 32, 1, lo, odt, 0, "");  /* multiples of 16 */
+            if (!tiny) {
+                check_mm_lo(x, 130, 768, 2304, 1, lo, odt, 0, "");
+                check_mm_lo(x, 1025, 65, 127, 1, lo, odt, 1, "");
+            }
         }
     }
     if (!tiny) {
-        check_mm_lo(x, 257, 3072, 768, 1, LLM_DT_BF16, 0, "");
-        check_mm_lo(x, 33, 96, 50304, 0, LLM_DT_BF16, 0, "");
-        check_mm_lo(x, 64, 768, 768, 1, LLM_DT_F16, 0, "");
+        check_mm_lo(x, 257, 3072, 768, 1, LLM_DT_BF16, LLM_DT_F32, 0, "");
+        check_mm_lo(x, 257, 768, 3072, 1, LLM_DT_BF16, LLM_DT_BF16, 0, "");
+        check_mm_lo(x, 33, 96, 50304, 0, LLM_DT_BF16, LLM_DT_BF16, 0, "");
+        check_mm_lo(x, 64, 768, 768, 1, LLM_DT_F16, LLM_DT_F16, 0, "");
     }
     check_overflow(x);
     check_plan_churn(x, tiny ? 8 : 40);
@@ -332,9 +411,12 @@ void gpu_check_lo(gc *x, int tiny)
     /* the cublasGemmEx path (taken when cuBLASLt refuses a shape), forced */
     long before[2], after[2];
     llm_backend_cuda_lo_gemm_path(&x->g, 1, before);
-    check_mm_lo(x, 37, 61, 83, 1, LLM_DT_BF16, 0, " ex");
-    check_mm_lo(x, 37, 61, 83, 0, LLM_DT_F16, 1, " ex");
-    if (!tiny) check_mm_lo(x, 130, 768, 2304, 1, LLM_DT_BF16, 1, " ex");
+    check_mm_lo(x, 37, 61, 83, 1, LLM_DT_BF16, LLM_DT_F32, 0, " ex");
+    check_mm_lo(x, 37, 61, 83, 1, LLM_DT_BF16, LLM_DT_BF16, 0, " ex");   /* lo out + bias */
+    check_mm_lo(x, 37, 61, 83, 0, LLM_DT_F16, LLM_DT_F32, 1, " ex");
+    check_mm_lo(x, 37, 61, 83, 1, LLM_DT_F16, LLM_DT_F16, 1, " ex");
+    check_mm_lo(x, 3, 0, 5, 1, LLM_DT_BF16, LLM_DT_BF16, 0, " ex");
+    if (!tiny) check_mm_lo(x, 130, 768, 2304, 1, LLM_DT_BF16, LLM_DT_BF16, 1, " ex");
     llm_backend_cuda_lo_gemm_path(&x->g, 0, after);
     char sh[64];
     snprintf(sh, sizeof sh, "lt %ld ex %ld", before[0], after[1] - before[1]);

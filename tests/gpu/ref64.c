@@ -330,6 +330,24 @@ void r64_scaled_err(const float *a, const double *r, const double *s, size_t n, 
     *mean = n ? sum / (double)n : 0;
 }
 
+void r64_scaled_err_lo(const float *a, const double *r, const double *s, size_t n, int lo,
+                       double *max, double *mean)
+{
+    double u = lo == LLM_DT_BF16 ? 0x1p-8 : 0x1p-11, tiny = lo == LLM_DT_BF16 ? 0 : 0x1p-25;
+    double mx = 0, sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = INFINITY;
+        if (isfinite(a[i])) {
+            e = fabs(a[i] - r[i]) - u * fabs(r[i]) - tiny;
+            e = (e > 0 ? e : 0) / (s[i] > 1e-30 ? s[i] : 1e-30);
+        }
+        sum += e;
+        if (!(e <= mx)) mx = e;
+    }
+    *max = mx;
+    *mean = n ? sum / (double)n : 0;
+}
+
 void r64_lse_bounds(int lo, int fused_out, size_t n, double *max, double *mean)
 {
     double u = lo == LLM_DT_BF16 ? 0x1p-8 : 0x1p-11;

@@ -36,20 +36,27 @@ void r64_adamw(double *p, double *m, double *v, const float *p0, const float *gr
 double r64_sum_squares(const float *g, size_t n);
 
 /* attention_forward_lse on operands already rounded to lo, qr (B,T,3C): lse (B,NH,T) in
- * double; out (B,T,C) = sum_s lo(exp(S - lse)) v_s (the contract's form) and outs the sum
- * of |terms| of each output (the scale of its rounding errors).  lo: LLM_DT_BF16/F16. */
+ * double; out (B,T,C) = sum_s lo(exp(S - lse)) v_s (the contract's form, before the
+ * output's own rounding to lo) and outs the sum of |terms| of each output (the scale of
+ * its rounding errors).  lo: LLM_DT_BF16/F16. */
 void r64_attention_lse_forward(double *out, double *outs, double *lse, const float *qr,
                                int B, int T, int C, int NH, int lo);
-/* attention_backward_lse from the fp32 out and lse given to the backend, dout unrounded:
- * the gradient terms added to r (B,T,3C) and their |terms| to rs (both initialised by
- * the caller: r = the initial dqkv, rs = its magnitude); rs of dq and dk also carries
- * the allowance for fp32 sums of the cancelling dP - D (see ref64.c). */
+/* attention_backward_lse from the out and lse given to the backend (out's values: the lo
+ * tensor's), dout's values (rounded to lo here, idempotent on lo values): the gradient
+ * terms added to r (B,T,3C) and their |terms| to rs (both initialised by the caller:
+ * zero for the overwritten lo dqkv, before its own rounding); rs of dq and dk also
+ * carries the allowance for fp32 sums of the cancelling dP - D (see ref64.c). */
 void r64_attention_lse_backward(double *r, double *rs, const float *qr, const float *dout,
                                 const float *out, const float *lse, int B, int T, int C,
                                 int NH, int lo);
 /* *max and *mean over i of |a[i] - r[i]| / s[i] (a non-finite a[i] counts as infinite) */
 void r64_scaled_err(const float *a, const double *r, const double *s, size_t n, double *max,
                     double *mean);
+/* The same for a lo output a (its values) against the unrounded r: each |a[i] - r[i]|
+ * less one rounding's allowance u |r[i]| (and 2^-25 for fp16 denormals), not below 0.
+ * lo: LLM_DT_BF16/F16. */
+void r64_scaled_err_lo(const float *a, const double *r, const double *s, size_t n, int lo,
+                       double *max, double *mean);
 /* The bounds on r64_scaled_err of the attention_*_lse results against the references
  * above.  u = 2^-8 (bf16) or 2^-11 (f16), the unit roundoff.  max 2u + 2e-5: a term's
  * lo rounding may land on the other side of the reference's (the fused forward rounds

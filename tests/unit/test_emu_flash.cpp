@@ -1,11 +1,11 @@
 /* test_emu_flash.cpp — the fused ("flash") attention kernels of kernels/cuda/cuda_flash.cuh,
  * run on the CPU by tests/emu (no GPU, no nvcc), against the double reference that
  * scripts/gpu-check.sh uses on a GPU (tests/gpu/ref64.c) and with its bounds
- * (r64_lse_bounds: out and dqkv within two lo units of roundoff of the sum of |terms|,
- * lse within 1e-5 relative);
+ * (r64_lse_bounds: out and dqkv, lo outputs, within one rounding of the double sums plus
+ * two lo units of roundoff of the sum of |terms|, lse within 1e-5 relative);
  * each case again with the threads resumed in four other orders (emu_launch), bit for
- * bit equal (a missing barrier would show); outputs start as NaN, so an element no thread
- * wrote fails.  Also checks that the emulator itself catches what it claims to. */
+ * bit equal (a missing barrier would show); outputs start as NaN (all bits set), so an
+ * element no thread wrote fails; dqkv is overwritten, never read.  Also checks that the emulator itself catches what it claims to. */
 #include "tests/emu/cuda_emu.h"
 
 #include <math.h>
@@ -37,11 +37,27 @@ float *nans(size_t n)
     return p;
 }
 
+uint16_t *lo_nans(size_t n)
+{
+    uint16_t *p = alloc<uint16_t>(n);
+    memset(p, 0xff, n * 2);
+    return p;
+}
+
+float *lo_vals(const uint16_t *h, size_t n, int lo);
+
 uint16_t to_lo(float v, int lo) { return lo == LLM_DT_BF16 ? llm_quant_f32_to_bf16(v) : llm_quant_f32_to_f16(v); }
 float from_lo(uint16_t h, int lo) { return lo == LLM_DT_BF16 ? llm_quant_bf16_to_f32(h) : llm_quant_f16_to_f32(h); }
 
+float *lo_vals(const uint16_t *h, size_t n, int lo)
+{
+    float *f = alloc<float>(n);
+    for (size_t i = 0; i < n; i++) f[i] = from_lo(h[i], lo);
+    return f;
+}
+
 template <int LO, int HS>
-int run_fwd(float *out, float *lse, const uint16_t *q, int B, int T, int NH, int order)
+int run_fwd(uint16_t *out, float *lse, const uint16_t *q, int B, int T, int NH, int order)
 {
     int C = NH * HS;
     dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
@@ -51,7 +67,7 @@ int run_fwd(float *out, float *lse, const uint16_t *q, int B, int T, int NH, int
 }
 
 template <int LO, int HS>
-int run_bwd(float *dqkv, const uint16_t *q, const uint16_t *d, const float *lse, const float *D,
+int run_bwd(uint16_t *dqkv, const uint16_t *q, const uint16_t *d, const float *lse, const float *D,
             int B, int T, int NH, int order)
 {
     int C = NH * HS;
@@ -88,8 +104,10 @@ template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
     /* forward */
     double *y = alloc<double>(no), *ys = alloc<double>(no), *lr = alloc<double>(nl);
     r64_attention_lse_forward(y, ys, lr, qr, B, T, C, NH, lo);
-    float *out = nans(no), *lse = nans(nl);
-    int rc = run_fwd<LO, HS>(out, lse, q, B, T, NH, 0);
+    uint16_t *outl = lo_nans(no);
+    float *lse = nans(nl);
+    int rc = run_fwd<LO, HS>(outl, lse, q, B, T, NH, 0);
+    float *out = lo_vals(outl, no, lo);
     if (rc) fprintf(stderr, "emu: %s\n", emu_error());
     assert_int_equal(rc, 0);
     double el = 0, mx, mean;
@@ -97,7 +115,7 @@ template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
         double e = isfinite(lse[i]) ? fabs(lse[i] - lr[i]) / (1 + fabs(lr[i])) : INFINITY;
         if (!(e <= el)) el = e;
     }
-    r64_scaled_err(out, y, ys, no, &mx, &mean);
+    r64_scaled_err_lo(out, y, ys, no, lo, &mx, &mean);
     r64_lse_bounds(lo, 1, no, &bmax, &bmean);
     printf("# fwd %s B%d T%d NH%d hs%d: lse %.2e, out max %.3e (bound %.3e) mean %.3e (%.3e)\n",
            lo == LLM_DT_BF16 ? "bf16" : "f16", B, T, NH, HS, el, mx, bmax, mean, bmean);
@@ -105,18 +123,21 @@ template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
     assert_true(mx <= bmax);
     assert_true(mean <= bmean);
     for (int order = 1; order <= 4; order++) {
-        float *o2 = nans(no), *l2 = nans(nl);
+        uint16_t *o2 = lo_nans(no);
+        float *l2 = nans(nl);
         int r2 = run_fwd<LO, HS>(o2, l2, q, B, T, NH, order);
         assert_int_equal(r2, 0);
-        assert_memory_equal(o2, out, no * sizeof(float));
+        assert_memory_equal(o2, outl, no * 2);
         assert_memory_equal(l2, lse, nl * sizeof(float));
         free(o2);
         free(l2);
     }
 
-    /* backward from the reference's out and lse, D = rowsum(dout * out) in fp32 */
+    /* backward from the reference's out (rounded to lo) and lse, D = rowsum(dout * out)
+     * of the lo values in fp32 */
     float *O = alloc<float>(no), *L = alloc<float>(nl), *D = alloc<float>(nl);
-    for (size_t i = 0; i < no; i++) O[i] = (float)y[i];
+    float *dr = lo_vals(d, no, lo);
+    for (size_t i = 0; i < no; i++) O[i] = from_lo(to_lo((float)y[i], lo), lo);
     for (size_t i = 0; i < nl; i++) L[i] = (float)lr[i];
     int hs = HS;
     for (int b = 0; b < B; b++)
@@ -124,36 +145,34 @@ template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
             for (int t = 0; t < T; t++) {
                 size_t go = ((size_t)b * T + t) * C + (size_t)h * hs;
                 double s = 0;
-                for (int i = 0; i < hs; i++) s += (double)dout[go + i] * O[go + i];
+                for (int i = 0; i < hs; i++) s += (double)dr[go + i] * O[go + i];
                 D[((size_t)b * NH + h) * T + t] = (float)s;
             }
     double *r = alloc<double>(nq), *rs = alloc<double>(nq);
-    for (size_t i = 0; i < nq; i++) {
-        r[i] = dq0[i];
-        rs[i] = fabs(dq0[i]);
-    }
-    r64_attention_lse_backward(r, rs, qr, dout, O, L, B, T, C, NH, lo);
-    float *dq = alloc<float>(nq);
-    memcpy(dq, dq0, nq * sizeof(float));
-    rc = run_bwd<LO, HS>(dq, q, d, L, D, B, T, NH, 0);
+    memset(r, 0, nq * sizeof(double));
+    memset(rs, 0, nq * sizeof(double));
+    r64_attention_lse_backward(r, rs, qr, dr, O, L, B, T, C, NH, lo);
+    uint16_t *dql = lo_nans(nq);
+    rc = run_bwd<LO, HS>(dql, q, d, L, D, B, T, NH, 0);
     if (rc) fprintf(stderr, "emu: %s\n", emu_error());
     assert_int_equal(rc, 0);
-    r64_scaled_err(dq, r, rs, nq, &mx, &mean);
+    float *dq = lo_vals(dql, nq, lo);
+    r64_scaled_err_lo(dq, r, rs, nq, lo, &mx, &mean);
     r64_lse_bounds(lo, 0, nq, &bmax, &bmean);
     printf("# bwd %s B%d T%d NH%d hs%d: dqkv max %.3e (bound %.3e) mean %.3e (%.1e)\n",
            lo == LLM_DT_BF16 ? "bf16" : "f16", B, T, NH, HS, mx, bmax, mean, bmean);
     assert_true(mx <= bmax);
     assert_true(mean <= bmean);
     for (int order = 1; order <= 4; order++) {
-        float *d2 = alloc<float>(nq);
-        memcpy(d2, dq0, nq * sizeof(float));
+        uint16_t *d2 = lo_nans(nq);
         int r2 = run_bwd<LO, HS>(d2, q, d, L, D, B, T, NH, order);
         assert_int_equal(r2, 0);
-        assert_memory_equal(d2, dq, nq * sizeof(float));
+        assert_memory_equal(d2, dql, nq * 2);
         free(d2);
     }
     free(qkv); free(qr); free(dout); free(dq0); free(q); free(d); free(y); free(ys); free(lr);
-    free(out); free(lse); free(O); free(L); free(D); free(r); free(rs); free(dq);
+    free(out); free(outl); free(lse); free(O); free(L); free(D); free(r); free(rs); free(dq);
+    free(dql); free(dr);
 }
 
 /* the shapes of gpu_check's fused rows: one position, partial tiles, head sizes 32 / 128 */

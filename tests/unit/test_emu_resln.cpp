@@ -56,14 +56,14 @@ int run_ln(float *out, float *mean, float *rstd, const float *x, const float *w,
            int N, int C, int order)
 {
     return emu_launch(grid_for(N), dim3(256), 0,
-                      [&] { lc_ln_fwd_kernel(out, mean, rstd, x, w, b, N, C); }, order, 3);
+                      [&] { lc_ln_fwd_kernel<LC_DT_F32>(out, mean, rstd, x, w, b, N, C); }, order, 3);
 }
 
 int run_resln(float *res, float *out, float *mean, float *rstd, const float *a, const float *b,
               const float *w, const float *bias, int N, int C, int order)
 {
     return emu_launch(grid_for(N), dim3(256), 0,
-                      [&] { lc_resln_fwd_kernel(res, out, mean, rstd, a, b, w, bias, N, C); },
+                      [&] { lc_resln_fwd_kernel<LC_DT_F32>(res, out, mean, rstd, a, b, w, bias, N, C); },
                       order, 5);
 }
 
@@ -112,6 +112,29 @@ void check_case(tu_rng *r, int N, int C)
         assert_memory_equal(x, sum, n * sizeof(float));
         assert_memory_equal(o2, o1, n * sizeof(float));
         free(x); free(o2);
+    }
+    /* lo outputs (layernorm_forward_lo): the fp32 out rounded once, bit for bit, fused
+     * (bf16) and plain (fp16); the statistics and the residual as the fp32 kernels' */
+    {
+        uint16_t *l1 = (uint16_t *)malloc(n * 2), *l2 = (uint16_t *)malloc(n * 2);
+        uint16_t *w1 = (uint16_t *)malloc(n * 2), *w2 = (uint16_t *)malloc(n * 2);
+        float *res = nans(n), *m2 = nans(N), *r2 = nans(N);
+        for (size_t i = 0; i < n; i++) {
+            w1[i] = llm_quant_f32_to_bf16(o1[i]);
+            w2[i] = llm_quant_f32_to_f16(o1[i]);
+        }
+        rc = emu_launch(grid_for(N), dim3(256), 0,
+                        [&] { lc_resln_fwd_kernel<LC_DT_BF16>(res, l1, m2, r2, a, b, w, bias, N, C); }, 3, 7);
+        assert_int_equal(rc, 0);
+        assert_memory_equal(res, sum, n * sizeof(float));
+        assert_memory_equal(m2, m1, N * sizeof(float));
+        assert_memory_equal(r2, r1, N * sizeof(float));
+        assert_memory_equal(l1, w1, n * 2);
+        rc = emu_launch(grid_for(N), dim3(256), 0,
+                        [&] { lc_ln_fwd_kernel<LC_DT_F16>(l2, nullptr, nullptr, sum, w, bias, N, C); }, 1, 9);
+        assert_int_equal(rc, 0);
+        assert_memory_equal(l2, w2, n * 2);
+        free(l1); free(l2); free(w1); free(w2); free(res); free(m2); free(r2);
     }
     free(a); free(b); free(w); free(bias); free(sum); free(o1); free(m1); free(r1);
     free(ro); free(rm); free(rr);

@@ -140,6 +140,55 @@ void test_gemm_conventions(void **state)
     cublasLtMatrixLayoutDestroy(lb);
     cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatrixLayoutDestroy(bad);
+
+    /* lo outputs: bf16 A, B, D and bias; D = bf16(a b + bias) rounded once.  a b =
+     * (1 + 2^-7)(1 - 2^-8) = 1 + 2^-8 - 2^-15 rounds alone to 1 (0x3f80); with the bias
+     * 2^-12 added first it passes the tie and rounds to 1 + 2^-7 (0x3f81). */
+    uint16_t a16 = 0x3f81, b16 = 0x3f7f, bias16 = 0x3980, d16 = 0xffff;
+    const uint16_t *bp16 = &bias16;
+    cudaDataType_t bf = CUDA_R_16BF, f32 = CUDA_R_32F;
+    assert_int_equal(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp16, sizeof bp16),
+                     CUBLAS_STATUS_SUCCESS);
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, 1, 1, 1);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, 1, 1, 1);
+    cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, 1, 1, 1);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulHeuristicResult_t res;
+    int got = 0;
+    cublasLtMatmulPreferenceCreate(&pref);
+    /* a bias type other than D's: no algorithm, and the call is refused */
+    assert_int_equal(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof f32),
+                     CUBLAS_STATUS_SUCCESS);
+    assert_int_not_equal(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &got),
+                         CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(got, 0);
+    assert_int_not_equal(cublasLtMatmul(lt, op, &one, &a16, la, &b16, lb, &zero, &d16, lc, &d16, lc,
+                                        nullptr, nullptr, 0, 0),
+                         CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(d16, 0xffff);
+    assert_int_equal(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bf, sizeof bf),
+                     CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1, &res, &got),
+                     CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(got, 1);
+    assert_int_equal(cublasLtMatmul(lt, op, &one, &a16, la, &b16, lb, &zero, &d16, lc, &d16, lc,
+                                    nullptr, nullptr, 0, 0),
+                     CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(d16, 0x3f81);
+    /* cublasGemmEx with a bf16 C, beta 0: C not read (NaN bits there), one rounding */
+    cublasHandle_t h2;
+    cublasCreate(&h2);
+    d16 = 0x7fc1;
+    assert_int_equal(cublasGemmEx(h2, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, &a16, CUDA_R_16BF, 1,
+                                  &b16, CUDA_R_16BF, 1, &zero, &d16, CUDA_R_16BF, 1,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(d16, 0x3f80);
+    cublasDestroy(h2);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatmulDescDestroy(op);
     cublasLtDestroy(lt);
 }
