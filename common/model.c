@@ -476,13 +476,14 @@ int llm_model_set_precision(llm_model *m, llm_dtype dt, llm_status *st)
     if (!name)
         return llm_err(st, LLM_EUSAGE, "model: precision %s is not supported (want fp32, "
                        "bf16 or fp16)", llm_dtype_name(dt));
-    int att_lse = be->attention_forward_lse && be->attention_backward_lse;
-    int att_lo = be->attention_forward_lo && be->attention_backward_lo;
-    if (!be->cast_lo || !be->matmul_forward_lo || !be->matmul_backward_lo || !(att_lse || att_lo))
-        return llm_err(st, LLM_ENODEV, "backend '%s' has no %s ops (cast_lo, "
-                       "matmul_forward_lo, matmul_backward_lo, and attention_forward_lse/"
-                       "attention_backward_lse or attention_forward_lo/attention_backward_lo): "
-                       "use precision fp32 or another device", be->name ? be->name : "?", name);
+    if (!be->cast_lo || !be->matmul_forward_lo || !be->matmul_backward_lo ||
+        !be->layernorm_forward_lo || !be->gelu_forward_lo || !be->gelu_backward_lo ||
+        !be->attention_forward_lse || !be->attention_backward_lse || !be->xent_forward_lo ||
+        !be->xent_backward_lo)
+        return llm_err(st, LLM_ENODEV, "backend '%s' has no %s ops (the lo ops of "
+                       "kernels/backend.h: cast_lo, matmul_*_lo, layernorm_forward_lo, "
+                       "gelu_*_lo, attention_*_lse, xent_*_lo): use precision fp32 or "
+                       "another device", be->name ? be->name : "?", name);
     if (!m->params_lo && !(m->params_lo = be->alloc(be, m->nparams * sizeof(uint16_t))))
         return llm_err(st, LLM_ENOMEM, "model: cannot allocate the %s copy of %zu parameters",
                        name, m->nparams);

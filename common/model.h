@@ -98,9 +98,13 @@ int llm_model_save(llm_model *m, llm_ckpt_writer *w, int with_optimizer, llm_sta
 int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                       float *loss, llm_status *st);
 
-/* Logits (B,T,Vp) of the last forward, backend memory (valid until the next forward
- * or backward). */
-const float *llm_model_logits(const llm_model *m);
+/* Rows [row, row+nrows) of the logits (B*T rows of Vp) of the last forward, fp32,
+ * copied to host memory out (nrows*Vp floats).  Under mixed precision the logits are kept
+ * in lo (bf16/fp16) and widened here.  Valid until the next forward or backward (the
+ * backward writes the logits' gradient over them).  LLM_EUSAGE for rows outside the last
+ * forward. */
+int llm_model_logits_to_host(const llm_model *m, size_t row, size_t nrows, float *out,
+                             llm_status *st);
 
 /* Zero the gradient buffer (allocating it on first use). */
 int llm_model_zero_grad(llm_model *m, llm_status *st);
@@ -141,17 +145,18 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
                      int *skipped, llm_status *st);
 
 /* ---- mixed precision (llm-train --precision) ----
- * Every matmul of the forward and backward passes (the tied wte output projection
- * included) and the attention's products can run with bf16 or f16 operands and fp32
- * accumulation through the backend's cast_lo / matmul_forward_lo / matmul_backward_lo /
- * attention_forward_lo / attention_backward_lo.  The parameters stay fp32:
- * they are the master weights the optimizer updates, and a lo copy of the whole buffer
- * (same offsets) is cast from them before a forward whenever they may have changed
- * (after an update, a load, an init, llm_model_params or llm_model_params_changed).
- * Activations, gradients, moments and every op outside those products stay fp32.  With a
- * backend that has attention_forward_lse / attention_backward_lse (all of llmkit's) the
- * layers keep each attention row's log-sum-exp instead of its probabilities, and
- * selective recompute has nothing to drop. */
+ * The passes run on the backend's lo ops (kernels/backend.h, "mixed precision"): every
+ * matmul (the tied wte output projection included) and the attention's products take
+ * bf16 or f16 operands and accumulate in fp32, and the activations are kept in that
+ * dtype: the layernorm outputs, q|k|v, the attention output, the fc pre-activation and
+ * its GELU, the logits, and the gradients that flow into GEMMs.  fp32: the parameters
+ * (the master weights the optimizer updates; a lo copy of the whole buffer, same
+ * offsets, is cast from them before a forward whenever they may have changed: after an
+ * update, a load, an init, llm_model_params or llm_model_params_changed), the
+ * gradients, the moments, the residual stream and its gradient, the layernorm
+ * statistics, the GEMM outputs that feed the residual stream or a layernorm backward.
+ * The attention keeps each row's log-sum-exp instead of its probabilities, so selective
+ * recompute has nothing to drop. */
 
 /* dt: LLM_DT_F32 (the default; frees the lo copy), LLM_DT_BF16 or LLM_DT_F16.
  * Errors: LLM_EUSAGE for another dtype; LLM_ENODEV when the backend lacks the

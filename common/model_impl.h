@@ -19,16 +19,20 @@ enum {
  * the inference layout.  Only what the backward reads is kept: the layer input x and
  * the mid-block residual res2 (layernorm inputs), the layernorm outputs and statistics
  * (matmul inputs), qkv and the attention probabilities, the attention output (input of
- * c_proj) and the fc pre-activation (the GELU output is recomputed in the backward). */
+ * c_proj) and the fc pre-activation (the GELU output is recomputed in the backward).
+ * The void pointers are lo tensors under mixed precision (m->lo: 2 bytes an element),
+ * fp32 otherwise. */
 typedef struct {
-    float *ln1, *ln1_mean, *ln1_rstd;   /* (N,C), (N), (N) */
-    float *qkv;                          /* (N,3C) */
-    float *att;                          /* (B,NH,T,T); (B,NH,T) lse under mixed precision
-                                            with the backend's lse attention */
-    float *atty;                         /* (N,C) */
+    void *ln1;                           /* (N,C) */
+    float *ln1_mean, *ln1_rstd;          /* (N), (N) */
+    void *qkv;                           /* (N,3C) */
+    float *att;                          /* (B,NH,T,T) probabilities; (B,NH,T) lse under
+                                            mixed precision (the lse attention) */
+    void *atty;                          /* (N,C) */
     float *res2;                         /* (N,C) */
-    float *ln2, *ln2_mean, *ln2_rstd;   /* (N,C), (N), (N) */
-    float *fch;                          /* (N,4C) */
+    void *ln2;                           /* (N,C) */
+    float *ln2_mean, *ln2_rstd;          /* (N), (N) */
+    void *fch;                           /* (N,4C) */
 } llm_layer_acts;
 
 struct llm_model {
@@ -50,13 +54,16 @@ struct llm_model {
     int acts_train;                      /* 1: per-layer slots kept for the backward */
     int recompute;                       /* llm_recompute wanted (model.h) */
     int acts_recompute;                  /* llm_recompute the training layout was made for */
-    int acts_lse;                        /* 1: the layout keeps lse, not probabilities */
+    int acts_lo;                         /* the lo the layout was made for (0: fp32) */
     float **x;                           /* training: L+1 residual streams; inference: 1 */
     llm_layer_acts *layer;               /* training: L slots; inference: 1 */
-    float *lnf, *lnf_mean, *lnf_rstd;    /* (N,C), (N), (N) */
-    float *logits;                       /* (N,Vp); dlogits in place in the backward */
+    void *lnf;                           /* (N,C), lo under mixed precision */
+    float *lnf_mean, *lnf_rstd;          /* (N), (N) */
+    void *logits;                        /* (N,Vp), lo under mixed precision; dlogits in
+                                            place in the backward */
+    int logits_lo;                       /* the dtype of the last forward's logits */
     float *losses, *lse;                 /* (N) */
-    float *buf_a, *buf_b;                /* (N,4C) scratch each */
+    float *buf_a, *buf_b;                /* (N,4C) floats of scratch each */
     float *dres;                         /* (N,C) residual-stream gradient (training) */
     int32_t *d_inputs, *d_targets;       /* (N) backend copies */
     float *host_losses;                  /* (N) host */

@@ -9,29 +9,35 @@
  * Each residual add is fused with the layernorm that reads it (the next layer's ln_1 or
  * ln_f after a layer's MLP) when the backend offers residual_layernorm_forward. */
 #include "common/model_impl.h"
+#include "common/quant.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Floats of each per-layer and global activation for n rows and natt attention floats. */
-static size_t layer_floats(size_t n, size_t C, size_t natt)
+/* Floats of backend memory for n elements: fp32, or a lo tensor (2 bytes an element)
+ * when lo; each tensor starts on a 256-byte boundary (GEMM operands want 16). */
+static size_t fl(size_t n, int lo)
 {
-    return n * C * 7 + n * 4 * C + natt + 4 * n;   /* ln1 qkv(3) atty res2 ln2, fch(4), att, stats */
+    size_t f = lo ? (n + 1) / 2 : n;
+    return (f + 63) & ~(size_t)63;
 }
 
-/* Mixed precision on a backend with the lse attention: each layer keeps the rows'
- * log-sum-exp (B,NH,T) instead of the probabilities (B,NH,T,T). */
-static int use_lse(const llm_model *m)
+/* Floats of one layer slot for n rows and natt attention floats. */
+static size_t layer_floats(size_t n, size_t C, size_t natt, int lo)
 {
-    return m->lo && m->be->attention_forward_lse && m->be->attention_backward_lse;
+    /* ln1 qkv atty ln2 fch (lo-able), res2, att, four statistics */
+    return fl(n * C, lo) * 3 + fl(3 * n * C, lo) + fl(4 * n * C, lo) + fl(n * C, 0) +
+           fl(natt, 0) + 4 * fl(n, 0);
 }
 
 static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
 {
-    int lse = use_lse(m);
+    /* mixed precision keeps lo activations and the rows' log-sum-exp (B,NH,T) instead
+     * of the attention probabilities (B,NH,T,T) */
+    int lo = m->lo;
     size_t n = (size_t)B * (size_t)T,
-           natt = (size_t)B * m->cfg.n_head * (size_t)T * (lse ? 1 : (size_t)T);
-    if (m->acts && n <= m->cap_n && natt <= m->cap_att && m->acts_lse == lse &&
+           natt = (size_t)B * m->cfg.n_head * (size_t)T * (lo ? 1 : (size_t)T);
+    if (m->acts && n <= m->cap_n && natt <= m->cap_att && m->acts_lo == lo &&
         ((m->acts_train && m->acts_recompute == m->recompute) || !train))
         return LLM_OK;
     llm_backend *be = m->be;
@@ -63,13 +69,13 @@ static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
     int nslots = train && rec != LLM_RECOMPUTE_FULL ? L : 1;
     /* selective: one attention-probability buffer shared by the layer slots (nothing to
      * share when the layers keep only lse) */
-    int shared_att = rec == LLM_RECOMPUTE_SELECTIVE && !lse;
-    size_t total = (size_t)nslots * (layer_floats(n, C, natt) - (shared_att ? natt : 0))
-                   + (shared_att ? natt : 0) + (size_t)nx * n * C
-                   + n * C + 2 * n                  /* lnf, mean, rstd */
-                   + n * Vp + 2 * n                 /* logits, losses, lse */
-                   + 2 * n * 4 * C                  /* scratch a, b */
-                   + (train ? n * C : 0);           /* dres */
+    int shared_att = rec == LLM_RECOMPUTE_SELECTIVE && !lo;
+    size_t total = (size_t)nslots * (layer_floats(n, C, natt, lo) - (shared_att ? fl(natt, 0) : 0))
+                   + (shared_att ? fl(natt, 0) : 0) + (size_t)nx * fl(n * C, 0)
+                   + fl(n * C, lo) + 2 * fl(n, 0)     /* lnf, mean, rstd */
+                   + fl(n * Vp, lo) + 2 * fl(n, 0)    /* logits, losses, lse */
+                   + 2 * fl(n * 4 * C, 0)             /* scratch a, b */
+                   + (train ? fl(n * C, 0) : 0);      /* dres */
     m->acts = be->alloc(be, total * sizeof(float));
     m->d_inputs = be->alloc(be, n * sizeof(int32_t));
     m->d_targets = be->alloc(be, n * sizeof(int32_t));
@@ -80,39 +86,39 @@ static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
         return llm_err(st, LLM_ENOMEM, "model: cannot allocate activations for B*T=%zu (%zu MiB)",
                        n, total * sizeof(float) >> 20);
     float *p = m->acts;
-#define TAKE(ptr, count) do { (ptr) = p; p += (count); } while (0)
+#define TAKE(ptr, count, l) do { (ptr) = (void *)p; p += fl((count), (l)); } while (0)
     for (int i = 0; i < nx; i++)
-        TAKE(m->x[i], n * C);
+        TAKE(m->x[i], n * C, 0);
     float *att_shared = NULL;
     if (shared_att)
-        TAKE(att_shared, natt);
+        TAKE(att_shared, natt, 0);
     for (int l = 0; l < nslots; l++) {
         llm_layer_acts *a = &m->layer[l];
-        TAKE(a->ln1, n * C);
-        TAKE(a->ln1_mean, n);
-        TAKE(a->ln1_rstd, n);
-        TAKE(a->qkv, n * 3 * C);
+        TAKE(a->ln1, n * C, lo);
+        TAKE(a->ln1_mean, n, 0);
+        TAKE(a->ln1_rstd, n, 0);
+        TAKE(a->qkv, n * 3 * C, lo);
         if (shared_att)
             a->att = att_shared;
         else
-            TAKE(a->att, natt);
-        TAKE(a->atty, n * C);
-        TAKE(a->res2, n * C);
-        TAKE(a->ln2, n * C);
-        TAKE(a->ln2_mean, n);
-        TAKE(a->ln2_rstd, n);
-        TAKE(a->fch, n * 4 * C);
+            TAKE(a->att, natt, 0);
+        TAKE(a->atty, n * C, lo);
+        TAKE(a->res2, n * C, 0);
+        TAKE(a->ln2, n * C, lo);
+        TAKE(a->ln2_mean, n, 0);
+        TAKE(a->ln2_rstd, n, 0);
+        TAKE(a->fch, n * 4 * C, lo);
     }
-    TAKE(m->lnf, n * C);
-    TAKE(m->lnf_mean, n);
-    TAKE(m->lnf_rstd, n);
-    TAKE(m->logits, n * Vp);
-    TAKE(m->losses, n);
-    TAKE(m->lse, n);
-    TAKE(m->buf_a, n * 4 * C);
-    TAKE(m->buf_b, n * 4 * C);
+    TAKE(m->lnf, n * C, lo);
+    TAKE(m->lnf_mean, n, 0);
+    TAKE(m->lnf_rstd, n, 0);
+    TAKE(m->logits, n * Vp, lo);
+    TAKE(m->losses, n, 0);
+    TAKE(m->lse, n, 0);
+    TAKE(m->buf_a, n * 4 * C, 0);
+    TAKE(m->buf_b, n * 4 * C, 0);
     if (train)
-        TAKE(m->dres, n * C);
+        TAKE(m->dres, n * C, 0);
     else
         m->dres = NULL;
 #undef TAKE
@@ -121,7 +127,7 @@ static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
     m->acts_floats = total;
     m->cap_n = n;
     m->cap_att = natt;
-    m->acts_lse = lse;
+    m->acts_lo = lo;
     m->acts_train = train;
     m->acts_recompute = rec;
     return LLM_OK;
@@ -140,61 +146,42 @@ static int check_ids(const int32_t *ids, size_t n, int V, const char *what, llm_
 #define G(m, idx) ((m)->grads + (m)->views[idx].offset)
 #define PL(m, idx) ((const uint16_t *)(m)->params_lo + (m)->views[idx].offset)
 
-/* out(n,OC) = inp(n,C) @ W^T + bias for the weight view w: fp32, or with lo operands
- * from the lo copy of the parameters under mixed precision. */
-static void mm_forward(llm_model *m, float *out, const float *inp, int w, const float *bias,
+/* out(n,OC) = inp(n,C) @ W^T + bias for the weight view w and its bias view wb (-1:
+ * none).  fp32; or under mixed precision lo inp and weights (the lo copy), out lo when
+ * out_lo (with the lo copy of the bias), else fp32 (with the fp32 bias). */
+static void mm_forward(llm_model *m, void *out, int out_lo, const void *inp, int w, int wb,
                        int n, int C, int OC)
 {
     llm_backend *be = m->be;
+    if (!m->lo) {
+        be->matmul_forward(be, out, inp, P(m, w), wb >= 0 ? P(m, wb) : NULL, n, C, OC);
+        return;
+    }
+    const void *bias = wb < 0 ? NULL : out_lo ? (const void *)PL(m, wb) : (const void *)P(m, wb);
+    be->matmul_forward_lo(be, out, out_lo ? m->lo : LLM_DT_F32, inp, PL(m, w), m->lo, bias, n,
+                          C, OC);
+}
+
+/* The gradients of view w (and its bias wb, -1: none) += from dout; dinp: fp32, the
+ * fp32 ops accumulate into it (zeroed by the caller), the lo ops overwrite it (a lo
+ * tensor when dinp_lo, else fp32). */
+static void mm_backward(llm_model *m, void *dinp, int dinp_lo, int w, int wb, const void *dout,
+                        const void *inp, int n, int C, int OC)
+{
+    llm_backend *be = m->be;
+    float *db = wb >= 0 ? G(m, wb) : NULL;
     if (m->lo)
-        be->matmul_forward_lo(be, out, inp, PL(m, w), m->lo, bias, n, C, OC);
+        be->matmul_backward_lo(be, dinp, dinp_lo ? m->lo : LLM_DT_F32, G(m, w), db, dout, inp,
+                               PL(m, w), m->lo, n, C, OC);
     else
-        be->matmul_forward(be, out, inp, P(m, w), bias, n, C, OC);
+        be->matmul_backward(be, dinp, G(m, w), db, dout, inp, P(m, w), n, C, OC);
 }
 
-/* dinp +=, the gradient of view w +=, dbias += (may be NULL) from dout. */
-static void mm_backward(llm_model *m, float *dinp, int w, float *dbias, const float *dout,
-                        const float *inp, int n, int C, int OC)
-{
-    llm_backend *be = m->be;
-    if (m->lo)
-        be->matmul_backward_lo(be, dinp, G(m, w), dbias, dout, inp, PL(m, w), m->lo, n, C, OC);
-    else
-        be->matmul_backward(be, dinp, G(m, w), dbias, dout, inp, P(m, w), n, C, OC);
-}
-
-/* The attention forward / backward: fp32, or with lo operands under mixed precision,
- * keeping the rows' log-sum-exp in att when the backend has the lse ops (use_lse). */
-static void attn_forward(llm_model *m, float *out, float *att, const float *qkv, int B, int T)
-{
-    llm_backend *be = m->be;
-    int C = m->cfg.n_embd, NH = m->cfg.n_head;
-    if (use_lse(m))
-        be->attention_forward_lse(be, out, att, qkv, B, T, C, NH, m->lo);
-    else if (m->lo)
-        be->attention_forward_lo(be, out, att, qkv, B, T, C, NH, m->lo);
-    else
-        be->attention_forward(be, out, att, qkv, B, T, C, NH);
-}
-
-/* out: the forward's output (the lse form reads it) */
-static void attn_backward(llm_model *m, float *dqkv, const float *dout, const float *qkv,
-                          const float *out, const float *att, int B, int T)
-{
-    llm_backend *be = m->be;
-    int C = m->cfg.n_embd, NH = m->cfg.n_head;
-    if (use_lse(m))
-        be->attention_backward_lse(be, dqkv, dout, qkv, out, att, B, T, C, NH, m->lo);
-    else if (m->lo)
-        be->attention_backward_lo(be, dqkv, dout, qkv, att, B, T, C, NH, m->lo);
-    else
-        be->attention_backward(be, dqkv, dout, qkv, att, B, T, C, NH);
-}
-
-/* A layernorm's destination: output, statistics (NULL in inference) and the view of its
- * weight (the bias is the next view). */
+/* A layernorm's destination: output (lo under mixed precision), statistics (NULL in
+ * inference) and the view of its weight (the bias is the next view). */
 typedef struct {
-    float *out, *mean, *rstd;
+    void *out;
+    float *mean, *rstd;
     int view;
 } ln_dst;
 
@@ -206,27 +193,35 @@ static ln_dst ln1_dst(int l, llm_layer_acts *a, int train)
                     PV_LAYER(l, PV_LN1W)};
 }
 
-static void ln_forward(llm_model *m, const ln_dst *d, const float *x, int n)
-{
-    llm_backend *be = m->be;
-    be->layernorm_forward(be, d->out, d->mean, d->rstd, x, P(m, d->view), P(m, d->view + 1), n,
-                          m->cfg.n_embd);
-}
-
-/* res = a + b, then the layernorm d of res: the backend's fused op when it offers one
- * (bit-identical), else the two ops. */
+/* res = a + b (b non-NULL), then the layernorm d of res (or of a when b is NULL): the
+ * backend's fused op when it offers one (bit-identical to the two ops), the lo op under
+ * mixed precision. */
 static void residual_ln_forward(llm_model *m, float *res, const float *a, const float *b,
                                 const ln_dst *d, int n)
 {
     llm_backend *be = m->be;
     int C = m->cfg.n_embd;
-    if (be->residual_layernorm_forward) {
-        be->residual_layernorm_forward(be, res, d->out, d->mean, d->rstd, a, b, P(m, d->view),
-                                       P(m, d->view + 1), n, C);
-        return;
+    const float *w = P(m, d->view), *wb = P(m, d->view + 1);
+    if (m->lo)
+        be->layernorm_forward_lo(be, res, d->out, d->mean, d->rstd, a, b, w, wb, n, C, m->lo);
+    else if (!b)
+        be->layernorm_forward(be, d->out, d->mean, d->rstd, a, w, wb, n, C);
+    else if (be->residual_layernorm_forward)
+        be->residual_layernorm_forward(be, res, d->out, d->mean, d->rstd, a, b, w, wb, n, C);
+    else {
+        be->residual_forward(be, res, a, b, (size_t)n * C);
+        be->layernorm_forward(be, d->out, d->mean, d->rstd, res, w, wb, n, C);
     }
-    be->residual_forward(be, res, a, b, (size_t)n * C);
-    ln_forward(m, d, res, n);
+}
+
+/* The GELU of the fc pre-activation fch into out (n elements). */
+static void gelu_forward(llm_model *m, void *out, const void *fch, size_t n)
+{
+    llm_backend *be = m->be;
+    if (m->lo)
+        be->gelu_forward_lo(be, out, fch, n, m->lo);
+    else
+        be->gelu_forward(be, out, fch, n);
 }
 
 /* Layer l's forward from the residual stream x, its ln_1 already in a (ln1_dst): the kept
@@ -234,24 +229,28 @@ static void residual_ln_forward(llm_model *m, float *res, const float *a, const 
  * may be x: inference updates the stream in place), then xo = res2 + MLP block and with
  * it the next layernorm, next (the next layer's ln_1 or ln_f).  xo NULL (recompute in the
  * backward) stops after the fc pre-activation: everything the backward reads, nothing
- * more. */
+ * more.  Under mixed precision the GEMMs feeding lo tensors (qkv, fch) write lo, the two
+ * feeding the residual stream fp32. */
 static void layer_forward(llm_model *m, int l, llm_layer_acts *a, const float *x, float *res2,
                           float *xo, const ln_dst *next, int train, int B, int T)
 {
     llm_backend *be = m->be;
-    int C = m->cfg.n_embd, n = B * T;
+    int C = m->cfg.n_embd, NH = m->cfg.n_head, n = B * T;
     size_t N = (size_t)n;
-    mm_forward(m, a->qkv, a->ln1, PV_LAYER(l, PV_QKVW), P(m, PV_LAYER(l, PV_QKVB)), n, C, 3 * C);
-    attn_forward(m, a->atty, a->att, a->qkv, B, T);
-    mm_forward(m, m->buf_b, a->atty, PV_LAYER(l, PV_APW), P(m, PV_LAYER(l, PV_APB)), n, C, C);
+    mm_forward(m, a->qkv, 1, a->ln1, PV_LAYER(l, PV_QKVW), PV_LAYER(l, PV_QKVB), n, C, 3 * C);
+    if (m->lo)
+        be->attention_forward_lse(be, a->atty, a->att, a->qkv, B, T, C, NH, m->lo);
+    else
+        be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, NH);
+    mm_forward(m, m->buf_b, 0, a->atty, PV_LAYER(l, PV_APW), PV_LAYER(l, PV_APB), n, C, C);
     ln_dst ln2 = {a->ln2, train ? a->ln2_mean : NULL, train ? a->ln2_rstd : NULL,
                   PV_LAYER(l, PV_LN2W)};
     residual_ln_forward(m, res2, x, m->buf_b, &ln2, n);
-    mm_forward(m, a->fch, a->ln2, PV_LAYER(l, PV_FCW), P(m, PV_LAYER(l, PV_FCB)), n, C, 4 * C);
+    mm_forward(m, a->fch, 1, a->ln2, PV_LAYER(l, PV_FCW), PV_LAYER(l, PV_FCB), n, C, 4 * C);
     if (!xo)
         return;
-    be->gelu_forward(be, m->buf_a, a->fch, N * 4 * C);
-    mm_forward(m, m->buf_b, m->buf_a, PV_LAYER(l, PV_FPW), P(m, PV_LAYER(l, PV_FPB)), n, 4 * C, C);
+    gelu_forward(m, m->buf_a, a->fch, N * 4 * C);
+    mm_forward(m, m->buf_b, 0, m->buf_a, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), n, 4 * C, C);
     residual_ln_forward(m, xo, res2, m->buf_b, next, n);
 }
 
@@ -285,7 +284,7 @@ int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *target
     be->embed_forward(be, m->x[0], m->d_inputs, P(m, PV_WTE), P(m, PV_WPE), B, T, C);
     int slots = train && m->acts_recompute != LLM_RECOMPUTE_FULL;
     ln_dst first = ln1_dst(0, &m->layer[0], train);
-    ln_forward(m, &first, m->x[0], n);
+    residual_ln_forward(m, NULL, m->x[0], NULL, &first, n);
     for (int l = 0; l < L; l++) {
         llm_layer_acts *a = &m->layer[slots ? l : 0];
         float *x = m->x[train ? l : 0], *xo = m->x[train ? l + 1 : 0];
@@ -296,11 +295,15 @@ int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *target
                                            train ? m->lnf_rstd : NULL, m->nviews - 2};
         layer_forward(m, l, a, x, train ? a->res2 : x, xo, &next, train, B, T);
     }
-    mm_forward(m, m->logits, m->lnf, PV_WTE, NULL, n, C, Vp);
+    mm_forward(m, m->logits, 1, m->lnf, PV_WTE, -1, n, C, Vp);
+    m->logits_lo = m->lo;
     m->last_B = B;
     m->last_T = T;
     if (targets) {
-        be->xent_forward(be, m->losses, m->lse, m->logits, m->d_targets, n, V, Vp);
+        if (m->lo)
+            be->xent_forward_lo(be, m->losses, m->lse, m->logits, m->d_targets, n, V, Vp, m->lo);
+        else
+            be->xent_forward(be, m->losses, m->lse, m->logits, m->d_targets, n, V, Vp);
         be->to_host(be, m->host_losses, m->losses, N * sizeof(float));
         double s = 0.0;
         for (size_t i = 0; i < N; i++)
@@ -314,7 +317,30 @@ int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *target
     return LLM_OK;
 }
 
-const float *llm_model_logits(const llm_model *m) { return m->logits; }
+int llm_model_logits_to_host(const llm_model *m, size_t row, size_t nrows, float *out,
+                             llm_status *st)
+{
+    size_t Vp = (size_t)m->cfg.padded_vocab;
+    if (!m->logits || row > (size_t)m->last_B * m->last_T ||
+        nrows > (size_t)m->last_B * m->last_T - row)
+        return llm_err(st, LLM_EUSAGE, "model: logits rows [%zu, %zu) are not those of the last "
+                       "forward (%d x %d)", row, row + nrows, m->last_B, m->last_T);
+    llm_backend *be = m->be;
+    if (!m->logits_lo) {
+        be->to_host(be, out, (const float *)m->logits + row * Vp, nrows * Vp * sizeof(float));
+        return LLM_OK;
+    }
+    /* lo logits: the bits go to the upper half of out and are widened in place from the
+     * front (float i ends at byte 4i+4, the first unread bits start at 2k+2i+2 >= 4i+4
+     * for i < k) */
+    size_t k = nrows * Vp;
+    uint16_t *bits = (uint16_t *)(out + k) - k;
+    be->to_host(be, bits, (const uint16_t *)m->logits + row * Vp, k * sizeof(uint16_t));
+    for (size_t i = 0; i < k; i++)
+        out[i] = m->logits_lo == LLM_DT_BF16 ? llm_quant_bf16_to_f32(bits[i])
+                                             : llm_quant_f16_to_f32(bits[i]);
+    return LLM_OK;
+}
 
 void llm_model_set_grad_ready(llm_model *m, llm_model_grad_ready_fn fn, void *ctx)
 {
@@ -330,6 +356,73 @@ static int ready(llm_model *m, size_t lo, size_t *top, llm_status *st)
     return m->grad_ready && hi > lo ? m->grad_ready(m->grad_ready_ctx, lo, hi, st) : LLM_OK;
 }
 
+/* The backward of layer l's MLP block and ln_2 (x_{l+1} = res2 + c_proj(gelu(c_fc(
+ * ln_2(res2))))), dres += into the stream's gradient.  fp32: the backward ops accumulate
+ * into zeroed scratch; mixed precision: dres rounded to lo for the GEMMs, which overwrite
+ * their input gradients (lo where a lo op reads them next, fp32 for the layernorm). */
+static void mlp_backward(llm_model *m, int l, llm_layer_acts *a, int n)
+{
+    llm_backend *be = m->be;
+    int C = m->cfg.n_embd, lo = m->lo;
+    size_t N = (size_t)n, fz = sizeof(float);
+    float *A = m->buf_a, *Bf = m->buf_b, *dres = m->dres;
+    /* lo: A holds the GELU output (N,4C) lo, then the cast dres (N,C) lo at dlo, g32 the
+     * fp32 gradient of ln_2's output (N,C); Bf the (N,4C) lo gradient of the GELU */
+    void *dlo = A + fl(N * 4 * C, 1);
+    float *g32 = lo ? (float *)dlo + fl(N * C, 1) : Bf;
+    gelu_forward(m, A, a->fch, N * 4 * C);
+    if (lo) {
+        be->cast_lo(be, dlo, dres, N * C, lo);
+        mm_backward(m, Bf, 1, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), dlo, A, n, 4 * C, C);
+        be->gelu_backward_lo(be, Bf, a->fch, Bf, N * 4 * C, lo);
+    } else {
+        be->zero(be, Bf, N * 4 * C * fz);
+        mm_backward(m, Bf, 0, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), dres, A, n, 4 * C, C);
+        be->zero(be, A, N * 4 * C * fz);
+        be->gelu_backward(be, A, a->fch, Bf, N * 4 * C);
+        be->zero(be, Bf, N * C * fz);
+    }
+    mm_backward(m, g32, 0, PV_LAYER(l, PV_FCW), PV_LAYER(l, PV_FCB), lo ? (void *)Bf : A, a->ln2,
+                n, C, 4 * C);
+    be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN2W)), G(m, PV_LAYER(l, PV_LN2B)), g32,
+                           a->res2, P(m, PV_LAYER(l, PV_LN2W)), a->ln2_mean, a->ln2_rstd, n, C);
+}
+
+/* The backward of layer l's attention block and ln_1 (res2 = x_l + c_proj(attn(c_attn(
+ * ln_1(x_l))))), as mlp_backward. */
+static void attn_block_backward(llm_model *m, int l, llm_layer_acts *a, int B, int T)
+{
+    llm_backend *be = m->be;
+    int C = m->cfg.n_embd, NH = m->cfg.n_head, lo = m->lo, n = B * T;
+    size_t N = (size_t)n, fz = sizeof(float);
+    float *A = m->buf_a, *Bf = m->buf_b, *dres = m->dres;
+    int rec = m->acts_recompute;
+    if (lo) {
+        /* A: the attention output's gradient (N,C) lo, then dres cast at dlo; Bf: dqkv
+         * (N,3C) lo; g32 as in mlp_backward */
+        void *dlo = A + fl(N * 4 * C, 1);
+        float *g32 = (float *)dlo + fl(N * C, 1);
+        be->cast_lo(be, dlo, dres, N * C, lo);
+        mm_backward(m, A, 1, PV_LAYER(l, PV_APW), PV_LAYER(l, PV_APB), dlo, a->atty, n, C, C);
+        be->attention_backward_lse(be, Bf, A, a->qkv, a->atty, a->att, B, T, C, NH, lo);
+        mm_backward(m, g32, 0, PV_LAYER(l, PV_QKVW), PV_LAYER(l, PV_QKVB), Bf, a->ln1, n, C, 3 * C);
+        A = g32;
+    } else {
+        be->zero(be, A, N * C * fz);
+        mm_backward(m, A, 0, PV_LAYER(l, PV_APW), PV_LAYER(l, PV_APB), dres, a->atty, n, C, C);
+        /* selective recompute: the probabilities of this layer into the shared buffer
+         * (the output goes to scratch: atty is kept) */
+        if (rec == LLM_RECOMPUTE_SELECTIVE && l != m->cfg.n_layer - 1)
+            be->attention_forward(be, Bf, a->att, a->qkv, B, T, C, NH);
+        be->zero(be, Bf, N * 3 * C * fz);
+        be->attention_backward(be, Bf, A, a->qkv, a->att, B, T, C, NH);
+        be->zero(be, A, N * C * fz);
+        mm_backward(m, A, 0, PV_LAYER(l, PV_QKVW), PV_LAYER(l, PV_QKVB), Bf, a->ln1, n, C, 3 * C);
+    }
+    be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN1W)), G(m, PV_LAYER(l, PV_LN1B)), A,
+                           m->x[l], P(m, PV_LAYER(l, PV_LN1W)), a->ln1_mean, a->ln1_rstd, n, C);
+}
+
 int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
 {
     if (!m->backward_ready)
@@ -343,14 +436,19 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
     int B = m->last_B, T = m->last_T, L = c->n_layer, C = c->n_embd;
     int Vp = c->padded_vocab, V = c->vocab_size, n = B * T;
     size_t N = (size_t)n, fz = sizeof(float);
-    float *A = m->buf_a, *Bf = m->buf_b, *dres = m->dres;
+    float *A = m->buf_a, *dres = m->dres;
 
     /* d(mean loss)/d(loss_i) = 1/N, times the caller's accumulation scale and the loss
      * scale (1 unless fp16 training scales the gradients up past f16's underflow) */
     float gs = (float)((double)grad_scale * m->loss_scale);
-    be->xent_backward(be, m->logits, m->logits, m->lse, m->d_targets, gs / (float)n, n, V, Vp);
-    be->zero(be, A, N * C * fz);
-    mm_backward(m, A, PV_WTE, NULL, m->logits, m->lnf, n, C, Vp);
+    if (m->lo) {
+        be->xent_backward_lo(be, m->logits, m->logits, m->lse, m->d_targets, gs / (float)n, n, V,
+                             Vp, m->lo);
+    } else {
+        be->xent_backward(be, m->logits, m->logits, m->lse, m->d_targets, gs / (float)n, n, V, Vp);
+        be->zero(be, A, N * C * fz);
+    }
+    mm_backward(m, A, 0, PV_WTE, -1, m->logits, m->lnf, n, C, Vp);
     be->zero(be, dres, N * C * fz);
     be->layernorm_backward(be, dres, G(m, m->nviews - 2), G(m, m->nviews - 1), A, m->x[L],
                            P(m, m->nviews - 2), m->lnf_mean, m->lnf_rstd, n, C);
@@ -366,32 +464,11 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
          * activations are still there from the forward) */
         if (rec == LLM_RECOMPUTE_FULL && l != L - 1) {
             ln_dst ln1 = ln1_dst(l, a, 1);
-            ln_forward(m, &ln1, m->x[l], n);
+            residual_ln_forward(m, NULL, m->x[l], NULL, &ln1, n);
             layer_forward(m, l, a, m->x[l], a->res2, NULL, NULL, 1, B, T);
         }
-        /* x_{l+1} = res2 + c_proj(gelu(c_fc(ln_2(res2)))) */
-        be->gelu_forward(be, A, a->fch, N * 4 * C);
-        be->zero(be, Bf, N * 4 * C * fz);
-        mm_backward(m, Bf, PV_LAYER(l, PV_FPW), G(m, PV_LAYER(l, PV_FPB)), dres, A, n, 4 * C, C);
-        be->zero(be, A, N * 4 * C * fz);
-        be->gelu_backward(be, A, a->fch, Bf, N * 4 * C);
-        be->zero(be, Bf, N * C * fz);
-        mm_backward(m, Bf, PV_LAYER(l, PV_FCW), G(m, PV_LAYER(l, PV_FCB)), A, a->ln2, n, C, 4 * C);
-        be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN2W)), G(m, PV_LAYER(l, PV_LN2B)), Bf,
-                               a->res2, P(m, PV_LAYER(l, PV_LN2W)), a->ln2_mean, a->ln2_rstd, n, C);
-        /* res2 = x_l + c_proj(attn(c_attn(ln_1(x_l)))) */
-        be->zero(be, A, N * C * fz);
-        mm_backward(m, A, PV_LAYER(l, PV_APW), G(m, PV_LAYER(l, PV_APB)), dres, a->atty, n, C, C);
-        /* selective recompute: the probabilities of this layer into the shared buffer
-         * (the output goes to scratch: atty is kept) */
-        if (rec == LLM_RECOMPUTE_SELECTIVE && l != L - 1 && !use_lse(m))
-            attn_forward(m, Bf, a->att, a->qkv, B, T);
-        be->zero(be, Bf, N * 3 * C * fz);
-        attn_backward(m, Bf, A, a->qkv, a->atty, a->att, B, T);
-        be->zero(be, A, N * C * fz);
-        mm_backward(m, A, PV_LAYER(l, PV_QKVW), G(m, PV_LAYER(l, PV_QKVB)), Bf, a->ln1, n, C, 3 * C);
-        be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN1W)), G(m, PV_LAYER(l, PV_LN1B)), A,
-                               m->x[l], P(m, PV_LAYER(l, PV_LN1W)), a->ln1_mean, a->ln1_rstd, n, C);
+        mlp_backward(m, l, a, n);
+        attn_block_backward(m, l, a, B, T);
         if ((rc = ready(m, m->views[PV_LAYER(l, PV_LN1W)].offset, &top, st)))
             return rc;
     }

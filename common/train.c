@@ -255,8 +255,8 @@ static int print_sample(trainer *t, llm_status *st)
         int start = len > T ? len - T : 0, w = len - start;
         if ((rc = llm_model_forward(t->m, ctx + start, NULL, 1, w, NULL, st)))
             break;
-        t->be->to_host(t->be, row, llm_model_logits(t->m) + (size_t)(w - 1) * mc->padded_vocab,
-                      (size_t)mc->padded_vocab * sizeof *row);
+        if ((rc = llm_model_logits_to_host(t->m, (size_t)(w - 1), 1, row, st)))
+            break;
         int id = llm_sampler_sample(&smp, row, mc->vocab_size, &scratch);
         if (id < 0) {
             rc = llm_err(st, LLM_ENOMEM, "out of memory");

@@ -67,12 +67,13 @@ static void cpu_sync(llm_backend *be)
     .attention_backward = P##attention_backward, .gelu_backward = P##gelu_backward,         \
     .accumulate = P##accumulate, .xent_backward = P##xent_backward,                         \
     .sum_squares = P##sum_squares, .adamw = P##adamw,                                     \
-    .cast_lo = P##cast_lo, .matmul_forward_lo = P##matmul_forward_lo,                       \
-    .matmul_backward_lo = P##matmul_backward_lo,                                            \
-    .attention_forward_lo = P##attention_forward_lo,                                        \
-    .attention_backward_lo = P##attention_backward_lo,                                      \
+    .cast_lo = P##cast_lo, .matmul_forward_lo = llm_cpu_matmul_forward_lo,                  \
+    .matmul_backward_lo = llm_cpu_matmul_backward_lo,                                       \
+    .layernorm_forward_lo = llm_cpu_layernorm_forward_lo,                                   \
+    .gelu_forward_lo = llm_cpu_gelu_forward_lo, .gelu_backward_lo = llm_cpu_gelu_backward_lo, \
     .attention_forward_lse = P##attention_forward_lse,                                      \
-    .attention_backward_lse = P##attention_backward_lse
+    .attention_backward_lse = P##attention_backward_lse,                                    \
+    .xent_forward_lo = llm_cpu_xent_forward_lo, .xent_backward_lo = llm_cpu_xent_backward_lo
 
 int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
 {
@@ -119,6 +120,7 @@ void llm_backend_cpu_free(llm_backend *be)
     if (!be || !be->ctx)
         return;
     free(((llm_cpu_ctx *)be->ctx)->scratch);
+    free(((llm_cpu_ctx *)be->ctx)->lo_scratch);
     free(be->ctx);
     be->ctx = NULL;
 }

@@ -15,8 +15,10 @@ typedef struct {
     size_t scratch_n; /* its size in floats */
     int gemm_omp;     /* 1: GEMMs split over our OpenMP threads, OpenBLAS at 1 thread;
                        * 0: one OpenBLAS call with be->threads threads (LLM_CPU_GEMM) */
-    size_t lo_chunk;  /* mixed-precision GEMMs (fast_mixed.c): floats of rounded
-                       * activations held at once; rows are done in chunks that fit */
+    size_t lo_chunk;  /* lo ops (lo_acts.c): floats of widened activations held at
+                       * once; rows are done in chunks that fit */
+    float *lo_scratch;   /* their grow-only work space (llm_cpu_lo_scratch) */
+    size_t lo_scratch_n; /* its size in floats */
 } llm_cpu_ctx;
 
 static inline int llm_cpu_avx2(const llm_backend *be)
@@ -91,27 +93,51 @@ static inline void llm_cpu_split(size_t n, int part, int parts, size_t *lo, size
 LLM_CPU_OPS(llm_ref_)
 LLM_CPU_OPS(llm_fast_)
 
-/* Mixed-precision ops (ref_mixed.c, fast_mixed.c, fast_attention.c); lo is LLM_QK_BF16 or LLM_QK_F16
- * (quant_kern.h; equal to the llm_dtype values). */
+/* Mixed-precision ops; lo is LLM_QK_BF16 or LLM_QK_F16 (quant_kern.h; equal to the
+ * llm_dtype values).  cast_lo: ref_mixed.c, fast_mixed.c.  attention_*_lse: lo_acts.c,
+ * on the backend's attention_*_lse32 kernels (ref_forward.c / ref_backward.c,
+ * fast_attention.c): the lse attention on fp32-stored q|k|v, dout, out that rounds its
+ * operands to lo itself and accumulates into fp32 dqkv (+=). */
 #define LLM_CPU_LO_OPS(P)                                                                     \
     void P##cast_lo(llm_backend *be, void *dst, const float *src, size_t n, int lo);          \
-    void P##matmul_forward_lo(llm_backend *be, float *out, const float *inp, const void *w_lo, \
-                              int lo, const float *bias, int N, int C, int OC);               \
-    void P##matmul_backward_lo(llm_backend *be, float *dinp, float *dw, float *dbias,         \
-                               const float *dout, const float *inp, const void *w_lo, int lo, \
-                               int N, int C, int OC);                                         \
-    void P##attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,   \
-                                 int B, int T, int C, int NH, int lo);                        \
-    void P##attention_backward_lo(llm_backend *be, float *dqkv, const float *dout,            \
-                                  const float *qkv, const float *att, int B, int T, int C,    \
-                                  int NH, int lo);                                            \
-    void P##attention_forward_lse(llm_backend *be, float *out, float *lse, const float *qkv,  \
+    void P##attention_forward_lse(llm_backend *be, void *out, float *lse, const void *qkv,    \
                                   int B, int T, int C, int NH, int lo);                       \
-    void P##attention_backward_lse(llm_backend *be, float *dqkv, const float *dout,           \
-                                   const float *qkv, const float *out, const float *lse,      \
-                                   int B, int T, int C, int NH, int lo);
+    void P##attention_backward_lse(llm_backend *be, void *dqkv, const void *dout,             \
+                                   const void *qkv, const void *out, const float *lse,        \
+                                   int B, int T, int C, int NH, int lo);                      \
+    void P##attention_forward_lse32(llm_backend *be, float *out, float *lse, const float *qkv, \
+                                    int B, int T, int C, int NH, int lo);                     \
+    void P##attention_backward_lse32(llm_backend *be, float *dqkv, const float *dout,         \
+                                     const float *qkv, const float *out, const float *lse,    \
+                                     int B, int T, int C, int NH, int lo);
 
 LLM_CPU_LO_OPS(llm_ref_)
 LLM_CPU_LO_OPS(llm_fast_)
+
+/* The lo-activation ops both CPU backends share (lo_acts.c): the backend's own fp32 op
+ * on widened lo inputs, lo outputs rounded once. */
+void llm_cpu_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const void *inp,
+                               const void *w_lo, int lo, const void *bias, int N, int C, int OC);
+void llm_cpu_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float *dw,
+                                float *dbias, const void *dout, const void *inp,
+                                const void *w_lo, int lo, int N, int C, int OC);
+void llm_cpu_layernorm_forward_lo(llm_backend *be, float *res, void *out, float *mean,
+                                  float *rstd, const float *a, const float *b, const float *w,
+                                  const float *bias, int N, int C, int lo);
+void llm_cpu_gelu_forward_lo(llm_backend *be, void *out, const void *inp, size_t n, int lo);
+void llm_cpu_gelu_backward_lo(llm_backend *be, void *dinp, const void *inp, const void *dout,
+                              size_t n, int lo);
+void llm_cpu_xent_forward_lo(llm_backend *be, float *losses, float *lse, const void *logits,
+                             const int32_t *targets, int N, int V, int Vp, int lo);
+void llm_cpu_xent_backward_lo(llm_backend *be, void *dlogits, const void *logits,
+                              const float *lse, const int32_t *targets, float dloss, int N,
+                              int V, int Vp, int lo);
+
+/* At least n floats of the lo ops' own work space (separate from llm_cpu_scratch, which
+ * the fp32 kernels they call use), or NULL when out of memory. */
+float *llm_cpu_lo_scratch(llm_backend *be, size_t n);
+
+/* dst(n) fp32 = the values of the lo bits src(n) (fast_mixed.c; threads for large n). */
+void llm_cpu_lo_widen(llm_backend *be, float *dst, const uint16_t *src, size_t n, int lo);
 
 #endif

@@ -9,7 +9,7 @@
  * Threads: an OpenMP region of be->threads threads takes the (b,h) pairs; OpenBLAS is
  * set to one thread for the region, so each thread runs its GEMMs itself (1 x threads).
  *
- * The mixed-precision variants (attention_forward_lo / attention_backward_lo) run the
+ * The mixed-precision variants (the lse kernels, attention_*_lse32) run the
  * same loops on operands rounded to lo into per-thread fp32 scratch (exact in fp32): the
  * head's q, k, v (and dout), the probabilities' tile before P V, the whole probability
  * matrix before P^T dO, and the score gradient in place before its two products.  When
@@ -260,28 +260,13 @@ void llm_fast_attention_backward(llm_backend *be, float *dqkv, const float *dout
     attention_backward(be, dqkv, dout, qkv, att, B, T, C, NH, 0);
 }
 
-void llm_fast_attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,
-                                   int B, int T, int C, int NH, int lo)
-{
-    if (attention_forward(be, out, att, NULL, qkv, B, T, C, NH, lo) != 0)
-        llm_ref_attention_forward_lo(be, out, att, qkv, B, T, C, NH, lo);
-}
-
-void llm_fast_attention_backward_lo(llm_backend *be, float *dqkv, const float *dout,
-                                    const float *qkv, const float *att, int B, int T, int C,
-                                    int NH, int lo)
-{
-    if (attention_backward(be, dqkv, dout, qkv, att, B, T, C, NH, lo) != 0)
-        llm_ref_attention_backward_lo(be, dqkv, dout, qkv, att, B, T, C, NH, lo);
-}
-
 /* ---- attention_forward_lse / attention_backward_lse ---- */
 
-void llm_fast_attention_forward_lse(llm_backend *be, float *out, float *lse, const float *qkv,
-                                    int B, int T, int C, int NH, int lo)
+void llm_fast_attention_forward_lse32(llm_backend *be, float *out, float *lse,
+                                      const float *qkv, int B, int T, int C, int NH, int lo)
 {
     if (attention_forward(be, out, NULL, lse, qkv, B, T, C, NH, lo) != 0)
-        llm_ref_attention_forward_lse(be, out, lse, qkv, B, T, C, NH, lo);
+        llm_ref_attention_forward_lse32(be, out, lse, qkv, B, T, C, NH, lo);
 }
 
 /* Per (b,h), per thread: the head's rounded q, k, v, dout (T x hs each), D (T), and three
@@ -350,10 +335,10 @@ static int attention_backward_lse(llm_backend *be, float *dqkv, const float *dou
     return 0;
 }
 
-void llm_fast_attention_backward_lse(llm_backend *be, float *dqkv, const float *dout,
-                                     const float *qkv, const float *out, const float *lse,
-                                     int B, int T, int C, int NH, int lo)
+void llm_fast_attention_backward_lse32(llm_backend *be, float *dqkv, const float *dout,
+                                       const float *qkv, const float *out, const float *lse,
+                                       int B, int T, int C, int NH, int lo)
 {
     if (attention_backward_lse(be, dqkv, dout, qkv, out, lse, B, T, C, NH, lo) != 0)
-        llm_ref_attention_backward_lse(be, dqkv, dout, qkv, out, lse, B, T, C, NH, lo);
+        llm_ref_attention_backward_lse32(be, dqkv, dout, qkv, out, lse, B, T, C, NH, lo);
 }

@@ -133,20 +133,12 @@ void llm_ref_attention_backward(llm_backend *be, float *dqkv, const float *dout,
     attention_backward(dqkv, dout, qkv, att, B, T, C, NH, 0);
 }
 
-void llm_ref_attention_backward_lo(llm_backend *be, float *dqkv, const float *dout,
-                                   const float *qkv, const float *att, int B, int T, int C,
-                                   int NH, int lo)
-{
-    (void)be;
-    attention_backward(dqkv, dout, qkv, att, B, T, C, NH, lo);
-}
-
 /* The backward of attention_forward_lse: per row, the scores again from lo(q), lo(k) in
  * double, P = exp(S - lse) (lse the forward's fp32 value), D = dout . out, and then as
  * attention_backward with lo operands (dS rounded to fp32 then lo once). */
-void llm_ref_attention_backward_lse(llm_backend *be, float *dqkv, const float *dout,
-                                    const float *qkv, const float *out, const float *lse,
-                                    int B, int T, int C, int NH, int lo)
+void llm_ref_attention_backward_lse32(llm_backend *be, float *dqkv, const float *dout,
+                                      const float *qkv, const float *out, const float *lse,
+                                      int B, int T, int C, int NH, int lo)
 {
     (void)be;
     int hs = C / NH;

@@ -119,15 +119,8 @@ void llm_ref_attention_forward(llm_backend *be, float *out, float *att, const fl
     attention_forward(out, att, NULL, qkv, B, T, C, NH, 0);
 }
 
-void llm_ref_attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,
-                                  int B, int T, int C, int NH, int lo)
-{
-    (void)be;
-    attention_forward(out, att, NULL, qkv, B, T, C, NH, lo);
-}
-
-void llm_ref_attention_forward_lse(llm_backend *be, float *out, float *lse, const float *qkv,
-                                   int B, int T, int C, int NH, int lo)
+void llm_ref_attention_forward_lse32(llm_backend *be, float *out, float *lse, const float *qkv,
+                                     int B, int T, int C, int NH, int lo)
 {
     (void)be;
     attention_forward(out, NULL, lse, qkv, B, T, C, NH, lo);
