@@ -340,6 +340,7 @@ static void w_attention_forward(llm_backend *be, float *out, float *att, const f
     END(LLM_OP_ATTENTION_FWD, site, layer, llm_cost_attention_forward(B, T, C, NH));
 }
 
+#if 0
 static void w_attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,
                                    int B, int T, int C, int NH, int lo)
 {
@@ -350,7 +351,9 @@ static void w_attention_forward_lo(llm_backend *be, float *out, float *att, cons
     IN(p)->attention_forward_lo(IN(p), out, att, qkv, B, T, C, NH, lo);
     END(LLM_OP_ATTENTION_FWD_LO, site, layer, llm_cost_attention_forward_lo(B, T, C, NH));
 }
+#endif
 
+#if 0
 static void w_attention_forward_lse(llm_backend *be, float *out, float *lse, const float *qkv,
                                     int B, int T, int C, int NH, int lo)
 {
@@ -361,6 +364,7 @@ static void w_attention_forward_lse(llm_backend *be, float *out, float *lse, con
     IN(p)->attention_forward_lse(IN(p), out, lse, qkv, B, T, C, NH, lo);
     END(LLM_OP_ATTENTION_FWD_LSE, site, layer, llm_cost_attention_forward_lse(B, T, C, NH));
 }
+#endif
 
 static void w_gelu_forward(llm_backend *be, float *out, const float *inp, size_t n)
 {
@@ -450,6 +454,7 @@ static void w_attention_backward(llm_backend *be, float *dqkv, const float *dout
     END(LLM_OP_ATTENTION_BWD, site, layer, llm_cost_attention_backward(B, T, C, NH));
 }
 
+#if 0
 static void w_attention_backward_lo(llm_backend *be, float *dqkv, const float *dout,
                                     const float *qkv, const float *att, int B, int T, int C,
                                     int NH, int lo)
@@ -461,7 +466,9 @@ static void w_attention_backward_lo(llm_backend *be, float *dqkv, const float *d
     IN(p)->attention_backward_lo(IN(p), dqkv, dout, qkv, att, B, T, C, NH, lo);
     END(LLM_OP_ATTENTION_BWD_LO, site, layer, llm_cost_attention_backward_lo(B, T, C, NH));
 }
+#endif
 
+#if 0
 static void w_attention_backward_lse(llm_backend *be, float *dqkv, const float *dout,
                                      const float *qkv, const float *out, const float *lse,
                                      int B, int T, int C, int NH, int lo)
@@ -473,6 +480,7 @@ static void w_attention_backward_lse(llm_backend *be, float *dqkv, const float *
     IN(p)->attention_backward_lse(IN(p), dqkv, dout, qkv, out, lse, B, T, C, NH, lo);
     END(LLM_OP_ATTENTION_BWD_LSE, site, layer, llm_cost_attention_backward_lse(B, T, C, NH));
 }
+#endif
 
 static void w_gelu_backward(llm_backend *be, float *dinp, const float *inp, const float *dout,
                             size_t n)
@@ -603,6 +611,7 @@ static void w_cast_lo(llm_backend *be, void *dst, const float *src, size_t n, in
     END(LLM_OP_CAST_LO, site, layer, llm_cost_cast_lo(n));
 }
 
+#if 0
 static void w_matmul_forward_lo(llm_backend *be, float *out, const float *inp, const void *w_lo,
                                 int lo, const float *bias, int N, int C, int OC)
 {
@@ -614,7 +623,9 @@ static void w_matmul_forward_lo(llm_backend *be, float *out, const float *inp, c
     IN(p)->matmul_forward_lo(IN(p), out, inp, w_lo, lo, bias, N, C, OC);
     END(LLM_OP_MATMUL_FWD_LO, site, layer, llm_cost_matmul_forward_lo(N, C, OC, bias != NULL));
 }
+#endif
 
+#if 0
 static void w_matmul_backward_lo(llm_backend *be, float *dinp, float *dw, float *dbias,
                                  const float *dout, const float *inp, const void *w_lo, int lo,
                                  int N, int C, int OC)
@@ -627,6 +638,7 @@ static void w_matmul_backward_lo(llm_backend *be, float *dinp, float *dw, float 
     IN(p)->matmul_backward_lo(IN(p), dinp, dw, dbias, dout, inp, w_lo, lo, N, C, OC);
     END(LLM_OP_MATMUL_BWD_LO, site, layer, llm_cost_matmul_backward_lo(N, C, OC, dbias != NULL));
 }
+#endif
 
 /* Host-side queries (NVML, cudaMemGetInfo): passed through untimed. */
 static int w_device_stats(llm_backend *be, struct llm_device_stats *out)
@@ -675,12 +687,12 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .kv_store = p->inner->kv_store ? w_kv_store : NULL,
         .attention_rows = p->inner->attention_rows ? w_attention_rows : NULL,
         .cast_lo = p->inner->cast_lo ? w_cast_lo : NULL,
-        .matmul_forward_lo = p->inner->matmul_forward_lo ? w_matmul_forward_lo : NULL,
-        .matmul_backward_lo = p->inner->matmul_backward_lo ? w_matmul_backward_lo : NULL,
-        .attention_forward_lo = p->inner->attention_forward_lo ? w_attention_forward_lo : NULL,
-        .attention_backward_lo = p->inner->attention_backward_lo ? w_attention_backward_lo : NULL,
-        .attention_forward_lse = p->inner->attention_forward_lse ? w_attention_forward_lse : NULL,
-        .attention_backward_lse = p->inner->attention_backward_lse ? w_attention_backward_lse : NULL,
+        .matmul_forward_lo = NULL,
+        .matmul_backward_lo = NULL,
+        
+        
+        .attention_forward_lse = NULL,
+        .attention_backward_lse = NULL,
         .device_stats = p->inner->device_stats ? w_device_stats : NULL,
     };
 }
