@@ -162,9 +162,12 @@ void llm_cpu_layernorm_forward_lo(llm_backend *be, float *res, void *out, float 
         int rows = N - r0 < R ? N - r0 : R;
         size_t o = (size_t)r0 * C;
         float *mu = mean ? mean + r0 : NULL, *rs = rstd ? rstd + r0 : NULL;
-        if (b)
+        if (b && be->residual_layernorm_forward)
             be->residual_layernorm_forward(be, res + o, y, mu, rs, a + o, b + o, w, bias, rows, C);
-        else
+        else if (b) {   /* the optional fused op absent: the two ops, same bits */
+            be->residual_forward(be, res + o, a + o, b + o, (size_t)rows * C);
+            be->layernorm_forward(be, y, mu, rs, res + o, w, bias, rows, C);
+        } else
             be->layernorm_forward(be, y, mu, rs, a + o, w, bias, rows, C);
         llm_fast_cast_lo(be, (uint16_t *)out + o, y, (size_t)rows * C, lo);
     }

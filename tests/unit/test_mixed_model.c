@@ -3,8 +3,10 @@
  *   - precision and loss-scale arguments refused; a backend without the ops is named;
  *   - bf16/fp16 forward and backward stay close to fp32 but are not fp32 (the lo path
  *     runs), and the two CPU backends agree;
- *   - the lse attention agrees with the probability-keeping one (a backend without the
- *     lse ops falls back to it);
+ *   - under mixed precision (lo activations, the lse attention) selective and full
+ *     recompute give the gradients of no recompute bit for bit;
+ *   - the logits of a lo forward come back widened (llm_model_logits_to_host), equal
+ *     to the fp32 logits within bf16 rounding and not equal to them;
  *   - the lo copy follows the parameters: after llm_model_params writes, after
  *     llm_model_params_changed, after an update (bit-identical to a fresh model);
  *   - a power-of-two loss scale is undone exactly: 3 AdamW steps with scale 1024 give
@@ -106,15 +108,15 @@ static void test_refusals(void **state)
 
     /* a backend without the ops: refused with its name and the precision */
     llm_backend nolo;
-    for (int miss = 0; miss < 2; miss++) {
+    for (int miss = 0; miss < 3; miss++) {
         nolo = *be;
         nolo.name = "nolo-test";
-        if (miss) {   /* neither attention form */
-            nolo.attention_backward_lo = NULL;
+        if (miss == 2)
             nolo.attention_backward_lse = NULL;
-        } else {
+        else if (miss == 1)
+            nolo.xent_backward_lo = NULL;
+        else
             nolo.matmul_backward_lo = NULL;
-        }
         assert_int_equal(llm_model_new(&m, &CFG, &nolo, &st), 0);
         for (int k = 0; k < 2; k++) {
             llm_status_clear(&st);
@@ -174,10 +176,9 @@ static void test_close_to_fp32(void **state)
             free(g[b][k]);
 }
 
-/* The lse attention (only the rows' log-sum-exp kept) against the one that keeps the
- * probabilities (the fallback of a backend without the lse ops): the same training step
- * within bf16/fp16 noise, on both CPU backends. */
-static void test_lse_attention(void **state)
+/* Recompute under mixed precision reruns the same lo ops on the same inputs: the
+ * gradients equal those of no recompute bit for bit, on both CPU backends. */
+static void test_lo_recompute(void **state)
 {
     (void)state;
     size_t n = nparams();
@@ -186,21 +187,65 @@ static void test_lse_attention(void **state)
         for (int k = 0; k < 2; k++) {
             llm_dtype lo = k ? LLM_DT_F16 : LLM_DT_BF16;
             llm_backend *be = backend(names[b]);
-            llm_backend probs = *be;
-            probs.attention_forward_lse = NULL;
-            probs.attention_backward_lse = NULL;
-            llm_model *m1 = model(be, lo, 5), *m2 = model(&probs, lo, 5);
-            float l1 = fwd_bwd(m1), l2 = fwd_bwd(m2);
-            double el = fabs(l1 - l2) / l2;
-            double eg = tu_scaled_err(llm_model_grads(m1), llm_model_grads(m2), n);
-            print_message("# %s %s lse vs probabilities: loss rel %.3g, gradients %.3g\n",
-                          names[b], lo_name(lo), el, eg);
-            assert_true(el <= 1e-6);
-            assert_true(eg <= (k ? 2e-3 : 1e-2));
-            llm_model_free(m1);
-            llm_model_free(m2);
+            llm_model *m0 = model(be, lo, 5);
+            float l0 = fwd_bwd(m0);
+            for (int r = LLM_RECOMPUTE_SELECTIVE; r <= LLM_RECOMPUTE_FULL; r++) {
+                llm_model *m = model(be, lo, 5);
+                llm_status st = {0};
+                assert_int_equal(llm_model_set_recompute(m, (llm_recompute)r, &st), 0);
+                float l = fwd_bwd(m);
+                print_message("# %s %s recompute %d: loss %.7f vs %.7f\n", names[b],
+                              lo_name(lo), r, l, l0);
+                assert_true(l == l0);
+                assert_memory_equal(llm_model_grads(m), llm_model_grads(m0), n * sizeof(float));
+                if (r == LLM_RECOMPUTE_FULL)
+                    assert_true(llm_model_bytes(m) < llm_model_bytes(m0));
+                llm_model_free(m);
+            }
+            llm_model_free(m0);
             drop_backend(be);
         }
+}
+
+/* A lo forward's logits come back widened to fp32: the fp32 model's within a few bf16
+ * spacings, not equal to them, and every value a bf16 value; a lo model's activations
+ * take less memory than the fp32 one's. */
+static void test_lo_logits(void **state)
+{
+    (void)state;
+    llm_backend *be = backend("cpu");
+    llm_model *m32 = model(be, LLM_DT_F32, 7), *m16 = model(be, LLM_DT_BF16, 7);
+    llm_status st = {0};
+    size_t nl = (size_t)B * T * 128;   /* padded vocabulary of CFG */
+    float *a = malloc(nl * 4), *b = malloc(nl * 4);
+    assert_true(a && b);
+    for (int train = 0; train < 2; train++) {
+        float l32 = 0, l16 = 0;
+        assert_int_equal(llm_model_forward(m32, IN, train ? TG : NULL, B, T, &l32, &st), 0);
+        assert_int_equal(llm_model_forward(m16, IN, train ? TG : NULL, B, T, &l16, &st), 0);
+        assert_int_equal(llm_model_logits_to_host(m32, 0, (size_t)B * T, a, &st), 0);
+        assert_int_equal(llm_model_logits_to_host(m16, 0, (size_t)B * T, b, &st), 0);
+        double e = tu_scaled_err(b, a, nl);
+        size_t odd = 0;
+        for (size_t i = 0; i < nl; i++) {
+            uint32_t u;
+            memcpy(&u, &b[i], 4);
+            odd += (u & 0xffff) != 0;
+        }
+        print_message("# bf16 logits vs fp32 (%s forward): %.3g\n", train ? "training" : "inference", e);
+        assert_true(e > 1e-6 && e <= 3e-2);
+        assert_int_equal(odd, 0);
+        /* one row from the middle */
+        assert_int_equal(llm_model_logits_to_host(m16, 5, 1, a, &st), 0);
+        assert_memory_equal(a, b + 5 * 128, 128 * 4);
+    }
+    /* the same but for the lo copy of the parameters: smaller activations */
+    assert_true(llm_model_bytes(m16) - nparams() * 2 < llm_model_bytes(m32));
+    free(a);
+    free(b);
+    llm_model_free(m32);
+    llm_model_free(m16);
+    drop_backend(be);
 }
 
 static float fwd(llm_model *m)
@@ -464,7 +509,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_close_to_fp32),
-        cmocka_unit_test(test_lse_attention),
+        cmocka_unit_test(test_lo_recompute),
+        cmocka_unit_test(test_lo_logits),
         cmocka_unit_test(test_lo_copy_follows),
         cmocka_unit_test(test_loss_scale_exact),
         cmocka_unit_test(test_fp16_overflow),

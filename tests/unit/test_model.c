@@ -154,7 +154,10 @@ static void reference_backend(const char *bname)
     const float *ref_logits = arr("logits", &nl);
     const float *ref_loss = arr("loss", NULL);
     assert_int_equal(nl, (size_t)fx.B * fx.T * fx.cfg.padded_vocab);
-    double el = tu_scaled_err(llm_model_logits(m), ref_logits, nl);
+    float *lg = malloc(nl * sizeof(float));
+    assert_non_null(lg);
+    assert_int_equal(llm_model_logits_to_host(m, 0, (size_t)fx.B * fx.T, lg, &st), 0);
+    double el = tu_scaled_err(lg, ref_logits, nl);
     double eloss = fabs(loss - ref_loss[0]) / fabs(ref_loss[0]);
     printf("# %s: logits err %.3g, loss %.7f (ref %.7f, err %.3g)\n", bname, el, loss, ref_loss[0], eloss);
     assert_true(el <= 1e-5);
@@ -164,7 +167,11 @@ static void reference_backend(const char *bname)
     llm_backend *be2 = backend(bname);
     llm_model *mi = fixture_model(be2);
     assert_int_equal(llm_model_forward(mi, in, NULL, fx.B, fx.T, NULL, &st), 0);
-    assert_true(tu_scaled_err(llm_model_logits(mi), ref_logits, nl) <= 1e-5);
+    assert_int_equal(llm_model_logits_to_host(mi, 0, (size_t)fx.B * fx.T, lg, &st), 0);
+    assert_true(tu_scaled_err(lg, ref_logits, nl) <= 1e-5);
+    /* rows outside the last forward are refused */
+    assert_int_equal(llm_model_logits_to_host(mi, 1, (size_t)fx.B * fx.T, lg, &st), LLM_EUSAGE);
+    free(lg);
     assert_true(llm_model_bytes(mi) < llm_model_bytes(m));
     llm_model_free(mi);
     drop_backend(be2);

@@ -178,7 +178,7 @@ static run_t train_run(llm_backend *be, llm_recompute rec, llm_dtype lo)
     assert_int_equal(llm_model_forward(r.m, in, NULL, B, T, NULL, &st), 0);
     r.nlogits = (size_t)B * T * llm_model_cfg(r.m)->padded_vocab;
     r.logits = fmalloc(r.nlogits);
-    memcpy(r.logits, llm_model_logits(r.m), r.nlogits * sizeof(float));
+    assert_int_equal(llm_model_logits_to_host(r.m, 0, (size_t)B * T, r.logits, &st), 0);
     llm_model_free(r.m);
     return r;
 }
