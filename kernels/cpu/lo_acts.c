@@ -24,21 +24,6 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/mixed.h"
 
-float *llm_cpu_lo_scratch(llm_backend *be, size_t n)
-{
-    llm_cpu_ctx *ctx = be->ctx;
-    if (ctx->lo_scratch_n < n) {
-        free(ctx->lo_scratch);
-        ctx->lo_scratch_n = 0;
-        if (posix_memalign((void **)&ctx->lo_scratch, 64, n * sizeof(float)) != 0) {
-            ctx->lo_scratch = NULL;
-            return NULL;
-        }
-        ctx->lo_scratch_n = n;
-    }
-    return ctx->lo_scratch;
-}
-
 /* Work space for `fixed` floats plus *rows rows of `per_row` floats, *rows at most
  * lo_chunk / per_row (>= 1) and N; fewer rows when memory is short; NULL when not even
  * one row fits. */
