@@ -105,9 +105,13 @@ void llm_cpu_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float 
                                 float *dbias, const void *dout, const void *inp,
                                 const void *w_lo, int lo, int N, int C, int OC)
 {
-    if (N <= 0 || OC <= 0)
+    if (N <= 0)
         return;
-    size_t Cz = (size_t)(C > 0 ? C : 0), wn = (size_t)OC * Cz;
+    size_t Cz = (size_t)(C > 0 ? C : 0), wn = (size_t)(OC > 0 ? OC : 0) * Cz;
+    if (OC <= 0) {   /* an empty sum: dinp is overwritten with zeros (of either dtype) */
+        memset(dinp, 0, (size_t)N * Cz * (dinp_dt == LLM_QK_F32 ? 4 : 2));
+        return;
+    }
     int R;
     /* per row: a dout row, an input row and a dinp row */
     float *w = take(be, wn, (size_t)OC + 2 * Cz, N, &R);
