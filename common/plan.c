@@ -51,6 +51,16 @@ double llm_plan_num_params(const llm_model_config *cfg)
     return embed_params(cfg) + cfg->n_layer * layer_params(cfg);
 }
 
+/* Floats (4 bytes) the model allocates for a tensor of n elements: n in fp32, n/2 as a
+ * lo tensor (2 bytes an element), rounded up to 64 floats (each tensor starts on a
+ * 256-byte boundary; common/model_pass.c).  n may be a fraction under tp: a device's
+ * share, rounded up. */
+static double flt(double n, int lo)
+{
+    double f = ceil(lo ? n / 2 : n);
+    return ceil(f / 64) * 64;
+}
+
 int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
 {
     memset(o, 0, sizeof *o);
@@ -78,11 +88,14 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
     /* The first stage holds the embeddings (and with tied weights the last one a copy). */
     o->n_params_dev = (embed_params(m) + Ls * layer_params(m)) / tp;
 
-    /* llmkit's mixed precision (llm-train --precision bf16|fp16) rounds the GEMM operands
-     * only: fp32 parameters (the master weights) plus a 16-bit copy for the GEMMs, fp32
-     * gradients, moments and activations; the attention keeps each row's log-sum-exp
-     * (B,NH,T) instead of its probabilities (B,NH,T,T) (the lse attention).  Inference reads weights in their file's dtype
-     * (bf16/f16 for a 16-bit plan) with fp32 activations and KV cache. */
+    /* llmkit's mixed precision (llm-train --precision bf16|fp16) keeps fp32 master
+     * parameters plus a 16-bit copy for the GEMMs, fp32 gradients and AdamW moments, and
+     * its activations in lo (2 bytes): the GEMM inputs ln1, atty, ln2, lnf, the qkv and
+     * fc pre-activation, and the logits.  What stays fp32: the residual streams, res2,
+     * the layernorm statistics, the residual gradient, the two scratch buffers, losses,
+     * and the attention's row log-sum-exps (B,NH,T), kept instead of its probabilities
+     * (B,NH,T,T).  Inference reads weights in their file's dtype (bf16/f16 for a 16-bit
+     * plan) with fp32 activations and KV cache. */
     double wb = c->precision == LLM_PREC_FP32 ? 4 : 2;   /* a weight in the plan's dtype */
     double ab = 4;                                        /* activations, KV cache */
     double P = o->n_params_dev;
@@ -96,27 +109,31 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
     }
 
     double B = c->batch, T = c->seq, C = m->n_embd, NH = m->n_head, Vp = m->padded_vocab;
-    int lse = c->train && c->precision != LLM_PREC_FP32;
-    double N = B * T, NC = N * C, natt = B * NH * T * (lse ? 1 : T);
+    int lo = c->train && c->precision != LLM_PREC_FP32;
+    double N = B * T, NC = N * C, natt = B * NH * T * (lo ? 1 : T);
     if (c->train) {
-        /* llmkit's training pass (common/model_pass.c): per layer ln1, res2, ln2 (N,C) and
-         * their statistics; split by tp: qkv (N,3C), atty (N,C), fch (N,4C), att. */
-        double split = (3 * NC + NC + 4 * NC) / tp;
-        double full = 3 * NC + 4 * N;
-        double att = natt / tp;
+        /* llmkit's training pass (common/model_pass.c), in floats of 4 bytes, each tensor
+         * rounded up to 256 bytes as the model lays them out: per layer ln1, ln2 (lo),
+         * res2 and four statistics; split by tp: qkv (N,3C), atty (N,C), fch (N,4C) (lo),
+         * and att (the probabilities, or lse under mixed precision). */
+        double split = flt(3 * NC / tp, lo) + flt(NC / tp, lo) + flt(4 * NC / tp, lo);
+        double full = 2 * flt(NC, lo) + flt(NC, 0) + 4 * flt(N, 0);
+        double att = flt(natt / tp, 0);
         double layer;
         double extra = 0;   /* recompute: one layer's dropped tensors, live while it runs */
         switch (c->recompute) {
         case LLM_RECOMPUTE_NONE: layer = full + split + att; break;
         case LLM_RECOMPUTE_SELECTIVE:   /* with lse there is nothing to drop */
-            if (lse) layer = full + split + att;
+            if (lo) layer = full + split + att;
             else { layer = full + split; extra = att; }
             break;
         default: layer = 0; extra = full + split + att; break;   /* keeps only the streams */
         }
-        /* Global: Ls+1 residual streams, ln_f out + stats, logits (vocab-parallel over tp),
-         * losses + lse, two (N,4C) scratch buffers, the residual gradient. */
-        double global = (Ls + 1) * NC + NC + 2 * N + N * Vp / tp + 2 * N + 8 * NC + NC + extra;
+        /* Global: Ls+1 residual streams (fp32), ln_f out (lo) + stats, logits (lo;
+         * vocab-parallel over tp), losses + lse, two (N,4C) fp32 scratch buffers, the
+         * residual gradient (fp32). */
+        double global = (Ls + 1) * flt(NC, 0) + flt(NC, lo) + 2 * flt(N, 0) + flt(N * Vp / tp, lo) +
+                        2 * flt(N, 0) + 2 * flt(4 * NC, 0) + flt(NC, 0) + extra;
         o->act_per_layer = layer * ab;
         /* token ids and targets on the device: int32 whatever the precision */
         o->act_global = global * ab + 2 * N * 4;

@@ -6,16 +6,20 @@
  *   grads        P_dev * 4                           (ZeRO-2,3: / dp)
  *   optimizer    P_dev * 8, AdamW m and v            (ZeRO-1..3: / dp)
  *   activations  what llmkit's training pass keeps (common/model_pass.c), per layer and
- *                global, in fp32 (mixed precision rounds GEMM operands only, and keeps the
- *                attention's row log-sum-exps instead of its probabilities); tensor parallelism splits the
- *                per-head and MLP tensors; pipeline stages hold ceil(L/pp) layers and,
- *                1F1B, pp micro-batches in flight; recompute drops tensors (below)
+ *                global, each tensor rounded up to 256 bytes as the model lays them out:
+ *                fp32; under bf16/fp16 the GEMM inputs (ln1, atty, ln2, ln_f out), qkv,
+ *                the fc pre-activation and the logits in 2-byte lo, the attention's row
+ *                log-sum-exps instead of its probabilities, the residual streams, res2,
+ *                statistics, scratch and the residual gradient fp32; tensor parallelism
+ *                splits the per-head and MLP tensors; pipeline stages hold ceil(L/pp)
+ *                layers and, 1F1B, pp micro-batches in flight; recompute drops tensors
+ *                (selective: the probabilities; full: all but the streams)
  *   kv_cache     inference: 2 * layers * B * maxT * C / tp fp32 elements
  *   workspace    cuBLAS(Lt) workspace on GPUs (32 MiB), 0 on the CPU
  * where P_dev = (embedding params + ceil(L/pp) * per-layer params) / tp,
- * dp = gpus / (tp * pp).  The CPU prediction (fp32, recompute none; one device, or dp
- * ranks with ZeRO 0 or 1 as llm-train runs them) is exact for llmkit's own allocations;
- * llm-profile and llm-train (LLM_TRAIN_MEMSTAT) measure them to check it.  ZeRO 2 and 3
+ * dp = gpus / (tp * pp).  The CPU prediction (any precision and recompute mode; one
+ * device, or dp ranks with ZeRO 0 or 1 as llm-train runs them) is exact for llmkit's own
+ * allocations; llm-profile and llm-train (LLM_TRAIN_MEMSTAT) measure them to check it.  ZeRO 2 and 3
  * are planning models only.
  */
 #ifndef LLM_PLAN_H

@@ -340,21 +340,7 @@ static void w_attention_forward(llm_backend *be, float *out, float *att, const f
     END(LLM_OP_ATTENTION_FWD, site, layer, llm_cost_attention_forward(B, T, C, NH));
 }
 
-#if 0
-static void w_attention_forward_lo(llm_backend *be, float *out, float *att, const float *qkv,
-                                   int B, int T, int C, int NH, int lo)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute(p, NULL, &site, &layer);
-    BEGIN(LLM_OP_ATTENTION_FWD_LO);
-    IN(p)->attention_forward_lo(IN(p), out, att, qkv, B, T, C, NH, lo);
-    END(LLM_OP_ATTENTION_FWD_LO, site, layer, llm_cost_attention_forward_lo(B, T, C, NH));
-}
-#endif
-
-#if 0
-static void w_attention_forward_lse(llm_backend *be, float *out, float *lse, const float *qkv,
+static void w_attention_forward_lse(llm_backend *be, void *out, float *lse, const void *qkv,
                                     int B, int T, int C, int NH, int lo)
 {
     llm_profile *p = P(be);
@@ -364,7 +350,6 @@ static void w_attention_forward_lse(llm_backend *be, float *out, float *lse, con
     IN(p)->attention_forward_lse(IN(p), out, lse, qkv, B, T, C, NH, lo);
     END(LLM_OP_ATTENTION_FWD_LSE, site, layer, llm_cost_attention_forward_lse(B, T, C, NH));
 }
-#endif
 
 static void w_gelu_forward(llm_backend *be, float *out, const float *inp, size_t n)
 {
@@ -454,23 +439,8 @@ static void w_attention_backward(llm_backend *be, float *dqkv, const float *dout
     END(LLM_OP_ATTENTION_BWD, site, layer, llm_cost_attention_backward(B, T, C, NH));
 }
 
-#if 0
-static void w_attention_backward_lo(llm_backend *be, float *dqkv, const float *dout,
-                                    const float *qkv, const float *att, int B, int T, int C,
-                                    int NH, int lo)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute(p, NULL, &site, &layer);
-    BEGIN(LLM_OP_ATTENTION_BWD_LO);
-    IN(p)->attention_backward_lo(IN(p), dqkv, dout, qkv, att, B, T, C, NH, lo);
-    END(LLM_OP_ATTENTION_BWD_LO, site, layer, llm_cost_attention_backward_lo(B, T, C, NH));
-}
-#endif
-
-#if 0
-static void w_attention_backward_lse(llm_backend *be, float *dqkv, const float *dout,
-                                     const float *qkv, const float *out, const float *lse,
+static void w_attention_backward_lse(llm_backend *be, void *dqkv, const void *dout,
+                                     const void *qkv, const void *out, const float *lse,
                                      int B, int T, int C, int NH, int lo)
 {
     llm_profile *p = P(be);
@@ -480,7 +450,6 @@ static void w_attention_backward_lse(llm_backend *be, float *dqkv, const float *
     IN(p)->attention_backward_lse(IN(p), dqkv, dout, qkv, out, lse, B, T, C, NH, lo);
     END(LLM_OP_ATTENTION_BWD_LSE, site, layer, llm_cost_attention_backward_lse(B, T, C, NH));
 }
-#endif
 
 static void w_gelu_backward(llm_backend *be, float *dinp, const float *inp, const float *dout,
                             size_t n)
@@ -598,47 +567,109 @@ static void w_cast_lo(llm_backend *be, void *dst, const float *src, size_t n, in
 {
     llm_profile *p = P(be);
     if (!p->host_mem) uploads_forget(p, dst, 2 * n);
-    lo_remember(p, dst, src, n);
-    /* one tensor: its site; the model's whole parameter buffer: "params" */
+    /* A cast of parameters (src in a region) is the lo weight copy: remembered for the
+     * GEMMs' attribution and counted as such; one tensor shows at its site, the model's
+     * whole parameter buffer as "params".  Anything else (the residual gradient rounded
+     * for the backward GEMMs) overwrites whatever dst stood for and is attributed like an
+     * op without weights. */
     const region *r = src ? region_of(p, src) : NULL;
-    int site = p->site_params, layer = -1;
-    if (r && (uintptr_t)src + n * sizeof(float) <= r->start + r->bytes) {
-        site = r->site;
-        layer = r->layer;
+    int site, layer;
+    if (r) {
+        lo_remember(p, dst, src, n);
+        site = p->site_params;
+        layer = -1;
+        if ((uintptr_t)src + n * sizeof(float) <= r->start + r->bytes) {
+            site = r->site;
+            layer = r->layer;
+        }
+    } else {
+        lo_forget(p, dst, 2 * n);
+        attribute(p, NULL, &site, &layer);
     }
     BEGIN(LLM_OP_CAST_LO);
     IN(p)->cast_lo(IN(p), dst, src, n, lo);
     END(LLM_OP_CAST_LO, site, layer, llm_cost_cast_lo(n));
 }
 
-#if 0
-static void w_matmul_forward_lo(llm_backend *be, float *out, const float *inp, const void *w_lo,
-                                int lo, const float *bias, int N, int C, int OC)
+static void w_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const void *inp,
+                                const void *w_lo, int lo, const void *bias, int N, int C, int OC)
 {
     llm_profile *p = P(be);
     int site, layer;
     attribute_lo(p, w_lo, &site, &layer);
     site = lm_head_site(p, site);
     BEGIN(LLM_OP_MATMUL_FWD_LO);
-    IN(p)->matmul_forward_lo(IN(p), out, inp, w_lo, lo, bias, N, C, OC);
-    END(LLM_OP_MATMUL_FWD_LO, site, layer, llm_cost_matmul_forward_lo(N, C, OC, bias != NULL));
+    IN(p)->matmul_forward_lo(IN(p), out, out_dt, inp, w_lo, lo, bias, N, C, OC);
+    END(LLM_OP_MATMUL_FWD_LO, site, layer,
+        llm_cost_matmul_forward_lo(N, C, OC, bias != NULL, out_dt));
 }
-#endif
 
-#if 0
-static void w_matmul_backward_lo(llm_backend *be, float *dinp, float *dw, float *dbias,
-                                 const float *dout, const float *inp, const void *w_lo, int lo,
-                                 int N, int C, int OC)
+static void w_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float *dw,
+                                 float *dbias, const void *dout, const void *inp,
+                                 const void *w_lo, int lo, int N, int C, int OC)
 {
     llm_profile *p = P(be);
     int site, layer;
     attribute_lo(p, w_lo, &site, &layer);
     site = lm_head_site(p, site);
     BEGIN(LLM_OP_MATMUL_BWD_LO);
-    IN(p)->matmul_backward_lo(IN(p), dinp, dw, dbias, dout, inp, w_lo, lo, N, C, OC);
-    END(LLM_OP_MATMUL_BWD_LO, site, layer, llm_cost_matmul_backward_lo(N, C, OC, dbias != NULL));
+    IN(p)->matmul_backward_lo(IN(p), dinp, dinp_dt, dw, dbias, dout, inp, w_lo, lo, N, C, OC);
+    END(LLM_OP_MATMUL_BWD_LO, site, layer,
+        llm_cost_matmul_backward_lo(N, C, OC, dbias != NULL, dinp_dt));
 }
-#endif
+
+static void w_layernorm_forward_lo(llm_backend *be, float *res, void *out, float *mean,
+                                   float *rstd, const float *a, const float *b, const float *w,
+                                   const float *bias, int N, int C, int lo)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, w, &site, &layer);
+    BEGIN(LLM_OP_LAYERNORM_FWD_LO);
+    IN(p)->layernorm_forward_lo(IN(p), res, out, mean, rstd, a, b, w, bias, N, C, lo);
+    END(LLM_OP_LAYERNORM_FWD_LO, site, layer,
+        llm_cost_layernorm_forward_lo(N, C, b != NULL, mean != NULL || rstd != NULL));
+}
+
+static void w_gelu_forward_lo(llm_backend *be, void *out, const void *inp, size_t n, int lo)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_GELU_FWD_LO);
+    IN(p)->gelu_forward_lo(IN(p), out, inp, n, lo);
+    END(LLM_OP_GELU_FWD_LO, site, layer, llm_cost_gelu_forward_lo(n));
+}
+
+static void w_gelu_backward_lo(llm_backend *be, void *dinp, const void *inp, const void *dout,
+                               size_t n, int lo)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, NULL, &site, &layer);
+    BEGIN(LLM_OP_GELU_BWD_LO);
+    IN(p)->gelu_backward_lo(IN(p), dinp, inp, dout, n, lo);
+    END(LLM_OP_GELU_BWD_LO, site, layer, llm_cost_gelu_backward_lo(n));
+}
+
+static void w_xent_forward_lo(llm_backend *be, float *losses, float *lse, const void *logits,
+                              const int32_t *targets, int N, int V, int Vp, int lo)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_XENT_FWD_LO);
+    IN(p)->xent_forward_lo(IN(p), losses, lse, logits, targets, N, V, Vp, lo);
+    END(LLM_OP_XENT_FWD_LO, p->site_none, -1, llm_cost_xent_forward_lo(N, V, Vp));
+}
+
+static void w_xent_backward_lo(llm_backend *be, void *dlogits, const void *logits,
+                               const float *lse, const int32_t *targets, float dloss, int N,
+                               int V, int Vp, int lo)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_XENT_BWD_LO);
+    IN(p)->xent_backward_lo(IN(p), dlogits, logits, lse, targets, dloss, N, V, Vp, lo);
+    END(LLM_OP_XENT_BWD_LO, p->site_none, -1, llm_cost_xent_backward_lo(N, V, Vp));
+}
 
 /* Host-side queries (NVML, cudaMemGetInfo): passed through untimed. */
 static int w_device_stats(llm_backend *be, struct llm_device_stats *out)
@@ -687,12 +718,15 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .kv_store = p->inner->kv_store ? w_kv_store : NULL,
         .attention_rows = p->inner->attention_rows ? w_attention_rows : NULL,
         .cast_lo = p->inner->cast_lo ? w_cast_lo : NULL,
-        .matmul_forward_lo = NULL,
-        .matmul_backward_lo = NULL,
-        
-        
-        .attention_forward_lse = NULL,
-        .attention_backward_lse = NULL,
+        .matmul_forward_lo = p->inner->matmul_forward_lo ? w_matmul_forward_lo : NULL,
+        .matmul_backward_lo = p->inner->matmul_backward_lo ? w_matmul_backward_lo : NULL,
+        .layernorm_forward_lo = p->inner->layernorm_forward_lo ? w_layernorm_forward_lo : NULL,
+        .gelu_forward_lo = p->inner->gelu_forward_lo ? w_gelu_forward_lo : NULL,
+        .gelu_backward_lo = p->inner->gelu_backward_lo ? w_gelu_backward_lo : NULL,
+        .attention_forward_lse = p->inner->attention_forward_lse ? w_attention_forward_lse : NULL,
+        .attention_backward_lse = p->inner->attention_backward_lse ? w_attention_backward_lse : NULL,
+        .xent_forward_lo = p->inner->xent_forward_lo ? w_xent_forward_lo : NULL,
+        .xent_backward_lo = p->inner->xent_backward_lo ? w_xent_backward_lo : NULL,
         .device_stats = p->inner->device_stats ? w_device_stats : NULL,
     };
 }

@@ -10,8 +10,9 @@
  *
  * Layers: register the model's parameter tensors with llm_profile_add_region(); an op
  * whose weight pointer falls in "h.3.attn.c_attn.weight" is attributed to layer 3 and
- * site "attn.c_attn" (residual_layernorm_forward by its layernorm's weight: a layer's
- * last residual shows under the next layer's ln_1, or ln_f).  Ops without a weight (attention, gelu, residual, ...) are
+ * site "attn.c_attn" (residual_layernorm_forward and layernorm_forward_lo by their
+ * layernorm's weight: a layer's last residual shows under the next layer's ln_1, or
+ * ln_f).  Ops without a weight (attention, gelu, residual, ...) are
  * attributed to the layer and site of the latest op that had one; site names then get
  * no change (the site column shows the enclosing weighted op).  Layer -1 means outside
  * the blocks (embedding, final layernorm, loss, optimizer).
@@ -42,23 +43,36 @@
  *   matmul_rows         flop 2NC*OC (+N*OC)  bytes wbytes(OC*C) + 4(NC + N*OC (+OC))
  *   kv_store            flop 0              bytes 4(4NC + 2N)
  *   attention_rows      flop S(4C + 5NH)    bytes 4(2NC + 2N + 2C*S), S = sum_i (pos[i]+1)
- * Mixed-precision ops (lo = bf16/fp16, 2 bytes an element; the GEMM flops are the fp32
- * ones, a rounding is no FLOP).  An operand rounded on the way in is read in fp32 once,
- * written in lo once and read in lo once by the GEMM (what the CUDA backend does: a
- * rounding kernel into a lo buffer, then cuBLASLt on lo operands):
+ * Mixed-precision ops (lo = bf16/fp16, 2 bytes an element; lb(dt) = 4 for an fp32
+ * output, 2 for a lo one; FLOPs as the fp32 ops', a rounding is no FLOP).  The GEMMs
+ * read lo operands as they are (no rounding inside); "overwritten" outputs are written
+ * once, "+=" ones (dw, dbias) read and written in fp32:
  *   cast_lo             flop 0              bytes 4n + 2n
  *   matmul_forward_lo   flop 2NC*OC (+N*OC bias)
- *                       bytes (4+2+2)NC + 2OC*C + 4N*OC (+4OC)
+ *                       bytes 2NC + 2OC*C + lb(out_dt)N*OC (+lb(out_dt)OC bias)
  *   matmul_backward_lo  flop 4NC*OC (+N*OC bias)
- *                       bytes (4+2+2)N*OC + (4+2+2)NC + 8NC (dinp r/w) + 2OC*C
+ *                       bytes 2N*OC + 2NC + lb(dinp_dt)NC (dinp written) + 2OC*C
  *                             + 8OC*C (dw r/w) (+8OC dbias r/w)
+ *   layernorm_forward_lo  flop 8NC (+NC with b)
+ *                       bytes 4NC (a) (+4NC b read, +4NC res written) + 2NC (out)
+ *                             + 4*2C (w, bias) (+4*2N mean, rstd)
+ *   gelu_forward_lo     flop 8n             bytes 2n + 2n
+ *   gelu_backward_lo    flop 16n            bytes 2n (inp) + 2n (dout) + 2n (dinp)
+ *   attention_forward_lse  flop as attention_forward
+ *                       bytes 2*3BTC (qkv) + 2BTC (out) + 4*B*NH*T (lse)
+ *   attention_backward_lse flop attention_backward's + B*NH*tri*2hs + B*NH*T*2hs
+ *                       bytes 2BTC (dout) + 2*3BTC (qkv) + 2BTC (out) + 2*3BTC (dqkv)
+ *                             + 4*B*NH*T (lse)
+ *   xent_forward_lo     flop 4NV            bytes 2NV + 4*3N
+ *   xent_backward_lo    flop 3NV            bytes 2NV + 2N*Vp + 4*2N
  *
  * Mixed precision: the model's lo weights are a separate buffer (a 16-bit copy of the
  * parameters, same offsets).  The profiler learns where it lives from cast_lo: a call
- * cast_lo(dst, src, n) makes dst[i] stand for src[i], so a lo weight pointer inside dst is
- * attributed to the region of the fp32 element it was cast from (the layer and site of
- * the fp32 weight).  A later cast_lo to the same dst replaces the mapping; freeing dst
- * forgets it.
+ * cast_lo(dst, src, n) whose src lies in a registered region (a parameter) makes dst[i]
+ * stand for src[i], so a lo weight pointer inside dst is attributed to the region of the
+ * fp32 element it was cast from (the layer and site of the fp32 weight).  A later
+ * cast_lo to the same dst replaces the mapping; a cast of something else (the residual
+ * gradient rounded for the backward GEMMs) over it, or freeing dst, forgets it.
  */
 #ifndef LLM_PROFILE_H
 #define LLM_PROFILE_H
@@ -78,9 +92,9 @@ typedef enum {
     LLM_OP_GELU_BWD, LLM_OP_ACCUMULATE, LLM_OP_XENT_BWD,
     LLM_OP_SUM_SQUARES, LLM_OP_ADAMW,
     LLM_OP_EMBED_ROWS, LLM_OP_MATMUL_ROWS, LLM_OP_KV_STORE, LLM_OP_ATTENTION_ROWS,
-    LLM_OP_CAST_LO, LLM_OP_MATMUL_FWD_LO, LLM_OP_MATMUL_BWD_LO,
-    LLM_OP_ATTENTION_FWD_LO, LLM_OP_ATTENTION_BWD_LO,
-    LLM_OP_ATTENTION_FWD_LSE, LLM_OP_ATTENTION_BWD_LSE,
+    LLM_OP_CAST_LO, LLM_OP_MATMUL_FWD_LO, LLM_OP_MATMUL_BWD_LO, LLM_OP_LAYERNORM_FWD_LO,
+    LLM_OP_GELU_FWD_LO, LLM_OP_GELU_BWD_LO, LLM_OP_ATTENTION_FWD_LSE, LLM_OP_ATTENTION_BWD_LSE,
+    LLM_OP_XENT_FWD_LO, LLM_OP_XENT_BWD_LO,
     LLM_OP_COPY, LLM_OP_TO_DEVICE, LLM_OP_TO_HOST, LLM_OP_ZERO, LLM_OP_SYNC,
     LLM_OP_COUNT
 } llm_op;
@@ -116,12 +130,17 @@ llm_op_cost llm_cost_kv_store(int N, int C);
 /* pos: host array of the N rows' positions. */
 llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH);
 llm_op_cost llm_cost_cast_lo(size_t n);
-llm_op_cost llm_cost_matmul_forward_lo(int N, int C, int OC, int has_bias);
-llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias);
-llm_op_cost llm_cost_attention_forward_lo(int B, int T, int C, int NH);
-llm_op_cost llm_cost_attention_backward_lo(int B, int T, int C, int NH);
+/* out_dt, dinp_dt: LLM_DT_F32 (4-byte output) or the lo dtype (2 bytes). */
+llm_op_cost llm_cost_matmul_forward_lo(int N, int C, int OC, int has_bias, int out_dt);
+llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias, int dinp_dt);
+/* has_b: the residual b (and res) non-NULL; has_stats: mean and rstd written. */
+llm_op_cost llm_cost_layernorm_forward_lo(int N, int C, int has_b, int has_stats);
+llm_op_cost llm_cost_gelu_forward_lo(size_t n);
+llm_op_cost llm_cost_gelu_backward_lo(size_t n);
 llm_op_cost llm_cost_attention_forward_lse(int B, int T, int C, int NH);
 llm_op_cost llm_cost_attention_backward_lse(int B, int T, int C, int NH);
+llm_op_cost llm_cost_xent_forward_lo(int N, int V, int Vp);
+llm_op_cost llm_cost_xent_backward_lo(int N, int V, int Vp);
 
 typedef struct llm_profile llm_profile;
 
@@ -162,8 +181,10 @@ typedef struct {
 /* 0 and *out filled on a GPU; -1 on the CPU (or when the driver could not tell). */
 int llm_profile_device_mem(const llm_profile *p, llm_profile_devmem *out);
 
-/* Bytes of the live buffers cast_lo has written (the model's 16-bit weight copy under
- * mixed precision; 0 in fp32): the size of each allocation it wrote into. */
+/* Bytes of the live lo copies of parameters cast_lo has written (the model's 16-bit
+ * weight copy under mixed precision; 0 in fp32): the size of each allocation it wrote
+ * into (2 bytes an element where dst is not an allocation's start).  Casts of other
+ * tensors (activation gradients) are not counted. */
 size_t llm_profile_mem_lo(const llm_profile *p);
 
 /* Bytes allocated through the wrapper now and at the peak; number of live blocks. */

@@ -29,10 +29,13 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_CAST_LO] = "cast_lo",
     [LLM_OP_MATMUL_FWD_LO] = "matmul_forward_lo",
     [LLM_OP_MATMUL_BWD_LO] = "matmul_backward_lo",
-    [LLM_OP_ATTENTION_FWD_LO] = "attention_forward_lo",
-    [LLM_OP_ATTENTION_BWD_LO] = "attention_backward_lo",
+    [LLM_OP_LAYERNORM_FWD_LO] = "layernorm_forward_lo",
+    [LLM_OP_GELU_FWD_LO] = "gelu_forward_lo",
+    [LLM_OP_GELU_BWD_LO] = "gelu_backward_lo",
     [LLM_OP_ATTENTION_FWD_LSE] = "attention_forward_lse",
     [LLM_OP_ATTENTION_BWD_LSE] = "attention_backward_lse",
+    [LLM_OP_XENT_FWD_LO] = "xent_forward_lo",
+    [LLM_OP_XENT_BWD_LO] = "xent_backward_lo",
     [LLM_OP_COPY] = "copy",
     [LLM_OP_TO_DEVICE] = "to_device",
     [LLM_OP_TO_HOST] = "to_host",
@@ -192,54 +195,72 @@ llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH)
     return cost(S * (4.0 * C + 5.0 * NH), 2 * nc + 2.0 * N + 2.0 * C * S);
 }
 
-/* Mixed precision: 2-byte lo elements; a rounded operand is read in fp32, written in lo
- * and read back in lo by the GEMM (4 + 2 + 2 bytes an element). */
+/* Mixed precision: lo tensors are 2 bytes an element and read as they are (the GEMMs
+ * and the attention take lo operands; nothing is rounded on the way in); an output of
+ * dtype dt is lb(dt) bytes an element.  FLOPs are the fp32 ops' (a rounding is none). */
+static double lb(int dt)
+{
+    return dt == LLM_DT_F32 ? 4.0 : 2.0;
+}
+
+/* cast_lo: src read in fp32 (4), dst written in lo (2). */
 llm_op_cost llm_cost_cast_lo(size_t n)
 {
     return (llm_op_cost){0, 6.0 * (double)n};
 }
 
-llm_op_cost llm_cost_matmul_forward_lo(int N, int C, int OC, int has_bias)
+/* matmul_forward_lo: inp and w_lo read in lo (2 each), out written once in out_dt, the
+ * bias (of out's dtype) read once. */
+llm_op_cost llm_cost_matmul_forward_lo(int N, int C, int OC, int has_bias, int out_dt)
 {
-    double nc = (double)N * C, noc = (double)N * OC, occ = (double)OC * C;
+    double nc = (double)N * C, noc = (double)N * OC, occ = (double)OC * C, ob = lb(out_dt);
     return (llm_op_cost){2 * noc * C + (has_bias ? noc : 0),
-                         8 * nc + 2 * occ + 4 * noc + (has_bias ? 4.0 * OC : 0)};
+                         2 * nc + 2 * occ + ob * noc + (has_bias ? ob * OC : 0)};
 }
 
-llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias)
+/* matmul_backward_lo: dout, inp and w_lo read in lo (2 each), dinp written once
+ * (overwritten) in dinp_dt, dw and dbias read and written in fp32 (8 each). */
+llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias, int dinp_dt)
 {
     double nc = (double)N * C, noc = (double)N * OC, occ = (double)OC * C;
-    /* dout and inp rounded (8 bytes an element each), dinp read and written (8), the lo
-     * weights read (2), dw read and written (8), dbias read and written (8) */
     return (llm_op_cost){4 * noc * C + (has_bias ? noc : 0),
-                         8 * noc + 16 * nc + 10 * occ + (has_bias ? 8.0 * OC : 0)};
+                         2 * noc + 2 * nc + lb(dinp_dt) * nc + 2 * occ + 8 * occ +
+                             (has_bias ? 8.0 * OC : 0)};
 }
 
-/* The attention's FLOPs as in fp32.  Forward: qkv rounded (8 bytes an element), out
- * written (4), the probabilities written in fp32 and rounded for P V (4 + 8).
- * Backward: dout and qkv rounded (8 each), dqkv read and written (8), the probabilities
- * read for the softmax backward (4) and rounded for P^T dO (8). */
-llm_op_cost llm_cost_attention_forward_lo(int B, int T, int C, int NH)
+/* layernorm_forward_lo: a read in fp32 (4); with b: b read and res written in fp32
+ * (4 + 4, and the add's NC FLOPs); out written in lo (2); w and bias read (4 each a
+ * column); mean and rstd written (4 each a row) when asked for. */
+llm_op_cost llm_cost_layernorm_forward_lo(int N, int C, int has_b, int has_stats)
 {
-    double btc = (double)B * T * C, att = (double)B * NH * T * T;
-    return (llm_op_cost){llm_cost_attention_forward(B, T, C, NH).flop, 28 * btc + 12 * att};
+    double nc = (double)N * C;
+    return (llm_op_cost){8 * nc + (has_b ? nc : 0),
+                         4 * nc + (has_b ? 8 * nc : 0) + 2 * nc + 8.0 * C +
+                             (has_stats ? 8.0 * N : 0)};
 }
 
-llm_op_cost llm_cost_attention_backward_lo(int B, int T, int C, int NH)
+/* gelu_forward_lo: inp read and out written in lo (2 each). */
+llm_op_cost llm_cost_gelu_forward_lo(size_t n)
 {
-    double btc = (double)B * T * C, att = (double)B * NH * T * T;
-    return (llm_op_cost){llm_cost_attention_backward(B, T, C, NH).flop, 56 * btc + 12 * att};
+    return (llm_op_cost){8.0 * (double)n, 4.0 * (double)n};
 }
 
-/* The lse attention as a fused kernel moves it: forward, qkv rounded (8 bytes an
- * element), out written (4), lse written (4 a row); backward, dout and qkv rounded (8
- * each), dqkv read and written (8), out read (4, for D), lse read (4 a row).  FLOPs: the
- * forward's as attention_forward; the backward's as attention_backward plus the scores
- * again (2 hs per causal entry) and D (2 hs per row). */
+/* gelu_backward_lo: inp and dout read, dinp written once (overwritten), all lo. */
+llm_op_cost llm_cost_gelu_backward_lo(size_t n)
+{
+    return (llm_op_cost){16.0 * (double)n, 6.0 * (double)n};
+}
+
+/* The lse attention as a fused kernel moves it: forward, qkv read and out written in lo
+ * (2 each), lse written (4 a row); backward, dout, qkv and out (for D) read in lo, dqkv
+ * written once in lo (overwritten), lse read (4 a row).  FLOPs: the forward's as
+ * attention_forward; the backward's as attention_backward plus the scores again (2 hs
+ * per causal entry) and D (2 hs per row). */
 llm_op_cost llm_cost_attention_forward_lse(int B, int T, int C, int NH)
 {
     double btc = (double)B * T * C, rows = (double)B * NH * T;
-    return (llm_op_cost){llm_cost_attention_forward(B, T, C, NH).flop, 28 * btc + 4 * rows};
+    return (llm_op_cost){llm_cost_attention_forward(B, T, C, NH).flop,
+                         2 * 3 * btc + 2 * btc + 4 * rows};
 }
 
 llm_op_cost llm_cost_attention_backward_lse(int B, int T, int C, int NH)
@@ -247,5 +268,22 @@ llm_op_cost llm_cost_attention_backward_lse(int B, int T, int C, int NH)
     double hs = (double)C / NH, btc = (double)B * T * C, rows = (double)B * NH * T;
     double flop = llm_cost_attention_backward(B, T, C, NH).flop +
                   (double)B * NH * tri(T) * 2 * hs + rows * 2 * hs;
-    return (llm_op_cost){flop, 60 * btc + 4 * rows};
+    return (llm_op_cost){flop, 2 * btc + 2 * 3 * btc + 2 * btc + 2 * 3 * btc + 4 * rows};
+}
+
+/* xent_forward_lo: the first V logits of each row read in lo (2); targets read, losses
+ * and lse written (4 each a row). */
+llm_op_cost llm_cost_xent_forward_lo(int N, int V, int Vp)
+{
+    (void)Vp;
+    double nv = (double)N * V;
+    return (llm_op_cost){4 * nv, 2 * nv + 12.0 * N};
+}
+
+/* xent_backward_lo: the first V logits read in lo (2), dlogits written in lo for all
+ * Vp columns (padding zeroed), targets and lse read (4 each a row). */
+llm_op_cost llm_cost_xent_backward_lo(int N, int V, int Vp)
+{
+    double nv = (double)N * V;
+    return (llm_op_cost){3 * nv, 2 * nv + 2.0 * N * Vp + 8.0 * N};
 }

@@ -23,8 +23,10 @@
 #            tiny training step
 #         6. timings: cuBLASLt GEMM 4096^3 (fp32, tf32, bf16), per-op times at GPT-2 124M
 #            shapes, GPT-2 124M training tokens/s + MFU at T=1024 (B=16 fp32, tf32, bf16,
-#            bf16 with LLM_CUDA_FLASH=0; B=64 bf16), llm-profile's per-op table of a bf16
-#            step, decode tokens/s
+#            bf16 with LLM_CUDA_FLASH=0; B=64 bf16), the peer karpathy/llm.c on the same
+#            model, data, B and T in the same run (its train_gpt2cu, bf16, carried when
+#            --prepare found its source in $LLMC_SRC) and the ratio, llm-profile's per-op
+#            table of a bf16 step, decode tokens/s
 #       A summary table is printed last and written to build/gpu-check/report.txt (and to
 #       $OUT/gpu-check-report.txt, with the full log and gpu-check-files.tgz holding the
 #       other text outputs, when $OUT is set).
@@ -83,6 +85,31 @@ write(os.path.join(dst, "ts_gpt2.bin"), list(struct.unpack("<%dH" % (len(raw) //
 PY
 }
 
+# The training peer: karpathy/llm.c's train_gpt2cu (bf16, cuBLASLt, no cuDNN, one GPU)
+# built from the checkout $LLMC_SRC (copied to build/llmc; the checkout is not touched)
+# into $1.  Two build fixes, both outside what it computes: CUDA 13's cudaMemAdvise
+# takes a cudaMemLocation (its managed-memory fallback), and its Makefile links
+# -lnvidia-ml, which a machine without the driver lacks (an empty stand-in then: llm.c
+# uses NVML only when nvml.h is found).
+build_llmc() {
+  local src=${LLMC_SRC:-} b=$ROOT/build/llmc
+  [ -n "$src" ] && [ -f "$src/train_gpt2.cu" ] || return 1
+  rm -rf "$b" && mkdir -p "$b" && (cd "$src" && tar cf - --exclude=.git .) | (cd "$b" && tar xf -) || return 1
+  sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
+    "$b/llmc/cuda_utils.cuh"
+  local lp=${LIBRARY_PATH:-}
+  if ! ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so ' && [ ! -e /usr/local/cuda/lib64/libnvidia-ml.so ]; then
+    mkdir -p "$b/stub" && echo 'int llmkit_nvml_stand_in;' >"$b/stub/s.c" &&
+      gcc -shared -fPIC -Wl,-soname,libnvidia-ml.so.1 -o "$b/stub/libnvidia-ml.so" "$b/stub/s.c" &&
+      lp=$b/stub${lp:+:$lp}
+  fi
+  echo "gpu-check: building the peer llm.c (train_gpt2cu) from $src" >&2
+  (cd "$b" && LIBRARY_PATH=$lp make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 \
+     GPU_COMPUTE_CAPABILITY=90) >"$ROOT/build/llmc-build.log" 2>&1 || return 1
+  cp "$b/train_gpt2cu" "$1/" &&
+    { git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown; } >"$CARRY/LLMC_COMMIT"
+}
+
 prepare() {
   command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
   echo "gpu-check: building with CUDA=1" >&2
@@ -100,6 +127,8 @@ prepare() {
       *) cp -L "$l" "$CARRY/lib/" ;;
     esac
   done
+  build_llmc "$CARRY/bin" ||
+    echo "gpu-check: no llm.c peer carried (LLMC_SRC: a karpathy/llm.c checkout; build/llmc-build.log)" >&2
   make_data "$CARRY/data" || echo "gpu-check: no token data carried" >&2
   git rev-parse --short HEAD >"$CARRY/COMMIT" 2>/dev/null
   # the run tool carries 64 MiB in all: binaries without debug info and the libraries
@@ -411,11 +440,29 @@ Y
     tps=$(grep -o '"tokens_per_s": *[0-9.eE+]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | sed 's/.*: *//' | tail -n +3 | sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}')
     name="GPT-2 124M train B$bs T1024 $([ $tf = 1 ] && echo tf32 || echo $prec)$([ $flash = 0 ] && echo ' (no flash)')"
     peak=$(grep -o '"gpu_mem_peak_mb":[0-9.]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | tail -1 | sed 's/.*://')
+    [ "$tf" = bf16 ] && TPS_BF16=$tps
     if [ -n "$tps" ]; then
       # flops/token = 6 N + 12 L C T (llm.c's estimate), N = 124475904 with Vp 50304
       row "$name" INFO "$(awk -v t="$tps" 'BEGIN{f=6*124475904+12*12*768*1024; printf "%.0f tok/s, MFU %.1f%% of bf16 peak, %.1f%% of fp32 peak", t, 100*t*f/989e12, 100*t*f/67e12}')${peak:+, held peak $peak MiB}"
     else row "$name" FAIL "no tokens_per_s (see log)"; fi
   done
+  # the peer on the same model (GPT-2 124M from scratch: -e d12), data, B=16 and T=1024,
+  # bf16 with its defaults (GELU recomputed in the backward, as here), in this run: the
+  # ratio of the two rates is the comparison (llm.c prints ms per step; its tok/s is a
+  # moving average)
+  if have train_gpt2cu && ! late 50; then
+    mkdir -p "$REP_DIR/llmc"
+    (cd "$REP_DIR/llmc" && env LD_LIBRARY_PATH="$LDP" timeout $(tl 90) "$BIN/train_gpt2cu" \
+       -i "$DATA/ts_gpt2.bin" -j "$DATA/ts_gpt2.bin" -e d12 -b 16 -t 1024 -x 12 -l 0.0006 \
+       -u 2 -v 100000 -s 100000 -g 8 -n 0) >"$REP_DIR/llmc.log" 2>&1
+    lms=$(grep '^step' "$REP_DIR/llmc.log" | grep -o '| *[0-9.]* ms |' | tr -dc '0-9.\n' | tail -n +3 |
+          sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}')
+    if [ -n "$lms" ]; then
+      row "llm.c GPT-2 124M train B16 T1024" INFO "$(awk -v ms="$lms" -v us="${TPS_BF16:-}" -v c="$(cat "$CARRY/LLMC_COMMIT" 2>/dev/null)" \
+        'BEGIN{t=16*1024*1000/ms; printf "%.0f tok/s (llm.c %s, bf16, median of steps 3-12)", t, c; if (us != "") printf "; llmkit bf16 / llm.c = %.3f", us/t}')"
+    else row "llm.c GPT-2 124M train B16 T1024" FAIL "no step times (llmc.log)"; fi
+  elif [ $QUICK = 0 ]; then row "llm.c GPT-2 124M train B16 T1024" SKIP "no peer carried (prepare with LLMC_SRC)"
+  fi
   # where a bf16 step's time goes: llm-profile's per-op table (CUDA events around each op)
   if have llm-profile && [ "${modes#*bf16}" != "$modes" ] && ! late 40; then
     sed 's/batch_size: [0-9]*/batch_size: 16/' "$REP_DIR/gpt2.yaml" >"$REP_DIR/gpt2-prof.yaml"

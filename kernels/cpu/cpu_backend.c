@@ -100,19 +100,31 @@ int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
     return 0;
 }
 
+/* *buf grown to at least n floats (64-byte aligned, contents not kept), or NULL. */
+static float *grow(float **buf, size_t *have, size_t n)
+{
+    if (*have < n) {
+        free(*buf);
+        *have = 0;
+        if (posix_memalign((void **)buf, 64, n * sizeof(float)) != 0) {
+            *buf = NULL;
+            return NULL;
+        }
+        *have = n;
+    }
+    return *buf;
+}
+
 float *llm_cpu_scratch(llm_backend *be, size_t n)
 {
     llm_cpu_ctx *ctx = be->ctx;
-    if (ctx->scratch_n < n) {
-        free(ctx->scratch);
-        ctx->scratch_n = 0;
-        if (posix_memalign((void **)&ctx->scratch, 64, n * sizeof(float)) != 0) {
-            ctx->scratch = NULL;
-            return NULL;
-        }
-        ctx->scratch_n = n;
-    }
-    return ctx->scratch;
+    return grow(&ctx->scratch, &ctx->scratch_n, n);
+}
+
+float *llm_cpu_lo_scratch(llm_backend *be, size_t n)
+{
+    llm_cpu_ctx *ctx = be->ctx;
+    return grow(&ctx->lo_scratch, &ctx->lo_scratch_n, n);
 }
 
 void llm_backend_cpu_free(llm_backend *be)

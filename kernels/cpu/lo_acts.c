@@ -24,21 +24,6 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/mixed.h"
 
-float *llm_cpu_lo_scratch(llm_backend *be, size_t n)
-{
-    llm_cpu_ctx *ctx = be->ctx;
-    if (ctx->lo_scratch_n < n) {
-        free(ctx->lo_scratch);
-        ctx->lo_scratch_n = 0;
-        if (posix_memalign((void **)&ctx->lo_scratch, 64, n * sizeof(float)) != 0) {
-            ctx->lo_scratch = NULL;
-            return NULL;
-        }
-        ctx->lo_scratch_n = n;
-    }
-    return ctx->lo_scratch;
-}
-
 /* Work space for `fixed` floats plus *rows rows of `per_row` floats, *rows at most
  * lo_chunk / per_row (>= 1) and N; fewer rows when memory is short; NULL when not even
  * one row fits. */
@@ -120,9 +105,13 @@ void llm_cpu_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float 
                                 float *dbias, const void *dout, const void *inp,
                                 const void *w_lo, int lo, int N, int C, int OC)
 {
-    if (N <= 0 || OC <= 0)
+    if (N <= 0)
         return;
-    size_t Cz = (size_t)(C > 0 ? C : 0), wn = (size_t)OC * Cz;
+    size_t Cz = (size_t)(C > 0 ? C : 0), wn = (size_t)(OC > 0 ? OC : 0) * Cz;
+    if (OC <= 0) {   /* an empty sum: dinp is overwritten with zeros (of either dtype) */
+        memset(dinp, 0, (size_t)N * Cz * (dinp_dt == LLM_QK_F32 ? 4 : 2));
+        return;
+    }
     int R;
     /* per row: a dout row, an input row and a dinp row */
     float *w = take(be, wn, (size_t)OC + 2 * Cz, N, &R);

@@ -65,13 +65,17 @@ P
 # mixed precision: the lo ops with their formulas, sites per layer, the lo copy in memory
 llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision bf16 >"$TMP/pb.txt" 2>"$TMP/err"
 grep -qE '^matmul_forward_lo +attn.c_attn +all ' "$TMP/pb.txt" && grep -qE '^matmul_backward_lo +lm_head ' "$TMP/pb.txt" \
-  && grep -qE '^cast_lo +params +all +2 ' "$TMP/pb.txt" && ! grep -qE '^matmul_(for|back)ward ' "$TMP/pb.txt" \
+  && grep -qE '^cast_lo +params +all +2 ' "$TMP/pb.txt" && ! grep -qE '^(matmul|gelu|xent|attention)_(for|back)ward ' "$TMP/pb.txt" \
+  && grep -qE '^layernorm_forward_lo +ln_2 +all ' "$TMP/pb.txt" && grep -qE '^gelu_forward_lo ' "$TMP/pb.txt" \
+  && grep -qE '^xent_forward_lo ' "$TMP/pb.txt" && grep -qE '^attention_backward_lse ' "$TMP/pb.txt" \
+  && ! grep -qE '^(layernorm|residual_layernorm)_forward ' "$TMP/pb.txt" \
   && grep -q 'precision bf16' "$TMP/pb.txt" && ok "--precision bf16: table lists the lo ops at their sites" \
   || notok "bf16 table: $(head -8 "$TMP/pb.txt") $(cat "$TMP/err")"
 grep -qE '^allocated +[0-9]+ +[0-9]+ +\(\+0\.00%' "$TMP/pb.txt" && grep -qE '^  params_lo +([0-9]+) +\1 ' "$TMP/pb.txt" \
   && ok "bf16 memory: predicted equals measured, lo copy shown" || notok "bf16 memory: $(grep -A8 '^memory' "$TMP/pb.txt")"
-llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision bf16 --json --per-layer >"$TMP/pb.json" 2>"$TMP/err"
-"$PY" - "$TMP/pb.json" <<'P' && ok "bf16 --json: lo op counts equal the formulas; memory exact" || notok "bf16 --json $(cat "$TMP/err")"
+llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision bf16 --json --per-layer --trace "$TMP/pb.trace" \
+  >"$TMP/pb.json" 2>"$TMP/err"
+"$PY" - "$TMP/pb.json" "$TMP/p.json" <<'P' && ok "bf16 --json: lo op counts equal the formulas; memory exact, below fp32's" || notok "bf16 --json $(cat "$TMP/err")"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["precision"] == "bf16" and d["steps"] == 2
@@ -80,28 +84,78 @@ def one(op, site, layer):
     r = [o for o in ops if o["op"] == op and o["site"] == site and o["layer"] == layer]
     assert len(r) == 1, (op, site, layer, r)
     return r[0]
+def near(x, want):
+    return abs(x - want) <= 1e-9 * max(1.0, abs(want))
 N, C, L, V, Vp, T = 32, 32, 2, 257, 384, 32
-assert not [o for o in ops if o["op"] in ("matmul_forward", "matmul_backward")]
+fp32_ops = {"matmul_forward", "matmul_backward", "layernorm_forward", "residual_layernorm_forward",
+            "residual_forward", "gelu_forward", "gelu_backward", "attention_forward", "attention_backward",
+            "xent_forward", "xent_backward"}
+assert not [o for o in ops if o["op"] in fp32_ops], [o["op"] for o in ops if o["op"] in fp32_ops]
+names = {o["op"] for o in ops}
+assert {"layernorm_forward_lo", "gelu_forward_lo", "gelu_backward_lo", "xent_forward_lo", "xent_backward_lo",
+        "attention_forward_lse", "attention_backward_lse", "matmul_forward_lo", "matmul_backward_lo",
+        "cast_lo"} <= names, names
 for l in range(L):
-    # per step: forward_lo 2NC4C + N4C, bytes 8NC + 2(4C)C + 4N(4C) + 4(4C); backward_lo 4NC4C + N4C,
-    # bytes 8N(4C) + 16NC + 10(4C)C + 8(4C); 2 steps
+    # lo inputs and weights 2 bytes an element, outputs 2 (lo) or 4 (fp32), written once;
+    # per step: c_fc forward into lo, bytes 2NC + 2(4C)C + 2N(4C) + 2(4C) (bias lo)
     f = one("matmul_forward_lo", "mlp.c_fc", l)
     assert f["calls"] == 2
-    assert abs(f["gflop"] * 1e9 - 2 * (2 * N * C * 4 * C + N * 4 * C)) < 1e-3, f
-    assert abs(f["gb"] * 1e9 - 2 * (8 * N * C + 2 * 4 * C * C + 4 * N * 4 * C + 4 * 4 * C)) < 1e-3, f
-    b = one("matmul_backward_lo", "mlp.c_proj", l)   # OC = C, in = 4C
-    assert abs(b["gflop"] * 1e9 - 2 * (4 * N * 4 * C * C + N * C)) < 1e-3, b
-    assert abs(b["gb"] * 1e9 - 2 * (8 * N * C + 16 * N * 4 * C + 10 * C * 4 * C + 8 * C)) < 1e-3, b
-# the tied output projection: no bias, OC = Vp
+    assert near(f["gflop"] * 1e9, 2 * (2 * N * C * 4 * C + N * 4 * C)), f
+    assert near(f["gb"] * 1e9, 2 * (2 * N * C + 2 * 4 * C * C + 2 * N * 4 * C + 2 * 4 * C)), f
+    # c_proj forward into the fp32 stream: 2N(4C) + 2C(4C) + 4NC + 4C
+    f = one("matmul_forward_lo", "mlp.c_proj", l)
+    assert near(f["gb"] * 1e9, 2 * (2 * N * 4 * C + 2 * C * 4 * C + 4 * N * C + 4 * C)), f
+    # c_proj backward (OC = C, in = 4C), its input gradient lo (the GELU backward reads it):
+    # dout 2NC + inp 2N(4C) + dinp 2N(4C) + w 2C(4C) + dw r/w 8C(4C) + dbias r/w 8C
+    b = one("matmul_backward_lo", "mlp.c_proj", l)
+    assert near(b["gflop"] * 1e9, 2 * (4 * N * 4 * C * C + N * C)), b
+    assert near(b["gb"] * 1e9, 2 * (2 * N * C + 4 * N * 4 * C + 10 * C * 4 * C + 8 * C)), b
+    # c_fc backward into the fp32 gradient of ln_2: dout 2N(4C) + inp 2NC + dinp 4NC + ...
+    b = one("matmul_backward_lo", "mlp.c_fc", l)
+    assert near(b["gb"] * 1e9, 2 * (2 * N * 4 * C + 6 * N * C + 10 * 4 * C * C + 8 * 4 * C)), b
+    # ln_2 fused with the residual: a, b fp32 read, res fp32 written, out lo, w, bias, stats
+    g = one("layernorm_forward_lo", "ln_2", l)
+    assert near(g["gflop"] * 1e9, 2 * 9 * N * C), g
+    assert near(g["gb"] * 1e9, 2 * (12 * N * C + 2 * N * C + 8 * C + 8 * N)), g
+# ln_1 of layer 0 follows the embedding (no residual), the other one and ln_f are fused
+g = one("layernorm_forward_lo", "ln_1", 0)
+assert near(g["gb"] * 1e9, 2 * (4 * N * C + 2 * N * C + 8 * C + 8 * N)), g
+one("layernorm_forward_lo", "ln_1", 1)
+one("layernorm_forward_lo", "ln_f", -1)
+x = one("xent_forward_lo", "", -1)
+assert near(x["gflop"] * 1e9, 2 * 4 * N * V) and near(x["gb"] * 1e9, 2 * (2 * N * V + 12 * N)), x
+x = one("xent_backward_lo", "", -1)
+assert near(x["gb"] * 1e9, 2 * (2 * N * V + 2 * N * Vp + 8 * N)), x
+# the tied output projection: no bias, OC = Vp, lo logits
 h = one("matmul_forward_lo", "lm_head", -1)
-assert abs(h["gflop"] * 1e9 - 2 * 2 * N * C * Vp) < 1e-3, h
+assert near(h["gflop"] * 1e9, 2 * 2 * N * C * Vp), h
+assert near(h["gb"] * 1e9, 2 * (2 * N * C + 2 * Vp * C + 2 * N * Vp)), h
 P_ = Vp * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
 c = one("cast_lo", "params", -1)
-assert c["calls"] == 2 and c["gflop"] == 0 and abs(c["gb"] * 1e9 - 2 * 6 * P_) < 1e-3, (c, P_)
+assert c["calls"] == 2 and c["gflop"] == 0 and near(c["gb"] * 1e9, 2 * 6 * P_), (c, P_)
+assert abs(sum(o["pct"] for o in ops) - 100) < 1e-6
 m = d["memory"]
 assert m["predicted"]["params"] == 6 * P_ and m["predicted"]["params_lo"] == 2 * P_, m
-assert m["measured"]["params_lo"] == 2 * P_, m
+assert m["measured"]["params_lo"] == 2 * P_, m   # the residual gradient's casts are not the lo copy
 assert m["measured"]["allocated_peak"] == m["predicted"]["allocated"] and abs(m["error_pct"]) < 1e-9, m
+m32 = json.load(open(sys.argv[2]))["memory"]
+assert m["predicted"]["activations"] < m32["predicted"]["activations"], (m, m32)
+P
+"$PY" - "$TMP/pb.trace" "$TMP/pb.json" <<'P' && ok "bf16 --trace: op times inside the steps, adding up to the reported total" || notok "bf16 trace $(cat "$TMP/err")"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+d = json.load(open(sys.argv[2]))
+steps = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["ph"] == "X" and e["name"].startswith("step ")]
+assert len(steps) == 2, steps
+ops = [e for e in ev if e["ph"] == "X" and e.get("cat") in ("op", "memory")]
+assert len(ops) > 50
+for e in ops:
+    assert any(a - 1 <= e["ts"] and e["ts"] + e["dur"] <= b + 1 for a, b in steps), e
+tot = sum(e["dur"] for e in ops)
+span = sum(b - a for a, b in steps)
+assert 0 < tot <= span + len(ops) * 0.002, (tot, span)
+assert abs(tot / 1e3 - d["ms_per_step"] * 2) <= 0.01 * tot / 1e3 + 0.01, (tot, d["ms_per_step"])
+assert {"layernorm_forward_lo", "xent_backward_lo", "gelu_backward_lo"} <= {e["name"] for e in ops}
 P
 llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision fp16 --json >"$TMP/ph.json" 2>"$TMP/err"
 "$PY" -c "

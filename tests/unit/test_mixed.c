@@ -426,6 +426,27 @@ static void test_gemm(void **state)
                     gemm_case(BACKENDS[b], lo, MSHAPES[s].N, MSHAPES[s].C, MSHAPES[s].OC,
                               (int)(s + lo_out) % 2, lo_out, &r, we[b]);
     }
+    /* empty sums: OC = 0 overwrites dinp with zeros; C = 0 gives out = bias */
+    for (int b = 0; b < 2; b++)
+        for (int lo_out = 0; lo_out < 2; lo_out++) {
+            llm_backend *be = BACKENDS[b];
+            int dt = lo_out ? LLM_DT_BF16 : LLM_DT_F32;
+            uint32_t gx[4 * 5], out[4 * 3], zero[4 * 5] = {0};
+            uint16_t x16[4] = {0}, w16[4] = {0}, bl[3];
+            float bf[3] = {0.5f, -2.0f, 3.0f};
+            memset(gx, 0xff, sizeof gx);
+            be->matmul_backward_lo(be, gx, dt, NULL, NULL, x16, x16, w16, LLM_DT_BF16, 4, 5, 0);
+            assert_memory_equal(gx, zero, (lo_out ? 2 : 4) * 4 * 5);
+            for (int o = 0; o < 3; o++)
+                bl[o] = llm_quant_f32_to_bf16(bf[o]);
+            memset(out, 0xff, sizeof out);
+            be->matmul_forward_lo(be, out, dt, x16, w16, LLM_DT_BF16, lo_out ? (void *)bl : (void *)bf,
+                                  4, 0, 3);
+            for (int i = 0; i < 4; i++)
+                for (int o = 0; o < 3; o++)
+                    assert_true((lo_out ? lo_val(((uint16_t *)out)[i * 3 + o], LLM_DT_BF16)
+                                        : ((float *)out)[i * 3 + o]) == bf[o]);
+        }
     for (int b = 0; b < 2; b++)
         print_message("# %s: worst error / sum|terms|: forward %.3g, dinp %.3g, dw+dbias %.3g; "
                       "lo outputs rounding differently %.3g\n",

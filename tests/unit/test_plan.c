@@ -1,5 +1,7 @@
 /* Unit tests for the memory planner: the CPU prediction against measured allocations
- * (three configurations, within 10%), ZeRO/TP/PP arithmetic, the fit verdict, JSON. */
+ * (exact, in fp32, bf16 and fp16, every recompute mode, odd sizes that the model's
+ * 256-byte rounding pads), the mixed-precision activation layout from first principles,
+ * ZeRO/TP/PP arithmetic, the fit verdict, JSON. */
 #include "tests/unit/testutil.h"
 
 #include <jansson.h>
@@ -34,8 +36,15 @@ static llm_plan_config cpu_plan(llm_model_config m, int B, int T)
     return p;
 }
 
-/* Run one training step through the profiling wrapper; return the tracked peak. */
-static double measure_train_peak(const llm_model_config *mc, int B, int T, int steps)
+static const char *prec_name(llm_precision p)
+{
+    return llm_plan_precision_name(p);
+}
+
+/* Run training steps through the profiling wrapper in precision prec and recompute mode
+ * rec; return the tracked peak, and the model's own count (llm_model_bytes) in *model. */
+static double measure_train_peak(const llm_model_config *mc, int B, int T, int steps,
+                                 llm_precision prec, llm_recompute rec, double *model)
 {
     llm_backend inner, be;
     char err[128];
@@ -47,6 +56,10 @@ static double measure_train_peak(const llm_model_config *mc, int B, int T, int s
     llm_model *m;
     assert_int_equal(llm_model_new(&m, mc, &be, &st), 0);
     llm_model_init_gpt2(m, 1);
+    if (prec != LLM_PREC_FP32)
+        assert_int_equal(llm_model_set_precision(m, prec == LLM_PREC_BF16 ? LLM_DT_BF16 : LLM_DT_F16,
+                                                 &st), 0);
+    assert_int_equal(llm_model_set_recompute(m, rec, &st), 0);
     size_t n = (size_t)B * T;
     int32_t *ids = malloc(n * sizeof *ids), *tgt = malloc(n * sizeof *tgt);
     tu_rng r = {5};
@@ -64,6 +77,7 @@ static double measure_train_peak(const llm_model_config *mc, int B, int T, int s
         assert_int_equal(llm_model_update(m, &hp, s, NULL, NULL, &st), 0);
     }
     double peak = (double)llm_profile_mem_peak(p);
+    *model = (double)llm_model_bytes(m);
     llm_model_free(m);
     assert_int_equal(llm_profile_mem_live(p), 0);   /* everything allocated was freed */
     llm_profile_free(p);
@@ -73,17 +87,35 @@ static double measure_train_peak(const llm_model_config *mc, int B, int T, int s
     return peak;
 }
 
-static void check_config(llm_model_config mc, int B, int T)
+/* The plan's total for (mc, B, T, prec, rec) against the measured peak and the model's
+ * count: equal to the byte (the layout, its rounding included, is modelled exactly).
+ * Returns the predicted activations. */
+static double check_config_as(llm_model_config mc, int B, int T, llm_precision prec,
+                              llm_recompute rec)
 {
     llm_plan_config pc = cpu_plan(mc, B, T);
+    pc.precision = prec;
+    pc.recompute = rec;
     llm_plan plan;
     llm_status st = {0};
     assert_int_equal(llm_plan_compute(&pc, &plan, &st), 0);
-    double measured = measure_train_peak(&mc, B, T, 2);
-    double err = fabs(measured - plan.total) / measured;
-    printf("# L=%d C=%d NH=%d V=%d B=%d T=%d: predicted %.0f measured %.0f (%.3f%%)\n", mc.n_layer,
-           mc.n_embd, mc.n_head, mc.vocab_size, B, T, plan.total, measured, 100 * err);
-    assert_true(err < 0.10);
+    double model;
+    double measured = measure_train_peak(&mc, B, T, 2, prec, rec, &model);
+    printf("# L=%d C=%d NH=%d V=%d B=%d T=%d %s recompute %s: predicted %.0f measured %.0f "
+           "(model %.0f), activations %.0f\n", mc.n_layer, mc.n_embd, mc.n_head, mc.vocab_size, B, T,
+           prec_name(prec), llm_plan_recompute_name(rec), plan.total, measured, model,
+           plan.activations);
+    assert_true(measured == plan.total);
+    assert_true(model == plan.total);
+    return plan.activations;
+}
+
+static void check_config(llm_model_config mc, int B, int T)
+{
+    double a32 = check_config_as(mc, B, T, LLM_PREC_FP32, LLM_RECOMPUTE_NONE);
+    double a16 = check_config_as(mc, B, T, LLM_PREC_BF16, LLM_RECOMPUTE_NONE);
+    /* lo activations (and lse for the probabilities) take less */
+    assert_true(a16 < a32);
 }
 
 static void test_predicted_vs_measured(void **state)
@@ -92,6 +124,49 @@ static void test_predicted_vs_measured(void **state)
     check_config(cfg_of(2, 2, 64, 257, 64), 4, 64);
     check_config(cfg_of(3, 4, 96, 1000, 128), 2, 128);
     check_config(cfg_of(1, 1, 32, 50, 32), 8, 16);   /* T < max_seq_len */
+    /* odd sizes: lo tensors of an odd element count, everything padded to 256 bytes */
+    check_config(cfg_of(1, 3, 33, 51, 16), 1, 7);
+    check_config_as(cfg_of(1, 3, 33, 51, 16), 1, 7, LLM_PREC_FP16, LLM_RECOMPUTE_NONE);
+    /* recompute modes in both precisions */
+    llm_model_config c = cfg_of(2, 2, 32, 100, 32);
+    double none32 = check_config_as(c, 2, 32, LLM_PREC_FP32, LLM_RECOMPUTE_NONE);
+    double sel32 = check_config_as(c, 2, 32, LLM_PREC_FP32, LLM_RECOMPUTE_SELECTIVE);
+    double full32 = check_config_as(c, 2, 32, LLM_PREC_FP32, LLM_RECOMPUTE_FULL);
+    assert_true(full32 < sel32 && sel32 < none32);
+    double none16 = check_config_as(c, 2, 32, LLM_PREC_BF16, LLM_RECOMPUTE_NONE);
+    double sel16 = check_config_as(c, 2, 32, LLM_PREC_BF16, LLM_RECOMPUTE_SELECTIVE);
+    double full16 = check_config_as(c, 2, 32, LLM_PREC_FP16, LLM_RECOMPUTE_FULL);
+    assert_true(full16 < sel16 && sel16 == none16 && none16 < none32);
+}
+
+/* GPT-2 small, B=8 T=1024 (every tensor a multiple of 256 bytes: no padding): the bf16
+ * training layout from first principles. */
+static void test_mixed_layout(void **state)
+{
+    (void)state;
+    llm_model_config c = cfg_of(12, 12, 768, 50257, 1024);
+    llm_plan_config pc = cpu_plan(c, 8, 1024);
+    llm_plan f32, b16;
+    llm_status st = {0};
+    assert_int_equal(llm_plan_compute(&pc, &f32, &st), 0);
+    pc.precision = LLM_PREC_BF16;
+    assert_int_equal(llm_plan_compute(&pc, &b16, &st), 0);
+    double N = 8.0 * 1024, NC = N * 768, Vp = 50304, rows = 8.0 * 12 * 1024;
+    /* per layer: ln1 ln2 atty (lo), qkv (lo), fch (lo), res2 fp32, 4 statistics, lse */
+    assert_true(b16.act_per_layer == 2 * NC * 3 + 2 * 3 * NC + 2 * 4 * NC + 4 * NC + 4 * 4 * N + 4 * rows);
+    /* fp32: the same tensors in fp32 and the probabilities (B,NH,T,T) */
+    assert_true(f32.act_per_layer == 4 * (8 * NC + 3 * NC + 4 * N) + 4 * rows * 1024);
+    /* global: 13 residual streams, ln_f out (lo) and its statistics, logits (lo), losses
+     * and lse, two (N,4C) fp32 scratch buffers, the residual gradient, ids and targets */
+    double g16 = 13 * 4 * NC + 2 * NC + 8 * N + 2 * N * Vp + 8 * N + 2 * 4 * 4 * NC + 4 * NC + 8 * N;
+    assert_true(b16.act_global == g16);
+    assert_true(f32.act_global == g16 + 2 * NC + 2 * N * Vp);
+    assert_true(b16.activations == 12 * b16.act_per_layer + b16.act_global);
+    /* fp16 lays out the same bytes */
+    pc.precision = LLM_PREC_FP16;
+    llm_plan h16;
+    assert_int_equal(llm_plan_compute(&pc, &h16, &st), 0);
+    assert_true(h16.activations == b16.activations);
 }
 
 static void test_num_params(void **state)
@@ -161,9 +236,9 @@ static void test_zero_tp_pp(void **state)
     pc.recompute = LLM_RECOMPUTE_SELECTIVE;
     assert_int_equal(llm_plan_compute(&pc, &f32s, &st), 0);
     assert_true(f32s.activations < f32.activations);
-    /* bf16 keeps B*NH*T floats of the attention per layer instead of B*NH*T*T */
-    double BNH = (double)pc.batch * 12, Tq = pc.seq;
-    assert_true(fabs((f32.activations - p0.activations) - 12 * BNH * (Tq * Tq - Tq) * 4) < 1);
+    /* bf16 keeps lo activations and B*NH*T floats of the attention per layer instead of
+     * B*NH*T*T: far less (test_mixed_layout has the exact bytes) */
+    assert_true(f32.activations > 2 * p0.activations);
     pc.precision = LLM_PREC_BF16;
 
     /* bad layouts are usage errors naming the value */
@@ -268,7 +343,8 @@ static void test_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_predicted_vs_measured), cmocka_unit_test(test_num_params),
+        cmocka_unit_test(test_predicted_vs_measured), cmocka_unit_test(test_mixed_layout),
+        cmocka_unit_test(test_num_params),
         cmocka_unit_test(test_zero_tp_pp),            cmocka_unit_test(test_fit_and_max_batch),
         cmocka_unit_test(test_json),
     };

@@ -3,11 +3,13 @@
 #include "tests/unit/testutil.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/ckpt.h"
+#include "common/model.h"
 #include "common/profile.h"
 
 /* ---- a stub inner backend: counts calls, remembers the last shape ---- */
@@ -145,44 +147,74 @@ static void test_cost_formulas(void **state)
     /* embed_rows N=2 C=4 f32: 8 adds; wte rows 8 floats, ids+pos 4, wpe rows 8, out 8. */
     c = llm_cost_embed_rows(2, 4, LLM_DT_F32);
     assert_true(c.flop == 8 && c.bytes == 112);
-    /* Mixed precision (2-byte lo elements; a rounded operand: fp32 read 4 + lo write 2 +
-     * lo read 2 = 8 bytes an element).  cast_lo n=10: read 40, write 20. */
+    /* Mixed precision: 2-byte lo elements read as they are; outputs of the dtype asked
+     * for, overwritten ones written once.  cast_lo n=10: read 40, write 20. */
     c = llm_cost_cast_lo(10);
     assert_true(c.flop == 0 && c.bytes == 60);
-    /* matmul_forward_lo N=4 C=3 OC=5 + bias: flop as fp32 (140); inp 12 x 8 = 96,
-     * w_lo 15 x 2 = 30, out 20 x 4 = 80, bias 5 x 4 = 20 -> 226. */
-    c = llm_cost_matmul_forward_lo(4, 3, 5, 1);
-    assert_true(c.flop == 140 && c.bytes == 226);
-    c = llm_cost_matmul_forward_lo(4, 3, 5, 0);
-    assert_true(c.flop == 120 && c.bytes == 206);
-    /* matmul_backward_lo N=4 C=3 OC=5 + bias: flop 260 as fp32; dout 20 x 8 = 160,
-     * inp 12 x 8 = 96, dinp r/w 12 x 8 = 96, w_lo 15 x 2 = 30, dw r/w 15 x 8 = 120,
-     * dbias r/w 5 x 8 = 40 -> 542. */
-    c = llm_cost_matmul_backward_lo(4, 3, 5, 1);
-    assert_true(c.flop == 260 && c.bytes == 542);
-    c = llm_cost_matmul_backward_lo(4, 3, 5, 0);
-    assert_true(c.flop == 240 && c.bytes == 502);
+    /* matmul_forward_lo N=4 C=3 OC=5 + bias, fp32 out: flop as fp32 (140); inp 12 x 2 = 24,
+     * w_lo 15 x 2 = 30, out 20 x 4 = 80, bias 5 x 4 = 20 -> 154.  lo out: out 20 x 2,
+     * bias 5 x 2 -> 104. */
+    c = llm_cost_matmul_forward_lo(4, 3, 5, 1, LLM_DT_F32);
+    assert_true(c.flop == 140 && c.bytes == 154);
+    c = llm_cost_matmul_forward_lo(4, 3, 5, 0, LLM_DT_F32);
+    assert_true(c.flop == 120 && c.bytes == 134);
+    c = llm_cost_matmul_forward_lo(4, 3, 5, 1, LLM_DT_BF16);
+    assert_true(c.flop == 140 && c.bytes == 104);
+    c = llm_cost_matmul_forward_lo(4, 3, 5, 0, LLM_DT_F16);
+    assert_true(c.flop == 120 && c.bytes == 94);
+    /* matmul_backward_lo N=4 C=3 OC=5 + bias, fp32 dinp: flop 260 as fp32; dout 20 x 2 =
+     * 40, inp 12 x 2 = 24, dinp written 12 x 4 = 48, w_lo 15 x 2 = 30, dw r/w 15 x 8 = 120,
+     * dbias r/w 5 x 8 = 40 -> 302; lo dinp 12 x 2 -> 278. */
+    c = llm_cost_matmul_backward_lo(4, 3, 5, 1, LLM_DT_F32);
+    assert_true(c.flop == 260 && c.bytes == 302);
+    c = llm_cost_matmul_backward_lo(4, 3, 5, 0, LLM_DT_F32);
+    assert_true(c.flop == 240 && c.bytes == 262);
+    c = llm_cost_matmul_backward_lo(4, 3, 5, 1, LLM_DT_BF16);
+    assert_true(c.flop == 260 && c.bytes == 278);
+    /* layernorm_forward_lo N=2 C=4 with b and statistics: the add 8 + 64 = 72 flop; a, b
+     * read 2 x 32, res written 32, out 8 x 2 = 16, w, bias 32, mean, rstd 16 -> 160.
+     * Without b and statistics: 64 flop; a 32 + out 16 + w, bias 32 = 80. */
+    c = llm_cost_layernorm_forward_lo(2, 4, 1, 1);
+    assert_true(c.flop == 72 && c.bytes == 160);
+    c = llm_cost_layernorm_forward_lo(2, 4, 0, 0);
+    assert_true(c.flop == 64 && c.bytes == 80);
+    c = llm_cost_layernorm_forward_lo(2, 4, 0, 1);
+    assert_true(c.flop == 64 && c.bytes == 96);
+    /* gelu lo n=10: forward 80 flop, in + out 2 x 20 = 40 bytes; backward 160 flop, inp,
+     * dout, dinp 3 x 20 = 60 bytes */
+    c = llm_cost_gelu_forward_lo(10);
+    assert_true(c.flop == 80 && c.bytes == 40);
+    c = llm_cost_gelu_backward_lo(10);
+    assert_true(c.flop == 160 && c.bytes == 60);
+    /* xent lo N=2 V=5 Vp=8: forward 40 flop; logits 10 x 2 = 20, targets, losses, lse
+     * 6 x 4 = 24 -> 44.  Backward 30 flop; logits 20, dlogits 16 x 2 = 32 (padding too),
+     * targets, lse 16 -> 68. */
+    c = llm_cost_xent_forward_lo(2, 5, 8);
+    assert_true(c.flop == 40 && c.bytes == 44);
+    c = llm_cost_xent_backward_lo(2, 5, 8);
+    assert_true(c.flop == 30 && c.bytes == 68);
     assert_string_equal(llm_op_name(LLM_OP_CAST_LO), "cast_lo");
     assert_string_equal(llm_op_name(LLM_OP_MATMUL_FWD_LO), "matmul_forward_lo");
     assert_string_equal(llm_op_name(LLM_OP_MATMUL_BWD_LO), "matmul_backward_lo");
-    /* attention_forward_lo B=1 T=3 C=4 NH=2: flop as fp32 (156); qkv 36 x 8 = 288, out
-     * 12 x 4 = 48, att 18 x (4 + 8) = 216 -> 552.  Backward: flop 240; dout 12 x 8 = 96,
-     * qkv 36 x 8 = 288, dqkv r/w 36 x 8 = 288, att 18 x (4 + 8) = 216 -> 888. */
-    c = llm_cost_attention_forward_lo(1, 3, 4, 2);
-    assert_true(c.flop == 156 && c.bytes == 552);
-    c = llm_cost_attention_backward_lo(1, 3, 4, 2);
-    assert_true(c.flop == 240 && c.bytes == 888);
-    assert_string_equal(llm_op_name(LLM_OP_ATTENTION_FWD_LO), "attention_forward_lo");
-    assert_string_equal(llm_op_name(LLM_OP_ATTENTION_BWD_LO), "attention_backward_lo");
-    /* attention_forward_lse B=1 T=3 C=4 NH=2: flop 156; qkv 36 x 8 = 288, out 12 x 4 = 48,
-     * lse 6 x 4 = 24 -> 360.  Backward: 240 + scores 12 entries x 2hs (4) = 48 + D 6 rows
-     * x 2hs (4) = 24 -> 312; dout 12 x 8 = 96, qkv 288, dqkv r/w 288, out 48, lse 24 -> 744. */
+    assert_string_equal(llm_op_name(LLM_OP_LAYERNORM_FWD_LO), "layernorm_forward_lo");
+    assert_string_equal(llm_op_name(LLM_OP_GELU_FWD_LO), "gelu_forward_lo");
+    assert_string_equal(llm_op_name(LLM_OP_GELU_BWD_LO), "gelu_backward_lo");
+    assert_string_equal(llm_op_name(LLM_OP_XENT_FWD_LO), "xent_forward_lo");
+    assert_string_equal(llm_op_name(LLM_OP_XENT_BWD_LO), "xent_backward_lo");
+    /* attention_forward_lse B=1 T=3 C=4 NH=2: flop 156; qkv 36 x 2 = 72, out 12 x 2 = 24,
+     * lse 6 x 4 = 24 -> 120.  Backward: 240 + scores 12 entries x 2hs (4) = 48 + D 6 rows
+     * x 2hs (4) = 24 -> 312; dout 24, qkv 72, out 24, dqkv written 72, lse 24 -> 216. */
     c = llm_cost_attention_forward_lse(1, 3, 4, 2);
-    assert_true(c.flop == 156 && c.bytes == 360);
+    assert_true(c.flop == 156 && c.bytes == 120);
     c = llm_cost_attention_backward_lse(1, 3, 4, 2);
-    assert_true(c.flop == 312 && c.bytes == 744);
+    assert_true(c.flop == 312 && c.bytes == 216);
     assert_string_equal(llm_op_name(LLM_OP_ATTENTION_FWD_LSE), "attention_forward_lse");
     assert_string_equal(llm_op_name(LLM_OP_ATTENTION_BWD_LSE), "attention_backward_lse");
+    /* every op has a name */
+    for (int k = 0; k < LLM_OP_COUNT; k++) {
+        assert_non_null(llm_op_name((llm_op)k));
+        assert_string_not_equal(llm_op_name((llm_op)k), "?");
+    }
     /* No 32-bit overflow on GPT-2 XL sized shapes. */
     c = llm_cost_matmul_forward(8 * 1024, 1600, 4 * 1600, 0);
     assert_true(c.flop == 2.0 * 8192 * 1600 * 6400);
@@ -506,14 +538,33 @@ static void test_attention_rows_positions(void **state)
 
 /* ---- mixed precision: the lo ops, attribution through the lo copy, capabilities ---- */
 
-static int last_lo;
+static int last_lo, last_dt;
 static void s_cast_lo(llm_backend *be, void *d, const float *s, size_t n, int lo) { (void)d; (void)s; (void)n; last_lo = lo; S(be)->calls[LLM_OP_CAST_LO]++; }
-static void s_mm_f_lo(llm_backend *be, float *o, const float *i, const void *w, int lo, const float *b, int N, int C, int OC) { (void)o; (void)i; (void)w; (void)b; last_lo = lo; stub *s = S(be); s->calls[LLM_OP_MATMUL_FWD_LO]++; s->lastN = N; s->lastC = C; s->lastOC = OC; }
-static void s_mm_b_lo(llm_backend *be, float *di, float *dw, float *db, const float *d, const float *i, const void *w, int lo, int N, int C, int OC) { (void)di; (void)dw; (void)db; (void)d; (void)i; (void)w; (void)N; (void)C; (void)OC; last_lo = lo; S(be)->calls[LLM_OP_MATMUL_BWD_LO]++; }
-static void s_att_f_lo(llm_backend *be, float *o, float *a, const float *q, int B, int T, int C, int NH, int lo) { (void)o; (void)a; (void)q; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_FWD_LO]++; }
-static void s_att_b_lo(llm_backend *be, float *d, const float *g, const float *q, const float *a, int B, int T, int C, int NH, int lo) { (void)d; (void)g; (void)q; (void)a; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_BWD_LO]++; }
-static void s_att_f_lse(llm_backend *be, float *o, float *l, const float *q, int B, int T, int C, int NH, int lo) { (void)o; (void)l; (void)q; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_FWD_LSE]++; }
-static void s_att_b_lse(llm_backend *be, float *d, const float *g, const float *q, const float *o, const float *l, int B, int T, int C, int NH, int lo) { (void)d; (void)g; (void)q; (void)o; (void)l; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_BWD_LSE]++; }
+static void s_mm_f_lo(llm_backend *be, void *o, int odt, const void *i, const void *w, int lo, const void *b, int N, int C, int OC) { (void)o; (void)i; (void)w; (void)b; last_lo = lo; last_dt = odt; stub *s = S(be); s->calls[LLM_OP_MATMUL_FWD_LO]++; s->lastN = N; s->lastC = C; s->lastOC = OC; }
+static void s_mm_b_lo(llm_backend *be, void *di, int ddt, float *dw, float *db, const void *d, const void *i, const void *w, int lo, int N, int C, int OC) { (void)di; (void)dw; (void)db; (void)d; (void)i; (void)w; (void)N; (void)C; (void)OC; last_lo = lo; last_dt = ddt; S(be)->calls[LLM_OP_MATMUL_BWD_LO]++; }
+static void s_ln_f_lo(llm_backend *be, float *r, void *o, float *m, float *rs, const float *a, const float *b, const float *w, const float *bias, int N, int C, int lo) { (void)r; (void)o; (void)m; (void)rs; (void)a; (void)b; (void)w; (void)bias; last_lo = lo; S(be)->calls[LLM_OP_LAYERNORM_FWD_LO]++; S(be)->lastN = N; S(be)->lastC = C; }
+static void s_gelu_f_lo(llm_backend *be, void *o, const void *i, size_t n, int lo) { (void)o; (void)i; (void)n; last_lo = lo; S(be)->calls[LLM_OP_GELU_FWD_LO]++; }
+static void s_gelu_b_lo(llm_backend *be, void *di, const void *i, const void *d, size_t n, int lo) { (void)di; (void)i; (void)d; (void)n; last_lo = lo; S(be)->calls[LLM_OP_GELU_BWD_LO]++; }
+static void s_att_f_lse(llm_backend *be, void *o, float *l, const void *q, int B, int T, int C, int NH, int lo) { (void)o; (void)l; (void)q; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_FWD_LSE]++; }
+static void s_att_b_lse(llm_backend *be, void *d, const void *g, const void *q, const void *o, const float *l, int B, int T, int C, int NH, int lo) { (void)d; (void)g; (void)q; (void)o; (void)l; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_BWD_LSE]++; }
+static void s_xent_f_lo(llm_backend *be, float *l, float *s, const void *g, const int32_t *t, int N, int V, int Vp, int lo) { (void)l; (void)s; (void)g; (void)t; (void)N; (void)V; (void)Vp; last_lo = lo; S(be)->calls[LLM_OP_XENT_FWD_LO]++; }
+static void s_xent_b_lo(llm_backend *be, void *dl, const void *l, const float *s, const int32_t *t, float dloss, int N, int V, int Vp, int lo) { (void)dl; (void)l; (void)s; (void)t; (void)dloss; (void)N; (void)V; (void)Vp; last_lo = lo; S(be)->calls[LLM_OP_XENT_BWD_LO]++; }
+
+/* Give a stub backend every lo op. */
+static void stub_lo(llm_backend *be)
+{
+    be->cast_lo = s_cast_lo;
+    be->matmul_forward_lo = s_mm_f_lo;
+    be->matmul_backward_lo = s_mm_b_lo;
+    be->layernorm_forward_lo = s_ln_f_lo;
+    be->gelu_forward_lo = s_gelu_f_lo;
+    be->gelu_backward_lo = s_gelu_b_lo;
+    be->attention_forward_lse = s_att_f_lse;
+    be->attention_backward_lse = s_att_b_lse;
+    be->xent_forward_lo = s_xent_f_lo;
+    be->xent_backward_lo = s_xent_b_lo;
+}
+
 static int s_stats(llm_backend *be, struct llm_device_stats *o) { (void)be; o->mem_used_mb = 42; o->util_pct = -1; return 0; }
 
 static void test_capabilities(void **state)
@@ -530,33 +581,33 @@ static void test_capabilities(void **state)
     assert_null(be.cast_lo);
     assert_null(be.matmul_forward_lo);
     assert_null(be.matmul_backward_lo);
-    assert_null(be.attention_forward_lo);
-    assert_null(be.attention_backward_lo);
+    assert_null(be.layernorm_forward_lo);
+    assert_null(be.gelu_forward_lo);
+    assert_null(be.gelu_backward_lo);
     assert_null(be.attention_forward_lse);
     assert_null(be.attention_backward_lse);
+    assert_null(be.xent_forward_lo);
+    assert_null(be.xent_backward_lo);
     assert_null(be.device_stats);
     assert_null(be.matmul_rows);
     assert_null(be.residual_layernorm_forward);
     llm_profile_free(p);
     /* with them: forwarded */
     inner.residual_layernorm_forward = s_resln_f;
-    inner.cast_lo = s_cast_lo;
-    inner.matmul_forward_lo = s_mm_f_lo;
-    inner.matmul_backward_lo = s_mm_b_lo;
-    inner.attention_forward_lo = s_att_f_lo;
-    inner.attention_backward_lo = s_att_b_lo;
-    inner.attention_forward_lse = s_att_f_lse;
-    inner.attention_backward_lse = s_att_b_lse;
+    stub_lo(&inner);
     inner.device_stats = s_stats;
     assert_int_equal(llm_profile_new(&p, &inner, 0, &st), 0);
     llm_profile_backend(p, &be);
     assert_non_null(be.cast_lo);
     assert_non_null(be.matmul_forward_lo);
     assert_non_null(be.matmul_backward_lo);
-    assert_non_null(be.attention_forward_lo);
-    assert_non_null(be.attention_backward_lo);
+    assert_non_null(be.layernorm_forward_lo);
+    assert_non_null(be.gelu_forward_lo);
+    assert_non_null(be.gelu_backward_lo);
     assert_non_null(be.attention_forward_lse);
     assert_non_null(be.attention_backward_lse);
+    assert_non_null(be.xent_forward_lo);
+    assert_non_null(be.xent_backward_lo);
     assert_non_null(be.residual_layernorm_forward);
     struct llm_device_stats ds = {0};
     assert_int_equal(be.device_stats(&be, &ds), 0);
@@ -565,17 +616,23 @@ static void test_capabilities(void **state)
     llm_profile_free(p);
 }
 
+/* The entry (op, site, layer) exists, with calls calls and the cost c each. */
+static void expect_entry(const llm_profile_entry *v, int n, llm_op op, const char *site, int layer,
+                         long calls, llm_op_cost c)
+{
+    const llm_profile_entry *e = find(v, n, op, site, layer);
+    if (!e) fail_msg("no entry %s '%s' layer %d", llm_op_name(op), site, layer);
+    if (e->calls != calls || e->flop != calls * c.flop || e->bytes != calls * c.bytes)
+        fail_msg("%s '%s' layer %d: %ld calls, %.0f flop, %.0f bytes; want %ld, %.0f, %.0f",
+                 llm_op_name(op), site, layer, e->calls, e->flop, e->bytes, calls, calls * c.flop,
+                 calls * c.bytes);
+}
+
 static void test_mixed_precision(void **state)
 {
     fixture *f = *state;
     /* the fixture's profiler wraps f->inner: give it the lo ops and re-fill the wrapper */
-    f->inner.cast_lo = s_cast_lo;
-    f->inner.matmul_forward_lo = s_mm_f_lo;
-    f->inner.matmul_backward_lo = s_mm_b_lo;
-    f->inner.attention_forward_lo = s_att_f_lo;
-    f->inner.attention_backward_lo = s_att_b_lo;
-    f->inner.attention_forward_lse = s_att_f_lse;
-    f->inner.attention_backward_lse = s_att_b_lse;
+    stub_lo(&f->inner);
     llm_profile_backend(f->p, &f->be);
     llm_backend *be = &f->be;
     /* the model's lo copy: 300 two-byte elements, cast from the whole parameter buffer */
@@ -584,76 +641,77 @@ static void test_mixed_precision(void **state)
     be->cast_lo(be, lo, f->params, 300, LLM_DT_BF16);
     assert_int_equal(last_lo, LLM_DT_BF16);
     assert_int_equal(llm_profile_mem_lo(f->p), 600);
-    be->matmul_forward_lo(be, NULL, NULL, lo + 10, LLM_DT_BF16, f->params, 4, 3, 5);    /* layer 0 */
-    be->gelu_forward(be, NULL, NULL, 10);                                                  /* -> layer 0 */
-    be->matmul_forward_lo(be, NULL, NULL, lo + 100, LLM_DT_BF16, NULL, 4, 3, 5);         /* layer 1 */
-    be->attention_forward_lo(be, NULL, NULL, NULL, 1, 3, 4, 2, LLM_DT_F16);            /* -> layer 1 */
+    /* stand-ins for lo activations and fp32 statistics (the stubs never touch them) */
+    uint16_t act[64];
+    float f32[16] = {0};
+    /* layer 0: ln_1 by its weight (no residual: after the embedding), c_attn into lo */
+    be->layernorm_forward_lo(be, NULL, act, f32, f32 + 2, f32, NULL, f->params + 60, f->params + 61,
+                             2, 4, LLM_DT_BF16);
+    be->matmul_forward_lo(be, act, LLM_DT_BF16, act, lo + 10, LLM_DT_BF16, lo + 20, 4, 3, 5);
+    assert_int_equal(last_dt, LLM_DT_BF16);
+    be->gelu_forward_lo(be, act, act, 10, LLM_DT_BF16);                       /* -> layer 0 */
+    /* layer 1: an fp32 output */
+    be->matmul_forward_lo(be, f32, LLM_DT_F32, act, lo + 100, LLM_DT_F16, NULL, 4, 3, 5);
+    assert_true(last_lo == LLM_DT_F16 && last_dt == LLM_DT_F32);
+    be->attention_forward_lse(be, act, f32, act, 1, 3, 4, 2, LLM_DT_F16);     /* -> layer 1 */
     assert_int_equal(last_lo, LLM_DT_F16);
-    be->attention_backward_lo(be, NULL, NULL, NULL, NULL, 1, 3, 4, 2, LLM_DT_BF16);    /* -> layer 1 */
+    be->attention_backward_lse(be, act, act, act, act, f32, 1, 3, 4, 2, LLM_DT_BF16);
     assert_int_equal(last_lo, LLM_DT_BF16);
-    be->attention_forward_lse(be, NULL, NULL, NULL, 1, 3, 4, 2, LLM_DT_F16);           /* -> layer 1 */
+    be->gelu_backward_lo(be, act, act, act, 10, LLM_DT_F16);                  /* -> layer 1 */
     assert_int_equal(last_lo, LLM_DT_F16);
-    be->attention_backward_lse(be, NULL, NULL, NULL, NULL, NULL, 1, 3, 4, 2, LLM_DT_BF16);
-    assert_int_equal(last_lo, LLM_DT_BF16);
-    be->matmul_forward_lo(be, NULL, NULL, lo + 250, LLM_DT_BF16, NULL, 2, 4, 8);         /* lm_head */
-    be->matmul_backward_lo(be, NULL, NULL, NULL, NULL, NULL, lo + 250, LLM_DT_BF16, 2, 4, 8);
-    be->matmul_backward_lo(be, NULL, NULL, (float *)f->params, NULL, NULL, lo + 110, LLM_DT_F16, 4, 3, 5);
+    /* the residual gradient rounded for the backward GEMMs: an activation, attributed to
+     * the context, not counted as the lo copy */
+    uint16_t dlo[16];
+    float dres[16] = {0};
+    be->cast_lo(be, dlo, dres, 16, LLM_DT_BF16);
+    assert_int_equal(llm_profile_mem_lo(f->p), 600);
+    /* the loss on lo logits, the lm_head, a backward GEMM writing a lo input gradient */
+    be->matmul_forward_lo(be, act, LLM_DT_BF16, act, lo + 250, LLM_DT_BF16, NULL, 2, 4, 8);
+    be->xent_forward_lo(be, f32, f32, act, NULL, 2, 5, 8, LLM_DT_BF16);
+    be->xent_backward_lo(be, act, act, f32, NULL, 1.0f, 2, 5, 8, LLM_DT_F16);
     assert_int_equal(last_lo, LLM_DT_F16);
+    be->matmul_backward_lo(be, f32, LLM_DT_F32, f32, NULL, act, act, lo + 250, LLM_DT_BF16, 2, 4, 8);
+    assert_int_equal(last_dt, LLM_DT_F32);
+    be->matmul_backward_lo(be, act, LLM_DT_BF16, f32, f32, act, act, lo + 110, LLM_DT_F16, 4, 3, 5);
+    assert_true(last_lo == LLM_DT_F16 && last_dt == LLM_DT_BF16);
     /* a single tensor cast: its own site */
     uint16_t one[20];
     be->cast_lo(be, one, f->params + 60, 20, LLM_DT_BF16);
-    assert_int_equal(f->s.calls[LLM_OP_CAST_LO], 2);
+    assert_int_equal(f->s.calls[LLM_OP_CAST_LO], 3);
     assert_int_equal(f->s.calls[LLM_OP_MATMUL_FWD_LO], 3);
     assert_int_equal(f->s.calls[LLM_OP_MATMUL_BWD_LO], 2);
-    assert_int_equal(f->s.lastOC, 8);
+    assert_int_equal(f->s.calls[LLM_OP_LAYERNORM_FWD_LO], 1);
+    assert_int_equal(f->s.calls[LLM_OP_GELU_FWD_LO], 1);
+    assert_int_equal(f->s.calls[LLM_OP_GELU_BWD_LO], 1);
+    assert_int_equal(f->s.calls[LLM_OP_XENT_FWD_LO], 1);
+    assert_int_equal(f->s.calls[LLM_OP_XENT_BWD_LO], 1);
+    assert_int_equal(f->s.lastOC, 8);   /* the last forward GEMM's shape: the lm_head */
 
     llm_profile_entry *v;
     int n;
     llm_status st = {0};
     assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
-    const llm_profile_entry *e = find(v, n, LLM_OP_CAST_LO, "params", -1);
-    assert_non_null(e);
-    llm_op_cost c = llm_cost_cast_lo(300);
-    assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
-    e = find(v, n, LLM_OP_CAST_LO, "ln_1", 0);
-    assert_non_null(e);
-    assert_true(e->bytes == llm_cost_cast_lo(20).bytes);
-    e = find(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_attn", 0);
-    assert_non_null(e);
-    c = llm_cost_matmul_forward_lo(4, 3, 5, 1);
-    assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
-    assert_non_null(find(v, n, LLM_OP_GELU_FWD, "", 0));
-    e = find(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_attn", 1);
-    assert_non_null(e);
-    c = llm_cost_matmul_forward_lo(4, 3, 5, 0);
-    assert_true(e->flop == c.flop && e->bytes == c.bytes);
-    e = find(v, n, LLM_OP_ATTENTION_FWD_LO, "", 1);
-    assert_non_null(e);
-    c = llm_cost_attention_forward_lo(1, 3, 4, 2);
-    assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
-    e = find(v, n, LLM_OP_ATTENTION_BWD_LO, "", 1);
-    assert_non_null(e);
-    c = llm_cost_attention_backward_lo(1, 3, 4, 2);
-    assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
-    e = find(v, n, LLM_OP_ATTENTION_FWD_LSE, "", 1);
-    assert_non_null(e);
-    c = llm_cost_attention_forward_lse(1, 3, 4, 2);
-    assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
-    e = find(v, n, LLM_OP_ATTENTION_BWD_LSE, "", 1);
-    assert_non_null(e);
-    c = llm_cost_attention_backward_lse(1, 3, 4, 2);
-    assert_true(e->calls == 1 && e->flop == c.flop && e->bytes == c.bytes);
-    e = find(v, n, LLM_OP_MATMUL_FWD_LO, "lm_head", -1);
-    assert_non_null(e);
-    assert_true(e->flop == llm_cost_matmul_forward_lo(2, 4, 8, 0).flop);
-    e = find(v, n, LLM_OP_MATMUL_BWD_LO, "lm_head", -1);
-    assert_non_null(e);
-    c = llm_cost_matmul_backward_lo(2, 4, 8, 0);
-    assert_true(e->flop == c.flop && e->bytes == c.bytes);
-    e = find(v, n, LLM_OP_MATMUL_BWD_LO, "attn.c_attn", 1);
-    assert_non_null(e);
-    c = llm_cost_matmul_backward_lo(4, 3, 5, 1);
-    assert_true(e->flop == c.flop && e->bytes == c.bytes);
+    assert_int_equal(n, 15);
+    expect_entry(v, n, LLM_OP_CAST_LO, "params", -1, 1, llm_cost_cast_lo(300));
+    expect_entry(v, n, LLM_OP_CAST_LO, "ln_1", 0, 1, llm_cost_cast_lo(20));
+    expect_entry(v, n, LLM_OP_CAST_LO, "", 1, 1, llm_cost_cast_lo(16));
+    expect_entry(v, n, LLM_OP_LAYERNORM_FWD_LO, "ln_1", 0, 1, llm_cost_layernorm_forward_lo(2, 4, 0, 1));
+    expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_attn", 0, 1,
+                 llm_cost_matmul_forward_lo(4, 3, 5, 1, LLM_DT_BF16));
+    expect_entry(v, n, LLM_OP_GELU_FWD_LO, "", 0, 1, llm_cost_gelu_forward_lo(10));
+    expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_attn", 1, 1,
+                 llm_cost_matmul_forward_lo(4, 3, 5, 0, LLM_DT_F32));
+    expect_entry(v, n, LLM_OP_ATTENTION_FWD_LSE, "", 1, 1, llm_cost_attention_forward_lse(1, 3, 4, 2));
+    expect_entry(v, n, LLM_OP_ATTENTION_BWD_LSE, "", 1, 1, llm_cost_attention_backward_lse(1, 3, 4, 2));
+    expect_entry(v, n, LLM_OP_GELU_BWD_LO, "", 1, 1, llm_cost_gelu_backward_lo(10));
+    expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "lm_head", -1, 1,
+                 llm_cost_matmul_forward_lo(2, 4, 8, 0, LLM_DT_BF16));
+    expect_entry(v, n, LLM_OP_XENT_FWD_LO, "", -1, 1, llm_cost_xent_forward_lo(2, 5, 8));
+    expect_entry(v, n, LLM_OP_XENT_BWD_LO, "", -1, 1, llm_cost_xent_backward_lo(2, 5, 8));
+    expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "lm_head", -1, 1,
+                 llm_cost_matmul_backward_lo(2, 4, 8, 0, LLM_DT_F32));
+    expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "attn.c_attn", 1, 1,
+                 llm_cost_matmul_backward_lo(4, 3, 5, 1, LLM_DT_BF16));
     free(v);
 
     /* freed: the lo copy is forgotten, its memory no longer counts */
@@ -661,10 +719,198 @@ static void test_mixed_precision(void **state)
     assert_int_equal(llm_profile_mem_lo(f->p), 40);   /* the 20-element cast into one[] */
     llm_profile_reset(f->p);
     uint16_t stray[8];
-    be->matmul_forward_lo(be, NULL, NULL, stray, LLM_DT_BF16, NULL, 1, 2, 3);
+    be->matmul_forward_lo(be, act, LLM_DT_F32, act, stray, LLM_DT_BF16, NULL, 1, 2, 3);
     assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
     assert_non_null(find(v, n, LLM_OP_MATMUL_FWD_LO, "", 1));   /* unattributed: the context */
     free(v);
+    /* an activation cast over a lo copy: the mapping is gone */
+    lo = be->alloc(be, 300 * sizeof(uint16_t));
+    be->cast_lo(be, lo, f->params, 300, LLM_DT_BF16);
+    assert_int_equal(llm_profile_mem_lo(f->p), 640);
+    be->cast_lo(be, lo + 100, dres, 16, LLM_DT_BF16);
+    assert_int_equal(llm_profile_mem_lo(f->p), 40);
+    llm_profile_reset(f->p);
+    be->matmul_forward_lo(be, act, LLM_DT_F32, act, lo + 10, LLM_DT_BF16, NULL, 1, 2, 3);
+    assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
+    assert_null(find(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_attn", 0));
+    free(v);
+    be->free(be, lo);
+}
+
+/* Sum of the "X" op events of a Chrome trace inside each span named "step *": each op
+ * lies within its span and their times add up to at most the span. */
+static void check_trace_spans(const char *trace, int steps, double *op_s, double *span_s)
+{
+    json_error_t err;
+    json_t *doc = json_loads(trace, 0, &err);
+    assert_non_null(doc);
+    json_t *ev = json_object_get(doc, "traceEvents");
+    assert_true(json_is_array(ev));
+    double s0[16], s1[16];
+    int ns = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(ev, i, e) {
+        const char *name = json_string_value(json_object_get(e, "name"));
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        if (ph && !strcmp(ph, "X") && name && !strncmp(name, "step ", 5) && ns < 16) {
+            s0[ns] = json_number_value(json_object_get(e, "ts"));
+            s1[ns] = s0[ns] + json_number_value(json_object_get(e, "dur"));
+            ns++;
+        }
+    }
+    assert_int_equal(ns, steps);
+    *op_s = *span_s = 0;
+    for (int k = 0; k < ns; k++) *span_s += (s1[k] - s0[k]) * 1e-6;
+    json_array_foreach(ev, i, e) {
+        const char *cat = json_string_value(json_object_get(e, "cat"));
+        if (!cat || (strcmp(cat, "op") && strcmp(cat, "memory"))) continue;
+        double t0 = json_number_value(json_object_get(e, "ts"));
+        double t1 = t0 + json_number_value(json_object_get(e, "dur"));
+        int in = 0;
+        for (int k = 0; k < ns; k++) in |= t0 >= s0[k] - 1 && t1 <= s1[k] + 1;   /* 1 us slack */
+        if (!in) fail_msg("op %s at %.1f us outside every step", json_string_value(json_object_get(e, "name")), t0);
+        *op_s += (t1 - t0) * 1e-6;
+    }
+    json_decref(doc);
+}
+
+static char *trace_of(llm_profile *p)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    llm_status st = {0};
+    assert_int_equal(llm_profile_write_trace(p, m, &st), 0);
+    fclose(m);
+    return buf;
+}
+
+/* bf16 training of a small model on the CPU backend through the wrapper: every lo op the
+ * model runs is named and counted at its site, no fp32 compute op is left, the op times
+ * add up to the steps, and only the parameters' lo copy counts as lo memory. */
+static void test_train_bf16_cpu(void **state)
+{
+    (void)state;
+    llm_backend inner, be;
+    char err[128];
+    assert_int_equal(llm_backend_init(&inner, "cpu", 1, err, sizeof err), 0);
+    llm_profile *p;
+    llm_status st = {0};
+    assert_int_equal(llm_profile_new(&p, &inner, 100000, &st), 0);
+    llm_profile_backend(p, &be);
+    llm_model_config mc;
+    memset(&mc, 0, sizeof mc);
+    snprintf(mc.arch, sizeof mc.arch, "gpt2");
+    mc.n_layer = 2;
+    mc.n_head = 2;
+    mc.n_embd = 32;
+    mc.vocab_size = 100;
+    mc.padded_vocab = 128;
+    mc.max_seq_len = 16;
+    llm_model *m;
+    assert_int_equal(llm_model_new(&m, &mc, &be, &st), 0);
+    assert_int_equal(llm_model_set_precision(m, LLM_DT_BF16, &st), 0);
+    llm_model_init_gpt2(m, 3);
+    float *params = llm_model_params(m);
+    for (int i = 0; i < llm_model_nviews(m); i++) {
+        const llm_param_view *pv = llm_model_view(m, i);
+        assert_int_equal(llm_profile_add_region(p, params + pv->offset, pv->numel * sizeof(float),
+                                                pv->name, &st), 0);
+    }
+    enum { B = 2, T = 16, STEPS = 2 };
+    int32_t ids[B * T], tgt[B * T];
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = (i * 7 + 3) % mc.vocab_size;
+        tgt[i] = (i * 11 + 5) % mc.vocab_size;
+    }
+    llm_adamw_config hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
+    llm_profile_reset(p);   /* the uploads of the initial parameters are no step's */
+    for (int s = 1; s <= STEPS; s++) {
+        char name[16];
+        snprintf(name, sizeof name, "step %d", s);
+        llm_profile_span_begin(p, name);
+        float loss;
+        assert_int_equal(llm_model_zero_grad(m, &st), 0);
+        assert_int_equal(llm_model_forward(m, ids, tgt, B, T, &loss, &st), 0);
+        assert_true(isfinite(loss));
+        assert_int_equal(llm_model_backward(m, 1.0f, &st), 0);
+        assert_int_equal(llm_model_update(m, &hp, s, NULL, NULL, &st), 0);
+        llm_profile_span_end(p);
+    }
+    /* only the parameters' lo copy counts (the residual gradient's casts do not) */
+    assert_int_equal(llm_profile_mem_lo(p), 2 * llm_model_num_params(&mc));
+
+    llm_profile_entry *v;
+    int n;
+    assert_int_equal(llm_profile_entries(p, 0, &v, &n, &st), 0);
+    const int N = B * T, C = 32, Vp = 128, V = 100, bf = LLM_DT_BF16, f4 = LLM_DT_F32;
+    for (int l = 0; l < 2; l++) {
+        /* ln_1 of layer 0 follows the embedding (no residual); every other one is fused
+         * with the residual before it */
+        expect_entry(v, n, LLM_OP_LAYERNORM_FWD_LO, "ln_1", l, STEPS,
+                     llm_cost_layernorm_forward_lo(N, C, l > 0, 1));
+        expect_entry(v, n, LLM_OP_LAYERNORM_FWD_LO, "ln_2", l, STEPS,
+                     llm_cost_layernorm_forward_lo(N, C, 1, 1));
+        /* the GEMMs feeding lo tensors write lo, those feeding the residual stream fp32 */
+        expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_attn", l, STEPS,
+                     llm_cost_matmul_forward_lo(N, C, 3 * C, 1, bf));
+        expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_proj", l, STEPS,
+                     llm_cost_matmul_forward_lo(N, C, C, 1, f4));
+        expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "mlp.c_fc", l, STEPS,
+                     llm_cost_matmul_forward_lo(N, C, 4 * C, 1, bf));
+        expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "mlp.c_proj", l, STEPS,
+                     llm_cost_matmul_forward_lo(N, 4 * C, C, 1, f4));
+        /* input gradients: lo where a lo op reads them next, fp32 for the layernorms */
+        expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "mlp.c_proj", l, STEPS,
+                     llm_cost_matmul_backward_lo(N, 4 * C, C, 1, bf));
+        expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "mlp.c_fc", l, STEPS,
+                     llm_cost_matmul_backward_lo(N, C, 4 * C, 1, f4));
+        expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "attn.c_proj", l, STEPS,
+                     llm_cost_matmul_backward_lo(N, C, C, 1, bf));
+        expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "attn.c_attn", l, STEPS,
+                     llm_cost_matmul_backward_lo(N, C, 3 * C, 1, f4));
+        expect_entry(v, n, LLM_OP_ATTENTION_FWD_LSE, "", l, STEPS,
+                     llm_cost_attention_forward_lse(B, T, C, 2));
+    }
+    expect_entry(v, n, LLM_OP_LAYERNORM_FWD_LO, "ln_f", -1, STEPS, llm_cost_layernorm_forward_lo(N, C, 1, 1));
+    expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "lm_head", -1, STEPS, llm_cost_matmul_forward_lo(N, C, Vp, 0, bf));
+    expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "lm_head", -1, STEPS, llm_cost_matmul_backward_lo(N, C, Vp, 0, f4));
+    expect_entry(v, n, LLM_OP_XENT_FWD_LO, "", -1, STEPS, llm_cost_xent_forward_lo(N, V, Vp));
+    expect_entry(v, n, LLM_OP_XENT_BWD_LO, "", -1, STEPS, llm_cost_xent_backward_lo(N, V, Vp));
+    expect_entry(v, n, LLM_OP_CAST_LO, "params", -1, STEPS, llm_cost_cast_lo(llm_model_num_params(&mc)));
+    free(v);
+    /* folded: the GELUs (forward in the forward and again in the backward), the lse
+     * attention backward, two residual-gradient casts a layer; nothing in fp32 but the
+     * layernorm backwards, the embedding and the optimizer */
+    assert_int_equal(llm_profile_entries(p, 1, &v, &n, &st), 0);
+    long calls[LLM_OP_COUNT] = {0};
+    for (int i = 0; i < n; i++) calls[v[i].op] += v[i].calls;
+    free(v);
+    assert_int_equal(calls[LLM_OP_GELU_FWD_LO], 2 * 2 * STEPS);
+    assert_int_equal(calls[LLM_OP_GELU_BWD_LO], 2 * STEPS);
+    assert_int_equal(calls[LLM_OP_ATTENTION_BWD_LSE], 2 * STEPS);
+    assert_int_equal(calls[LLM_OP_CAST_LO], (1 + 2 * 2) * STEPS);
+    assert_int_equal(calls[LLM_OP_LAYERNORM_BWD], (2 * 2 + 1) * STEPS);
+    const llm_op fp32_ops[] = {LLM_OP_MATMUL_FWD, LLM_OP_MATMUL_BWD, LLM_OP_LAYERNORM_FWD,
+                               LLM_OP_RESIDUAL_LAYERNORM_FWD, LLM_OP_RESIDUAL_FWD, LLM_OP_GELU_FWD,
+                               LLM_OP_GELU_BWD, LLM_OP_ATTENTION_FWD, LLM_OP_ATTENTION_BWD,
+                               LLM_OP_XENT_FWD, LLM_OP_XENT_BWD};
+    for (size_t k = 0; k < sizeof fp32_ops / sizeof fp32_ops[0]; k++)
+        if (calls[fp32_ops[k]]) fail_msg("fp32 op %s ran under bf16", llm_op_name(fp32_ops[k]));
+    /* the op times lie inside the steps and add up to at most their span (the host's own
+     * work between ops is the rest), and to the recorded total */
+    char *tr = trace_of(p);
+    double op_s, span_s;
+    check_trace_spans(tr, STEPS, &op_s, &span_s);
+    free(tr);
+    printf("# bf16 cpu: ops %.3f ms of %.3f ms in %d steps\n", 1e3 * op_s, 1e3 * span_s, STEPS);
+    assert_true(op_s > 0 && op_s <= span_s * 1.0001 + 2e-6 * llm_profile_nevents(p));
+    assert_true(fabs(op_s - llm_profile_total_seconds(p)) <= 1e-6 * llm_profile_nevents(p) + 1e-9);
+    llm_model_free(m);
+    assert_int_equal(llm_profile_mem_live(p), 0);
+    llm_profile_free(p);
+    llm_backend_free(&inner);
 }
 
 int main(void)
@@ -680,6 +926,7 @@ int main(void)
         cmocka_unit_test(test_attention_rows_positions),
         cmocka_unit_test(test_capabilities),
         cmocka_unit_test_setup_teardown(test_mixed_precision, setup, teardown),
+        cmocka_unit_test(test_train_bf16_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
