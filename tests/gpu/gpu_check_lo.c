@@ -245,11 +245,8 @@ static void check_mm_lo(gc *x, int N, int C, int OC, int with_bias, int lo, int 
         }
     }
     snprintf(op, sizeof op, "matmul_bwd_lo %s%s%s dinp", ln, on, tag);
-    /* OC = 0: dinp is an empty sum, 0; cpu-ref at loact 9353758 leaves it unwritten
-     * (returns early), so its column is left out there */
-    const float *cdi_cmp = OC > 0 ? cdi : NULL;
-    if (odt == LLM_DT_F32) row(x, op, sh, di, rdi, cdi_cmp, ni, B_LO);
-    else row_lo(x, op, sh, di, rdi, cdi_cmp, ni, B_LO, lo);
+    if (odt == LLM_DT_F32) row(x, op, sh, di, rdi, cdi, ni, B_LO);
+    else row_lo(x, op, sh, di, rdi, cdi, ni, B_LO, lo);
     snprintf(op, sizeof op, "matmul_bwd_lo %s%s dw", ln, tag);
     row(x, op, sh, dw, rdw, cdw, nw, B_LO);
     if (bias) {
