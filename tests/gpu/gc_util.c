@@ -133,6 +133,16 @@ void row_print(gc *x, const char *op, const char *shape, double eg, double egr,
     if (x->out) fputs(line, x->out);
 }
 
+void row_result(gc *x, const char *op, const char *shape, double eg, double egr, double er,
+                double bound, int pass)
+{
+    char msg[256];
+    if (x->cuda && llm_backend_cuda_status(&x->g, msg, sizeof msg)) pass = 0;
+    x->rows++;
+    if (!pass) x->fails++;
+    row_print(x, op, shape, eg, egr, er, bound, pass);
+}
+
 /* One output compared: a = cuda, ref = double reference, c = cpu-ref (may be NULL). */
 void row(gc *x, const char *op, const char *shape, const float *a, const double *ref,
                 const float *c, size_t n, double bound)
@@ -141,12 +151,7 @@ void row(gc *x, const char *op, const char *shape, const float *a, const double 
     double egr = (c && x->have_ref) ? errff(a, c, n) : -1;
     double er = (c && x->have_ref) ? err64(c, ref, n) : -1;
     /* the cpu-ref column is informative; cuda must meet the bound against both */
-    int pass = eg <= bound && (egr < 0 || egr <= 2 * bound);
-    char msg[256];
-    if (x->cuda && llm_backend_cuda_status(&x->g, msg, sizeof msg)) pass = 0;
-    x->rows++;
-    if (!pass) x->fails++;
-    row_print(x, op, shape, eg, egr, er, bound, pass);
+    row_result(x, op, shape, eg, egr, er, bound, eg <= bound && (egr < 0 || egr <= 2 * bound));
 }
 
 void row_det(gc *x, const char *op, const char *shape, const float *a, const float *b,
@@ -161,11 +166,7 @@ void row_det(gc *x, const char *op, const char *shape, const float *a, const flo
 
 void row_check(gc *x, const char *op, const char *shape, double v, double bound, int pass)
 {
-    char msg[256];
-    if (x->cuda && llm_backend_cuda_status(&x->g, msg, sizeof msg)) pass = 0;
-    x->rows++;
-    if (!pass) x->fails++;
-    row_print(x, op, shape, v, -1, -1, bound, pass);
+    row_result(x, op, shape, v, -1, -1, bound, pass);
 }
 
 /* ---- lo outputs ---- */
@@ -223,12 +224,7 @@ void row_lo(gc *x, const char *op, const char *shape, const float *a, const doub
         er = err_lo(c, ref, n, lo, 1);
         free(cr);
     }
-    int pass = eg <= bound && (egr < 0 || egr <= 2 * bound);
-    char msg[256];
-    if (x->cuda && llm_backend_cuda_status(&x->g, msg, sizeof msg)) pass = 0;
-    x->rows++;
-    if (!pass) x->fails++;
-    row_print(x, op, shape, eg, egr, er, bound, pass);
+    row_result(x, op, shape, eg, egr, er, bound, eg <= bound && (egr < 0 || egr <= 2 * bound));
 }
 
 void row_bits(gc *x, const char *op, const char *shape, const void *a, const void *b, size_t bytes)

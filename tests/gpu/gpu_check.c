@@ -26,13 +26,7 @@
 /* gc_report_fn for gpu_check_infer.c: the error is against cpu-ref */
 static void row_infer(void *xv, const char *op, const char *shape, double err, double bound)
 {
-    gc *x = xv;
-    int pass = err <= bound;
-    char msg[256];
-    if (x->cuda && llm_backend_cuda_status(&x->g, msg, sizeof msg)) pass = 0;
-    x->rows++;
-    if (!pass) x->fails++;
-    row_print(x, op, shape, err, err, -1, bound, pass);
+    row_result(xv, op, shape, err, err, -1, bound, err <= bound);
 }
 
 /* ---- the ops ---- */

@@ -70,6 +70,11 @@ void row_print(gc *x, const char *op, const char *shape, double eg, double egr, 
 void row(gc *x, const char *op, const char *shape, const float *a, const double *ref,
          const float *c, size_t n, double bound);
 void row_det(gc *x, const char *op, const char *shape, const float *a, const float *b, size_t n);
+/* one row with its errors as given (eg: cuda vs the reference, egr: vs cpu-ref, er:
+ * cpu-ref vs the reference; -1 not shown): counted, and failed too when the backend
+ * recorded an error */
+void row_result(gc *x, const char *op, const char *shape, double eg, double egr, double er,
+                double bound, int pass);
 /* one pass/fail row with a free-form measure (bound printed; pass decided by the caller) */
 void row_check(gc *x, const char *op, const char *shape, double v, double bound, int pass);
 
