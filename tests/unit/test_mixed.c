@@ -24,32 +24,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
 
-static llm_backend REF, FAST;
-static llm_backend *BACKENDS[2] = {&REF, &FAST};
-
-static int setup(void **state)
-{
-    (void)state;
-    return tu_cpu_backends(&REF, &FAST);
-}
-
-/* The fast backend with its activation chunk forced down to a few rows (several chunks
- * per GEMM, the dw/dbias sums split across them). */
-static int setup_chunked(void **state)
-{
-    if (setup(state) != 0)
-        return -1;
-    ((llm_cpu_ctx *)FAST.ctx)->lo_chunk = 700;
-    print_message("# fast backend with lo_chunk 700 floats\n");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_cpu_backends_free(&REF, &FAST);
-    return 0;
-}
+#include "tests/unit/lo_fixture.h"
 
 static float f_of(uint32_t u)
 {
