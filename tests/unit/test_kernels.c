@@ -51,22 +51,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static float *rnd(tu_rng *r, size_t n, float lo, float hi)
-{
-    float *x = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(x);
-    tu_fill(r, x, n, lo, hi);
-    return x;
-}
-
-static float *dup(const float *x, size_t n)
-{
-    float *y = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(y);
-    memcpy(y, x, sizeof(float) * n);
-    return y;
-}
-
 static double max_abs(const float *x, size_t n)
 {
     double m = 0;
@@ -148,13 +132,13 @@ static void test_embed(void **state)
         for (int i = 0; i < s->B * s->T; i++)
             inp[i] = (int32_t)(tu_next(&r) % (uint64_t)s->V);
         inp[0] = inp[s->B * s->T - 1]; /* a repeated id */
-        float *wte = rnd(&r, (size_t)s->Vp * s->C, -1, 1), *wpe = rnd(&r, (size_t)s->T * s->C, -1, 1);
-        float *o1 = rnd(&r, n, -1, 1), *o2 = dup(o1, n), *d = rnd(&r, n, -1, 1);
+        float *wte = tu_rnd(&r, (size_t)s->Vp * s->C, -1, 1), *wpe = tu_rnd(&r, (size_t)s->T * s->C, -1, 1);
+        float *o1 = tu_rnd(&r, n, -1, 1), *o2 = tu_dup(o1, n), *d = tu_rnd(&r, n, -1, 1);
         REF.embed_forward(&REF, o1, inp, wte, wpe, s->B, s->T, s->C);
         FAST.embed_forward(&FAST, o2, inp, wte, wpe, s->B, s->T, s->C);
         cmp("embed_forward", s, o2, o1, n, 0, 0, &w1);
-        float *g1 = rnd(&r, (size_t)s->Vp * s->C, -1, 1), *g2 = dup(g1, (size_t)s->Vp * s->C);
-        float *p1 = rnd(&r, (size_t)s->T * s->C, -1, 1), *p2 = dup(p1, (size_t)s->T * s->C);
+        float *g1 = tu_rnd(&r, (size_t)s->Vp * s->C, -1, 1), *g2 = tu_dup(g1, (size_t)s->Vp * s->C);
+        float *p1 = tu_rnd(&r, (size_t)s->T * s->C, -1, 1), *p2 = tu_dup(p1, (size_t)s->T * s->C);
         REF.embed_backward(&REF, g1, p1, d, inp, s->B, s->T, s->C);
         FAST.embed_backward(&FAST, g2, p2, d, inp, s->B, s->T, s->C);
         cmp("embed_backward dwte", s, g2, g1, (size_t)s->Vp * s->C, 1e-2, 1e-5, &w2);
@@ -176,7 +160,7 @@ static void test_layernorm(void **state)
         const shape *s = &SHAPES[k];
         int N = s->B * s->T, C = s->C;
         size_t n = (size_t)N * C;
-        float *x = rnd(&r, n, -2, 3), *w = rnd(&r, C, 0.5, 1.5), *b = rnd(&r, C, -1, 1);
+        float *x = tu_rnd(&r, n, -2, 3), *w = tu_rnd(&r, C, 0.5, 1.5), *b = tu_rnd(&r, C, -1, 1);
         float *o1 = malloc(4 * n), *o2 = malloc(4 * n), *m1 = malloc(4 * N), *m2 = malloc(4 * N);
         float *r1 = malloc(4 * N), *r2 = malloc(4 * N);
         REF.layernorm_forward(&REF, o1, m1, r1, x, w, b, N, C);
@@ -186,8 +170,8 @@ static void test_layernorm(void **state)
         cmp("layernorm_forward rstd", s, r2, r1, N, 1e-2, 1e-5, &we[1]);
         FAST.layernorm_forward(&FAST, o2, NULL, NULL, x, w, b, N, C);
         cmp("layernorm_forward out", s, o2, o1, n, 1e-2, 1e-5, &we[0]);
-        float *dy = rnd(&r, n, -1, 1), *dx1 = rnd(&r, n, -1, 1), *dx2 = dup(dx1, n);
-        float *dw1 = rnd(&r, C, -1, 1), *dw2 = dup(dw1, C), *db1 = rnd(&r, C, -1, 1), *db2 = dup(db1, C);
+        float *dy = tu_rnd(&r, n, -1, 1), *dx1 = tu_rnd(&r, n, -1, 1), *dx2 = tu_dup(dx1, n);
+        float *dw1 = tu_rnd(&r, C, -1, 1), *dw2 = tu_dup(dw1, C), *db1 = tu_rnd(&r, C, -1, 1), *db2 = tu_dup(db1, C);
         REF.layernorm_backward(&REF, dx1, dw1, db1, dy, x, w, m1, r1, N, C);
         FAST.layernorm_backward(&FAST, dx2, dw2, db2, dy, x, w, m1, r1, N, C);
         cmp("layernorm_backward dinp", s, dx2, dx1, n, 1e-2, 1e-4, &we[2]);
@@ -211,16 +195,16 @@ static void test_matmul(void **state)
         const shape *s = &SHAPES[k];
         int N = s->B * s->T, C = s->C, OC = s->OC;
         for (int withbias = 0; withbias < 2; withbias++) {
-            float *x = rnd(&r, (size_t)N * C, -1, 1), *w = rnd(&r, (size_t)OC * C, -1, 1);
-            float *bias = withbias ? rnd(&r, OC, -1, 1) : NULL;
-            float *o1 = rnd(&r, (size_t)N * OC, -1, 1), *o2 = rnd(&r, (size_t)N * OC, -1, 1);
+            float *x = tu_rnd(&r, (size_t)N * C, -1, 1), *w = tu_rnd(&r, (size_t)OC * C, -1, 1);
+            float *bias = withbias ? tu_rnd(&r, OC, -1, 1) : NULL;
+            float *o1 = tu_rnd(&r, (size_t)N * OC, -1, 1), *o2 = tu_rnd(&r, (size_t)N * OC, -1, 1);
             REF.matmul_forward(&REF, o1, x, w, bias, N, C, OC);
             FAST.matmul_forward(&FAST, o2, x, w, bias, N, C, OC);
             cmp("matmul_forward", s, o2, o1, (size_t)N * OC, 1e-2, 1e-4, &we[0]);
-            float *dy = rnd(&r, (size_t)N * OC, -1, 1);
-            float *dx1 = rnd(&r, (size_t)N * C, -1, 1), *dx2 = dup(dx1, (size_t)N * C);
-            float *dw1 = rnd(&r, (size_t)OC * C, -1, 1), *dw2 = dup(dw1, (size_t)OC * C);
-            float *db1 = rnd(&r, OC, -1, 1), *db2 = dup(db1, OC);
+            float *dy = tu_rnd(&r, (size_t)N * OC, -1, 1);
+            float *dx1 = tu_rnd(&r, (size_t)N * C, -1, 1), *dx2 = tu_dup(dx1, (size_t)N * C);
+            float *dw1 = tu_rnd(&r, (size_t)OC * C, -1, 1), *dw2 = tu_dup(dw1, (size_t)OC * C);
+            float *db1 = tu_rnd(&r, OC, -1, 1), *db2 = tu_dup(db1, OC);
             REF.matmul_backward(&REF, dx1, dw1, withbias ? db1 : NULL, dy, x, w, N, C, OC);
             FAST.matmul_backward(&FAST, dx2, dw2, withbias ? db2 : NULL, dy, x, w, N, C, OC);
             cmp("matmul_backward dinp", s, dx2, dx1, (size_t)N * C, 1e-2, 1e-4, &we[1]);
@@ -245,14 +229,14 @@ static void test_attention(void **state)
         const shape *s = &SHAPES[k];
         int B = s->B, T = s->T, C = s->C, NH = s->NH;
         size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
-        float *qkv = rnd(&r, nq, -2, 2);
+        float *qkv = tu_rnd(&r, nq, -2, 2);
         float *o1 = malloc(4 * no), *o2 = malloc(4 * no);
-        float *a1 = rnd(&r, na, -1, 1), *a2 = rnd(&r, na, -1, 1); /* must be overwritten */
+        float *a1 = tu_rnd(&r, na, -1, 1), *a2 = tu_rnd(&r, na, -1, 1); /* must be overwritten */
         REF.attention_forward(&REF, o1, a1, qkv, B, T, C, NH);
         FAST.attention_forward(&FAST, o2, a2, qkv, B, T, C, NH);
         cmp("attention_forward out", s, o2, o1, no, 1e-2, 1e-4, &we[0]); /* a GEMM */
         cmp("attention_forward att", s, a2, a1, na, 1e-2, 1e-5, &we[1]);
-        float *dy = rnd(&r, no, -1, 1), *d1 = rnd(&r, nq, -1, 1), *d2 = dup(d1, nq);
+        float *dy = tu_rnd(&r, no, -1, 1), *d1 = tu_rnd(&r, nq, -1, 1), *d2 = tu_dup(d1, nq);
         REF.attention_backward(&REF, d1, dy, qkv, a1, B, T, C, NH);
         FAST.attention_backward(&FAST, d2, dy, qkv, a1, B, T, C, NH);
         cmp("attention_backward", s, d2, d1, nq, 1e-2, 1e-4, &we[2]);
@@ -272,7 +256,7 @@ static void test_elementwise(void **state)
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t n = sizes[k];
         shape s = {0, 0, (int)n, 0, 0, 0, 0};
-        float *x = rnd(&r, n, -6, 6), *y = rnd(&r, n, -1, 1);
+        float *x = tu_rnd(&r, n, -6, 6), *y = tu_rnd(&r, n, -1, 1);
         x[0] = n > 1 ? -20.0f : 0.0f; /* saturated tails */
         if (n > 2)
             x[1] = 15.0f;
@@ -280,7 +264,7 @@ static void test_elementwise(void **state)
         REF.gelu_forward(&REF, o1, x, n);
         FAST.gelu_forward(&FAST, o2, x, n);
         cmp("gelu_forward", &s, o2, o1, n, 1e-2, 1e-5, &we[0]);
-        float *d1 = rnd(&r, n, -1, 1), *d2 = dup(d1, n);
+        float *d1 = tu_rnd(&r, n, -1, 1), *d2 = tu_dup(d1, n);
         REF.gelu_backward(&REF, d1, x, y, n);
         FAST.gelu_backward(&FAST, d2, x, y, n);
         cmp("gelu_backward", &s, d2, d1, n, 1e-2, 1e-5, &we[1]);
@@ -318,8 +302,8 @@ static void test_adamw(void **state)
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         size_t n = sizes[k];
         shape s = {0, 0, (int)n, 0, 0, 0, 0};
-        float *p1 = rnd(&r, n, -1, 1), *g = rnd(&r, n, -1, 1), *m1 = rnd(&r, n, -.1f, .1f);
-        float *v1 = rnd(&r, n, 0, .01f), *p2 = dup(p1, n), *m2 = dup(m1, n), *v2 = dup(v1, n);
+        float *p1 = tu_rnd(&r, n, -1, 1), *g = tu_rnd(&r, n, -1, 1), *m1 = tu_rnd(&r, n, -.1f, .1f);
+        float *v1 = tu_rnd(&r, n, 0, .01f), *p2 = tu_dup(p1, n), *m2 = tu_dup(m1, n), *v2 = tu_dup(v1, n);
         for (int t = 1; t <= 3; t++) {
             float wd = t == 2 ? 0.0f : 0.1f;
             REF.adamw(&REF, p1, g, m1, v1, n, 1e-3f, 0.9f, 0.95f, 1e-8f, wd, t, 0.5f);
@@ -342,7 +326,7 @@ static void test_xent(void **state)
         const shape *s = &SHAPES[k];
         int N = s->B * s->T, V = s->V, Vp = s->Vp;
         size_t n = (size_t)N * Vp;
-        float *x = rnd(&r, n, -8, 8);
+        float *x = tu_rnd(&r, n, -8, 8);
         int32_t *tg = malloc(4 * N);
         for (int i = 0; i < N; i++) {
             tg[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
@@ -356,7 +340,7 @@ static void test_xent(void **state)
          * loss, which can be near 0 */
         cmp("xent_forward loss", s, l2, l1, N, 0.1, 1e-5, &we[0]);
         cmp("xent_forward lse", s, z2, z1, N, 1e-2, 1e-5, &we[1]);
-        float *d1 = rnd(&r, n, -1, 1), *d2 = dup(x, n);
+        float *d1 = tu_rnd(&r, n, -1, 1), *d2 = tu_dup(x, n);
         REF.xent_backward(&REF, d1, x, z1, tg, 1.0f / N, N, V, Vp);
         FAST.xent_backward(&FAST, d2, d2, z1, tg, 1.0f / N, N, V, Vp); /* in place */
         cmp("xent_backward", s, d2, d1, n, 1e-2, 1e-5, &we[2]);
@@ -377,9 +361,9 @@ static void test_deterministic(void **state)
     tu_rng r = {8};
     int B = 4, T = 64, C = 96, NH = 3, N = B * T, OC = 200;
     size_t nq = (size_t)N * 3 * C, no = (size_t)N * C;
-    float *qkv = rnd(&r, nq, -2, 2), *dy = rnd(&r, no, -1, 1), *att = rnd(&r, (size_t)B * NH * T * T, 0, 0);
-    float *out = rnd(&r, no, 0, 0), *x = rnd(&r, no, -1, 1), *w = rnd(&r, (size_t)OC * C, -1, 1);
-    float *dout = rnd(&r, (size_t)N * OC, -1, 1), *mean = rnd(&r, N, 0, 0), *rstd = rnd(&r, N, 0, 0);
+    float *qkv = tu_rnd(&r, nq, -2, 2), *dy = tu_rnd(&r, no, -1, 1), *att = tu_rnd(&r, (size_t)B * NH * T * T, 0, 0);
+    float *out = tu_rnd(&r, no, 0, 0), *x = tu_rnd(&r, no, -1, 1), *w = tu_rnd(&r, (size_t)OC * C, -1, 1);
+    float *dout = tu_rnd(&r, (size_t)N * OC, -1, 1), *mean = tu_rnd(&r, N, 0, 0), *rstd = tu_rnd(&r, N, 0, 0);
     int32_t *ids = malloc(sizeof(int32_t) * N);
     for (int i = 0; i < N; i++)
         ids[i] = (int32_t)(tu_next(&r) % 7); /* many repeats */
@@ -388,8 +372,8 @@ static void test_deterministic(void **state)
     float *g[2][6];
     for (int run = 0; run < 2; run++) {
         float **o = g[run];
-        o[0] = rnd(&r, nq, 0, 0), o[1] = rnd(&r, no, 0, 0), o[2] = rnd(&r, (size_t)OC * C, 0, 0);
-        o[3] = rnd(&r, OC, 0, 0), o[4] = rnd(&r, (size_t)7 * C, 0, 0), o[5] = rnd(&r, (size_t)T * C, 0, 0);
+        o[0] = tu_rnd(&r, nq, 0, 0), o[1] = tu_rnd(&r, no, 0, 0), o[2] = tu_rnd(&r, (size_t)OC * C, 0, 0);
+        o[3] = tu_rnd(&r, OC, 0, 0), o[4] = tu_rnd(&r, (size_t)7 * C, 0, 0), o[5] = tu_rnd(&r, (size_t)T * C, 0, 0);
         FAST.attention_backward(&FAST, o[0], dy, qkv, att, B, T, C, NH);
         FAST.layernorm_backward(&FAST, o[1], o[2], o[3], dy, x, w, mean, rstd, N, C);
         FAST.matmul_backward(&FAST, o[1], o[2], o[3], dout, x, w, N, C, OC);

@@ -34,14 +34,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static float *rnd(tu_rng *r, size_t n, float lo, float hi)
-{
-    float *x = calloc(n ? n : 1, sizeof(float));
-    assert_non_null(x);
-    tu_fill(r, x, n, lo, hi);
-    return x;
-}
-
 /* Forward pass of the op under test; returns sum(out * r) in double. */
 static double loss(fd_ctx *c)
 {
@@ -113,10 +105,10 @@ static void test_fd_layernorm(void **state)
     tu_rng r = {11};
     fd_ctx c = {.op = LN, .N = 3, .C = 7};
     size_t n = (size_t)c.N * c.C;
-    c.x = rnd(&r, n, -2, 2), c.w = rnd(&r, c.C, 0.5, 1.5), c.b = rnd(&r, c.C, -1, 1);
-    c.out = rnd(&r, n, 0, 0), c.r = rnd(&r, n, -1, 1), c.aux = rnd(&r, c.N, 0, 0);
-    c.aux2 = rnd(&r, c.N, 0, 0);
-    float *dx = rnd(&r, n, 0, 0), *dw = rnd(&r, c.C, 0, 0), *db = rnd(&r, c.C, 0, 0);
+    c.x = tu_rnd(&r, n, -2, 2), c.w = tu_rnd(&r, c.C, 0.5, 1.5), c.b = tu_rnd(&r, c.C, -1, 1);
+    c.out = tu_rnd(&r, n, 0, 0), c.r = tu_rnd(&r, n, -1, 1), c.aux = tu_rnd(&r, c.N, 0, 0);
+    c.aux2 = tu_rnd(&r, c.N, 0, 0);
+    float *dx = tu_rnd(&r, n, 0, 0), *dw = tu_rnd(&r, c.C, 0, 0), *db = tu_rnd(&r, c.C, 0, 0);
     loss(&c);
     REF.layernorm_backward(&REF, dx, dw, db, c.r, c.x, c.w, c.aux, c.aux2, c.N, c.C);
     fd_check("layernorm dinp", &c, c.x, dx, n);
@@ -131,11 +123,11 @@ static void test_fd_matmul(void **state)
     (void)state;
     tu_rng r = {12};
     fd_ctx c = {.op = MM, .N = 3, .C = 5, .OC = 4};
-    c.x = rnd(&r, (size_t)c.N * c.C, -1, 1), c.w = rnd(&r, (size_t)c.OC * c.C, -1, 1);
-    c.b = rnd(&r, c.OC, -1, 1), c.out = rnd(&r, (size_t)c.N * c.OC, 0, 0);
-    c.r = rnd(&r, (size_t)c.N * c.OC, -1, 1);
-    float *dx = rnd(&r, (size_t)c.N * c.C, 0, 0), *dw = rnd(&r, (size_t)c.OC * c.C, 0, 0);
-    float *db = rnd(&r, c.OC, 0, 0);
+    c.x = tu_rnd(&r, (size_t)c.N * c.C, -1, 1), c.w = tu_rnd(&r, (size_t)c.OC * c.C, -1, 1);
+    c.b = tu_rnd(&r, c.OC, -1, 1), c.out = tu_rnd(&r, (size_t)c.N * c.OC, 0, 0);
+    c.r = tu_rnd(&r, (size_t)c.N * c.OC, -1, 1);
+    float *dx = tu_rnd(&r, (size_t)c.N * c.C, 0, 0), *dw = tu_rnd(&r, (size_t)c.OC * c.C, 0, 0);
+    float *db = tu_rnd(&r, c.OC, 0, 0);
     REF.matmul_backward(&REF, dx, dw, db, c.r, c.x, c.w, c.N, c.C, c.OC);
     fd_check("matmul dinp", &c, c.x, dx, (size_t)c.N * c.C);
     fd_check("matmul dw", &c, c.w, dw, (size_t)c.OC * c.C);
@@ -149,9 +141,9 @@ static void test_fd_attention(void **state)
     tu_rng r = {13};
     fd_ctx c = {.op = ATT, .B = 2, .T = 4, .C = 6, .NH = 2};
     size_t nq = (size_t)c.B * c.T * 3 * c.C, no = (size_t)c.B * c.T * c.C;
-    c.x = rnd(&r, nq, -1, 1), c.out = rnd(&r, no, 0, 0), c.r = rnd(&r, no, -1, 1);
-    c.aux = rnd(&r, (size_t)c.B * c.NH * c.T * c.T, 0, 0);
-    float *dq = rnd(&r, nq, 0, 0);
+    c.x = tu_rnd(&r, nq, -1, 1), c.out = tu_rnd(&r, no, 0, 0), c.r = tu_rnd(&r, no, -1, 1);
+    c.aux = tu_rnd(&r, (size_t)c.B * c.NH * c.T * c.T, 0, 0);
+    float *dq = tu_rnd(&r, nq, 0, 0);
     loss(&c);
     REF.attention_backward(&REF, dq, c.r, c.x, c.aux, c.B, c.T, c.C, c.NH);
     fd_check("attention dqkv", &c, c.x, dq, nq);
@@ -163,8 +155,8 @@ static void test_fd_gelu(void **state)
     (void)state;
     tu_rng r = {14};
     fd_ctx c = {.op = GELU, .N = 40};
-    c.x = rnd(&r, c.N, -4, 4), c.out = rnd(&r, c.N, 0, 0), c.r = rnd(&r, c.N, -1, 1);
-    float *dx = rnd(&r, c.N, 0, 0);
+    c.x = tu_rnd(&r, c.N, -4, 4), c.out = tu_rnd(&r, c.N, 0, 0), c.r = tu_rnd(&r, c.N, -1, 1);
+    float *dx = tu_rnd(&r, c.N, 0, 0);
     REF.gelu_backward(&REF, dx, c.x, c.r, c.N);
     fd_check("gelu dinp", &c, c.x, dx, c.N);
     free(c.x); free(c.out); free(c.r); free(dx);
@@ -176,11 +168,11 @@ static void test_fd_xent(void **state)
     tu_rng r = {15};
     fd_ctx c = {.op = XENT, .N = 3, .V = 9, .Vp = 12};
     size_t n = (size_t)c.N * c.Vp;
-    c.x = rnd(&r, n, -3, 3), c.out = rnd(&r, c.N, 0, 0), c.aux = rnd(&r, c.N, 0, 0);
+    c.x = tu_rnd(&r, n, -3, 3), c.out = tu_rnd(&r, c.N, 0, 0), c.aux = tu_rnd(&r, c.N, 0, 0);
     c.ids = malloc(sizeof(int32_t) * c.N);
     for (int i = 0; i < c.N; i++)
         c.ids[i] = (int32_t)(tu_next(&r) % (uint64_t)c.V);
-    float *dl = rnd(&r, n, 0, 0);
+    float *dl = tu_rnd(&r, n, 0, 0);
     loss(&c);
     REF.xent_backward(&REF, dl, c.x, c.aux, c.ids, 1.0f / c.N, c.N, c.V, c.Vp);
     fd_check("xent dlogits", &c, c.x, dl, n);
@@ -193,12 +185,12 @@ static void test_fd_embed(void **state)
     tu_rng r = {16};
     fd_ctx c = {.op = EMB, .B = 2, .T = 3, .C = 4, .V = 5};
     size_t no = (size_t)c.B * c.T * c.C;
-    c.w = rnd(&r, (size_t)c.V * c.C, -1, 1), c.b = rnd(&r, (size_t)c.T * c.C, -1, 1);
-    c.out = rnd(&r, no, 0, 0), c.r = rnd(&r, no, -1, 1);
+    c.w = tu_rnd(&r, (size_t)c.V * c.C, -1, 1), c.b = tu_rnd(&r, (size_t)c.T * c.C, -1, 1);
+    c.out = tu_rnd(&r, no, 0, 0), c.r = tu_rnd(&r, no, -1, 1);
     c.ids = malloc(sizeof(int32_t) * c.B * c.T);
     for (int i = 0; i < c.B * c.T; i++)
         c.ids[i] = (int32_t)(i % 3); /* repeats */
-    float *dwte = rnd(&r, (size_t)c.V * c.C, 0, 0), *dwpe = rnd(&r, (size_t)c.T * c.C, 0, 0);
+    float *dwte = tu_rnd(&r, (size_t)c.V * c.C, 0, 0), *dwpe = tu_rnd(&r, (size_t)c.T * c.C, 0, 0);
     REF.embed_backward(&REF, dwte, dwpe, c.r, c.ids, c.B, c.T, c.C);
     fd_check("embed dwte", &c, c.w, dwte, (size_t)c.V * c.C);
     fd_check("embed dwpe", &c, c.b, dwpe, (size_t)c.T * c.C);

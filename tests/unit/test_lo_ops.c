@@ -26,42 +26,9 @@
 
 #include "tests/unit/lo_fixture.h"
 
-static const char *lo_name(int lo) { return lo == LLM_DT_F16 ? "f16" : "bf16"; }
 
-static float *rnd(tu_rng *r, size_t n, float lo, float hi)
-{
-    float *x = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(x);
-    tu_fill(r, x, n, lo, hi);
-    return x;
-}
 
-static float lo_val(uint16_t h, int lo)
-{
-    return lo == LLM_DT_F16 ? llm_quant_f16_to_f32(h) : llm_quant_bf16_to_f32(h);
-}
 
-static uint16_t lo_bits(double v, int lo)
-{
-    return lo == LLM_DT_F16 ? llm_quant_f32_to_f16((float)v) : llm_quant_f32_to_bf16((float)v);
-}
-
-/* n random values in [a,b) as lo bits; *vals (may be NULL) their values */
-static uint16_t *rnd_lo(tu_rng *r, size_t n, float a, float b, int lo, float **vals)
-{
-    float *x = rnd(r, n, a, b);
-    uint16_t *h = malloc(2 * (n ? n : 1));
-    assert_non_null(h);
-    for (size_t i = 0; i < n; i++) {
-        h[i] = lo_bits(x[i], lo);
-        x[i] = lo_val(h[i], lo);
-    }
-    if (vals)
-        *vals = x;
-    else
-        free(x);
-    return h;
-}
 
 /* the lo bits of src(n) rounded (the library's conversion) */
 static uint16_t *to_lo(const float *src, size_t n, int lo)
@@ -88,8 +55,8 @@ static void test_layernorm_lo(void **state)
                     llm_backend *be = BACKENDS[bi];
                     int N = shapes[s][0], C = shapes[s][1];
                     size_t n = (size_t)N * C;
-                    float *a = rnd(&r, n, -3, 3), *b = rnd(&r, n, -1, 1), *w = rnd(&r, C, 0.5f, 1.5f),
-                          *bias = rnd(&r, C, -0.5f, 0.5f);
+                    float *a = tu_rnd(&r, n, -3, 3), *b = tu_rnd(&r, n, -1, 1), *w = tu_rnd(&r, C, 0.5f, 1.5f),
+                          *bias = tu_rnd(&r, C, -0.5f, 0.5f);
                     /* the fp32 ops */
                     float *res = malloc(n * 4), *y = malloc(n * 4), *mu = malloc(N * 4),
                           *rs = malloc(N * 4);
@@ -348,7 +315,7 @@ static void test_attention_lse(void **state)
                     }
             for (int bi = 0; bi < 2; bi++) {
                 llm_backend *be = BACKENDS[bi];
-                float *lse = rnd(&r, nl, -9, 9);
+                float *lse = tu_rnd(&r, nl, -9, 9);
                 uint16_t *out = malloc(2 * no + 2), *g = malloc(2 * nq + 2);
                 assert_true(out && g);
                 memset(out, 0xff, 2 * no + 2);

@@ -39,7 +39,6 @@ static int h_is_nan(uint16_t h, int lo)
                             : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
 }
 
-static const char *lo_name(int lo) { return lo == LLM_DT_F16 ? "f16" : "bf16"; }
 
 /* ---- cast_lo ---- */
 
@@ -219,45 +218,8 @@ static const mshape MSHAPES[] = {
 };
 #define NMSHAPES (sizeof MSHAPES / sizeof MSHAPES[0])
 
-static float *rnd(tu_rng *r, size_t n, float lo, float hi)
-{
-    float *x = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(x);
-    tu_fill(r, x, n, lo, hi);
-    return x;
-}
 
-static float *dup(const float *x, size_t n)
-{
-    float *y = malloc(sizeof(float) * (n ? n : 1));
-    assert_non_null(y);
-    memcpy(y, x, sizeof(float) * n);
-    return y;
-}
 
-/* n random values in [a,b) as lo bits (*vals: their values, caller frees) */
-static uint16_t *rnd_lo_bits(tu_rng *r, size_t n, float a, float b, int lo, float **vals)
-{
-    float *x = rnd(r, n, a, b);
-    uint16_t *h = malloc(2 * (n ? n : 1));
-    assert_non_null(h);
-    for (size_t i = 0; i < n; i++) {
-        h[i] = lo == LLM_DT_F16 ? llm_quant_f32_to_f16(x[i]) : llm_quant_f32_to_bf16(x[i]);
-        x[i] = lo == LLM_DT_F16 ? llm_quant_f16_to_f32(h[i]) : llm_quant_bf16_to_f32(h[i]);
-    }
-    *vals = x;
-    return h;
-}
-
-static float lo_val(uint16_t h, int lo)
-{
-    return lo == LLM_DT_F16 ? llm_quant_f16_to_f32(h) : llm_quant_bf16_to_f32(h);
-}
-
-static uint16_t lo_bits(double v, int lo)
-{
-    return lo == LLM_DT_F16 ? llm_quant_f32_to_f16((float)v) : llm_quant_f32_to_bf16((float)v);
-}
 
 /* max over i of |got[i] - want[i]| / scale[i] (NaN counts as infinite). */
 static double worst(const float *got, const double *want, const double *scale, size_t n)
@@ -309,13 +271,13 @@ static void gemm_case(llm_backend *be, int lo, int N, int C, int OC, int withbia
 {
     size_t nx = (size_t)N * C, nw = (size_t)OC * C, ny = (size_t)N * OC;
     float *x, *w, *dy, *bias;
-    uint16_t *xl = rnd_lo_bits(r, nx, -2, 2, lo, &x), *wl = rnd_lo_bits(r, nw, -1, 1, lo, &w),
-             *dyl = rnd_lo_bits(r, ny, -1, 1, lo, &dy), *bl = rnd_lo_bits(r, OC, -1, 1, lo, &bias);
+    uint16_t *xl = rnd_lo(r, nx, -2, 2, lo, &x), *wl = rnd_lo(r, nw, -1, 1, lo, &w),
+             *dyl = rnd_lo(r, ny, -1, 1, lo, &dy), *bl = rnd_lo(r, OC, -1, 1, lo, &bias);
     double *y = calloc(ny, 8), *ys = calloc(ny, 8), *dx = calloc(nx, 8), *dxs = calloc(nx, 8),
            *dw = calloc(nw, 8), *dws = calloc(nw, 8), *db = calloc((size_t)OC, 8),
            *dbs = calloc((size_t)OC, 8);
     assert_true(y && ys && dx && dxs && dw && dws && db && dbs);
-    float *dw0 = rnd(r, nw, -1, 1), *db0 = rnd(r, OC, -1, 1);
+    float *dw0 = tu_rnd(r, nw, -1, 1), *db0 = tu_rnd(r, OC, -1, 1);
     for (int i = 0; i < N; i++)
         for (int o = 0; o < OC; o++) {
             double dyr = dy[(size_t)i * OC + o];
@@ -341,7 +303,7 @@ static void gemm_case(llm_backend *be, int lo, int N, int C, int OC, int withbia
     int odt = lo_out ? lo : LLM_DT_F32;
     /* overwritten outputs start as NaN: a kernel that accumulates into them fails */
     void *out = malloc(ny * 4 + 4), *gx = malloc(nx * 4 + 4);
-    float *gw = dup(dw0, nw), *gb = dup(db0, OC);
+    float *gw = tu_dup(dw0, nw), *gb = tu_dup(db0, OC);
     assert_true(out && gx);
     memset(out, 0xff, ny * 4 + 4);
     memset(gx, 0xff, nx * 4 + 4);

@@ -27,6 +27,22 @@ void tu_fill(tu_rng *r, float *x, size_t n, float lo, float hi)
         x[i] = tu_uniform(r, lo, hi);
 }
 
+float *tu_rnd(tu_rng *r, size_t n, float lo, float hi)
+{
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    assert_non_null(x);
+    tu_fill(r, x, n, lo, hi);
+    return x;
+}
+
+float *tu_dup(const float *x, size_t n)
+{
+    float *y = malloc(sizeof(float) * (n ? n : 1));
+    assert_non_null(y);
+    memcpy(y, x, sizeof(float) * n);
+    return y;
+}
+
 double tu_max_rel_err(const float *a, const float *b, size_t n, double floor, size_t *worst)
 {
     double m = 0;

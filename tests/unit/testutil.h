@@ -13,6 +13,10 @@ typedef struct { uint64_t s; } tu_rng;
 uint64_t tu_next(tu_rng *r);
 float tu_uniform(tu_rng *r, float lo, float hi);
 void tu_fill(tu_rng *r, float *x, size_t n, float lo, float hi);
+/* Fresh malloc'd arrays (at least one element; the test fails when out of memory): n
+ * uniforms in [lo,hi) from r; a copy of x(n). */
+float *tu_rnd(tu_rng *r, size_t n, float lo, float hi);
+float *tu_dup(const float *x, size_t n);
 
 /* max |a-b| / max(|b|, floor) over n elements; *worst gets the index (may be NULL). */
 double tu_max_rel_err(const float *a, const float *b, size_t n, double floor, size_t *worst);
