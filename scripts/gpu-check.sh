@@ -26,7 +26,8 @@
 #            bf16 with LLM_CUDA_FLASH=0; B=64 bf16), the peer karpathy/llm.c on the same
 #            model, data, B and T in the same run (its train_gpt2cu, bf16, carried when
 #            --prepare found its source in $LLMC_SRC) and the ratio, llm-profile's per-op
-#            table of a bf16 step, decode tokens/s
+#            table of a bf16 step, decode tokens/s and where a batch-1 token's time goes
+#            (llm-profile --mode decode: the ops' share of it, the rest is the host)
 #       A summary table is printed last and written to build/gpu-check/report.txt (and to
 #       $OUT/gpu-check-report.txt, with the full log and gpu-check-files.tgz holding the
 #       other text outputs, when $OUT is set).
@@ -488,6 +489,18 @@ Y
       if [ -n "$d" ]; then row "GPT-2 124M decode batch $nb" INFO "$d tok/s"
       else row "GPT-2 124M decode batch $nb" SKIP "no decode_tokens_per_s"; fi
     done
+    # where a batch-1 token's time goes: the ops' CUDA-event times against the token's
+    # wall time (the rest is the host: launches, copies, sampling)
+    if have llm-profile && ! late 30; then
+      env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-profile" "$G" --mode decode -b 1 -t 256 \
+        -s 128 -d cuda >"$REP_DIR/profile-decode-b1.txt" 2>&1
+      ms=$(grep -m1 'ms per token' "$REP_DIR/profile-decode-b1.txt" | sed 's/^# *//; s/ ms per token.*//')
+      opsms=$(awk '$1 == "total" {print $2; exit}' "$REP_DIR/profile-decode-b1.txt")
+      top=$(awk '$1 != "op" && $1 !~ /^#/ && NF >= 6 && $1 != "total" {printf "%s%s %s%%", (n ? ", " : ""), $1, $6; if (++n == 3) exit}' "$REP_DIR/profile-decode-b1.txt")
+      if [ -n "$ms" ] && [ -n "$opsms" ]; then
+        row "GPT-2 124M decode b1 per-op profile" INFO "$(awk -v ms="$ms" -v o="$opsms" 'BEGIN{printf "%.3f ms/token, ops %.0f%% of it", ms, 100*o/(128*ms)}'): $top (profile-decode-b1.txt)"
+      else row "GPT-2 124M decode b1 per-op profile" FAIL "no profile (profile-decode-b1.txt)"; fi
+    fi
   else row "GPT-2 124M decode" SKIP "no llm-infer or checkpoint"; fi
 elif [ $QUICK = 0 ]; then row "GPT-2 124M train/decode" SKIP "no llm-train or data"
 fi
