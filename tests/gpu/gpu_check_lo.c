@@ -408,6 +408,18 @@ void gpu_check_lo(gc *x, int tiny)
     check_plan_churn(x, tiny ? 8 : 40);
     if (!x->cuda) return;
     check_bad_lo(x);
+    /* the model's GEMM kinds at GPT-2 shapes (lo out with a lo bias, fp32 out with an fp32
+     * bias; forward and backward) must run on cuBLASLt: its fallback is right but slow */
+    long l0[2], l1[2];
+    llm_backend_cuda_lo_gemm_path(&x->g, -1, l0);
+    check_mm_lo(x, 256, 768, 2304, 1, LLM_DT_BF16, LLM_DT_BF16, 0, " gpt2");
+    check_mm_lo(x, 256, 3072, 768, 1, LLM_DT_BF16, LLM_DT_F32, 0, " gpt2");
+    check_mm_lo(x, 256, 768, 3072, 1, LLM_DT_F16, LLM_DT_F16, 0, " gpt2");
+    llm_backend_cuda_lo_gemm_path(&x->g, -1, l1);
+    char shl[64];
+    snprintf(shl, sizeof shl, "lt %ld ex %ld", l1[0] - l0[0], l1[1] - l0[1]);
+    row_check(x, "lo gemms on cuBLASLt", shl, (double)(l1[1] - l0[1]), 0,
+              l1[1] == l0[1] && l1[0] > l0[0]);
     /* the cublasGemmEx path (taken when cuBLASLt refuses a shape), forced */
     long before[2], after[2];
     llm_backend_cuda_lo_gemm_path(&x->g, 1, before);
