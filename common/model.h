@@ -155,8 +155,9 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
  * update, a load, an init, llm_model_params or llm_model_params_changed), the
  * gradients, the moments, the residual stream and its gradient, the layernorm
  * statistics, the GEMM outputs that feed the residual stream or a layernorm backward.
- * The attention keeps each row's log-sum-exp instead of its probabilities, so selective
- * recompute has nothing to drop. */
+ * The attention keeps each row's log-sum-exp instead of its probabilities; without
+ * recompute the layers keep the GELU output too (lo), which selective recompute drops
+ * (the backward computes it again, as fp32 training always does). */
 
 /* dt: LLM_DT_F32 (the default; frees the lo copy), LLM_DT_BF16 or LLM_DT_F16.
  * Errors: LLM_EUSAGE for another dtype; LLM_ENODEV when the backend lacks the
@@ -202,7 +203,8 @@ void llm_model_set_opt_saver(llm_model *m, llm_model_opt_saver fn, void *ctx);
  * none       every layer keeps what its backward reads (model_impl.h, llm_layer_acts)
  * selective  the attention probabilities (B,NH,T,T) are kept for one layer only and
  *            recomputed from the kept qkv in the backward (one attention forward per
- *            layer more)
+ *            layer more); under mixed precision (no probabilities kept) the GELU
+ *            output is dropped instead and recomputed (one GELU per layer more)
  * full       only the L+1 residual streams are kept; each layer's forward is rerun
  *            from its input stream into one shared layer slot in the backward (one
  *            layer forward per layer more)

@@ -19,7 +19,8 @@ enum {
  * the inference layout.  Only what the backward reads is kept: the layer input x and
  * the mid-block residual res2 (layernorm inputs), the layernorm outputs and statistics
  * (matmul inputs), qkv and the attention probabilities, the attention output (input of
- * c_proj) and the fc pre-activation (the GELU output is recomputed in the backward).
+ * c_proj) and the fc pre-activation; the GELU output is recomputed in the backward,
+ * except under mixed precision without recompute, which keeps it (lo, half the size).
  * The void pointers are lo tensors under mixed precision (m->lo: 2 bytes an element),
  * fp32 otherwise. */
 typedef struct {
@@ -33,6 +34,8 @@ typedef struct {
     void *ln2;                           /* (N,C) */
     float *ln2_mean, *ln2_rstd;          /* (N), (N) */
     void *fch;                           /* (N,4C) */
+    void *fcg;                           /* (N,4C) its GELU: kept only under mixed precision
+                                            without recompute (NULL: recomputed) */
 } llm_layer_acts;
 
 struct llm_model {

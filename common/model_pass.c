@@ -2,8 +2,9 @@
  * the activation memory they use.
  *
  * Memory: training keeps, per layer, only what the backward reads (see llm_layer_acts)
- * plus L+1 residual streams; the GELU output is recomputed in the backward and the
- * gradient of the logits is written over the logits.  The backward needs three scratch
+ * plus L+1 residual streams; the GELU output is recomputed in the backward (but kept,
+ * in lo, under mixed precision without recompute) and the gradient of the logits is
+ * written over the logits.  The backward needs three scratch
  * buffers in all (two of (N,4C), one (N,C)) instead of a gradient per activation.
  * Inference (no targets) keeps one layer slot and one residual stream, updated in place.
  * Each residual add is fused with the layernorm that reads it (the next layer's ln_1 or
@@ -22,12 +23,13 @@ static size_t fl(size_t n, int lo)
     return (f + 63) & ~(size_t)63;
 }
 
-/* Floats of one layer slot for n rows and natt attention floats. */
-static size_t layer_floats(size_t n, size_t C, size_t natt, int lo)
+/* Floats of one layer slot for n rows and natt attention floats (gelu: the GELU output
+ * kept too). */
+static size_t layer_floats(size_t n, size_t C, size_t natt, int lo, int gelu)
 {
-    /* ln1 qkv atty ln2 fch (lo-able), res2, att, four statistics */
-    return fl(n * C, lo) * 3 + fl(3 * n * C, lo) + fl(4 * n * C, lo) + fl(n * C, 0) +
-           fl(natt, 0) + 4 * fl(n, 0);
+    /* ln1 qkv atty ln2 fch [fcg] (lo-able), res2, att, four statistics */
+    return fl(n * C, lo) * 3 + fl(3 * n * C, lo) + fl(4 * n * C, lo) * (gelu ? 2 : 1) +
+           fl(n * C, 0) + fl(natt, 0) + 4 * fl(n, 0);
 }
 
 static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
@@ -70,7 +72,11 @@ static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
     /* selective: one attention-probability buffer shared by the layer slots (nothing to
      * share when the layers keep only lse) */
     int shared_att = rec == LLM_RECOMPUTE_SELECTIVE && !lo;
-    size_t total = (size_t)nslots * (layer_floats(n, C, natt, lo) - (shared_att ? fl(natt, 0) : 0))
+    /* mixed precision without recompute keeps the GELU output (lo): the backward need not
+     * compute it again; selective recompute drops it */
+    int keep_gelu = train && lo && rec == LLM_RECOMPUTE_NONE;
+    size_t total = (size_t)nslots * (layer_floats(n, C, natt, lo, keep_gelu) -
+                                     (shared_att ? fl(natt, 0) : 0))
                    + (shared_att ? fl(natt, 0) : 0) + (size_t)nx * fl(n * C, 0)
                    + fl(n * C, lo) + 2 * fl(n, 0)     /* lnf, mean, rstd */
                    + fl(n * Vp, lo) + 2 * fl(n, 0)    /* logits, losses, lse */
@@ -108,6 +114,10 @@ static int alloc_acts(llm_model *m, int B, int T, int train, llm_status *st)
         TAKE(a->ln2_mean, n, 0);
         TAKE(a->ln2_rstd, n, 0);
         TAKE(a->fch, n * 4 * C, lo);
+        if (keep_gelu)
+            TAKE(a->fcg, n * 4 * C, lo);
+        else
+            a->fcg = NULL;
     }
     TAKE(m->lnf, n * C, lo);
     TAKE(m->lnf_mean, n, 0);
@@ -249,8 +259,9 @@ static void layer_forward(llm_model *m, int l, llm_layer_acts *a, const float *x
     mm_forward(m, a->fch, 1, a->ln2, PV_LAYER(l, PV_FCW), PV_LAYER(l, PV_FCB), n, C, 4 * C);
     if (!xo)
         return;
-    gelu_forward(m, m->buf_a, a->fch, N * 4 * C);
-    mm_forward(m, m->buf_b, 0, m->buf_a, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), n, 4 * C, C);
+    void *g = a->fcg ? a->fcg : (void *)m->buf_a;   /* kept for the backward, or scratch */
+    gelu_forward(m, g, a->fch, N * 4 * C);
+    mm_forward(m, m->buf_b, 0, g, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), n, 4 * C, C);
     residual_ln_forward(m, xo, res2, m->buf_b, next, n);
 }
 
@@ -366,19 +377,25 @@ static void mlp_backward(llm_model *m, int l, llm_layer_acts *a, int n)
     int C = m->cfg.n_embd, lo = m->lo;
     size_t N = (size_t)n, fz = sizeof(float);
     float *A = m->buf_a, *Bf = m->buf_b, *dres = m->dres;
-    /* lo: A holds the GELU output (N,4C) lo, then the cast dres (N,C) lo at dlo, g32 the
-     * fp32 gradient of ln_2's output (N,C); Bf the (N,4C) lo gradient of the GELU */
+    /* lo: A holds the GELU output (N,4C) lo when it is not kept, then the cast dres
+     * (N,C) lo at dlo, g32 the fp32 gradient of ln_2's output (N,C); Bf the (N,4C) lo
+     * gradient of the GELU */
     void *dlo = A + fl(N * 4 * C, 1);
     float *g32 = lo ? (float *)dlo + fl(N * C, 1) : Bf;
-    gelu_forward(m, A, a->fch, N * 4 * C);
+    /* the GELU output: kept by the forward, or computed again into A */
+    void *g = a->fcg;
+    if (!g) {
+        gelu_forward(m, A, a->fch, N * 4 * C);
+        g = A;
+    }
     if (lo) {
         be->cast_lo(be, dlo, dres, N * C, lo);
-        mm_backward(m, Bf, 1, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), dlo, A, n, 4 * C, C);
+        mm_backward(m, Bf, 1, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), dlo, g, n, 4 * C, C);
         be->gelu_backward_lo(be, Bf, a->fch, Bf, N * 4 * C, lo);
     } else {
         be->zero(be, Bf, N * 4 * C * fz);
-        mm_backward(m, Bf, 0, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), dres, A, n, 4 * C, C);
-        be->zero(be, A, N * 4 * C * fz);
+        mm_backward(m, Bf, 0, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), dres, g, n, 4 * C, C);
+        be->zero(be, A, N * 4 * C * fz);   /* (fp32 keeps no GELU output: g was A) */
         be->gelu_backward(be, A, a->fch, Bf, N * 4 * C);
         be->zero(be, Bf, N * C * fz);
     }

@@ -91,10 +91,10 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
     /* llmkit's mixed precision (llm-train --precision bf16|fp16) keeps fp32 master
      * parameters plus a 16-bit copy for the GEMMs, fp32 gradients and AdamW moments, and
      * its activations in lo (2 bytes): the GEMM inputs ln1, atty, ln2, lnf, the qkv and
-     * fc pre-activation, and the logits.  What stays fp32: the residual streams, res2,
-     * the layernorm statistics, the residual gradient, the two scratch buffers, losses,
-     * and the attention's row log-sum-exps (B,NH,T), kept instead of its probabilities
-     * (B,NH,T,T).  Inference reads weights in their file's dtype (bf16/f16 for a 16-bit
+     * fc pre-activation, its GELU output (kept without recompute), and the logits.  What
+     * stays fp32: the residual streams, res2, the layernorm statistics, the residual
+     * gradient, the two scratch buffers, losses, and the attention's row log-sum-exps
+     * (B,NH,T), kept instead of its probabilities (B,NH,T,T).  Inference reads weights in their file's dtype (bf16/f16 for a 16-bit
      * plan) with fp32 activations and KV cache. */
     double wb = c->precision == LLM_PREC_FP32 ? 4 : 2;   /* a weight in the plan's dtype */
     double ab = 4;                                        /* activations, KV cache */
@@ -122,8 +122,10 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
         double layer;
         double extra = 0;   /* recompute: one layer's dropped tensors, live while it runs */
         switch (c->recompute) {
-        case LLM_RECOMPUTE_NONE: layer = full + split + att; break;
-        case LLM_RECOMPUTE_SELECTIVE:   /* with lse there is nothing to drop */
+        case LLM_RECOMPUTE_NONE:   /* mixed precision keeps the GELU output (lo) too */
+            layer = full + split + att + (lo ? flt(4 * NC / tp, lo) : 0);
+            break;
+        case LLM_RECOMPUTE_SELECTIVE:   /* lo: the GELU output dropped (recomputed in scratch) */
             if (lo) layer = full + split + att;
             else { layer = full + split; extra = att; }
             break;
