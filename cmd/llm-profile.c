@@ -122,7 +122,7 @@ static int run_profile(int argc, char **argv)
         {"seq", 't', LLM_OPT_INT, &T, "T", "sequence length (default: max_seq_len)"},
         {"mode", 'm', LLM_OPT_STR, &mode, "M", "train, prefill or decode (default: train)"},
         {"precision", 'p', LLM_OPT_STR, &prec, "P",
-         "train: fp32, bf16 or fp16 GEMM operands (default: the config's train.precision, else fp32)"},
+         "train: fp32, bf16 or fp16 GEMM operands and activations (default: the config's train.precision, else fp32)"},
         {"steps", 's', LLM_OPT_INT, &steps, "N", "train steps, prefill runs or decode tokens"},
         {"warmup", 'w', LLM_OPT_INT, &warmup, "N", "untimed steps first (default: 1)"},
         {"per-layer", 'l', LLM_OPT_FLAG, &per_layer, NULL, "one row per layer instead of folding layers"},

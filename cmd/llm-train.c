@@ -41,7 +41,7 @@ int main(int argc, char **argv)
         {"metrics", 'm', LLM_OPT_STR, &metrics, "FILE", "JSON lines here (output.metrics)"},
         {"prom", 0, LLM_OPT_STR, &prom, "FILE", "Prometheus textfile (output.prom)"},
         {"precision", 0, LLM_OPT_STR, &precision, "fp32|bf16|fp16",
-         "matmul operand precision; fp16 with dynamic loss scaling (train.precision)"},
+         "matmul operands and activations; fp16 with dynamic loss scaling (train.precision)"},
         {"dist-init", 0, LLM_OPT_STR, &dist_init, "file:PATH|tcp://HOST:PORT",
          "NCCL id exchange for ranks from RANK/WORLD_SIZE or Slurm (no MPI)"},
         {"dist-timeout", 0, LLM_OPT_DOUBLE, &dist_timeout, "SECONDS",

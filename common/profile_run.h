@@ -30,7 +30,7 @@ typedef struct {
     const char *trace_path;          /* NULL: no trace */
     llm_profile_peaks peaks;         /* <= 0 fields: unknown */
     unsigned long long seed;
-    llm_precision precision;         /* train: GEMM operand precision, as llm-train --precision
+    llm_precision precision;         /* train: GEMM operand and activation precision, as llm-train --precision
                                         (fp32 master weights + a 16-bit copy for bf16/fp16) */
     double loss_scale;               /* fp16: initial dynamic loss scale (<= 0: 65536) */
     long long loss_scale_window;     /* fp16: clean steps before it doubles (<= 0: 1000) */
