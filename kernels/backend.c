@@ -1,6 +1,7 @@
 /* backend.c — choose a backend by device name ("cpu", "cpu-ref", "cuda", "auto"). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/backend.h"
 #ifdef LLM_CUDA
@@ -60,4 +61,12 @@ void llm_backend_free(llm_backend *be)
 #endif
     llm_backend_cpu_free(be);
     memset(be, 0, sizeof *be);
+}
+
+int llm_backend_threads(int threads)
+{
+    if (threads > 0)
+        return threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }

@@ -260,6 +260,10 @@ struct llm_device_stats {
  * Returns 0, or -1 with a message in err (size errlen) when the device is unavailable
  * (e.g. "no CUDA device: ..." in a build without a GPU). */
 int  llm_backend_init(llm_backend *be, const char *device, int threads, char *err, size_t errlen);
+
+/* The thread count a backend uses for a requested threads: threads itself when > 0,
+ * else every online core (at least 1). */
+int  llm_backend_threads(int threads);
 void llm_backend_free(llm_backend *be);
 
 /* The CPU backends (kernels/cpu). */

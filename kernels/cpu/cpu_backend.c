@@ -16,7 +16,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kernels/cpu/cpu_ops.h"
 
@@ -82,10 +81,7 @@ int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
     llm_cpu_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return -1;
-    if (threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (int)n : 1;
-    }
+    threads = llm_backend_threads(threads);
     ctx->threads = threads;
     /* GEMM threading (see llm_cpu_gemm): our OpenMP threads by default, so that a single
      * pool of worker threads serves every op; LLM_CPU_GEMM=blas lets OpenBLAS thread. */

@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kernels/cuda/cuda_internal.h"
 extern "C" {
@@ -344,12 +343,7 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
 #undef STEP
     be->name = "cuda";
     be->ctx = c;
-    /* backend.h: the host threads it may use, threads <= 0 meaning all cores */
-    if (threads <= 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n >= 1 ? (int)n : 1;
-    }
-    be->threads = threads;
+    be->threads = llm_backend_threads(threads);   /* host threads; <= 0: all cores */
     be->alloc = lc_alloc;
     be->free = lc_free;
     be->to_device = lc_to_device;
