@@ -199,7 +199,7 @@ static void lc_attention_forward_lse(llm_backend *be, void *out, float *lse, con
         lc_flash_forward(c, o, lse, q, B, T, C, NH, lo);
         return;
     }
-    uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * a.tt * 2);
+    uint16_t *p = (uint16_t *)lc_lo_buf(c, 0, (size_t)NH * a.tt * 2);
     float *S = (float *)lc_scratch(c, (size_t)NH * a.tt * sizeof(float));
     if (!p || !S) return;
     const unsigned threads = 256;
@@ -238,8 +238,8 @@ static void lc_attention_backward_lse(llm_backend *be, void *dqkv, const void *d
         return;
     }
     float *S = D + nD, *dP = S + (size_t)NH * a.tt;
-    uint16_t *p = (uint16_t *)lc_lo_buf(c, 2, (size_t)NH * a.tt * 2);
-    uint16_t *ds = (uint16_t *)lc_lo_buf(c, 3, (size_t)NH * a.tt * 2);
+    uint16_t *p = (uint16_t *)lc_lo_buf(c, 0, (size_t)NH * a.tt * 2);
+    uint16_t *ds = (uint16_t *)lc_lo_buf(c, 1, (size_t)NH * a.tt * 2);
     if (!p || !ds) return;
     for (int b = 0; b < B; b++) {
         const uint16_t *qb = q + (size_t)b * T * 3 * C, *kb = qb + C, *vb = qb + 2 * C;

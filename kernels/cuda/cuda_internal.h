@@ -14,7 +14,7 @@ extern "C" {
 #include "kernels/backend.h"
 }
 
-#define LC_LO_BUFS 4
+#define LC_LO_BUFS 2
 
 /* Backend state behind llm_backend.ctx. */
 typedef struct {
@@ -119,12 +119,10 @@ extern "C" void lc_fill_infer(llm_backend *be);
 extern "C" void lc_fill_lo(llm_backend *be);
 extern "C" void lc_fill_attention_lse(llm_backend *be);
 extern "C" void lc_fill_stats(llm_backend *be);
-/* Mixed precision helpers of cuda_lo.cu: grow-only lo buffer i (< LC_LO_BUFS) of at
- * least bytes, or NULL after recording an error (growing frees the old block, which
- * synchronises); dst(n) lo = round(src(n)) on the stream (cast_lo's kernel), 0 or -1
- * after an error. */
+/* Mixed precision helper of cuda_lo.cu: grow-only lo buffer i (< LC_LO_BUFS; the
+ * batched-GEMM lse attention's probabilities and score gradients) of at least bytes, or
+ * NULL after recording an error (growing frees the old block, which synchronises). */
 extern "C" void *lc_lo_buf(lc_ctx *c, int i, size_t bytes);
-extern "C" int lc_lo_cast(lc_ctx *c, void *dst, const float *src, size_t n, int lo);
 /* Release what cuda_lo.cu / cuda_stats.cu hold in c (plans, lo buffers, NVML). */
 extern "C" void lc_lo_release(lc_ctx *c);
 extern "C" void lc_stats_release(lc_ctx *c);

@@ -51,22 +51,17 @@ static int lc_lo_ok(lc_ctx *c, int lo, const char *op)
     return 0;
 }
 
-/* dst(n) lo = round(src(n)); 0, or -1 after recording an error */
-extern "C" int lc_lo_cast(lc_ctx *c, void *dst, const float *src, size_t n, int lo)
+/* cast_lo: dst(n) lo = round(src(n)) */
+static void lc_cast_lo(llm_backend *be, void *dst, const float *src, size_t n, int lo)
 {
-    if (!n) return 0;
+    lc_ctx *c = lc_get(be);
+    if (!lc_lo_ok(c, lo, "cast_lo: lo is neither bf16 nor f16") || !n) return;
     unsigned nb = lc_blocks(n, 256, 65535u * 4);
     if (lo == LC_DT_BF16)
         lc_cast_kernel<LC_DT_BF16><<<nb, 256, 0, c->stream>>>((uint16_t *)dst, src, n);
     else
         lc_cast_kernel<LC_DT_F16><<<nb, 256, 0, c->stream>>>((uint16_t *)dst, src, n);
-    return LC_LAUNCHED(c) ? -1 : 0;
-}
-
-static void lc_cast_lo(llm_backend *be, void *dst, const float *src, size_t n, int lo)
-{
-    lc_ctx *c = lc_get(be);
-    if (lc_lo_ok(c, lo, "cast_lo: lo is neither bf16 nor f16")) lc_lo_cast(c, dst, src, n, lo);
+    LC_LAUNCHED(c);
 }
 
 /* Grow-only lo buffer i of at least bytes, or NULL after recording an error.  Growing
