@@ -59,19 +59,18 @@ static void nan_fill(void *p, int dt, size_t n)
     }
 }
 
-/* An output of dtype dt: row r0 of width w (elements), as bytes. */
-static void *row_at(void *p, int dt, size_t r0, size_t w)
+/* Where a chunk's fp32 result goes: straight into an fp32 output's rows (row r0 of
+ * width w), or the work space y, rounded into the lo output afterwards (lo_out_rows). */
+static float *f32_rows(void *out, int dt, float *y, size_t r0, size_t w)
 {
-    return (char *)p + r0 * w * (dt == LLM_QK_F32 ? 4 : 2);
+    return dt == LLM_QK_F32 ? (float *)out + r0 * w : y;
 }
 
-/* out(n) <- src(n): copied when the output is fp32, rounded to lo otherwise */
-static void store(llm_backend *be, void *out, int dt, const float *src, size_t n)
+static void lo_out_rows(llm_backend *be, void *out, int dt, const float *y, size_t r0, size_t w,
+                        size_t rows)
 {
-    if (dt == LLM_QK_F32)
-        memcpy(out, src, n * sizeof(float));
-    else
-        llm_fast_cast_lo(be, out, src, n, dt);
+    if (dt != LLM_QK_F32)
+        llm_fast_cast_lo(be, (uint16_t *)out + r0 * w, y, rows * w, dt);
 }
 
 void llm_cpu_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const void *inp,
@@ -81,8 +80,9 @@ void llm_cpu_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const voi
         return;
     size_t Cz = (size_t)(C > 0 ? C : 0), wn = (size_t)OC * Cz;
     int R;
-    /* fixed: the widened weights and bias; per row: an input row and an output row */
-    float *w = take(be, wn + (size_t)OC, Cz + (size_t)OC, N, &R);
+    /* fixed: the widened weights and bias; per row: an input row and (lo out) an output
+     * row */
+    float *w = take(be, wn + (size_t)OC, Cz + (out_dt == LLM_QK_F32 ? 0 : (size_t)OC), N, &R);
     if (!w) {
         nan_fill(out, out_dt, (size_t)N * OC);
         return;
@@ -96,8 +96,9 @@ void llm_cpu_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const voi
     for (int r0 = 0; r0 < N; r0 += R) {
         int rows = N - r0 < R ? N - r0 : R;
         llm_cpu_lo_widen(be, x, (const uint16_t *)inp + (size_t)r0 * Cz, (size_t)rows * Cz, lo);
-        be->matmul_forward(be, y, x, w, bias ? b : NULL, rows, C, OC);
-        store(be, row_at(out, out_dt, (size_t)r0, (size_t)OC), out_dt, y, (size_t)rows * OC);
+        be->matmul_forward(be, f32_rows(out, out_dt, y, (size_t)r0, (size_t)OC), x, w,
+                           bias ? b : NULL, rows, C, OC);
+        lo_out_rows(be, out, out_dt, y, (size_t)r0, (size_t)OC, (size_t)rows);
     }
 }
 
@@ -113,8 +114,8 @@ void llm_cpu_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float 
         return;
     }
     int R;
-    /* per row: a dout row, an input row and a dinp row */
-    float *w = take(be, wn, (size_t)OC + 2 * Cz, N, &R);
+    /* per row: a dout row, an input row and (lo dinp) a dinp row */
+    float *w = take(be, wn, (size_t)OC + Cz + (dinp_dt == LLM_QK_F32 ? 0 : Cz), N, &R);
     if (!w) {
         nan_fill(dinp, dinp_dt, (size_t)N * Cz);
         nan_fill(dw, LLM_QK_F32, wn);
@@ -128,9 +129,10 @@ void llm_cpu_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float 
         int rows = N - r0 < R ? N - r0 : R;
         llm_cpu_lo_widen(be, d, (const uint16_t *)dout + (size_t)r0 * OC, (size_t)rows * OC, lo);
         llm_cpu_lo_widen(be, x, (const uint16_t *)inp + (size_t)r0 * Cz, (size_t)rows * Cz, lo);
-        memset(g, 0, (size_t)rows * Cz * sizeof(float));
-        be->matmul_backward(be, g, dw, dbias, d, x, w, rows, C, OC);
-        store(be, row_at(dinp, dinp_dt, (size_t)r0, Cz), dinp_dt, g, (size_t)rows * Cz);
+        float *gi = f32_rows(dinp, dinp_dt, g, (size_t)r0, Cz);
+        memset(gi, 0, (size_t)rows * Cz * sizeof(float));   /* the fp32 op accumulates */
+        be->matmul_backward(be, gi, dw, dbias, d, x, w, rows, C, OC);
+        lo_out_rows(be, dinp, dinp_dt, g, (size_t)r0, Cz, (size_t)rows);
     }
 }
 
