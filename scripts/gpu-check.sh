@@ -22,8 +22,9 @@
 #         5. --sanitize: compute-sanitizer memcheck + racecheck over the tiny checks and a
 #            tiny training step
 #         6. timings: cuBLASLt GEMM 4096^3 (fp32, tf32, bf16), per-op times at GPT-2 124M
-#            shapes, GPT-2 124M training tokens/s + MFU at T=1024 (B=16 fp32, tf32, bf16,
-#            bf16 with LLM_CUDA_FLASH=0; B=64 bf16), the peer karpathy/llm.c on the same
+#            shapes (the fused attention by its mma.sync and WMMA kernels and the GEMM
+#            form), GPT-2 124M training tokens/s + MFU at T=1024 (B=16 fp32, tf32, bf16,
+#            bf16 with LLM_CUDA_FLASH=wmma; B=64 bf16), the peer karpathy/llm.c on the same
 #            model, data, B and T in the same run (its train_gpt2cu, bf16, carried when
 #            --prepare found its source in $LLMC_SRC) and the ratio, llm-profile's per-op
 #            table of a bf16 step, decode tokens/s and where a batch-1 token's time goes
@@ -421,10 +422,10 @@ fi
 # dense peak of an H200 (989 TFLOP/s) and the plain fp32 peak (67 TFLOP/s)
 if have llm-train && [ -n "$DATA" ] && [ $QUICK = 0 ] && [ -f "$DATA/ts_gpt2.bin" ] && ! late 60; then
   modes="0 1"
-  LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "--precision" && modes="0 1 bf16 bf16gemm bf16b64"
+  LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "--precision" && modes="0 1 bf16 bf16wmma bf16b64"
   for tf in $modes; do
     prec=fp32 bs=16 flash=1
-    case $tf in bf16) prec=bf16 ;; bf16gemm) prec=bf16 flash=0 ;; bf16b64) prec=bf16 bs=64 ;; esac
+    case $tf in bf16) prec=bf16 ;; bf16wmma) prec=bf16 flash=wmma ;; bf16b64) prec=bf16 bs=64 ;; esac
     late 40 && break
     cat >"$REP_DIR/gpt2.yaml" <<Y
 model: {arch: gpt2, n_layer: 12, n_head: 12, n_embd: 768, vocab_size: 50257, max_seq_len: 1024}
@@ -439,7 +440,7 @@ Y
       $([ $prec = bf16 ] && echo --precision bf16) --metrics "$REP_DIR/gpt2-tf$tf.jsonl" >>"$LOG" 2>&1
     rm -rf "$REP_DIR/gpt2run-b$bs"
     tps=$(grep -o '"tokens_per_s": *[0-9.eE+]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | sed 's/.*: *//' | tail -n +3 | sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}')
-    name="GPT-2 124M train B$bs T1024 $([ $tf = 1 ] && echo tf32 || echo $prec)$([ $flash = 0 ] && echo ' (no flash)')"
+    name="GPT-2 124M train B$bs T1024 $([ $tf = 1 ] && echo tf32 || echo $prec)$([ $flash = wmma ] && echo ' (WMMA flash)')"
     peak=$(grep -o '"gpu_mem_peak_mb":[0-9.]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | tail -1 | sed 's/.*://')
     [ "$tf" = bf16 ] && TPS_BF16=$tps
     if [ -n "$tps" ]; then

@@ -337,7 +337,8 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     e = getenv("LLM_CUDA_TF32");
     c->tf32 = e && *e == '1';
     e = getenv("LLM_CUDA_FLASH");
-    c->flash_off = e && *e == '0';
+    c->flash_off = e && !strcmp(e, "0");
+    c->flash_wmma = e && !strcmp(e, "wmma");
     STEP("cublasSetMathMode", (int)cublasSetMathMode(c->blas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                        : CUBLAS_DEFAULT_MATH));
 #undef STEP

@@ -47,8 +47,9 @@ void llm_backend_cuda_lo_gemm_path(llm_backend *be, int force_gemmex, long runs[
 /* Which form ran attention_forward_lse / attention_backward_lse: runs (may be NULL)
  * receives the calls by the fused kernels [0] and by the batched-GEMM form [1] so far;
  * off 1 makes every later call use the batched-GEMM form, 0 the default (fused where the
- * head size and the 16-byte alignment of qkv and dout allow; LLM_CUDA_FLASH=0 at init
- * starts with 1), -1 leaves it.  For tests. */
+ * head size and the 16-byte alignment of qkv and dout allow, by the mma.sync kernels;
+ * LLM_CUDA_FLASH=0 at init starts with 1), 2 fused by the earlier WMMA kernels
+ * (LLM_CUDA_FLASH=wmma at init), -1 leaves it.  For tests and benchmarks. */
 void llm_backend_cuda_flash_path(llm_backend *be, int off, long runs[2]);
 
 /* How many to_device uploads went through the pinned staging ring without waiting

@@ -1,27 +1,34 @@
 /* cuda_flash.cu — fused ("flash") causal attention for attention_forward_lse /
- * attention_backward_lse: the scores and probabilities of a 64 x 64 tile live in shared
- * memory only; nothing of size T x T reaches device memory.
+ * attention_backward_lse: the scores and probabilities of a 64 x 64 tile never reach
+ * device memory.  Two implementations with the same tiling and contract:
  *
- * Tiles of 64 queries x 64 keys, 4 warps; warp w owns rows 16w..16w+15 of the query
- * tile.  The products are WMMA 16x16x16 tensor-core operations on lo (bf16/fp16)
- * operands with fp32 accumulation.
- *   forward, one block per (query tile, head, batch row): for each key tile up to the
- *     diagonal, S = scale Q K^T (q|k|v read as the caller's lo tensor), an online softmax (running max m and sum l per row;
- *     the partial probabilities exp(S - m) are rounded to lo for P V, which the contract
- *     allows: one lo rounding per term from the reference), O = O exp(m_old - m) + P V;
- *     out = lo(O / l), lse = m + log l.
- *   backward, deterministic (no atomics; every output element has one writer):
- *     one block per (key tile, head, batch row) accumulates dK, dV over the query tiles
- *     at and after it; one block per (query tile, head, batch row) accumulates dQ over
- *     the key tiles up to the diagonal.  Both recompute S, P = exp(S - lse) and
- *     dP = dO V^T, and dS = lo(scale P (dP - D)), D = rowsum(dout * out) given.  Each
- *     block writes its rows' dK, dV or dQ whole (the fp32 sums rounded once to lo):
- *     dqkv is overwritten, never read.
- * Shapes: head size 32, 64 or 128, C a multiple of 8 and qkv, dout 16-byte aligned (the
- * tile loads are 16-byte copies); others return 1 and cuda_attention_lse.cu's
- * batched-GEMM form runs instead. */
+ * mma.sync (cuda_flash2.cuh, the default): scores, probabilities and accumulators live
+ * in registers in the m16n8k16 accumulator layout; inputs reach shared memory by
+ * cp.async, the next tile's copies overlapping this tile's products; operands reach
+ * the tensor cores by ldmatrix.  Forward, one block per (query tile, head, batch row),
+ * the longest (last) query tiles first: per key tile up to the diagonal, S = Q K^T, an
+ * online softmax in log2 units (running max m and this lane's part of the sum l per
+ * row; the partial probabilities exp2(S - m) rounded to lo for P V, one lo rounding per
+ * term, which the contract allows), O = O alpha + P V; out = lo(O / l), lse = m ln 2 +
+ * log l.
+ *
+ * WMMA (cuda_flash.cuh, LLM_CUDA_FLASH=wmma): 16x16x16 fragments; scores, probabilities
+ * and the output accumulator staged through shared memory.  The first version, kept
+ * beside the mma.sync kernels until those have run on a GPU and been timed against it.
+ *
+ * Both backwards are deterministic (no atomics; every output element has one writer):
+ * one block per (key tile, head, batch row) accumulates dK, dV over the query tiles at
+ * and after it; one block per (query tile, head, batch row) accumulates dQ over the key
+ * tiles up to the diagonal.  Both recompute S, P = exp(S - lse) and dP = dO V^T, and
+ * dS = lo(scale P (dP - D)), D = rowsum(dout * out) given.  Each block writes its rows'
+ * dK, dV or dQ whole (the fp32 sums rounded once to lo): dqkv is overwritten, never
+ * read.
+ * Shapes: head size 32, 64 or 128, C a multiple of 8, qkv and dout 16-byte aligned (the
+ * tile copies are 16 bytes), out and dqkv 4-byte aligned; others return 1 and
+ * cuda_attention_lse.cu's batched-GEMM form runs instead. */
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_flash.cuh"
+#include "kernels/cuda/cuda_flash2.cuh"
 
 /* ---- launchers ---- */
 
@@ -32,6 +39,7 @@ static int fl_fits(int C, int NH)
 }
 
 static int fl_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static int fl_aligned4(const void *p) { return ((uintptr_t)p & 3u) == 0; }
 
 template <int LO, int HS>
 static int fl_fwd(lc_ctx *c, uint16_t *out, float *lse, const uint16_t *q, int B, int T, int C, int NH)
@@ -72,19 +80,67 @@ static int fl_bwd(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, const uint16_t *
     return LC_LAUNCHED(c) ? -1 : 0;
 }
 
+/* the mma.sync kernels (cuda_flash2.cuh) */
+template <int LO, int HS>
+static int f2_fwd(lc_ctx *c, uint16_t *out, float *lse, const uint16_t *q, int B, int T, int C, int NH)
+{
+    size_t sm = f2_fwd_smem<HS>();
+    static int attr_set;
+    if (!attr_set) {
+        if (LC_CK(c, cudaFuncSetAttribute(lc_flash2_fwd_kernel<LO, HS>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
+            return -1;
+        attr_set = 1;
+    }
+    dim3 grid((unsigned)((T + F2_TILE - 1) / F2_TILE), (unsigned)NH, (unsigned)B);
+    float scale = 1.0f / sqrtf((float)HS);
+    lc_flash2_fwd_kernel<LO, HS><<<grid, F2_THREADS, sm, c->stream>>>(out, lse, q, T, C, NH,
+                                                                       scale * F2_LOG2E);
+    return LC_LAUNCHED(c) ? -1 : 0;
+}
+
+template <int LO, int HS>
+static int f2_bwd(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, const uint16_t *d, const float *lse,
+                  const float *D, int B, int T, int C, int NH)
+{
+    size_t sm = f2_bwd_smem<HS>();
+    static int attr_set;
+    if (!attr_set) {
+        if (LC_CK(c, cudaFuncSetAttribute(lc_flash2_bwd_kv_kernel<LO, HS>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)) ||
+            LC_CK(c, cudaFuncSetAttribute(lc_flash2_bwd_q_kernel<LO, HS>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
+            return -1;
+        attr_set = 1;
+    }
+    dim3 grid((unsigned)((T + F2_TILE - 1) / F2_TILE), (unsigned)NH, (unsigned)B);
+    float scale = 1.0f / sqrtf((float)HS);
+    lc_flash2_bwd_kv_kernel<LO, HS><<<grid, F2_THREADS, sm, c->stream>>>(dqkv, q, d, lse, D, T, C, NH,
+                                                                          scale * F2_LOG2E, scale);
+    if (LC_LAUNCHED(c)) return -1;
+    lc_flash2_bwd_q_kernel<LO, HS><<<grid, F2_THREADS, sm, c->stream>>>(dqkv, q, d, lse, D, T, C, NH,
+                                                                         scale * F2_LOG2E, scale);
+    return LC_LAUNCHED(c) ? -1 : 0;
+}
+
+/* kernel<LO, HS> for the run-time lo and head size (32, 64 or 128) */
+#define FL_DISPATCH(rc, fn, lo, hs, ...)                                                      \
+    do {                                                                                      \
+        if ((lo) == LC_DT_BF16)                                                               \
+            rc = (hs) == 32 ? fn<LC_DT_BF16, 32>(__VA_ARGS__)                                 \
+               : (hs) == 64 ? fn<LC_DT_BF16, 64>(__VA_ARGS__) : fn<LC_DT_BF16, 128>(__VA_ARGS__); \
+        else                                                                                  \
+            rc = (hs) == 32 ? fn<LC_DT_F16, 32>(__VA_ARGS__)                                  \
+               : (hs) == 64 ? fn<LC_DT_F16, 64>(__VA_ARGS__) : fn<LC_DT_F16, 128>(__VA_ARGS__); \
+    } while (0)
+
 extern "C" int lc_flash_forward(lc_ctx *c, uint16_t *out, float *lse, const uint16_t *q, int B,
                                 int T, int C, int NH, int lo)
 {
-    if (!fl_fits(C, NH) || !fl_aligned(q)) return 1;
+    if (!fl_fits(C, NH) || !fl_aligned(q) || !fl_aligned4(out)) return 1;
     int hs = C / NH, rc;
-    if (lo == LC_DT_BF16)
-        rc = hs == 32 ? fl_fwd<LC_DT_BF16, 32>(c, out, lse, q, B, T, C, NH)
-           : hs == 64 ? fl_fwd<LC_DT_BF16, 64>(c, out, lse, q, B, T, C, NH)
-                      : fl_fwd<LC_DT_BF16, 128>(c, out, lse, q, B, T, C, NH);
-    else
-        rc = hs == 32 ? fl_fwd<LC_DT_F16, 32>(c, out, lse, q, B, T, C, NH)
-           : hs == 64 ? fl_fwd<LC_DT_F16, 64>(c, out, lse, q, B, T, C, NH)
-                      : fl_fwd<LC_DT_F16, 128>(c, out, lse, q, B, T, C, NH);
+    if (c->flash_wmma) FL_DISPATCH(rc, fl_fwd, lo, hs, c, out, lse, q, B, T, C, NH);
+    else FL_DISPATCH(rc, f2_fwd, lo, hs, c, out, lse, q, B, T, C, NH);
     if (rc == 0) c->flash_runs[0]++;
     return rc ? -1 : 0;
 }
@@ -93,21 +149,15 @@ extern "C" int lc_flash_backward(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, c
                                  const float *lse, const float *D, int B, int T, int C, int NH,
                                  int lo)
 {
-    if (!fl_fits(C, NH) || !fl_aligned(q) || !fl_aligned(d)) return 1;
+    if (!fl_fits(C, NH) || !fl_aligned(q) || !fl_aligned(d) || !fl_aligned4(dqkv)) return 1;
     int hs = C / NH, rc;
-    if (lo == LC_DT_BF16)
-        rc = hs == 32 ? fl_bwd<LC_DT_BF16, 32>(c, dqkv, q, d, lse, D, B, T, C, NH)
-           : hs == 64 ? fl_bwd<LC_DT_BF16, 64>(c, dqkv, q, d, lse, D, B, T, C, NH)
-                      : fl_bwd<LC_DT_BF16, 128>(c, dqkv, q, d, lse, D, B, T, C, NH);
-    else
-        rc = hs == 32 ? fl_bwd<LC_DT_F16, 32>(c, dqkv, q, d, lse, D, B, T, C, NH)
-           : hs == 64 ? fl_bwd<LC_DT_F16, 64>(c, dqkv, q, d, lse, D, B, T, C, NH)
-                      : fl_bwd<LC_DT_F16, 128>(c, dqkv, q, d, lse, D, B, T, C, NH);
+    if (c->flash_wmma) FL_DISPATCH(rc, fl_bwd, lo, hs, c, dqkv, q, d, lse, D, B, T, C, NH);
+    else FL_DISPATCH(rc, f2_bwd, lo, hs, c, dqkv, q, d, lse, D, B, T, C, NH);
     if (rc == 0) c->flash_runs[0]++;
     return rc ? -1 : 0;
 }
 
-extern "C" int lc_flash_fits(int C, int NH, const void *qkv, const void *dout)
+extern "C" int lc_flash_fits(int C, int NH, const void *qkv, const void *dout, const void *dst)
 {
-    return fl_fits(C, NH) && fl_aligned(qkv) && (!dout || fl_aligned(dout));
+    return fl_fits(C, NH) && fl_aligned(qkv) && (!dout || fl_aligned(dout)) && fl_aligned4(dst);
 }

@@ -61,6 +61,8 @@ typedef struct {
     long lo_runs[2];                /* lo GEMMs run by cuBLASLt, by cublasGemmEx */
     int flash_off;                  /* 1: the lse attention uses its batched-GEMM form only
                                        (LLM_CUDA_FLASH=0, or the test hook) */
+    int flash_wmma;                 /* 1: the fused attention runs the WMMA kernels instead
+                                       of the mma.sync ones (LLM_CUDA_FLASH=wmma) */
     long flash_runs[2];             /* lse attention calls by the fused kernels, by GEMMs */
     /* to_device staging: small uploads are copied into a ring of pinned buffers and sent
      * with cudaMemcpyAsync on the stream, so the caller neither waits for the GPU nor

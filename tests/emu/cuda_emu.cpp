@@ -79,6 +79,15 @@ struct Fiber {
     int lane, warp;
     uint64_t mma_calls;   /* this thread's WMMA products so far in the block */
     uint64_t loads;       /* and its WMMA loads */
+    unsigned gather;      /* this thread's warp gathers so far (emu_warp_gather) */
+    struct Copy {
+        void *dst;
+        const void *src;
+        size_t n;
+        long group;       /* -1 until committed */
+    };
+    std::vector<Copy> copies;   /* cp.async in flight */
+    long groups;                /* committed so far */
 };
 
 /* one warp's recent WMMA products, by call number (see nvcuda::wmma::emu_mma) */
@@ -106,6 +115,7 @@ struct Emu {
     int cur = -1;
     const std::function<void()> *body = nullptr;
     std::vector<unsigned char> shfl;   /* per warp 32 slots of 8 bytes */
+    std::vector<unsigned char> gath;   /* per warp 2 x 32 slots of 32 bytes (emu_warp_gather) */
     unsigned char *dyn = nullptr;
     size_t dyn_bytes = 0;
     std::string err;
@@ -153,6 +163,7 @@ void entry()
     __sanitizer_finish_switch_fiber(nullptr, &e->sched_bottom, &e->sched_size);
 #endif
     (*e->body)();
+    if (!e->f[e->cur].copies.empty()) emu_fail("a thread ended with cp.async copies never waited for");
     e->f[e->cur].state = DONE;
     to_sched(true);
 }
@@ -242,6 +253,9 @@ Fiber &init_thread(Emu *e, int i)
     f.state = RUN;
     f.mma_calls = 0;
     f.loads = 0;
+    f.gather = 0;
+    f.copies.clear();
+    f.groups = 0;
     return f;
 }
 
@@ -427,6 +441,119 @@ void nvcuda::wmma::emu_mma(float *d, const float *a, const float *b, const float
     memcpy(d, r, sizeof r);
 }
 
+/* ---- warp-level matrix instructions, cp.async ---- */
+
+void emu_warp_gather(const void *mine, size_t n, void *all)
+{
+    Emu *e = g_emu;
+    if (!e || e->cur < 0 || e->direct) {
+        emu_fail("a warp-collective instruction outside a fiber launch");
+        return;
+    }
+    if (n > 32) {
+        emu_fail("emu_warp_gather: %zu bytes per lane", n);
+        return;
+    }
+    Fiber &me = e->f[(size_t)e->cur];
+    /* two slot sets used in turn: a lane can get at most one gather ahead of the others
+     * (the next one waits for them all), so the set it writes was read by everyone */
+    unsigned char *slot = &e->gath[((size_t)me.warp * 2 + (me.gather & 1)) * 32 * 32];
+    me.gather++;
+    memcpy(slot + me.lane * 32, mine, n);
+    wait_at(WAIT_WARP);
+    int lanes = (int)e->f.size() - me.warp * 32;
+    if (lanes > 32) lanes = 32;
+    if (lanes < 32) emu_fail("a warp-collective instruction in a partial warp (%d lanes)", lanes);
+    for (int l = 0; l < 32; l++) memcpy((unsigned char *)all + l * n, slot + (l < lanes ? l : 0) * 32, n);
+}
+
+void emu_ldmatrix(uint32_t *r, int nmat, bool trans, const void *row)
+{
+    const void *rows[32];
+    emu_warp_gather(&row, sizeof row, rows);
+    int lane = emu_lane(), g = lane >> 2, t = lane & 3;
+    for (int j = 0; j < nmat; j++) {
+        for (int k = 0; k < 8; k++)
+            if ((uintptr_t)rows[j * 8 + k] % 16) {
+                emu_fail("ldmatrix: row address %p (lane %d) is not 16-byte aligned", rows[j * 8 + k], j * 8 + k);
+                return;
+            }
+        uint16_t lo, hi;
+        if (!trans) {   /* row g of matrix j, columns 2t, 2t + 1 */
+            const uint16_t *p = (const uint16_t *)rows[j * 8 + g];
+            lo = p[2 * t];
+            hi = p[2 * t + 1];
+        } else {        /* column g, rows 2t and 2t + 1 */
+            lo = ((const uint16_t *)rows[j * 8 + 2 * t])[g];
+            hi = ((const uint16_t *)rows[j * 8 + 2 * t + 1])[g];
+        }
+        r[j] = (uint32_t)lo | (uint32_t)hi << 16;
+    }
+}
+
+static float emu_lo_value(uint32_t reg, int half, bool bf16)
+{
+    uint16_t h = (uint16_t)(half ? reg >> 16 : reg & 0xffffu);
+    return bf16 ? llm_quant_bf16_to_f32(h) : llm_quant_f16_to_f32(h);
+}
+
+void emu_mma16816(float *d, const uint32_t *a, const uint32_t *b, bool bf16)
+{
+    uint32_t regs[32][6];   /* each lane's a0..a3, b0, b1 */
+    uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    emu_warp_gather(mine, sizeof mine, regs);
+    int lane = emu_lane(), g = lane >> 2, t = lane & 3;
+    /* A(r, k): lane (r % 8) * 4 + (k % 8) / 2, register (r >= 8) + 2 (k >= 8), half k % 2;
+     * B(k, n): lane n * 4 + (k % 8) / 2, register k >= 8, half k % 2;
+     * D: this lane's d0, d1 at (g, 2t), (g, 2t + 1), d2, d3 at (g + 8, 2t), (g + 8, 2t + 1) */
+    for (int i = 0; i < 4; i++) {
+        int row = g + (i >> 1) * 8, col = 2 * t + (i & 1);
+        float s = d[i];
+        for (int k = 0; k < 16; k++) {
+            float av = emu_lo_value(regs[(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k & 1, bf16);
+            float bv = emu_lo_value(regs[col * 4 + (k % 8) / 2][4 + (k >= 8)], k & 1, bf16);
+            s += av * bv;
+        }
+        d[i] = s;
+    }
+}
+
+void emu_cp_async(void *smem, const void *gmem, size_t n)
+{
+    Emu *e = g_emu;
+    if (n != 4 && n != 8 && n != 16) emu_fail("cp.async of %zu bytes", n);
+    else if ((uintptr_t)smem % n || (uintptr_t)gmem % n)
+        emu_fail("cp.async of %zu bytes: %p <- %p not aligned", n, smem, gmem);
+    if (!e || e->cur < 0) {
+        memcpy(smem, gmem, n);
+        return;
+    }
+    e->f[(size_t)e->cur].copies.push_back({smem, gmem, n, -1});
+}
+
+void emu_cp_async_commit(void)
+{
+    Emu *e = g_emu;
+    if (!e || e->cur < 0) return;
+    Fiber &f = e->f[(size_t)e->cur];
+    for (auto &c : f.copies)
+        if (c.group < 0) c.group = f.groups;
+    f.groups++;
+}
+
+void emu_cp_async_wait(int n)
+{
+    Emu *e = g_emu;
+    if (!e || e->cur < 0) return;
+    Fiber &f = e->f[(size_t)e->cur];
+    std::vector<Fiber::Copy> left;
+    for (auto &c : f.copies) {
+        if (c.group >= 0 && c.group < f.groups - n) memcpy(c.dst, c.src, c.n);
+        else left.push_back(c);
+    }
+    f.copies.swap(left);
+}
+
 long emu_last_syncs;
 
 int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &kernel, int order,
@@ -469,6 +596,7 @@ int emu_launch(dim3 grid, dim3 block, size_t smem, const std::function<void()> &
     }
     e.f.resize(n);
     e.shfl.assign((n + 31) / 32 * 32 * 8, 0);
+    e.gath.assign((n + 31) / 32 * 2 * 32 * 32, 0);
     e.memo.resize((n + 31) / 32);
     e.loads.resize((n + 31) / 32);
     e.body = &kernel;

@@ -127,6 +127,28 @@ template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane,
     return emu_shfl_from(mask, v, (emu_lane() / width) * width + src_lane % width);
 }
 
+/* ---- warp-level matrix instructions and asynchronous copies ----
+ * kernels/cuda/cuda_mma.cuh calls these in place of its inline PTX.  Each lane holds only
+ * its own registers, laid out as the PTX ISA specifies for mma.m16n8k16 and ldmatrix, so
+ * a kernel that puts an element in the wrong lane or register computes a wrong result
+ * here as on the GPU.  The products are exact in float and summed in k order.
+ * emu_warp_gather: every lane's n bytes (n <= 32) at mine into all (32 * n bytes, lane
+ * order); warp-collective, one warp barrier.
+ * emu_ldmatrix: ldmatrix.sync.aligned.m8n8.x{nmat}[.trans].shared.b16 into r[nmat] from
+ * the row address this lane gives (lanes 8j..8j+7 give matrix j's rows; 16-byte aligned).
+ * emu_mma16816: mma.sync.aligned.m16n8k16.row.col.f32.{bf16|f16}: d += a b.
+ * emu_cp_async: cp.async of n (4, 8 or 16) bytes, queued: the copy happens when the
+ * issuing thread's emu_cp_async_wait lets it complete (so a read of shared memory
+ * before the wait and the barrier after it sees the 0xff fill), as the PTX groups:
+ * emu_cp_async_commit closes a group, emu_cp_async_wait(n) completes all but the n
+ * most recent groups.  A thread that ends with copies in flight is an error. */
+void emu_warp_gather(const void *mine, size_t n, void *all);
+void emu_ldmatrix(uint32_t *r, int nmat, bool trans, const void *row);
+void emu_mma16816(float *d, const uint32_t *a, const uint32_t *b, bool bf16);
+void emu_cp_async(void *smem, const void *gmem, size_t n);
+void emu_cp_async_commit(void);
+void emu_cp_async_wait(int n);
+
 /* ---- arithmetic ---- */
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }

@@ -509,11 +509,14 @@ static void bench_ops(gc *x, int B)
         /* the attention training runs: fused kernels, then the batched-GEMM form; the
          * FLOPs counted are the causal half (what the fused kernels compute) */
         double cf = 2.0 * B * NH * T * (T + 1.0) * (C / NH);
-        for (int off = 0; off < 2; off++) {
+        static const char *const fwdn[] = {"attention_lse_fwd fused", "attention_lse_fwd gemm",
+                                           "attention_lse_fwd wmma"};
+        static const char *const bwdn[] = {"attention_lse_bwd fused", "attention_lse_bwd gemm",
+                                           "attention_lse_bwd wmma"};
+        for (int off = 0; off < 3; off++) {   /* mma.sync kernels, GEMM form, WMMA kernels */
             llm_backend_cuda_flash_path(&x->g, off, NULL);
-            TIME_OP(off ? "attention_lse_fwd gemm" : "attention_lse_fwd fused", cf,
-                    x->g.attention_forward_lse(&x->g, ol, mean, al, B, T, C, NH, lo));
-            TIME_OP(off ? "attention_lse_bwd gemm" : "attention_lse_bwd fused", 2.5 * cf,
+            TIME_OP(fwdn[off], cf, x->g.attention_forward_lse(&x->g, ol, mean, al, B, T, C, NH, lo));
+            TIME_OP(bwdn[off], 2.5 * cf,
                     x->g.attention_backward_lse(&x->g, bl, ol, al, ol, mean, B, T, C, NH, lo));
         }
         llm_backend_cuda_flash_path(&x->g, 0, NULL);

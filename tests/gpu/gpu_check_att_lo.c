@@ -7,7 +7,8 @@
  * one rounding's allowance (r64_scaled_err_lo), then bounded as r64_lse_bounds says:
  * roundings of the terms may flip (2u of sum |terms|), fp32 sums add little; lse (1e-5)
  * catches unrounded q or k.  dqkv starts as NaN: every element must be written.  On cuda
- * both the fused kernels (cuda_flash.cu) and the batched-GEMM form (forced) run, and a
+ * the fused kernels (cuda_flash.cu: the mma.sync ones, then the WMMA ones) and the
+ * batched-GEMM form (forced) run, and a
  * qkv one element off 16-byte alignment (the fused kernels' 16-byte loads cannot take
  * it) falls back to the GEMM form. */
 #include <math.h>
@@ -152,17 +153,21 @@ void gpu_check_attention_lse(gc *x, int tiny)
         check_lse_all(x, tiny, "");
         return;
     }
-    /* the fused kernels where the head size allows, then the batched-GEMM form forced */
-    long r0[2], r1[2], r2[2];
+    /* the fused mma.sync kernels where the head size allows, the WMMA ones, then the
+     * batched-GEMM form forced */
+    long r0[2], r1[2], r2[2], r3[2];
     llm_backend_cuda_flash_path(&x->g, 0, r0);
     check_lse_all(x, tiny, "");
-    llm_backend_cuda_flash_path(&x->g, 1, r1);
+    llm_backend_cuda_flash_path(&x->g, 2, r1);
+    check_lse_all(x, tiny, " wmma");
+    llm_backend_cuda_flash_path(&x->g, 1, r2);
     check_lse_all(x, tiny, " gemm");
-    llm_backend_cuda_flash_path(&x->g, 0, r2);
+    llm_backend_cuda_flash_path(&x->g, 0, r3);
     char sh[64];
-    snprintf(sh, sizeof sh, "fused %ld gemm %ld", r1[0] - r0[0], r2[1] - r1[1]);
-    /* fused calls in the first round, none in the forced one (whose GEMM calls are all
-     * of its checks: 3 per shape) */
+    snprintf(sh, sizeof sh, "fused %ld wmma %ld gemm %ld", r1[0] - r0[0], r2[0] - r1[0],
+             r3[1] - r2[1]);
+    /* fused calls in the first two rounds, none in the forced one (whose GEMM calls are
+     * all of its checks: 3 per shape) */
     row_check(x, "attention lse paths ran", sh, (double)(r1[0] - r0[0]), 1,
-              r1[0] > r0[0] && r2[0] == r1[0] && r2[1] > r1[1]);
+              r1[0] > r0[0] && r2[0] > r1[0] && r3[0] == r2[0] && r3[1] > r2[1]);
 }
