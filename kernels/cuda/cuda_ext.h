@@ -52,6 +52,14 @@ void llm_backend_cuda_lo_gemm_path(llm_backend *be, int force_gemmex, long runs[
  * (LLM_CUDA_FLASH=wmma at init), -1 leaves it.  For tests and benchmarks. */
 void llm_backend_cuda_flash_path(llm_backend *be, int off, long runs[2]);
 
+/* The mma.sync kernels' register layouts on one 64 x 16 tile (lo bf16 or f16): from
+ * device q, k, v (64 x 16 lo, row-major) writes s (64 x 64 fp32) = q k^T and o (64 x 16
+ * lo) = lo(s) v through the fused attention's own building blocks (ldmatrix, mma.sync,
+ * accumulators repacked as operands).  Returns 0, or -1 (error recorded).  For tests:
+ * a wrong lane or register layout shows here before it shows in the attention. */
+int llm_backend_cuda_mma_check(llm_backend *be, int lo, const void *q, const void *k,
+                               const void *v, float *s, void *o);
+
 /* How many to_device uploads went through the pinned staging ring without waiting
  * [0] (up to 1 MiB each) and how many synchronised [1] (larger ones).  For tests. */
 void llm_backend_cuda_upload_counts(llm_backend *be, long counts[2]);

@@ -157,6 +157,53 @@ extern "C" int lc_flash_backward(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, c
     return rc ? -1 : 0;
 }
 
+/* ---- the layouts' self-check (cuda_ext.h) ----
+ * One 64 x 16 tile through the building blocks of the mma.sync kernels: s = Q K^T
+ * (f2_rows_a, f2_abt: ldmatrix, mma.sync) written from the accumulators, o = lo(s) V
+ * (f2_pv: the accumulators repacked as A operands, ldmatrix .trans) rounded to lo. */
+template <int LO>
+__global__ void __launch_bounds__(F2_THREADS)
+lc_mma_check_kernel(float *s_out, uint16_t *o_out, const uint16_t *q, const uint16_t *k, const uint16_t *v)
+{
+    constexpr int E = f2_tile_elems<16>();
+    LC_DYN_SMEM(sm);
+    uint16_t *Qs = (uint16_t *)sm, *Ks = Qs + E, *Vs = Ks + E;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    f2_load_tile<16>(Qs, q, 16, 0, F2_TILE);
+    f2_load_tile<16>(Ks, k, 16, 0, F2_TILE);
+    f2_load_tile<16>(Vs, v, 16, 0, F2_TILE);
+    lc_cp_commit();
+    lc_cp_wait<0>();
+    __syncthreads();
+    uint32_t af[1][4];
+    f2_rows_a<16>(af, Qs, warp, lane);
+    float s[8][4], o[2][4];
+    for (int n = 0; n < 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int n = 0; n < 2; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    f2_abt<LO, 16>(s, af, Ks, lane);
+    for (int n = 0; n < 8; n++)
+        for (int e = 0; e < 4; e++)
+            s_out[(warp * 16 + g + (e >> 1) * 8) * F2_TILE + n * 8 + 2 * t + (e & 1)] = s[n][e];
+    f2_pv<LO, 16>(o, s, Vs, lane);
+    const float one[2] = {1.0f, 1.0f};
+    f2_store_rows<LO, 16>(o_out, 16, 0, F2_TILE, o, one, warp, lane);
+}
+
+extern "C" int llm_backend_cuda_mma_check(llm_backend *be, int lo, const void *q, const void *k,
+                                          const void *v, float *s, void *o)
+{
+    lc_ctx *c = lc_get(be);
+    if (!c || (lo != LC_DT_BF16 && lo != LC_DT_F16)) return -1;
+    size_t sm = 3 * (size_t)f2_tile_elems<16>() * 2;
+    if (lo == LC_DT_BF16)
+        lc_mma_check_kernel<LC_DT_BF16><<<1, F2_THREADS, sm, c->stream>>>(s, (uint16_t *)o, (const uint16_t *)q,
+                                                                        (const uint16_t *)k, (const uint16_t *)v);
+    else
+        lc_mma_check_kernel<LC_DT_F16><<<1, F2_THREADS, sm, c->stream>>>(s, (uint16_t *)o, (const uint16_t *)q,
+                                                                       (const uint16_t *)k, (const uint16_t *)v);
+    return LC_LAUNCHED(c) ? -1 : 0;
+}
+
 extern "C" int lc_flash_fits(int C, int NH, const void *qkv, const void *dout, const void *dst)
 {
     return fl_fits(C, NH) && fl_aligned(qkv) && (!dout || fl_aligned(dout)) && fl_aligned4(dst);

@@ -142,6 +142,59 @@ static void check_lse_all(gc *x, int tiny, const char *tag)
     }
 }
 
+/* The mma.sync kernels' building blocks on one 64 x 16 tile (llm_backend_cuda_mma_check):
+ * s = q k^T (fp32 sums of 16 exact products: 1e-6 of the sum of |terms|) and o = lo(s) v
+ * against double sums of the same lo values (one lo rounding of o, and fp32 sums) */
+static void check_mma_layout(gc *x, int lo)
+{
+    const char *ln = lo == LLM_DT_BF16 ? "bf16" : "f16";
+    enum { R = 64, W = 16 };
+    float *q = rnd(x, R * W, -1, 1), *k = rnd(x, R * W, -1, 1), *v = rnd(x, R * W, -1, 1);
+    for (int i = 0; i < R * W; i++) {
+        q[i] = (float)rl(q[i], lo);
+        k[i] = (float)rl(k[i], lo);
+        v[i] = (float)rl(v[i], lo);
+    }
+    void *gq, *gk, *gv;
+    uint16_t *bq = gput_lo_off(x, q, R * W, lo, 0, &gq), *bk = gput_lo_off(x, k, R * W, lo, 0, &gk);
+    uint16_t *bv = gput_lo_off(x, v, R * W, lo, 0, &gv);
+    float *gs = gpoison(x, R * R);
+    void *go = gnan_lo(x, R * W);
+    int rc = llm_backend_cuda_mma_check(&x->g, lo, gq, gk, gv, gs, go);
+    float *sv = gget(x, gs, R * R), *ov = glo_get(x, go, R * W, lo);
+    double es = rc ? INFINITY : 0, eo = rc ? INFINITY : 0;
+    for (int i = 0; i < R && !rc; i++) {
+        for (int j = 0; j < R; j++) {
+            double r = 0, a = 0;
+            for (int c = 0; c < W; c++) {
+                r += (double)q[i * W + c] * k[j * W + c];
+                a += fabs((double)q[i * W + c] * k[j * W + c]);
+            }
+            double e = isfinite(sv[i * R + j]) ? fabs(sv[i * R + j] - r) / (a + 1e-30) : INFINITY;
+            if (!(e <= es)) es = e;
+        }
+        for (int c = 0; c < W; c++) {
+            double r = 0, a = 0;
+            for (int j = 0; j < R; j++) {
+                double p = rl(sv[i * R + j], lo) * v[j * W + c];
+                r += p;
+                a += fabs(p);
+            }
+            double e = isfinite(ov[i * W + c]) ? fabs(ov[i * W + c] - r) / (a + 1e-30) : INFINITY;
+            if (!(e <= eo)) eo = e;
+        }
+    }
+    double bo = (lo == LLM_DT_BF16 ? 1.0 / 256 : 1.0 / 2048) + 1e-5;
+    char op[64];
+    snprintf(op, sizeof op, "mma layout %s s=qk^T", ln);
+    row_check(x, op, "64x16 tile", es, 1e-6, es <= 1e-6);
+    snprintf(op, sizeof op, "mma layout %s o=lo(s)v", ln);
+    row_check(x, op, "64x16 tile", eo, bo, eo <= bo);
+    free(q); free(k); free(v); free(sv); free(ov);
+    void *bufs[] = {bq, bk, bv, gs, go};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) x->g.free(&x->g, bufs[i]);
+}
+
 void gpu_check_attention_lse(gc *x, int tiny)
 {
     if (!x->g.attention_forward_lse || !x->g.attention_backward_lse) {
@@ -153,6 +206,8 @@ void gpu_check_attention_lse(gc *x, int tiny)
         check_lse_all(x, tiny, "");
         return;
     }
+    check_mma_layout(x, LLM_DT_BF16);
+    check_mma_layout(x, LLM_DT_F16);
     /* the fused mma.sync kernels where the head size allows, the WMMA ones, then the
      * batched-GEMM form forced */
     long r0[2], r1[2], r2[2], r3[2];
