@@ -1,5 +1,6 @@
-/* test_emu_flash.cpp — the fused ("flash") attention kernels of kernels/cuda/cuda_flash.cuh,
- * run on the CPU by tests/emu (no GPU, no nvcc), against the double reference that
+/* test_emu_flash.cpp — the fused ("flash") attention kernels, the mma.sync ones of
+ * kernels/cuda/cuda_flash2.cuh and the WMMA ones of cuda_flash.cuh, run on the CPU by
+ * tests/emu (no GPU, no nvcc), against the double reference that
  * scripts/gpu-check.sh uses on a GPU (tests/gpu/ref64.c) and with its bounds
  * (r64_lse_bounds: out and dqkv, lo outputs, within one rounding of the double sums plus
  * two lo units of roundoff of the sum of |terms|, lse within 1e-5 relative);
@@ -20,6 +21,7 @@ extern "C" {
 }
 
 #include "kernels/cuda/cuda_flash.cuh"
+#include "kernels/cuda/cuda_flash2.cuh"
 
 namespace {
 
@@ -56,23 +58,37 @@ float *lo_vals(const uint16_t *h, size_t n, int lo)
     return f;
 }
 
-template <int LO, int HS>
+/* V 1: the WMMA kernels, 2: the mma.sync ones */
+template <int V, int LO, int HS>
 int run_fwd(uint16_t *out, float *lse, const uint16_t *q, int B, int T, int NH, int order)
 {
     int C = NH * HS;
-    dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
+    dim3 grid((unsigned)((T + 63) / 64), (unsigned)NH, (unsigned)B);
     float scale = 1.0f / sqrtf((float)HS);
+    if (V == 2)
+        return emu_launch(grid, dim3(F2_THREADS), f2_fwd_smem<HS>(),
+                          [&] { lc_flash2_fwd_kernel<LO, HS>(out, lse, q, T, C, NH, scale * F2_LOG2E); },
+                          order, 7);
     return emu_launch(grid, dim3(FL_THREADS), fl_fwd_smem<HS>(),
                       [&] { lc_flash_fwd_kernel<LO, HS>(out, lse, q, T, C, NH, scale); }, order, 7);
 }
 
-template <int LO, int HS>
+template <int V, int LO, int HS>
 int run_bwd(uint16_t *dqkv, const uint16_t *q, const uint16_t *d, const float *lse, const float *D,
             int B, int T, int NH, int order)
 {
     int C = NH * HS;
-    dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
-    float scale = 1.0f / sqrtf((float)HS);
+    dim3 grid((unsigned)((T + 63) / 64), (unsigned)NH, (unsigned)B);
+    float scale = 1.0f / sqrtf((float)HS), sl2 = scale * F2_LOG2E;
+    if (V == 2) {
+        if (emu_launch(grid, dim3(F2_THREADS), f2_bwd_smem<HS>(),
+                       [&] { lc_flash2_bwd_kv_kernel<LO, HS>(dqkv, q, d, lse, D, T, C, NH, sl2, scale); },
+                       order, 11))
+            return -1;
+        return emu_launch(grid, dim3(F2_THREADS), f2_bwd_smem<HS>(),
+                          [&] { lc_flash2_bwd_q_kernel<LO, HS>(dqkv, q, d, lse, D, T, C, NH, sl2, scale); },
+                          order, 13);
+    }
     if (emu_launch(grid, dim3(FL_THREADS), fl_bwd_smem<HS>(),
                    [&] { lc_flash_bwd_kv_kernel<LO, HS>(dqkv, q, d, lse, D, T, C, NH, scale); },
                    order, 11))
@@ -82,7 +98,7 @@ int run_bwd(uint16_t *dqkv, const uint16_t *q, const uint16_t *d, const float *l
                       order, 13);
 }
 
-template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
+template <int V, int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
 {
     const int lo = LO == LC_DT_BF16 ? LLM_DT_BF16 : LLM_DT_F16;
     double bmax, bmean;
@@ -106,7 +122,7 @@ template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
     r64_attention_lse_forward(y, ys, lr, qr, B, T, C, NH, lo);
     uint16_t *outl = lo_nans(no);
     float *lse = nans(nl);
-    int rc = run_fwd<LO, HS>(outl, lse, q, B, T, NH, 0);
+    int rc = run_fwd<V, LO, HS>(outl, lse, q, B, T, NH, 0);
     float *out = lo_vals(outl, no, lo);
     if (rc) fprintf(stderr, "emu: %s\n", emu_error());
     assert_int_equal(rc, 0);
@@ -117,15 +133,15 @@ template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
     }
     r64_scaled_err_lo(out, y, ys, no, lo, &mx, &mean);
     r64_lse_bounds(lo, 1, no, &bmax, &bmean);
-    printf("# fwd %s B%d T%d NH%d hs%d: lse %.2e, out max %.3e (bound %.3e) mean %.3e (%.3e)\n",
-           lo == LLM_DT_BF16 ? "bf16" : "f16", B, T, NH, HS, el, mx, bmax, mean, bmean);
+    printf("# fwd v%d %s B%d T%d NH%d hs%d: lse %.2e, out max %.3e (bound %.3e) mean %.3e (%.3e)\n",
+           V, lo == LLM_DT_BF16 ? "bf16" : "f16", B, T, NH, HS, el, mx, bmax, mean, bmean);
     assert_true(el <= 1e-5);
     assert_true(mx <= bmax);
     assert_true(mean <= bmean);
     for (int order = 1; order <= 4; order++) {
         uint16_t *o2 = lo_nans(no);
         float *l2 = nans(nl);
-        int r2 = run_fwd<LO, HS>(o2, l2, q, B, T, NH, order);
+        int r2 = run_fwd<V, LO, HS>(o2, l2, q, B, T, NH, order);
         assert_int_equal(r2, 0);
         assert_memory_equal(o2, outl, no * 2);
         assert_memory_equal(l2, lse, nl * sizeof(float));
@@ -153,19 +169,19 @@ template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
     memset(rs, 0, nq * sizeof(double));
     r64_attention_lse_backward(r, rs, qr, dr, O, L, B, T, C, NH, lo);
     uint16_t *dql = lo_nans(nq);
-    rc = run_bwd<LO, HS>(dql, q, d, L, D, B, T, NH, 0);
+    rc = run_bwd<V, LO, HS>(dql, q, d, L, D, B, T, NH, 0);
     if (rc) fprintf(stderr, "emu: %s\n", emu_error());
     assert_int_equal(rc, 0);
     float *dq = lo_vals(dql, nq, lo);
     r64_scaled_err_lo(dq, r, rs, nq, lo, &mx, &mean);
     r64_lse_bounds(lo, 0, nq, &bmax, &bmean);
-    printf("# bwd %s B%d T%d NH%d hs%d: dqkv max %.3e (bound %.3e) mean %.3e (%.1e)\n",
-           lo == LLM_DT_BF16 ? "bf16" : "f16", B, T, NH, HS, mx, bmax, mean, bmean);
+    printf("# bwd v%d %s B%d T%d NH%d hs%d: dqkv max %.3e (bound %.3e) mean %.3e (%.1e)\n",
+           V, lo == LLM_DT_BF16 ? "bf16" : "f16", B, T, NH, HS, mx, bmax, mean, bmean);
     assert_true(mx <= bmax);
     assert_true(mean <= bmean);
     for (int order = 1; order <= 4; order++) {
         uint16_t *d2 = lo_nans(nq);
-        int r2 = run_bwd<LO, HS>(d2, q, d, L, D, B, T, NH, order);
+        int r2 = run_bwd<V, LO, HS>(d2, q, d, L, D, B, T, NH, order);
         assert_int_equal(r2, 0);
         assert_memory_equal(d2, dql, nq * 2);
         free(d2);
@@ -176,27 +192,41 @@ template <int LO, int HS> void check_case(tu_rng *rng, int B, int T, int NH)
 }
 
 /* the shapes of gpu_check's fused rows: one position, partial tiles, head sizes 32 / 128 */
-template <int LO> void cases(tu_rng *rng)
+template <int V, int LO> void cases(tu_rng *rng)
 {
-    check_case<LO, 64>(rng, 1, 1, 1);
-    check_case<LO, 64>(rng, 2, 67, 2);
-    check_case<LO, 32>(rng, 1, 129, 3);
-    check_case<LO, 128>(rng, 1, 130, 2);
-    if (LO == LC_DT_BF16) check_case<LO, 64>(rng, 1, 1024, 1);   /* GPT-2's: 16 key tiles */
+    check_case<V, LO, 64>(rng, 1, 1, 1);
+    check_case<V, LO, 64>(rng, 2, 67, 2);
+    check_case<V, LO, 32>(rng, 1, 129, 3);
+    check_case<V, LO, 128>(rng, 1, 130, 2);
+    if (LO == LC_DT_BF16) check_case<V, LO, 64>(rng, 1, 1024, 1);   /* GPT-2's: 16 key tiles */
 }
 
 void test_flash_bf16(void **state)
 {
     (void)state;
     tu_rng rng = {0x5eed1};
-    cases<LC_DT_BF16>(&rng);
+    cases<1, LC_DT_BF16>(&rng);
 }
 
 void test_flash_f16(void **state)
 {
     (void)state;
     tu_rng rng = {0x5eed2};
-    cases<LC_DT_F16>(&rng);
+    cases<1, LC_DT_F16>(&rng);
+}
+
+void test_flash2_bf16(void **state)
+{
+    (void)state;
+    tu_rng rng = {0x5eed3};
+    cases<2, LC_DT_BF16>(&rng);
+}
+
+void test_flash2_f16(void **state)
+{
+    (void)state;
+    tu_rng rng = {0x5eed4};
+    cases<2, LC_DT_F16>(&rng);
 }
 
 /* ---- the emulator catches what it says it does ---- */
@@ -274,6 +304,95 @@ void test_emu_wmma_align(void **state)
     assert_non_null(strstr(emu_error(), "aligned"));
 }
 
+/* ldmatrix from a row address that is not 16-byte aligned is refused */
+void ldsm_kernel(const uint16_t *p, uint32_t *o)
+{
+    uint32_t r[4];
+    lc_ldsm4<false>(r, p + (threadIdx.x == 5 ? 4 : 8 * threadIdx.x));
+    o[threadIdx.x] = r[0];
+}
+
+void test_emu_ldmatrix_align(void **state)
+{
+    (void)state;
+    alignas(16) uint16_t p[8 * 32] = {0};
+    uint32_t o[32];
+    int rc = emu_launch(dim3(1), dim3(32), 0, [&] { ldsm_kernel(p, o); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "aligned"));
+}
+
+/* cp.async: the data is in shared memory only after the wait (before it, the 0xff
+ * fill shows); a thread that never waits is an error */
+void cp_kernel(const float *src, float *out, int wait)
+{
+    LC_DYN_SMEM(sm);
+    float *sh = (float *)sm;
+    int i = (int)threadIdx.x;
+    lc_cp4(sh + i, src + i);
+    lc_cp_commit();
+    out[i] = sh[i];   /* too early */
+    if (wait) lc_cp_wait<0>();
+    __syncthreads();
+    out[32 + i] = sh[(i + 1) % 32];
+}
+
+void test_emu_cp_async(void **state)
+{
+    (void)state;
+    float src[32], out[64];
+    for (int i = 0; i < 32; i++) src[i] = (float)i;
+    int rc = emu_launch(dim3(1), dim3(32), 32 * sizeof(float), [&] { cp_kernel(src, out, 1); });
+    assert_int_equal(rc, 0);
+    for (int i = 0; i < 32; i++) {
+        assert_true(isnan(out[i]));
+        assert_true(out[32 + i] == (float)((i + 1) % 32));
+    }
+    rc = emu_launch(dim3(1), dim3(32), 32 * sizeof(float), [&] { cp_kernel(src, out, 0); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "cp.async"));
+}
+
+/* mma.sync through ldmatrix on a 16 x 16 times 16 x 8 product of small integers (exact
+ * in bf16 and fp32): the layouts of cuda_mma.cuh's comment, element by element */
+void mma_kernel(const uint16_t *a, const uint16_t *bt, float *d)
+{
+    int lane = (int)threadIdx.x, g = lane >> 2, t = lane & 3;
+    uint32_t af[4], bf[4];
+    /* A rows 0-15 (16-element rows): matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15) */
+    lc_ldsm4<false>(af, a + ((lane & 7) + ((lane >> 3) & 1) * 8) * 16 + (lane >> 4) * 8);
+    /* B^T (8 x 16: row n holds column n of B): matrices (k 0-7 | 8-15), x2 used */
+    lc_ldsm4<false>(bf, bt + (lane & 7) * 16 + ((lane >> 3) & 1) * 8);
+    float acc[4] = {0, 0, 0, 0};
+    lc_mma16816<LC_DT_BF16>(acc, af, bf);
+    for (int e = 0; e < 4; e++) d[(g + (e >> 1) * 8) * 8 + 2 * t + (e & 1)] = acc[e];
+}
+
+void test_emu_mma(void **state)
+{
+    (void)state;
+    alignas(16) uint16_t a[16 * 16], bt[8 * 16];
+    float A[16][16], B[16][8], d[16 * 8];
+    for (int r = 0; r < 16; r++)
+        for (int k = 0; k < 16; k++) {
+            A[r][k] = (float)((r * 7 + k * 3) % 11 - 5);
+            a[r * 16 + k] = llm_quant_f32_to_bf16(A[r][k]);
+        }
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 8; n++) {
+            B[k][n] = (float)((k * 5 + n * 13) % 9 - 4);
+            bt[n * 16 + k] = llm_quant_f32_to_bf16(B[k][n]);
+        }
+    int rc = emu_launch(dim3(1), dim3(32), 0, [&] { mma_kernel(a, bt, d); });
+    assert_int_equal(rc, 0);
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++) {
+            float s = 0;
+            for (int k = 0; k < 16; k++) s += A[r][k] * B[k][n];
+            assert_true(d[r * 8 + n] == s);
+        }
+}
+
 }  // namespace
 
 int main(void)
@@ -282,8 +401,13 @@ int main(void)
         cmocka_unit_test(test_emu_race),
         cmocka_unit_test(test_emu_barriers),
         cmocka_unit_test(test_emu_wmma_align),
+        cmocka_unit_test(test_emu_ldmatrix_align),
+        cmocka_unit_test(test_emu_cp_async),
+        cmocka_unit_test(test_emu_mma),
         cmocka_unit_test(test_flash_bf16),
         cmocka_unit_test(test_flash_f16),
+        cmocka_unit_test(test_flash2_bf16),
+        cmocka_unit_test(test_flash2_f16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
