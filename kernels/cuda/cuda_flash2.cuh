@@ -37,7 +37,7 @@ __device__ __forceinline__ void f2_load_tile(uint16_t *dst, const uint16_t *src,
     for (int i = threadIdx.x; i < F2_TILE * CH; i += F2_THREADS) {
         int r = i / CH, ch = i % CH;
         uint16_t *d = dst + r * LD + ch * 8;
-        if (r0 + r < T) lc_cp16(d, src + (size_t)(r0 + r) * stride + ch * 8);
+        if (r0 + r < T) lc_cp<16>(d, src + (size_t)(r0 + r) * stride + ch * 8);
         else *(uint4 *)d = make_uint4(0u, 0u, 0u, 0u);
     }
 }
@@ -49,7 +49,7 @@ __device__ __forceinline__ void f2_load_rows(float *a, const float *sa, float *b
     int i = threadIdx.x & 63;
     float *d = threadIdx.x < 64 ? a : b;
     const float *s = threadIdx.x < 64 ? sa : sb;
-    if (r0 + i < T) lc_cp4(d + i, s + r0 + i);
+    if (r0 + i < T) lc_cp<4>(d + i, s + r0 + i);
     else d[i] = 0.0f;
 }
 
@@ -252,6 +252,29 @@ __device__ __forceinline__ void f2_probs(float (*s)[4], float (*dp)[4], int r0, 
         }
 }
 
+/* Both backward kernels' middle: for the warp's 16 rows of the kept tiles a1, a2 (K and
+ * V, or Q and dO; read again each tile, so that fewer registers stay live across the
+ * loop) against the streamed tiles b1, b2: s = a1 b1^T, dp = a2 b2^T, then P and dS in
+ * place (f2_probs). */
+template <int LO, int HS, bool ROWQ>
+__device__ __forceinline__ void f2_p_ds(float (*s)[4], float (*dp)[4], const uint16_t *a1,
+                                        const uint16_t *a2, const uint16_t *b1, const uint16_t *b2,
+                                        int r0, int c0, int T, float sl2, float scale,
+                                        const float *lsv, const float *dv, const float lsr[2],
+                                        const float dr[2], int warp, int lane)
+{
+    uint32_t af[HS / 16][4];
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+    f2_rows_a<HS>(af, a1, warp, lane);
+    f2_abt<LO, HS>(s, af, b1, lane);
+    f2_rows_a<HS>(af, a2, warp, lane);
+    f2_abt<LO, HS>(dp, af, b2, lane);
+    f2_probs<ROWQ>(s, dp, r0, c0, T, sl2, scale, lsv, dv, lsr, dr, lane);
+}
+
 /* dK, dV of one key tile: blocks (key tile, head, batch row), key tile 0 (the most query
  * tiles) first; warp w owns keys 16w..; over the query tiles at and after the key tile. */
 template <int LO, int HS>
@@ -275,7 +298,6 @@ lc_flash2_bwd_kv_kernel(uint16_t *dqkv, const uint16_t *qkv, const uint16_t *dlo
     f2_load_tile<HS>(dOs, dbase, C, k0, T);
     f2_load_rows(vec, lse + bh * T, vec + F2_TILE, D + bh * T, k0, T);
     lc_cp_commit();
-    uint32_t kf[HS / 16][4], vf[HS / 16][4];
     float dk[NT][4], dv[NT][4];
 #pragma unroll
     for (int n = 0; n < NT; n++)
@@ -294,19 +316,10 @@ lc_flash2_bwd_kv_kernel(uint16_t *dqkv, const uint16_t *qkv, const uint16_t *dlo
             f2_load_rows(nv, lse + bh * T, nv + F2_TILE, D + bh * T, (i + 1) * F2_TILE, T);
             lc_cp_commit();
         }
-        /* the warp's K and V rows again each tile (from shared memory: fewer registers
-         * live across the loop) */
-        f2_rows_a<HS>(kf, Ks, warp, lane);
-        f2_rows_a<HS>(vf, Vs, warp, lane);
-        /* S^T (keys x queries) = K Q^T, dP^T = V dO^T */
+        /* S^T (keys x queries) = K Q^T, dP^T = V dO^T, then P^T and dS^T */
         float s[8][4], dp[8][4];
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
-        f2_abt<LO, HS>(s, kf, Qc, lane);
-        f2_abt<LO, HS>(dp, vf, dOc, lane);
-        f2_probs<false>(s, dp, k0 + warp * 16, i * F2_TILE, T, sl2, scale, lsv, dvv, NULL, NULL, lane);
+        f2_p_ds<LO, HS, false>(s, dp, Ks, Vs, Qc, dOc, k0 + warp * 16, i * F2_TILE, T, sl2, scale,
+                               lsv, dvv, NULL, NULL, warp, lane);
         /* dV += lo(P)^T dO, dK += lo(dS)^T Q (this warp's 16 keys) */
         f2_pv<LO, HS>(dv, s, dOc, lane);
         f2_pv<LO, HS>(dk, dp, Qc, lane);
@@ -338,7 +351,6 @@ lc_flash2_bwd_q_kernel(uint16_t *dqkv, const uint16_t *qkv, const uint16_t *dlo,
     f2_load_tile<HS>(Ks, base + C, C3, 0, T);
     f2_load_tile<HS>(Vs, base + 2 * C, C3, 0, T);
     lc_cp_commit();
-    uint32_t qf[HS / 16][4], of[HS / 16][4];
     float dq[NT][4], lsr[2], dr[2];
 #pragma unroll
     for (int n = 0; n < NT; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
@@ -357,16 +369,10 @@ lc_flash2_bwd_q_kernel(uint16_t *dqkv, const uint16_t *qkv, const uint16_t *dlo,
                 lsr[r] = vec[warp * 16 + g + 8 * r];
                 dr[r] = vec[F2_TILE + warp * 16 + g + 8 * r];
             }
-        f2_rows_a<HS>(qf, Qs, warp, lane);   /* each tile: fewer registers across the loop */
-        f2_rows_a<HS>(of, dOs, warp, lane);
+        /* S = Q K^T, dP = dO V^T, then P and dS */
         float s[8][4], dp[8][4];
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
-        f2_abt<LO, HS>(s, qf, Kc, lane);
-        f2_abt<LO, HS>(dp, of, Vc, lane);
-        f2_probs<true>(s, dp, q0 + warp * 16, j * F2_TILE, T, sl2, scale, NULL, NULL, lsr, dr, lane);
+        f2_p_ds<LO, HS, true>(s, dp, Qs, dOs, Kc, Vc, q0 + warp * 16, j * F2_TILE, T, sl2, scale,
+                              NULL, NULL, lsr, dr, warp, lane);
         f2_pv<LO, HS>(dq, dp, Kc, lane);   /* dQ += lo(dS) K */
     }
     const float one[2] = {1.0f, 1.0f};

@@ -65,24 +65,18 @@ __device__ __forceinline__ uint32_t lc_pack_lo(float x, float y)
     return (uint32_t)lc_to_lo<LO>(x) | (uint32_t)lc_to_lo<LO>(y) << 16;
 }
 
-/* cp.async of 16 bytes (both addresses 16-byte aligned) or of 4 bytes (.ca) */
-__device__ __forceinline__ void lc_cp16(void *smem, const void *gmem)
+/* cp.async of N bytes (4, 8 or 16; both addresses N-byte aligned): 16 bypasses L1 */
+template <int N>
+__device__ __forceinline__ void lc_cp(void *smem, const void *gmem)
 {
 #ifdef LLM_CUDA_EMU_H
-    emu_cp_async(smem, gmem, 16);
+    emu_cp_async(smem, gmem, N);
 #else
     uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void lc_cp4(void *smem, const void *gmem)
-{
-#ifdef LLM_CUDA_EMU_H
-    emu_cp_async(smem, gmem, 4);
-#else
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(a), "l"(gmem) : "memory");
+    if (N == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(a), "l"(gmem), "n"(N) : "memory");
 #endif
 }
 

@@ -329,7 +329,7 @@ void cp_kernel(const float *src, float *out, int wait)
     LC_DYN_SMEM(sm);
     float *sh = (float *)sm;
     int i = (int)threadIdx.x;
-    lc_cp4(sh + i, src + i);
+    lc_cp<4>(sh + i, src + i);
     lc_cp_commit();
     out[i] = sh[i];   /* too early */
     if (wait) lc_cp_wait<0>();
