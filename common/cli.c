@@ -75,6 +75,8 @@ void llm_cli_help(const llm_cli *cli, FILE *f)
     fprintf(f, "usage: %s %s\n\n%s\n\noptions:\n", cli->prog, cli->synopsis ? cli->synopsis : "",
             cli->summary ? cli->summary : "");
     for (const llm_opt *o = cli->opts; o && o->name; o++) {
+        if (!o->help)
+            continue;
         char lhs[96];
         int takes = o->kind != LLM_OPT_FLAG && o->kind != LLM_OPT_COUNT;
         if (o->short_name)
@@ -84,9 +86,9 @@ void llm_cli_help(const llm_cli *cli, FILE *f)
             snprintf(lhs, sizeof lhs, "    --%s%s%s", o->name, takes ? " " : "",
                      takes ? (o->metavar ? o->metavar : "VALUE") : "");
         if (strlen(lhs) > 26)
-            fprintf(f, "  %s\n  %-26s  %s\n", lhs, "", o->help ? o->help : "");
+            fprintf(f, "  %s\n  %-26s  %s\n", lhs, "", o->help);
         else
-            fprintf(f, "  %-26s  %s\n", lhs, o->help ? o->help : "");
+            fprintf(f, "  %-26s  %s\n", lhs, o->help);
     }
     fprintf(f, "  %-26s  %s\n", "-h, --help", "show this help and exit");
     fprintf(f, "  %-26s  %s\n", "    --version", "show the version and exit");

@@ -37,7 +37,10 @@ typedef struct {
     llm_opt_kind kind;
     void        *dest;
     const char  *metavar;    /* shown in --help for options taking a value */
-    const char  *help;       /* one line; "(default: ...)" is the caller's to add */
+    const char  *help;       /* one line; "(default: ...)" is the caller's to add.
+                                NULL: a hidden entry, not in --help: an older short
+                                spelling kept for scripts, after the entry it aliases
+                                (same name and dest; --name finds the first) */
 } llm_opt;
 
 typedef struct {

@@ -40,11 +40,11 @@ echo "# $(date -u +%FT%TZ) threads=$THREADS decode=$NDEC rounds=$ROUNDS load: $(
 for ty in q8_0 q4_0; do
   for r in $(seq 1 "$ROUNDS"); do
     t0=$(date +%s.%N)
-    "$B/llm-quantize" "$M" "$WORK/gpt2_124m.$ty.llmk" --type "$ty" -t "$THREADS" -q
+    "$B/llm-quantize" "$M" "$WORK/gpt2_124m.$ty.llmk" --type "$ty" -j "$THREADS" -q
     t1=$(date +%s.%N)
     echo "{\"bench\":\"quantize\",\"type\":\"$ty\",\"round\":$r,\"threads\":$THREADS,\"seconds\":$(echo "$t1 - $t0" | bc)}"
   done
-  "$B/llm-quantize" "$M" "$WORK/check.llmk" --type "$ty" --json -t "$THREADS" -q >"$WORK/$ty.json"
+  "$B/llm-quantize" "$M" "$WORK/check.llmk" --type "$ty" --json -j "$THREADS" -q >"$WORK/$ty.json"
   "$PY" - "$WORK/$ty.json" "$WORK/gpt2_124m.$ty.llmk" <<'PY'
 import json, os, sys
 r = json.load(open(sys.argv[1])); per = {"q8_0": 34, "q4_0": 18}[r["type"]]

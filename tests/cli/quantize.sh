@@ -13,6 +13,9 @@ tiny_model 30
 cp "$M" m.llmk
 
 check "help" llm-quantize --help
+# threads: -j as in llm-bench/llm-profile/llm-tokenize; -t, the earlier spelling, still works
+llm-quantize m.llmk tj.llmk --type q8_0 -j 1 -q && llm-quantize m.llmk tt.llmk --type q8_0 -t 1 -q \
+  && cmp -s tj.llmk tt.llmk && ok "-j and -t set the threads alike" || notok "-j / -t"
 llm-infer m.llmk --eval val.bin --ctx 64 --threads 2 >f32.json 2>err || notok "f32 eval: $(cat err)"
 for ty in bf16 f16 q8_0 q4_0; do
   if llm-quantize m.llmk $ty.llmk --type $ty --json >$ty.rep 2>$ty.err; then ok "quantize $ty"; else notok "quantize $ty: $(cat $ty.err)"; continue; fi

@@ -72,6 +72,7 @@ static void test_cli_parse(void **state)
     llm_opt opts[] = {
         {"flag", 'f', LLM_OPT_FLAG, &flag, NULL, "a flag"},
         {"num", 'n', LLM_OPT_INT, &n, "N", "a number"},
+        {"num", 'k', LLM_OPT_INT, &n, "N", NULL},   /* hidden alias */
         {"x", 0, LLM_OPT_DOUBLE, &x, "X", "a double"},
         {"output", 'o', LLM_OPT_STR, &out, "FILE", "output"},
         {"set", 0, LLM_OPT_STRS, &many, "K=V", "repeatable"},
@@ -94,6 +95,22 @@ static void test_cli_parse(void **state)
     assert_string_equal(pos.v[1], "-");
     llm_strlist_free(&pos);
     llm_strlist_free(&many);
+
+    /* a hidden alias: accepted as the short name is (-k 9, -k11), not shown by --help */
+    char *argv2[] = {"prog", "-k", "9", "a", NULL}, *argv3[] = {"prog", "-k11", "a", NULL};
+    assert_int_equal(llm_cli_parse(&cli, 4, argv2, NULL), LLM_CLI_RUN);
+    assert_int_equal(n, 9);
+    assert_int_equal(llm_cli_parse(&cli, 3, argv3, NULL), LLM_CLI_RUN);
+    assert_int_equal(n, 11);
+    char help[2048] = {0};
+    FILE *hf = fmemopen(help, sizeof help - 1, "w");
+    assert_non_null(hf);
+    llm_cli_help(&cli, hf);
+    fclose(hf);
+    assert_non_null(strstr(help, "-n, --num"));
+    assert_null(strstr(help, "-k"));
+    /* listed once */
+    assert_null(strstr(strstr(help, "--num") + 1, "--num"));
 
     /* errors: unknown, malformed number, missing value, too many/few positionals */
     FILE *saved = stderr;
