@@ -111,6 +111,9 @@ void gpu_check_attention_lse(gc *x, int tiny);
 /* layernorm_forward_lo, gelu_forward_lo / gelu_backward_lo, xent_forward_lo /
  * xent_backward_lo (gpu_check_ops_lo.c). */
 void gpu_check_ops_lo(gc *x, int tiny);
+/* matmul_forward_gelu_lo / matmul_backward_dgelu_lo, their cuBLASLt epilogue and
+ * fallback paths (gpu_check_gelu_lo.c). */
+void gpu_check_gelu_lo(gc *x, int tiny);
 /* residual_layernorm_forward at (N,C) against fp64, cpu-ref and the backend's own
  * residual_forward + layernorm_forward, in place too (gpu_check_resln.c). */
 void gpu_check_resln(gc *x, int N, int C);
