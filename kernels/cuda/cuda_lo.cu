@@ -218,9 +218,12 @@ static struct lc_lo_plan *lc_plan_get(lc_ctx *c, const struct lc_lo_plan *key,
 }
 
 /* out(rows, OC) of dtype OD = src + bias (bias of dtype BD, or NULL: 0) with src fp32
- * (NULL: 0); one rounding for a lo out.  src may alias out when OD is fp32. */
+ * (NULL: 0); one rounding for a lo out.  src may alias out when OD is fp32.  gout
+ * non-NULL (matmul_forward_gelu_lo's fallback): gout (dtype OD too) = gelu of the same
+ * fp32 value, rounded once. */
 template <int OD, int BD>
-__global__ void lc_lo_bias_kernel(void *out, const float *src, const void *bias, size_t rows, int OC)
+__global__ void lc_lo_bias_kernel(void *out, const float *src, const void *bias, size_t rows,
+                                  int OC, void *gout)
 {
     size_t total = rows * (size_t)OC;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
@@ -228,20 +231,21 @@ __global__ void lc_lo_bias_kernel(void *out, const float *src, const void *bias,
         float v = src ? src[i] : 0.0f;
         if (bias) v += lc_ld<BD>(bias, i % OC);
         lc_st<OD>(out, i, v);
+        if (gout) lc_st<OD>(gout, i, lc_gelu(v));
     }
 }
 
-/* the kernel above for a run-time dtype dt of out and bias (bias has out's dtype) */
+/* the kernel above for a run-time dtype dt of out, gout and bias (bias has out's dtype) */
 static void lc_bias_launch(lc_ctx *c, int dt, void *out, const float *src, const void *bias,
-                           size_t rows, int OC)
+                           size_t rows, int OC, void *gout = NULL)
 {
     unsigned nb = lc_blocks(rows * (size_t)OC, 256, 65535);
     if (dt == LC_DT_F32)
-        lc_lo_bias_kernel<LC_DT_F32, LC_DT_F32><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC);
+        lc_lo_bias_kernel<LC_DT_F32, LC_DT_F32><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC, gout);
     else if (dt == LC_DT_BF16)
-        lc_lo_bias_kernel<LC_DT_BF16, LC_DT_BF16><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC);
+        lc_lo_bias_kernel<LC_DT_BF16, LC_DT_BF16><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC, gout);
     else
-        lc_lo_bias_kernel<LC_DT_F16, LC_DT_F16><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC);
+        lc_lo_bias_kernel<LC_DT_F16, LC_DT_F16><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC, gout);
     LC_LAUNCHED(c);
 }
 
@@ -417,22 +421,6 @@ static int lc_gelu_epi_ok(const void *pre, int ld)
     return ld % 8 == 0 && (uintptr_t)pre % 16 == 0;
 }
 
-/* The forward's fallback epilogue over rows x OC: v = src + bias (src fp32, NULL: 0;
- * bias lo, may be NULL), pre = lo(v), out = lo(gelu(v)). */
-template <int LO>
-__global__ void lc_gelu_epi_kernel(void *out, void *pre, const float *src, const void *bias,
-                                   size_t rows, int OC)
-{
-    size_t total = rows * (size_t)OC;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float v = src ? src[i] : 0.0f;
-        if (bias) v += lc_ld<LO>(bias, i % OC);
-        lc_st<LO>(pre, i, v);
-        lc_st<LO>(out, i, lc_gelu(v));
-    }
-}
-
 /* The backward's: dinp(n) = lo(gelu'(pre) src), src fp32. */
 template <int LO>
 __global__ void lc_dgelu_epi_kernel(void *dinp, const void *pre, const float *src, size_t n)
@@ -466,9 +454,7 @@ static void lc_matmul_forward_gelu_lo(llm_backend *be, void *out, void *pre, con
         lc_lo_gemm(c, lo, 0, 1, N, OC, C, inp, C, w_lo, C, 0.0f, s, LC_DT_F32, OC, NULL);
     }
     c->lo_gelu_runs[1]++;
-    LC_LAUNCH_LO(c, lo, lc_gelu_epi_kernel, lc_blocks(no, 256, 65535), 256, out, pre, s, bias,
-                 (size_t)N, OC);
-    LC_LAUNCHED(c);
+    lc_bias_launch(c, lo, pre, s, bias, (size_t)N, OC, out);
 }
 
 static void lc_matmul_backward_dgelu_lo(llm_backend *be, void *dinp, float *dw, float *dbias,

@@ -34,31 +34,6 @@
 
 static const char *lname(int lo) { return lo == LLM_DT_BF16 ? "bf16" : "f16"; }
 
-static uint16_t *henc(const float *a, size_t n, int lo)
-{
-    uint16_t *h = xmalloc((n ? n : 1) * 2);
-    for (size_t i = 0; i < n; i++)
-        h[i] = lo == LLM_DT_BF16 ? llm_quant_f32_to_bf16(a[i]) : llm_quant_f32_to_f16(a[i]);
-    return h;
-}
-
-static float *hdec(const uint16_t *h, size_t n, int lo)
-{
-    float *f = xmalloc((n ? n : 1) * sizeof *f);
-    for (size_t i = 0; i < n; i++)
-        f[i] = lo == LLM_DT_BF16 ? llm_quant_bf16_to_f32(h[i]) : llm_quant_f16_to_f32(h[i]);
-    return f;
-}
-
-/* a's values as a lo tensor holds them */
-static float *rounded(const float *a, size_t n, int lo)
-{
-    uint16_t *h = henc(a, n, lo);
-    float *f = hdec(h, n, lo);
-    free(h);
-    return f;
-}
-
 /* a device lo tensor of n NaNs (the ops overwrite) */
 static void *gnan_lo(gc *x, size_t n)
 {
@@ -93,7 +68,7 @@ static void check_fwd(gc *x, int N, int C, int OC, int with_bias, int lo, int ch
     snprintf(sh, sizeof sh, "N%d C%d OC%d%s", N, C, OC, with_bias ? " +b" : "");
     size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC;
     float *inp = rnd(x, ni, -1, 1), *w = rnd(x, nw, -1, 1), *bias = rnd(x, OC, -1, 1);
-    float *xr = rounded(inp, ni, lo), *wr = rounded(w, nw, lo), *br = rounded(bias, OC, lo);
+    float *xr = lo_vals(inp, ni, lo), *wr = lo_vals(w, nw, lo), *br = lo_vals(bias, OC, lo);
     void *gx = glo_put(x, inp, ni, lo), *gw = glo_put(x, w, nw, lo);
     void *gb = glo_put(x, bias, OC, lo);
     void *go = gnan_lo(x, no), *gp = gnan_lo(x, no);
@@ -105,11 +80,11 @@ static void check_fwd(gc *x, int N, int C, int OC, int with_bias, int lo, int ch
         for (size_t i = 0; i < no; i++) g[i] = r64_gelu1(s[i]);
         float *cp = NULL, *co = NULL;
         if (x->have_ref && x->r.matmul_forward_gelu_lo) {
-            uint16_t *hx = henc(inp, ni, lo), *hw = henc(w, nw, lo), *hb = henc(bias, OC, lo);
+            uint16_t *hx = lo_host(inp, ni, lo), *hw = lo_host(w, nw, lo), *hb = lo_host(bias, OC, lo);
             uint16_t *hp = xmalloc(no * 2 + 2), *ho = xmalloc(no * 2 + 2);
             x->r.matmul_forward_gelu_lo(&x->r, ho, hp, hx, hw, lo, with_bias ? hb : NULL, N, C, OC);
-            cp = hdec(hp, no, lo);
-            co = hdec(ho, no, lo);
+            cp = host_vals(hp, no, lo);
+            co = host_vals(ho, no, lo);
             free(hx); free(hw); free(hb); free(hp); free(ho);
         }
         snprintf(op, sizeof op, "mm_gelu_fwd_lo %s pre%s", lname(lo), tag);
@@ -156,8 +131,8 @@ static void check_bwd(gc *x, int N, int C, int OC, int with_bias, int lo, int ch
     size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC;
     float *dout = rnd(x, no, -1, 1), *inp = rnd(x, ni, -1, 1), *pre = rnd(x, ni, -4, 4),
           *w = rnd(x, nw, -1, 1), *dw0 = rnd(x, nw, -1, 1), *db0 = rnd(x, OC, -1, 1);
-    float *dr = rounded(dout, no, lo), *xr = rounded(inp, ni, lo), *pr = rounded(pre, ni, lo),
-          *wr = rounded(w, nw, lo);
+    float *dr = lo_vals(dout, no, lo), *xr = lo_vals(inp, ni, lo), *pr = lo_vals(pre, ni, lo),
+          *wr = lo_vals(w, nw, lo);
     void *gd = glo_put(x, dout, no, lo), *gx = glo_put(x, inp, ni, lo),
          *gp = glo_put(x, pre, ni, lo), *gw = glo_put(x, w, nw, lo), *gdi = gnan_lo(x, ni);
     float *gdw = gput(x, dw0, nw * 4), *gdb = gput(x, db0, OC * 4);
@@ -171,13 +146,13 @@ static void check_bwd(gc *x, int N, int C, int OC, int with_bias, int lo, int ch
         for (size_t i = 0; i < ni; i++) rdi[i] *= r64_gelu_grad1(pr[i]);
         float *cdi = NULL, *cdw = NULL, *cdb = NULL;
         if (x->have_ref && x->r.matmul_backward_dgelu_lo) {
-            uint16_t *hd = henc(dout, no, lo), *hx = henc(inp, ni, lo), *hp = henc(pre, ni, lo),
-                     *hw = henc(w, nw, lo), *hdi = xmalloc(ni * 2 + 2);
+            uint16_t *hd = lo_host(dout, no, lo), *hx = lo_host(inp, ni, lo), *hp = lo_host(pre, ni, lo),
+                     *hw = lo_host(w, nw, lo), *hdi = xmalloc(ni * 2 + 2);
             cdw = fdup(dw0, nw);
             cdb = fdup(db0, OC);
             x->r.matmul_backward_dgelu_lo(&x->r, hdi, cdw, with_bias ? cdb : NULL, hd, hx, hp, hw,
                                           lo, N, C, OC);
-            cdi = hdec(hdi, ni, lo);
+            cdi = host_vals(hdi, ni, lo);
             free(hd); free(hx); free(hp); free(hw); free(hdi);
         }
         snprintf(op, sizeof op, "mm_dgelu_bwd_lo %s dinp%s", lname(lo), tag);
