@@ -218,7 +218,10 @@ struct llm_backend {
      * bias may be NULL; both overwritten.  The GELU formula is the tanh form of
      * gelu_forward; a backend whose library evaluates it its own way may differ from
      * the backend's gelu_forward by an fp32 ulp or two before the rounding.  May be
-     * NULL: the model then runs matmul_forward_lo into pre and gelu_forward_lo. */
+     * NULL: the model then runs matmul_forward_lo into pre and gelu_forward_lo.  The
+     * GELU output computed again from pre (gelu_forward_lo: gelu of the rounded s) is
+     * not out bit for bit (it may differ by the effect of pre's rounding): the model's
+     * full recompute reruns this op, its selective recompute takes gelu_forward_lo. */
     void (*matmul_forward_gelu_lo)(llm_backend *be, void *out, void *pre, const void *inp,
                                    const void *w_lo, int lo, const void *bias, int N, int C,
                                    int OC);
