@@ -172,7 +172,7 @@ static void check_bwd(gc *x, int N, int C, int OC, int with_bias, int lo, int ch
                                 lo, N, C, OC);
         float *mz = xmalloc(ni * 4 + 4);
         for (size_t i = 0; i < ni; i++) mz[i] = -0.0f;
-        float *gt = gput(x, mz, ni * 4 + 4), *gpf = gput(x, pr, ni * 4 + 4);
+        float *gt = gput(x, mz, ni * 4), *gpf = gput(x, pr, ni * 4);
         x->g.gelu_backward(&x->g, gt, gpf, gs, ni);
         void *wd = gnan_lo(x, ni);
         x->g.cast_lo(&x->g, wd, gt, ni, lo);
