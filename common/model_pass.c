@@ -224,6 +224,14 @@ static void residual_ln_forward(llm_model *m, float *res, const float *a, const 
     }
 }
 
+/* Mixed precision with the backend's fused c_fc + GELU: the forward computes the GELU of
+ * the fp32 pre-activation (matmul_forward_gelu_lo) and the backward fuses the GELU
+ * backward into c_proj's (matmul_backward_dgelu_lo when present). */
+static int fused_gelu(const llm_model *m)
+{
+    return m->lo && m->be->matmul_forward_gelu_lo;
+}
+
 /* The GELU of the fc pre-activation fch into out (n elements). */
 static void gelu_forward(llm_model *m, void *out, const void *fch, size_t n)
 {
@@ -256,11 +264,21 @@ static void layer_forward(llm_model *m, int l, llm_layer_acts *a, const float *x
     ln_dst ln2 = {a->ln2, train ? a->ln2_mean : NULL, train ? a->ln2_rstd : NULL,
                   PV_LAYER(l, PV_LN2W)};
     residual_ln_forward(m, res2, x, m->buf_b, &ln2, n);
-    mm_forward(m, a->fch, 1, a->ln2, PV_LAYER(l, PV_FCW), PV_LAYER(l, PV_FCB), n, C, 4 * C);
-    if (!xo)
-        return;
     void *g = a->fcg ? a->fcg : (void *)m->buf_a;   /* kept for the backward, or scratch */
-    gelu_forward(m, g, a->fch, N * 4 * C);
+    if (fused_gelu(m)) {
+        /* c_fc and its GELU in one op: GELU of the unrounded sum.  Recompute (xo NULL)
+         * too, so that the backward sees the forward's GELU output bit for bit (in
+         * buf_a, where mlp_backward looks for it) */
+        be->matmul_forward_gelu_lo(be, g, a->fch, a->ln2, PL(m, PV_LAYER(l, PV_FCW)), m->lo,
+                                   PL(m, PV_LAYER(l, PV_FCB)), n, C, 4 * C);
+        if (!xo)
+            return;
+    } else {
+        mm_forward(m, a->fch, 1, a->ln2, PV_LAYER(l, PV_FCW), PV_LAYER(l, PV_FCB), n, C, 4 * C);
+        if (!xo)
+            return;
+        gelu_forward(m, g, a->fch, N * 4 * C);
+    }
     mm_forward(m, m->buf_b, 0, g, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), n, 4 * C, C);
     residual_ln_forward(m, xo, res2, m->buf_b, next, n);
 }
@@ -382,16 +400,27 @@ static void mlp_backward(llm_model *m, int l, llm_layer_acts *a, int n)
      * gradient of the GELU */
     void *dlo = A + fl(N * 4 * C, 1);
     float *g32 = lo ? (float *)dlo + fl(N * C, 1) : Bf;
-    /* the GELU output: kept by the forward, or computed again into A */
+    /* the GELU output: kept by the forward, or in A (full recompute with the fused
+     * forward: layer_forward's recompute left it there, and for the last layer the
+     * forward itself, the logits' backward keeping off A), or computed again into A
+     * from the lo pre-activation (selective recompute: with the fused forward this
+     * differs from the forward's GELU of the fp32 sum by the pre-activation's rounding) */
     void *g = a->fcg;
     if (!g) {
-        gelu_forward(m, A, a->fch, N * 4 * C);
+        if (!(fused_gelu(m) && m->acts_recompute == LLM_RECOMPUTE_FULL))
+            gelu_forward(m, A, a->fch, N * 4 * C);
         g = A;
     }
     if (lo) {
         be->cast_lo(be, dlo, dres, N * C, lo);
-        mm_backward(m, Bf, 1, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), dlo, g, n, 4 * C, C);
-        be->gelu_backward_lo(be, Bf, a->fch, Bf, N * 4 * C, lo);
+        if (be->matmul_backward_dgelu_lo)
+            be->matmul_backward_dgelu_lo(be, Bf, G(m, PV_LAYER(l, PV_FPW)),
+                                         G(m, PV_LAYER(l, PV_FPB)), dlo, g, a->fch,
+                                         PL(m, PV_LAYER(l, PV_FPW)), lo, n, 4 * C, C);
+        else {
+            mm_backward(m, Bf, 1, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), dlo, g, n, 4 * C, C);
+            be->gelu_backward_lo(be, Bf, a->fch, Bf, N * 4 * C, lo);
+        }
     } else {
         be->zero(be, Bf, N * 4 * C * fz);
         mm_backward(m, Bf, 0, PV_LAYER(l, PV_FPW), PV_LAYER(l, PV_FPB), dres, g, n, 4 * C, C);
@@ -453,7 +482,10 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
     int B = m->last_B, T = m->last_T, L = c->n_layer, C = c->n_embd;
     int Vp = c->padded_vocab, V = c->vocab_size, n = B * T;
     size_t N = (size_t)n, fz = sizeof(float);
-    float *A = m->buf_a, *dres = m->dres;
+    /* the logits' backward writes ln_f's input gradient to buf_b, not buf_a: under full
+     * recompute with the fused GELU forward buf_a still holds the last layer's GELU
+     * output for mlp_backward */
+    float *A = m->buf_b, *dres = m->dres;
 
     /* d(mean loss)/d(loss_i) = 1/N, times the caller's accumulation scale and the loss
      * scale (1 unless fp16 training scales the gradients up past f16's underflow) */

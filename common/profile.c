@@ -631,6 +631,30 @@ static void w_layernorm_forward_lo(llm_backend *be, float *res, void *out, float
         llm_cost_layernorm_forward_lo(N, C, b != NULL, mean != NULL || rstd != NULL));
 }
 
+static void w_matmul_forward_gelu_lo(llm_backend *be, void *out, void *pre, const void *inp,
+                                     const void *w_lo, int lo, const void *bias, int N, int C,
+                                     int OC)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute_lo(p, w_lo, &site, &layer);
+    BEGIN(LLM_OP_MATMUL_FWD_GELU_LO);
+    IN(p)->matmul_forward_gelu_lo(IN(p), out, pre, inp, w_lo, lo, bias, N, C, OC);
+    END(LLM_OP_MATMUL_FWD_GELU_LO, site, layer,
+        llm_cost_matmul_forward_gelu_lo(N, C, OC, bias != NULL));
+}
+static void w_matmul_backward_dgelu_lo(llm_backend *be, void *dinp, float *dw, float *dbias,
+                                       const void *dout, const void *inp, const void *pre,
+                                       const void *w_lo, int lo, int N, int C, int OC)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute_lo(p, w_lo, &site, &layer);
+    BEGIN(LLM_OP_MATMUL_BWD_DGELU_LO);
+    IN(p)->matmul_backward_dgelu_lo(IN(p), dinp, dw, dbias, dout, inp, pre, w_lo, lo, N, C, OC);
+    END(LLM_OP_MATMUL_BWD_DGELU_LO, site, layer,
+        llm_cost_matmul_backward_dgelu_lo(N, C, OC, dbias != NULL));
+}
 static void w_gelu_forward_lo(llm_backend *be, void *out, const void *inp, size_t n, int lo)
 {
     llm_profile *p = P(be);
@@ -720,6 +744,10 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .cast_lo = p->inner->cast_lo ? w_cast_lo : NULL,
         .matmul_forward_lo = p->inner->matmul_forward_lo ? w_matmul_forward_lo : NULL,
         .matmul_backward_lo = p->inner->matmul_backward_lo ? w_matmul_backward_lo : NULL,
+        .matmul_forward_gelu_lo =
+            p->inner->matmul_forward_gelu_lo ? w_matmul_forward_gelu_lo : NULL,
+        .matmul_backward_dgelu_lo =
+            p->inner->matmul_backward_dgelu_lo ? w_matmul_backward_dgelu_lo : NULL,
         .layernorm_forward_lo = p->inner->layernorm_forward_lo ? w_layernorm_forward_lo : NULL,
         .gelu_forward_lo = p->inner->gelu_forward_lo ? w_gelu_forward_lo : NULL,
         .gelu_backward_lo = p->inner->gelu_backward_lo ? w_gelu_backward_lo : NULL,

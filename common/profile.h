@@ -56,6 +56,10 @@
  *   layernorm_forward_lo  flop 8NC (+NC with b)
  *                       bytes 4NC (a) (+4NC b read, +4NC res written) + 2NC (out)
  *                             + 4*2C (w, bias) (+4*2N mean, rstd)
+ *   matmul_forward_gelu_lo  flop matmul_forward_lo's + 8N*OC (the GELU)
+ *                       bytes 2NC + 2OC*C + 2N*OC (pre) + 2N*OC (out) (+2OC bias)
+ *   matmul_backward_dgelu_lo  flop matmul_backward_lo's + 16NC (the GELU backward)
+ *                       bytes matmul_backward_lo's (lo dinp) + 2NC (pre)
  *   gelu_forward_lo     flop 8n             bytes 2n + 2n
  *   gelu_backward_lo    flop 16n            bytes 2n (inp) + 2n (dout) + 2n (dinp)
  *   attention_forward_lse  flop as attention_forward
@@ -94,7 +98,8 @@ typedef enum {
     LLM_OP_EMBED_ROWS, LLM_OP_MATMUL_ROWS, LLM_OP_KV_STORE, LLM_OP_ATTENTION_ROWS,
     LLM_OP_CAST_LO, LLM_OP_MATMUL_FWD_LO, LLM_OP_MATMUL_BWD_LO, LLM_OP_LAYERNORM_FWD_LO,
     LLM_OP_GELU_FWD_LO, LLM_OP_GELU_BWD_LO, LLM_OP_ATTENTION_FWD_LSE, LLM_OP_ATTENTION_BWD_LSE,
-    LLM_OP_XENT_FWD_LO, LLM_OP_XENT_BWD_LO,
+    LLM_OP_XENT_FWD_LO, LLM_OP_XENT_BWD_LO, LLM_OP_MATMUL_FWD_GELU_LO,
+    LLM_OP_MATMUL_BWD_DGELU_LO,
     LLM_OP_COPY, LLM_OP_TO_DEVICE, LLM_OP_TO_HOST, LLM_OP_ZERO, LLM_OP_SYNC,
     LLM_OP_COUNT
 } llm_op;
@@ -135,6 +140,8 @@ llm_op_cost llm_cost_matmul_forward_lo(int N, int C, int OC, int has_bias, int o
 llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias, int dinp_dt);
 /* has_b: the residual b (and res) non-NULL; has_stats: mean and rstd written. */
 llm_op_cost llm_cost_layernorm_forward_lo(int N, int C, int has_b, int has_stats);
+llm_op_cost llm_cost_matmul_forward_gelu_lo(int N, int C, int OC, int has_bias);
+llm_op_cost llm_cost_matmul_backward_dgelu_lo(int N, int C, int OC, int has_bias);
 llm_op_cost llm_cost_gelu_forward_lo(size_t n);
 llm_op_cost llm_cost_gelu_backward_lo(size_t n);
 llm_op_cost llm_cost_attention_forward_lse(int B, int T, int C, int NH);

@@ -36,6 +36,8 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_ATTENTION_BWD_LSE] = "attention_backward_lse",
     [LLM_OP_XENT_FWD_LO] = "xent_forward_lo",
     [LLM_OP_XENT_BWD_LO] = "xent_backward_lo",
+    [LLM_OP_MATMUL_FWD_GELU_LO] = "matmul_forward_gelu_lo",
+    [LLM_OP_MATMUL_BWD_DGELU_LO] = "matmul_backward_dgelu_lo",
     [LLM_OP_COPY] = "copy",
     [LLM_OP_TO_DEVICE] = "to_device",
     [LLM_OP_TO_HOST] = "to_host",
@@ -226,6 +228,24 @@ llm_op_cost llm_cost_matmul_backward_lo(int N, int C, int OC, int has_bias, int 
     return (llm_op_cost){4 * noc * C + (has_bias ? noc : 0),
                          2 * noc + 2 * nc + lb(dinp_dt) * nc + 2 * occ + 8 * occ +
                              (has_bias ? 8.0 * OC : 0)};
+}
+
+/* matmul_forward_gelu_lo: matmul_forward_lo with a lo out and bias, plus pre written
+ * (lo) and the GELU's FLOPs on every output. */
+llm_op_cost llm_cost_matmul_forward_gelu_lo(int N, int C, int OC, int has_bias)
+{
+    llm_op_cost c = llm_cost_matmul_forward_lo(N, C, OC, has_bias, LLM_DT_BF16);
+    double noc = (double)N * OC;
+    return (llm_op_cost){c.flop + 8 * noc, c.bytes + 2 * noc};
+}
+
+/* matmul_backward_dgelu_lo: matmul_backward_lo with a lo dinp, plus pre(N,C) read (lo)
+ * and the GELU backward's FLOPs on every dinp element. */
+llm_op_cost llm_cost_matmul_backward_dgelu_lo(int N, int C, int OC, int has_bias)
+{
+    llm_op_cost c = llm_cost_matmul_backward_lo(N, C, OC, has_bias, LLM_DT_BF16);
+    double nc = (double)N * C;
+    return (llm_op_cost){c.flop + 16 * nc, c.bytes + 2 * nc};
 }
 
 /* layernorm_forward_lo: a read in fp32 (4); with b: b read and res written in fp32

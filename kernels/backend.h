@@ -211,6 +211,32 @@ struct llm_backend {
     void (*gelu_backward_lo)(llm_backend *be, void *dinp, const void *inp, const void *dout,
                              size_t n, int lo);
 
+    /* c_fc and its GELU in one (cuBLASLt's GELU_AUX_BIAS epilogue): with
+     * s = inp(N,C) @ w_lo(OC,C)^T + bias(OC) in fp32 (as matmul_forward_lo),
+     * pre(N,OC) lo = s rounded and out(N,OC) lo = gelu(s) rounded, gelu as gelu_forward
+     * on the fp32 s (not on the rounded pre: one rounding each).  inp, w_lo, bias lo;
+     * bias may be NULL; both overwritten.  The GELU formula is the tanh form of
+     * gelu_forward; a backend whose library evaluates it its own way may differ from
+     * the backend's gelu_forward by an fp32 ulp or two before the rounding.  May be
+     * NULL: the model then runs matmul_forward_lo into pre and gelu_forward_lo.  The
+     * GELU output computed again from pre (gelu_forward_lo: gelu of the rounded s) is
+     * not out bit for bit (it may differ by the effect of pre's rounding): the model's
+     * full recompute reruns this op, its selective recompute takes gelu_forward_lo. */
+    void (*matmul_forward_gelu_lo)(llm_backend *be, void *out, void *pre, const void *inp,
+                                   const void *w_lo, int lo, const void *bias, int N, int C,
+                                   int OC);
+
+    /* c_proj's backward with the GELU backward applied before the rounding (cuBLASLt's
+     * DGELU epilogue): with g = dout(N,OC) @ w_lo(OC,C) in fp32, dinp(N,C) lo =
+     * gelu'(pre) * g rounded once (overwritten; gelu' as gelu_backward's, on pre's
+     * values); dw(OC,C) += dout^T @ inp and dbias(OC) += column sums of dout (may be
+     * NULL) exactly as matmul_backward_lo.  dout, inp, pre(N,C), w_lo lo.  May be NULL:
+     * the model then runs matmul_backward_lo (lo dinp) and gelu_backward_lo, which
+     * rounds g first (one rounding more). */
+    void (*matmul_backward_dgelu_lo)(llm_backend *be, void *dinp, float *dw, float *dbias,
+                                     const void *dout, const void *inp, const void *pre,
+                                     const void *w_lo, int lo, int N, int C, int OC);
+
     /* Causal attention with lo q|k|v (shapes, heads and scale as attention_forward) that
      * keeps only each row's log-sum-exp instead of the (B,NH,T,T) probabilities (a
      * fused, "flash" kernel never stores them):

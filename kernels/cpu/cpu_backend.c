@@ -68,6 +68,8 @@ static void cpu_sync(llm_backend *be)
     .sum_squares = P##sum_squares, .adamw = P##adamw,                                     \
     .cast_lo = P##cast_lo, .matmul_forward_lo = llm_cpu_matmul_forward_lo,                  \
     .matmul_backward_lo = llm_cpu_matmul_backward_lo,                                       \
+    .matmul_forward_gelu_lo = llm_cpu_matmul_forward_gelu_lo,                               \
+    .matmul_backward_dgelu_lo = llm_cpu_matmul_backward_dgelu_lo,                           \
     .layernorm_forward_lo = llm_cpu_layernorm_forward_lo,                                   \
     .gelu_forward_lo = llm_cpu_gelu_forward_lo, .gelu_backward_lo = llm_cpu_gelu_backward_lo, \
     .attention_forward_lse = P##attention_forward_lse,                                      \

@@ -124,6 +124,12 @@ void llm_cpu_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float 
 void llm_cpu_layernorm_forward_lo(llm_backend *be, float *res, void *out, float *mean,
                                   float *rstd, const float *a, const float *b, const float *w,
                                   const float *bias, int N, int C, int lo);
+void llm_cpu_matmul_forward_gelu_lo(llm_backend *be, void *out, void *pre, const void *inp,
+                                    const void *w_lo, int lo, const void *bias, int N, int C,
+                                    int OC);
+void llm_cpu_matmul_backward_dgelu_lo(llm_backend *be, void *dinp, float *dw, float *dbias,
+                                      const void *dout, const void *inp, const void *pre,
+                                      const void *w_lo, int lo, int N, int C, int OC);
 void llm_cpu_gelu_forward_lo(llm_backend *be, void *out, const void *inp, size_t n, int lo);
 void llm_cpu_gelu_backward_lo(llm_backend *be, void *dinp, const void *inp, const void *dout,
                               size_t n, int lo);

@@ -1,5 +1,6 @@
 /* lo_acts.c — the lo-activation ops of both CPU backends ("cpu" and "cpu-ref"):
- * matmul_forward_lo, matmul_backward_lo, layernorm_forward_lo, gelu_forward_lo,
+ * matmul_forward_lo, matmul_backward_lo, matmul_forward_gelu_lo,
+ * matmul_backward_dgelu_lo, layernorm_forward_lo, gelu_forward_lo,
  * gelu_backward_lo, xent_forward_lo, xent_backward_lo, attention_forward_lse and
  * attention_backward_lse (backend.h, "mixed precision").
  *
@@ -73,8 +74,10 @@ static void lo_out_rows(llm_backend *be, void *out, int dt, const float *y, size
         llm_fast_cast_lo(be, (uint16_t *)out + r0 * w, y, rows * w, dt);
 }
 
-void llm_cpu_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const void *inp,
-                               const void *w_lo, int lo, const void *bias, int N, int C, int OC)
+/* matmul_forward_lo, and with pre non-NULL matmul_forward_gelu_lo (out_dt lo): the fp32
+ * sum rounded into pre, its GELU (the backend's gelu_forward on the fp32 sum) into out */
+static void mm_forward_lo(llm_backend *be, void *out, int out_dt, void *pre, const void *inp,
+                          const void *w_lo, int lo, const void *bias, int N, int C, int OC)
 {
     if (N <= 0 || OC <= 0)
         return;
@@ -85,6 +88,8 @@ void llm_cpu_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const voi
     float *w = take(be, wn + (size_t)OC, Cz + (out_dt == LLM_QK_F32 ? 0 : (size_t)OC), N, &R);
     if (!w) {
         nan_fill(out, out_dt, (size_t)N * OC);
+        if (pre)
+            nan_fill(pre, lo, (size_t)N * OC);
         return;
     }
     float *b = w + wn, *x = b + OC, *y = x + (size_t)R * Cz;
@@ -98,13 +103,34 @@ void llm_cpu_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const voi
         llm_cpu_lo_widen(be, x, (const uint16_t *)inp + (size_t)r0 * Cz, (size_t)rows * Cz, lo);
         be->matmul_forward(be, f32_rows(out, out_dt, y, (size_t)r0, (size_t)OC), x, w,
                            bias ? b : NULL, rows, C, OC);
+        if (pre) {
+            size_t k = (size_t)rows * OC;
+            llm_fast_cast_lo(be, (uint16_t *)pre + (size_t)r0 * OC, y, k, lo);
+            be->gelu_forward(be, y, y, k);
+        }
         lo_out_rows(be, out, out_dt, y, (size_t)r0, (size_t)OC, (size_t)rows);
     }
 }
 
-void llm_cpu_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float *dw,
-                                float *dbias, const void *dout, const void *inp,
-                                const void *w_lo, int lo, int N, int C, int OC)
+void llm_cpu_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const void *inp,
+                               const void *w_lo, int lo, const void *bias, int N, int C, int OC)
+{
+    mm_forward_lo(be, out, out_dt, NULL, inp, w_lo, lo, bias, N, C, OC);
+}
+
+void llm_cpu_matmul_forward_gelu_lo(llm_backend *be, void *out, void *pre, const void *inp,
+                                    const void *w_lo, int lo, const void *bias, int N, int C,
+                                    int OC)
+{
+    mm_forward_lo(be, out, lo, pre, inp, w_lo, lo, bias, N, C, OC);
+}
+
+/* matmul_backward_lo, and with pre non-NULL matmul_backward_dgelu_lo (dinp_dt lo): the
+ * fp32 dinp goes through the backend's gelu_backward (on pre's values) before the
+ * rounding */
+static void mm_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float *dw, float *dbias,
+                           const void *dout, const void *inp, const void *pre,
+                           const void *w_lo, int lo, int N, int C, int OC)
 {
     if (N <= 0)
         return;
@@ -114,26 +140,49 @@ void llm_cpu_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float 
         return;
     }
     int R;
-    /* per row: a dout row, an input row and (lo dinp) a dinp row */
-    float *w = take(be, wn, (size_t)OC + Cz + (dinp_dt == LLM_QK_F32 ? 0 : Cz), N, &R);
+    /* per row: a dout row, an input row (then pre's row), (lo dinp) a dinp row and (with
+     * pre) the GELU backward's row */
+    float *w = take(be, wn,
+                    (size_t)OC + Cz + (dinp_dt == LLM_QK_F32 ? 0 : Cz) + (pre ? Cz : 0), N, &R);
     if (!w) {
         nan_fill(dinp, dinp_dt, (size_t)N * Cz);
         nan_fill(dw, LLM_QK_F32, wn);
         return;
     }
-    float *d = w + wn, *x = d + (size_t)R * OC, *g = x + (size_t)R * Cz;
+    float *d = w + wn, *x = d + (size_t)R * OC, *g = x + (size_t)R * Cz, *t = g + (size_t)R * Cz;
     llm_cpu_lo_widen(be, w, w_lo, wn, lo);
     /* dinp rows are independent; dw and dbias sum over rows, each chunk adding its part
      * (fp32 accumulation, as one GEMM over all rows would) */
     for (int r0 = 0; r0 < N; r0 += R) {
         int rows = N - r0 < R ? N - r0 : R;
+        size_t k = (size_t)rows * Cz;
         llm_cpu_lo_widen(be, d, (const uint16_t *)dout + (size_t)r0 * OC, (size_t)rows * OC, lo);
-        llm_cpu_lo_widen(be, x, (const uint16_t *)inp + (size_t)r0 * Cz, (size_t)rows * Cz, lo);
+        llm_cpu_lo_widen(be, x, (const uint16_t *)inp + (size_t)r0 * Cz, k, lo);
         float *gi = f32_rows(dinp, dinp_dt, g, (size_t)r0, Cz);
-        memset(gi, 0, (size_t)rows * Cz * sizeof(float));   /* the fp32 op accumulates */
+        memset(gi, 0, k * sizeof(float));   /* the fp32 op accumulates */
         be->matmul_backward(be, gi, dw, dbias, d, x, w, rows, C, OC);
-        lo_out_rows(be, dinp, dinp_dt, g, (size_t)r0, Cz, (size_t)rows);
+        if (pre) {   /* t = 0 + gelu'(pre) g; the input rows are no longer needed */
+            llm_cpu_lo_widen(be, x, (const uint16_t *)pre + (size_t)r0 * Cz, k, lo);
+            memset(t, 0, k * sizeof(float));
+            be->gelu_backward(be, t, x, g, k);
+            gi = t;
+        }
+        lo_out_rows(be, dinp, dinp_dt, gi, (size_t)r0, Cz, (size_t)rows);
     }
+}
+
+void llm_cpu_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float *dw,
+                                float *dbias, const void *dout, const void *inp,
+                                const void *w_lo, int lo, int N, int C, int OC)
+{
+    mm_backward_lo(be, dinp, dinp_dt, dw, dbias, dout, inp, NULL, w_lo, lo, N, C, OC);
+}
+
+void llm_cpu_matmul_backward_dgelu_lo(llm_backend *be, void *dinp, float *dw, float *dbias,
+                                      const void *dout, const void *inp, const void *pre,
+                                      const void *w_lo, int lo, int N, int C, int OC)
+{
+    mm_backward_lo(be, dinp, lo, dw, dbias, dout, inp, pre, w_lo, lo, N, C, OC);
 }
 
 void llm_cpu_layernorm_forward_lo(llm_backend *be, float *res, void *out, float *mean,

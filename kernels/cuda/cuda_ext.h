@@ -44,6 +44,14 @@ int llm_backend_cuda_mem_held(llm_backend *be, size_t *held, size_t *peak);
  * default (cuBLASLt first), -1 leaves it.  For tests. */
 void llm_backend_cuda_lo_gemm_path(llm_backend *be, int force_gemmex, long runs[2]);
 
+/* Which form ran matmul_forward_gelu_lo / matmul_backward_dgelu_lo: runs receives the
+ * calls done by cuBLASLt's GELU epilogues [0] and by the fallback (GEMM into fp32 scratch,
+ * then the GELU kernel) [1] so far.  The fallback is taken when the shape or alignment
+ * rules out the epilogue (the row not a multiple of 8, pre not 16-byte aligned), when
+ * cuBLASLt has no algorithm, and when llm_backend_cuda_lo_gemm_path forces cublasGemmEx.
+ * For tests. */
+void llm_backend_cuda_gelu_epi_path(llm_backend *be, long runs[2]);
+
 /* Which form ran attention_forward_lse / attention_backward_lse: runs (may be NULL)
  * receives the calls by the fused kernels [0] and by the batched-GEMM form [1] so far;
  * off 1 makes every later call use the batched-GEMM form, 0 the default (fused where the

@@ -59,6 +59,7 @@ typedef struct {
     unsigned lo_next;               /* round-robin victim when the cache is full */
     int lo_force_ex;                /* test hook: skip cuBLASLt, use cublasGemmEx */
     long lo_runs[2];                /* lo GEMMs run by cuBLASLt, by cublasGemmEx */
+    long lo_gelu_runs[2];           /* fused GELU GEMMs: by the epilogue, by the fallback */
     int flash_off;                  /* 1: the lse attention uses its batched-GEMM form only
                                        (LLM_CUDA_FLASH=0, or the test hook) */
     int flash_wmma;                 /* 1: the fused attention runs the WMMA kernels instead

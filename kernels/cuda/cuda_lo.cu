@@ -1,5 +1,6 @@
 /* cuda_lo.cu — mixed precision (backend.h: cast_lo, matmul_forward_lo,
- * matmul_backward_lo): lo (bf16/fp16) operands, fp32 accumulate, fp32 or lo outputs.
+ * matmul_backward_lo, matmul_forward_gelu_lo, matmul_backward_dgelu_lo): lo (bf16/fp16)
+ * operands, fp32 accumulate, fp32 or lo outputs.
  *
  * The GEMMs run through cuBLASLt with A/B lo as the caller holds them (no conversion
  * pass: the model keeps its activations and output gradients in lo), C/D fp32 or lo,
@@ -9,7 +10,17 @@
  * (descriptors + algorithm) is cached per GEMM shape, types and alignments; when
  * cuBLASLt has no algorithm or refuses a call, cublasGemmEx with the same types computes
  * it instead (with a lo output and a bias: into fp32 scratch, then one kernel adds the
- * bias and rounds, so the output is still rounded once). */
+ * bias and rounds, so the output is still rounded once).
+ *
+ * The fused GELU GEMMs use cuBLASLt's GELU_AUX(_BIAS) epilogue (D = GELU(acc + bias),
+ * aux = acc + bias, both in D's type) and DGELU (D = gelu'(aux) * acc): the aux matrix
+ * (pre) has D's shape and type, its leading dimension (OC resp. C, the row-major row)
+ * a multiple of 8, its pointer 16-byte aligned.  cuBLASLt evaluates the GELU (tanh
+ * form) its own way, which may differ from lc_gelu by an fp32 ulp or two before the
+ * rounding.  When the shape or alignment does not allow the epilogue, or cuBLASLt has no
+ * algorithm for it, the GEMM writes the fp32 sum to scratch and one kernel applies the
+ * bias and the GELU (or its derivative) and rounds: the contract's result, one more pass
+ * over memory.  lo_gelu_runs counts the two paths. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -24,11 +35,16 @@ extern "C" {
 
 #define LC_LO_PLANS 32
 
+/* The epilogues beyond the bias: GELU_AUX(_BIAS) writing the pre-activation to aux, and
+ * DGELU reading it from there (aux: D's shape, type and leading dimension). */
+enum { LC_EPI_NONE = 0, LC_EPI_GELU = 1, LC_EPI_DGELU = 2 };
+
 struct lc_lo_plan {
     int used;
     /* key */
     int lo, ct, ta, tb, m, n, k, lda, ldb, ldc, bias;   /* ct: C/D (and bias) dtype */
-    uint32_t al_a, al_b, al_c;
+    int epi;                       /* LC_EPI_*: none (bias or not), GELU with aux, DGELU */
+    uint32_t al_a, al_b, al_c, al_aux;
     /* value */
     int have_algo;                 /* 0: cuBLASLt found none, use cublasGemmEx */
     cublasLtMatmulDesc_t op;
@@ -117,13 +133,18 @@ extern "C" void lc_lo_release(lc_ctx *c)
 /* Descriptors and the heuristic's first algorithm for key k (in the row-major terms of
  * lc_lo_gemm); p->have_algo = 0 when cuBLASLt offers none.  -1 when the host is out of
  * memory for descriptors (the caller falls back). */
-static int lc_plan_build(lc_ctx *c, struct lc_lo_plan *p, const void *bias)
+static int lc_plan_build(lc_ctx *c, struct lc_lo_plan *p, const void *bias, const void *aux)
 {
     cudaDataType_t t = lc_cuda_type(p->lo), f = lc_cuda_type(p->ct);
     /* Column-major view (see lc_gemm_rm): D(n x m) = op(B') op(A') with Lt's "A" the
      * row-major B and Lt's "B" the row-major A, transposes unchanged. */
     cublasOperation_t tA = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N, tB = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtEpilogue_t epi = p->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (p->epi == LC_EPI_GELU)
+        epi = p->bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    else if (p->epi == LC_EPI_DGELU)
+        epi = CUBLASLT_EPILOGUE_DGELU;
+    int64_t ldaux = p->ldc;   /* aux is laid out as D */
     cudaDataType_t bias_t = f;   /* cuBLASLt: the bias has D's type */
     size_t ws = c->ws_bytes;
     cublasLtMatmulPreference_t pref = NULL;
@@ -137,7 +158,13 @@ static int lc_plan_build(lc_ctx *c, struct lc_lo_plan *p, const void *bias)
         (p->bias && (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                     &bias_t, sizeof bias_t) ||
                      cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                    &bias, sizeof bias))))
+                                                    &bias, sizeof bias))) ||
+        /* the heuristic reads the aux pointer's alignment from its value */
+        (p->epi != LC_EPI_NONE &&
+         (cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                         &aux, sizeof aux) ||
+          cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                         &ldaux, sizeof ldaux))))
         return -1;
     if (cublasLtMatrixLayoutCreate(&p->la, t, p->tb ? p->k : p->n, p->tb ? p->n : p->k, p->ldb) ||
         cublasLtMatrixLayoutCreate(&p->lb, t, p->ta ? p->m : p->k, p->ta ? p->k : p->m, p->lda) ||
@@ -161,7 +188,7 @@ static int lc_plan_build(lc_ctx *c, struct lc_lo_plan *p, const void *bias)
 /* The cached plan for this key, built on a miss (evicting round-robin when full), or
  * NULL when none could be built. */
 static struct lc_lo_plan *lc_plan_get(lc_ctx *c, const struct lc_lo_plan *key,
-                                      const void *bias)
+                                      const void *bias, const void *aux)
 {
     if (!c->lo_plans) {
         c->lo_plans = (struct lc_lo_plan *)calloc(LC_LO_PLANS, sizeof *c->lo_plans);
@@ -174,7 +201,8 @@ static struct lc_lo_plan *lc_plan_get(lc_ctx *c, const struct lc_lo_plan *key,
         if (p->lo == key->lo && p->ct == key->ct && p->ta == key->ta && p->tb == key->tb &&
             p->m == key->m && p->n == key->n && p->k == key->k && p->lda == key->lda &&
             p->ldb == key->ldb && p->ldc == key->ldc && p->bias == key->bias &&
-            p->al_a == key->al_a && p->al_b == key->al_b && p->al_c == key->al_c)
+            p->epi == key->epi && p->al_a == key->al_a && p->al_b == key->al_b &&
+            p->al_c == key->al_c && p->al_aux == key->al_aux)
             return p;
     }
     if (!slot) {
@@ -184,15 +212,18 @@ static struct lc_lo_plan *lc_plan_get(lc_ctx *c, const struct lc_lo_plan *key,
     *slot = *key;
     slot->op = NULL;
     slot->la = slot->lb = slot->ld = NULL;
-    if (lc_plan_build(c, slot, bias)) { lc_plan_destroy(slot); return NULL; }
+    if (lc_plan_build(c, slot, bias, aux)) { lc_plan_destroy(slot); return NULL; }
     slot->used = 1;
     return slot;
 }
 
 /* out(rows, OC) of dtype OD = src + bias (bias of dtype BD, or NULL: 0) with src fp32
- * (NULL: 0); one rounding for a lo out.  src may alias out when OD is fp32. */
+ * (NULL: 0); one rounding for a lo out.  src may alias out when OD is fp32.  gout
+ * non-NULL (matmul_forward_gelu_lo's fallback): gout (dtype OD too) = gelu of the same
+ * fp32 value, rounded once. */
 template <int OD, int BD>
-__global__ void lc_lo_bias_kernel(void *out, const float *src, const void *bias, size_t rows, int OC)
+__global__ void lc_lo_bias_kernel(void *out, const float *src, const void *bias, size_t rows,
+                                  int OC, void *gout)
 {
     size_t total = rows * (size_t)OC;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
@@ -200,21 +231,49 @@ __global__ void lc_lo_bias_kernel(void *out, const float *src, const void *bias,
         float v = src ? src[i] : 0.0f;
         if (bias) v += lc_ld<BD>(bias, i % OC);
         lc_st<OD>(out, i, v);
+        if (gout) lc_st<OD>(gout, i, lc_gelu(v));
     }
 }
 
-/* the kernel above for a run-time dtype dt of out and bias (bias has out's dtype) */
+/* the kernel above for a run-time dtype dt of out, gout and bias (bias has out's dtype) */
 static void lc_bias_launch(lc_ctx *c, int dt, void *out, const float *src, const void *bias,
-                           size_t rows, int OC)
+                           size_t rows, int OC, void *gout = NULL)
 {
     unsigned nb = lc_blocks(rows * (size_t)OC, 256, 65535);
     if (dt == LC_DT_F32)
-        lc_lo_bias_kernel<LC_DT_F32, LC_DT_F32><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC);
+        lc_lo_bias_kernel<LC_DT_F32, LC_DT_F32><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC, gout);
     else if (dt == LC_DT_BF16)
-        lc_lo_bias_kernel<LC_DT_BF16, LC_DT_BF16><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC);
+        lc_lo_bias_kernel<LC_DT_BF16, LC_DT_BF16><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC, gout);
     else
-        lc_lo_bias_kernel<LC_DT_F16, LC_DT_F16><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC);
+        lc_lo_bias_kernel<LC_DT_F16, LC_DT_F16><<<nb, 256, 0, c->stream>>>(out, src, bias, rows, OC, gout);
     LC_LAUNCHED(c);
+}
+
+/* Row-major C(m x n, ldc) of dtype ct = op(A) op(B) + beta C [+ bias(n) on every row,
+ * bias of dtype ct] through cuBLASLt with epilogue epi (LC_EPI_*; aux: the GELU's
+ * pre-activation, laid out as C), A and B lo (ta/tb: stored transposed), fp32
+ * accumulate.  1 when cuBLASLt ran it, 0 when it has no plan or refused the call
+ * (nothing was written then: it validates before it launches). */
+static int lc_lt_gemm(lc_ctx *c, int lo, int ta, int tb, int m, int n, int k,
+                      const void *A, int lda, const void *B, int ldb, float beta,
+                      void *C, int ct, int ldc, const void *bias, int epi, const void *aux)
+{
+    const float alpha = 1.0f;
+    if (c->lo_force_ex) return 0;
+    struct lc_lo_plan key;
+    memset(&key, 0, sizeof key);
+    key.lo = lo; key.ct = ct; key.ta = ta; key.tb = tb; key.m = m; key.n = n; key.k = k;
+    key.lda = lda; key.ldb = ldb; key.ldc = ldc; key.bias = bias != NULL; key.epi = epi;
+    key.al_a = lc_lo_align(A); key.al_b = lc_lo_align(B); key.al_c = lc_lo_align(C);
+    key.al_aux = aux ? lc_lo_align(aux) : 0;
+    struct lc_lo_plan *p = lc_plan_get(c, &key, bias, aux);
+    return p && p->have_algo &&
+           (!bias || !cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &bias, sizeof bias)) &&
+           (!aux || !cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                    &aux, sizeof aux)) &&
+           cublasLtMatmul(c->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->ld, C, p->ld,
+                          &p->algo, c->lt_ws, c->ws_bytes, c->stream) == CUBLAS_STATUS_SUCCESS;
 }
 
 /* Row-major C(m x n, ldc) of dtype ct = op(A) op(B) + beta C [+ bias(n) on every row,
@@ -225,21 +284,10 @@ static void lc_lo_gemm(lc_ctx *c, int lo, int ta, int tb, int m, int n, int k,
                        void *C, int ct, int ldc, const void *bias)
 {
     const float alpha = 1.0f, zero = 0.0f;
-    if (!c->lo_force_ex) {
-        struct lc_lo_plan key;
-        memset(&key, 0, sizeof key);
-        key.lo = lo; key.ct = ct; key.ta = ta; key.tb = tb; key.m = m; key.n = n; key.k = k;
-        key.lda = lda; key.ldb = ldb; key.ldc = ldc; key.bias = bias != NULL;
-        key.al_a = lc_lo_align(A); key.al_b = lc_lo_align(B); key.al_c = lc_lo_align(C);
-        struct lc_lo_plan *p = lc_plan_get(c, &key, bias);
-        if (p && p->have_algo &&
-            (!bias || !cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                      &bias, sizeof bias)) &&
-            cublasLtMatmul(c->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->ld, C, p->ld,
-                           &p->algo, c->lt_ws, c->ws_bytes, c->stream) == CUBLAS_STATUS_SUCCESS) {
-            c->lo_runs[0]++;
-            return;
-        }
+    if (lc_lt_gemm(c, lo, ta, tb, m, n, k, A, lda, B, ldb, beta, C, ct, ldc, bias, LC_EPI_NONE,
+                   NULL)) {
+        c->lo_runs[0]++;
+        return;
     }
     /* cuBLASLt validates before it launches: nothing was written, compute it here */
     cudaDataType_t t = lc_cuda_type(lo);
@@ -335,6 +383,15 @@ static void lc_dbias_lo(lc_ctx *c, float *dbias, const void *dlo, int lo, int N,
     LC_LAUNCHED(c);
 }
 
+/* dw(OC,C) += dout(N,OC)^T @ inp(N,C) and dbias += column sums of dout (NULL: none), the
+ * weight-side half of both backward GEMM ops */
+static void lc_wgrad_lo(lc_ctx *c, float *dw, float *dbias, const void *dout, const void *inp,
+                        int lo, int N, int C, int OC)
+{
+    if (C > 0) lc_lo_gemm(c, lo, 1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dw, LC_DT_F32, C, NULL);
+    if (dbias) lc_dbias_lo(c, dbias, dout, lo, N, OC);
+}
+
 static void lc_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float *dw,
                                   float *dbias, const void *dout, const void *inp,
                                   const void *w_lo, int lo, int N, int C, int OC)
@@ -350,13 +407,84 @@ static void lc_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, floa
                                      c->stream));
         return;
     }
-    if (C > 0) {
-        /* dinp(N,C) = dout(N,OC) @ w(OC,C) */
-        lc_lo_gemm(c, lo, 0, 0, N, C, OC, dout, OC, w_lo, C, 0.0f, dinp, dinp_dt, C, NULL);
-        /* dw(OC,C) += dout^T @ inp(N,C) */
-        lc_lo_gemm(c, lo, 1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dw, LC_DT_F32, C, NULL);
+    /* dinp(N,C) = dout(N,OC) @ w(OC,C) */
+    if (C > 0) lc_lo_gemm(c, lo, 0, 0, N, C, OC, dout, OC, w_lo, C, 0.0f, dinp, dinp_dt, C, NULL);
+    lc_wgrad_lo(c, dw, dbias, dout, inp, lo, N, C, OC);
+}
+
+/* ---- the fused GELU GEMMs ---- */
+
+/* Whether cuBLASLt's GELU epilogues can take aux = pre with leading dimension ld (its
+ * row-major row): a multiple of 8, the pointer 16-byte aligned. */
+static int lc_gelu_epi_ok(const void *pre, int ld)
+{
+    return ld % 8 == 0 && (uintptr_t)pre % 16 == 0;
+}
+
+/* The backward's: dinp(n) = lo(gelu'(pre) src), src fp32. */
+template <int LO>
+__global__ void lc_dgelu_epi_kernel(void *dinp, const void *pre, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        lc_st<LO>(dinp, i, lc_gelu_grad(lc_ld<LO>(pre, i)) * src[i]);
+}
+
+static void lc_matmul_forward_gelu_lo(llm_backend *be, void *out, void *pre, const void *inp,
+                                      const void *w_lo, int lo, const void *bias, int N, int C,
+                                      int OC)
+{
+    lc_ctx *c = lc_get(be);
+    if (!lc_lo_ok(c, lo, "matmul_forward_gelu_lo: lo is neither bf16 nor f16")) return;
+    if (N <= 0 || OC <= 0) return;
+    /* out = GELU(inp w^T + bias), pre = inp w^T + bias: one GEMM with the epilogue */
+    if (C > 0 && lc_gelu_epi_ok(pre, OC) &&
+        lc_lt_gemm(c, lo, 0, 1, N, OC, C, inp, C, w_lo, C, 0.0f, out, lo, OC, bias, LC_EPI_GELU,
+                   pre)) {
+        c->lo_gelu_runs[0]++;
+        return;
     }
-    if (dbias) lc_dbias_lo(c, dbias, dout, lo, N, OC);
+    /* the fp32 sum into scratch (an empty sum: none), then one pass for the bias, the
+     * GELU and the two roundings */
+    size_t no = (size_t)N * OC;
+    float *s = NULL;
+    if (C > 0) {
+        s = (float *)lc_scratch(c, no * sizeof(float));
+        if (!s) return;
+        lc_lo_gemm(c, lo, 0, 1, N, OC, C, inp, C, w_lo, C, 0.0f, s, LC_DT_F32, OC, NULL);
+    }
+    c->lo_gelu_runs[1]++;
+    lc_bias_launch(c, lo, pre, s, bias, (size_t)N, OC, out);
+}
+
+static void lc_matmul_backward_dgelu_lo(llm_backend *be, void *dinp, float *dw, float *dbias,
+                                        const void *dout, const void *inp, const void *pre,
+                                        const void *w_lo, int lo, int N, int C, int OC)
+{
+    lc_ctx *c = lc_get(be);
+    if (!lc_lo_ok(c, lo, "matmul_backward_dgelu_lo: lo is neither bf16 nor f16")) return;
+    if (N <= 0 || C < 0 || OC < 0) return;
+    if (C == 0 || OC == 0) {   /* no product (dinp empty, or zeros): the plain op */
+        lc_matmul_backward_lo(be, dinp, lo, dw, dbias, dout, inp, w_lo, lo, N, C, OC);
+        return;
+    }
+    /* dinp(N,C) = gelu'(pre) * (dout(N,OC) @ w(OC,C)): the GEMM with the epilogue, or the
+     * fp32 product into scratch and one pass */
+    if (lc_gelu_epi_ok(pre, C) &&
+        lc_lt_gemm(c, lo, 0, 0, N, C, OC, dout, OC, w_lo, C, 0.0f, dinp, lo, C, NULL,
+                   LC_EPI_DGELU, pre)) {
+        c->lo_gelu_runs[0]++;
+    } else {
+        size_t ni = (size_t)N * C;
+        float *s = (float *)lc_scratch(c, ni * sizeof(float));
+        if (!s) return;
+        lc_lo_gemm(c, lo, 0, 0, N, C, OC, dout, OC, w_lo, C, 0.0f, s, LC_DT_F32, C, NULL);
+        c->lo_gelu_runs[1]++;
+        LC_LAUNCH_LO(c, lo, lc_dgelu_epi_kernel, lc_blocks(ni, 256, 65535), 256, dinp, pre, s,
+                     ni);
+        if (LC_LAUNCHED(c)) return;
+    }
+    lc_wgrad_lo(c, dw, dbias, dout, inp, lo, N, C, OC);
 }
 
 extern "C" void lc_fill_lo(llm_backend *be)
@@ -364,6 +492,8 @@ extern "C" void lc_fill_lo(llm_backend *be)
     be->cast_lo = lc_cast_lo;
     be->matmul_forward_lo = lc_matmul_forward_lo;
     be->matmul_backward_lo = lc_matmul_backward_lo;
+    be->matmul_forward_gelu_lo = lc_matmul_forward_gelu_lo;
+    be->matmul_backward_dgelu_lo = lc_matmul_backward_dgelu_lo;
 }
 
 /* ---- cuda_ext.h ---- */
@@ -374,4 +504,12 @@ extern "C" void llm_backend_cuda_lo_gemm_path(llm_backend *be, int force_gemmex,
     if (!c) return;
     if (runs) { runs[0] = c->lo_runs[0]; runs[1] = c->lo_runs[1]; }
     if (force_gemmex >= 0) c->lo_force_ex = force_gemmex != 0;
+}
+
+extern "C" void llm_backend_cuda_gelu_epi_path(llm_backend *be, long runs[2])
+{
+    lc_ctx *c = lc_get(be);
+    if (!c || !runs) return;
+    runs[0] = c->lo_gelu_runs[0];
+    runs[1] = c->lo_gelu_runs[1];
 }

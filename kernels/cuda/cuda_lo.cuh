@@ -64,6 +64,28 @@ __device__ __forceinline__ void lc_st(void *p, size_t i, float v)
     else ((uint16_t *)p)[i] = lc_to_lo<D>(v);
 }
 
+/* GPT-2's GELU (tanh form) and its derivative in fp32, as the backend's GELU kernels and
+ * the fused GEMMs' fallback compute them.  0.5 (1 + tanh u) = 1 / (1 + e^-2u): no
+ * cancellation for x << 0, where the tanh form rounds 1 + tanh u to 0 (gpu_check's n=1
+ * row caught it). */
+#define LC_GELU_S 0.7978845608028654f   /* sqrt(2/pi) */
+
+__device__ __forceinline__ float lc_gelu(float x)
+{
+    float u = LC_GELU_S * (x + 0.044715f * x * x * x);
+    return x / (1.0f + expf(-2.0f * u));
+}
+
+__device__ __forceinline__ float lc_gelu_grad(float x)
+{
+    float u = LC_GELU_S * (x + 0.044715f * x * x * x);
+    /* sig = 0.5 (1 + tanh u), 1 - sig without cancellation, sech^2 u = 4 sig (1 - sig) */
+    float e = expf(-2.0f * u);
+    float sig = 1.0f / (1.0f + e);
+    float om = e > 1.0f ? 1.0f - sig : e * sig;
+    return sig + x * 2.0f * sig * om * LC_GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
 /* kern<LO><<<grid, block, 0, c->stream>>>(...) for the run-time lo (bf16 or f16). */
 #define LC_LAUNCH_LO(c, lo, kern, grid, block, ...)                                           \
     do {                                                                                      \

@@ -253,20 +253,12 @@ static void lc_layernorm_backward(llm_backend *be, float *dinp, float *dw, float
 
 /* ---- GELU (tanh form), residual, accumulate ---- */
 
-#define LC_GELU_S 0.7978845608028654f   /* sqrt(2/pi) */
-
 /* out = gelu(inp), tensors of dtype D (fp32, or lo: the value rounded once); out may
- * alias inp (each element read, then written, by one thread) */
+ * alias inp (each element read, then written, by one thread).  lc_gelu: cuda_lo.cuh */
 template <int D>
 __global__ void lc_gelu_fwd_kernel(void *out, const void *inp, size_t n)
 {
-    GRID_STRIDE(i, n) {
-        float x = lc_ld<D>(inp, i);
-        /* 0.5 (1 + tanh u) = 1 / (1 + e^-2u): no cancellation for x << 0, where the
-         * tanh form rounds 1 + tanh u to 0 (gpu_check's n=1 row caught it) */
-        float u = LC_GELU_S * (x + 0.044715f * x * x * x);
-        lc_st<D>(out, i, x / (1.0f + expf(-2.0f * u)));
-    }
+    GRID_STRIDE(i, n) lc_st<D>(out, i, lc_gelu(lc_ld<D>(inp, i)));
 }
 
 /* fp32 (D = LC_DT_F32): dinp += gelu'(inp) dout; lo: dinp = lo(gelu'(inp) dout), dinp
@@ -275,13 +267,7 @@ template <int D>
 __global__ void lc_gelu_bwd_kernel(void *dinp, const void *inp, const void *dout, size_t n)
 {
     GRID_STRIDE(i, n) {
-        float x = lc_ld<D>(inp, i);
-        float u = LC_GELU_S * (x + 0.044715f * x * x * x);
-        /* sig = 0.5 (1 + tanh u), 1 - sig without cancellation, sech^2 u = 4 sig (1 - sig) */
-        float e = expf(-2.0f * u);
-        float sig = 1.0f / (1.0f + e);
-        float om = e > 1.0f ? 1.0f - sig : e * sig;
-        float g = sig + x * 2.0f * sig * om * LC_GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+        float g = lc_gelu_grad(lc_ld<D>(inp, i));
         if (D == LC_DT_F32) ((float *)dinp)[i] += g * ((const float *)dout)[i];
         else lc_st<D>(dinp, i, g * lc_ld<D>(dout, i));
     }

@@ -66,7 +66,7 @@ P
 llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision bf16 >"$TMP/pb.txt" 2>"$TMP/err"
 grep -qE '^matmul_forward_lo +attn.c_attn +all ' "$TMP/pb.txt" && grep -qE '^matmul_backward_lo +lm_head ' "$TMP/pb.txt" \
   && grep -qE '^cast_lo +params +all +2 ' "$TMP/pb.txt" && ! grep -qE '^(matmul|gelu|xent|attention)_(for|back)ward ' "$TMP/pb.txt" \
-  && grep -qE '^layernorm_forward_lo +ln_2 +all ' "$TMP/pb.txt" && grep -qE '^gelu_forward_lo ' "$TMP/pb.txt" \
+  && grep -qE '^layernorm_forward_lo +ln_2 +all ' "$TMP/pb.txt" && grep -qE '^matmul_forward_gelu_lo +mlp.c_fc +all ' "$TMP/pb.txt" \
   && grep -qE '^xent_forward_lo ' "$TMP/pb.txt" && grep -qE '^attention_backward_lse ' "$TMP/pb.txt" \
   && ! grep -qE '^(layernorm|residual_layernorm)_forward ' "$TMP/pb.txt" \
   && grep -q 'precision bf16' "$TMP/pb.txt" && ok "--precision bf16: table lists the lo ops at their sites" \
@@ -92,24 +92,28 @@ fp32_ops = {"matmul_forward", "matmul_backward", "layernorm_forward", "residual_
             "xent_forward", "xent_backward"}
 assert not [o for o in ops if o["op"] in fp32_ops], [o["op"] for o in ops if o["op"] in fp32_ops]
 names = {o["op"] for o in ops}
-assert {"layernorm_forward_lo", "gelu_forward_lo", "gelu_backward_lo", "xent_forward_lo", "xent_backward_lo",
-        "attention_forward_lse", "attention_backward_lse", "matmul_forward_lo", "matmul_backward_lo",
-        "cast_lo"} <= names, names
+assert {"layernorm_forward_lo", "matmul_forward_gelu_lo", "matmul_backward_dgelu_lo", "xent_forward_lo",
+        "xent_backward_lo", "attention_forward_lse", "attention_backward_lse", "matmul_forward_lo",
+        "matmul_backward_lo", "cast_lo"} <= names, names
+# the CPU backends fuse the GELU into c_fc's forward and c_proj's backward
+assert not names & {"gelu_forward_lo", "gelu_backward_lo"}, names
 for l in range(L):
     # lo inputs and weights 2 bytes an element, outputs 2 (lo) or 4 (fp32), written once;
-    # per step: c_fc forward into lo, bytes 2NC + 2(4C)C + 2N(4C) + 2(4C) (bias lo)
-    f = one("matmul_forward_lo", "mlp.c_fc", l)
+    # per step: c_fc forward with its GELU into lo out and pre, bytes 2NC + 2(4C)C
+    # + 2N(4C) (out) + 2N(4C) (pre) + 2(4C) (bias lo); flop + 8 per output (the GELU)
+    f = one("matmul_forward_gelu_lo", "mlp.c_fc", l)
     assert f["calls"] == 2
-    assert near(f["gflop"] * 1e9, 2 * (2 * N * C * 4 * C + N * 4 * C)), f
-    assert near(f["gb"] * 1e9, 2 * (2 * N * C + 2 * 4 * C * C + 2 * N * 4 * C + 2 * 4 * C)), f
+    assert near(f["gflop"] * 1e9, 2 * (2 * N * C * 4 * C + N * 4 * C + 8 * N * 4 * C)), f
+    assert near(f["gb"] * 1e9, 2 * (2 * N * C + 2 * 4 * C * C + 4 * N * 4 * C + 2 * 4 * C)), f
     # c_proj forward into the fp32 stream: 2N(4C) + 2C(4C) + 4NC + 4C
     f = one("matmul_forward_lo", "mlp.c_proj", l)
     assert near(f["gb"] * 1e9, 2 * (2 * N * 4 * C + 2 * C * 4 * C + 4 * N * C + 4 * C)), f
-    # c_proj backward (OC = C, in = 4C), its input gradient lo (the GELU backward reads it):
-    # dout 2NC + inp 2N(4C) + dinp 2N(4C) + w 2C(4C) + dw r/w 8C(4C) + dbias r/w 8C
-    b = one("matmul_backward_lo", "mlp.c_proj", l)
-    assert near(b["gflop"] * 1e9, 2 * (4 * N * 4 * C * C + N * C)), b
-    assert near(b["gb"] * 1e9, 2 * (2 * N * C + 4 * N * 4 * C + 10 * C * 4 * C + 8 * C)), b
+    # c_proj backward (OC = C, in = 4C) with the GELU backward, its input gradient lo:
+    # dout 2NC + inp 2N(4C) + pre 2N(4C) + dinp 2N(4C) + w 2C(4C) + dw r/w 8C(4C)
+    # + dbias r/w 8C; flop + 16 per dinp element
+    b = one("matmul_backward_dgelu_lo", "mlp.c_proj", l)
+    assert near(b["gflop"] * 1e9, 2 * (4 * N * 4 * C * C + N * C + 16 * N * 4 * C)), b
+    assert near(b["gb"] * 1e9, 2 * (2 * N * C + 6 * N * 4 * C + 10 * C * 4 * C + 8 * C)), b
     # c_fc backward into the fp32 gradient of ln_2: dout 2N(4C) + inp 2NC + dinp 4NC + ...
     b = one("matmul_backward_lo", "mlp.c_fc", l)
     assert near(b["gb"] * 1e9, 2 * (2 * N * 4 * C + 6 * N * C + 10 * 4 * C * C + 8 * 4 * C)), b
@@ -155,7 +159,7 @@ tot = sum(e["dur"] for e in ops)
 span = sum(b - a for a, b in steps)
 assert 0 < tot <= span + len(ops) * 0.002, (tot, span)
 assert abs(tot / 1e3 - d["ms_per_step"] * 2) <= 0.01 * tot / 1e3 + 0.01, (tot, d["ms_per_step"])
-assert {"layernorm_forward_lo", "xent_backward_lo", "gelu_backward_lo"} <= {e["name"] for e in ops}
+assert {"layernorm_forward_lo", "xent_backward_lo", "matmul_backward_dgelu_lo"} <= {e["name"] for e in ops}
 P
 llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision fp16 --json >"$TMP/ph.json" 2>"$TMP/err"
 "$PY" -c "

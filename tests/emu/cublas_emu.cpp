@@ -1,7 +1,13 @@
 /* cublas_emu.cpp — the cuBLAS and cuBLASLt stand-ins of tests/emu/include: column-major
  * GEMMs on the CPU, with the argument checks of the real libraries.  C/D may be fp32,
  * bf16 or fp16: the fp32 sum (with alpha, beta C and the bias) rounded once on store
- * (beta 0 does not read C); cuBLASLt's bias must have D's type, as the real library's. */
+ * (beta 0 does not read C); cuBLASLt's bias must have D's type, as the real library's.
+ * The GELU epilogues as cuBLASLt documents them (cublasLt.h): GELU_AUX(_BIAS) stores
+ * x = the sum (+ bias) to the aux matrix and GELU(x) to D, DGELU stores gelu'(aux) * the
+ * sum to D; the aux matrix has D's shape, its type D's unless set, its leading dimension
+ * a multiple of 8 and at least D's rows.  The GELU is the tanh form evaluated as written
+ * (0.5 x (1 + tanh(...)), fp32): not the backend's sigmoid form, so that the emulated
+ * epilogue differs from the backend's own GELU by fp32 roundings, as the library's may. */
 #include <cublasLt.h>
 
 #include <math.h>
@@ -25,6 +31,9 @@ struct emu_lt_desc {
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
     const void *bias = nullptr;
     cudaDataType_t bias_t = CUDA_R_32F;
+    const void *aux = nullptr;
+    int64_t aux_ld = 0;
+    int32_t aux_t = -1;   /* -1: D's type */
 };
 struct emu_lt_layout {
     cudaDataType_t t;
@@ -57,6 +66,31 @@ void store(void *p, cudaDataType_t t, size_t i, float v)
 }
 
 bool type_ok(cudaDataType_t t) { return t == CUDA_R_32F || t == CUDA_R_16F || t == CUDA_R_16BF; }
+
+bool gelu_epi(cublasLtEpilogue_t e)
+{
+    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+           e == CUBLASLT_EPILOGUE_DGELU;
+}
+
+bool bias_epi(cublasLtEpilogue_t e)
+{
+    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+}
+
+/* GELU (tanh form) and its derivative, fp32 as written */
+float gelu_tanh(float x)
+{
+    const float k = 0.7978845608028654f;
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+float dgelu_tanh(float x)
+{
+    const float k = 0.7978845608028654f;
+    float t = tanhf(k * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x);
+}
 
 /* TF32: the operands keep 10 explicit mantissa bits (round to nearest even) */
 float tf32(float x)
@@ -261,8 +295,21 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
     case CUBLASLT_MATMUL_DESC_EPILOGUE:
         if (n != sizeof(cublasLtEpilogue_t)) return CUBLAS_STATUS_INVALID_VALUE;
         memcpy(&d->epi, v, n);
-        return d->epi == CUBLASLT_EPILOGUE_DEFAULT || d->epi == CUBLASLT_EPILOGUE_BIAS
+        return d->epi == CUBLASLT_EPILOGUE_DEFAULT || d->epi == CUBLASLT_EPILOGUE_BIAS ||
+                       gelu_epi(d->epi)
                    ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+        if (n != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&d->aux, v, n);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+        if (n != sizeof(int64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&d->aux_ld, v, n);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+        if (n != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&d->aux_t, v, n);
+        return CUBLAS_STATUS_SUCCESS;
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
         if (n != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
         memcpy(&d->bias, v, n);
@@ -324,6 +371,18 @@ bool lt_shapes(const emu_lt_desc *d, const emu_lt_layout *a, const emu_lt_layout
            c->t == dl->t && a->t == b->t;
 }
 
+/* The epilogue's own arguments against D's layout: the bias in D's type; the GELU aux
+ * matrix with a leading dimension that is a multiple of 8 and at least D's rows, of D's
+ * type (bf16/fp16/fp32 D; the fp8 exceptions do not arise here). */
+cublasStatus_t lt_epi_ok(const emu_lt_desc *d, const emu_lt_layout *dl)
+{
+    if (bias_epi(d->epi) && d->bias_t != dl->t) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!gelu_epi(d->epi)) return CUBLAS_STATUS_SUCCESS;
+    if (d->aux_ld < (int64_t)dl->rows || d->aux_ld % 8) return CUBLAS_STATUS_INVALID_VALUE;
+    if (d->aux_t != -1 && d->aux_t != (int32_t)dl->t) return CUBLAS_STATUS_NOT_SUPPORTED;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
@@ -337,8 +396,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
         return CUBLAS_STATUS_INVALID_VALUE;
     *got = 0;
     if (!lt_shapes(d, a, b, c, dl, &m, &n, &k)) return CUBLAS_STATUS_INVALID_VALUE;
-    /* the bias epilogue wants the bias in D's type (bf16/fp16 outputs included) */
-    if (d->epi == CUBLASLT_EPILOGUE_BIAS && d->bias_t != dl->t) return CUBLAS_STATUS_NOT_SUPPORTED;
+    /* the bias in D's type (bf16/fp16 outputs included), the aux matrix's rules */
+    cublasStatus_t st = lt_epi_ok(d, dl);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
     memset(res, 0, sizeof *res);
     res->state = CUBLAS_STATUS_SUCCESS;
     res->wavesCount = 1.0f;
@@ -360,9 +420,39 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
     uint64_t m, n, k;
     if (!h || !d || !al || !bl || !cl || !dl || !lt_shapes(d, al, bl, cl, dl, &m, &n, &k))
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (d->epi == CUBLASLT_EPILOGUE_BIAS && !d->bias) return CUBLAS_STATUS_INVALID_VALUE;
-    if (d->epi == CUBLASLT_EPILOGUE_BIAS && d->bias_t != dl->t) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (bias_epi(d->epi) && !d->bias) return CUBLAS_STATUS_INVALID_VALUE;
+    if (gelu_epi(d->epi) && !d->aux) return CUBLAS_STATUS_INVALID_VALUE;
+    cublasStatus_t st = lt_epi_ok(d, dl);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
     float b = *(const float *)beta;
+    int tf = d->comp == CUBLAS_COMPUTE_32F_FAST_TF32 && al->t == CUDA_R_32F;
+    if (gelu_epi(d->epi)) {
+        /* the fp32 result (alpha, beta C, the bias) first, then the epilogue, stored */
+        std::vector<float> t(m * n > 0 ? m * n : 1);
+        if (b != 0.0f)
+            for (uint64_t j = 0; j < n; j++)
+                for (uint64_t i = 0; i < m; i++)
+                    t[i + j * m] = load(C, cl->t, i + j * (uint64_t)cl->ld);
+        cublasStatus_t r = emu_gemm(d->ta, d->tb, (int)m, (int)n, (int)k, *(const float *)alpha,
+                                    A, al->t, (int)al->ld, 0, B, bl->t, (int)bl->ld, 0, b,
+                                    t.data(), CUDA_R_32F, (int)(m ? m : 1), 0, 1,
+                                    bias_epi(d->epi) ? d->bias : nullptr, d->bias_t, tf);
+        if (r != CUBLAS_STATUS_SUCCESS) return r;
+        cudaDataType_t xt = d->aux_t == -1 ? dl->t : (cudaDataType_t)d->aux_t;
+        for (uint64_t j = 0; j < n; j++)
+            for (uint64_t i = 0; i < m; i++) {
+                float v = t[i + j * m];
+                size_t ai = i + j * (uint64_t)d->aux_ld, di = i + j * (uint64_t)dl->ld;
+                if (d->epi == CUBLASLT_EPILOGUE_DGELU)
+                    v *= dgelu_tanh(load(d->aux, xt, ai));
+                else {
+                    store((void *)d->aux, xt, ai, v);
+                    v = gelu_tanh(v);
+                }
+                store(D, dl->t, di, v);
+            }
+        return CUBLAS_STATUS_SUCCESS;
+    }
     if (b != 0.0f && C != D) {   /* C into D first, then D += op(A) op(B) */
         for (uint64_t j = 0; j < n; j++)
             for (uint64_t i = 0; i < m; i++)
@@ -370,6 +460,5 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
     }
     return emu_gemm(d->ta, d->tb, (int)m, (int)n, (int)k, *(const float *)alpha, A, al->t,
                     (int)al->ld, 0, B, bl->t, (int)bl->ld, 0, b, D, dl->t, (int)dl->ld, 0, 1,
-                    d->epi == CUBLASLT_EPILOGUE_BIAS ? d->bias : nullptr, d->bias_t,
-                    d->comp == CUBLAS_COMPUTE_32F_FAST_TF32 && al->t == CUDA_R_32F);
+                    d->epi == CUBLASLT_EPILOGUE_BIAS ? d->bias : nullptr, d->bias_t, tf);
 }

@@ -173,22 +173,42 @@ void row_check(gc *x, const char *op, const char *shape, double v, double bound,
 
 double lo_unit(int lo) { return lo == LLM_DT_BF16 ? 0x1p-8 : 0x1p-11; }
 
-float *glo_get(gc *x, const void *d, size_t n, int lo)
+uint16_t *lo_host(const float *a, size_t n, int lo)
 {
-    uint16_t *h = xmalloc(n * 2);
-    float *f = xmalloc(n * sizeof *f);
-    x->g.to_host(&x->g, h, d, n * 2);
+    uint16_t *h = xmalloc((n ? n : 1) * 2);
+    for (size_t i = 0; i < n; i++)
+        h[i] = lo == LLM_DT_BF16 ? llm_quant_f32_to_bf16(a[i]) : llm_quant_f32_to_f16(a[i]);
+    return h;
+}
+
+float *host_vals(const uint16_t *h, size_t n, int lo)
+{
+    float *f = xmalloc((n ? n : 1) * sizeof *f);
     for (size_t i = 0; i < n; i++)
         f[i] = lo == LLM_DT_BF16 ? llm_quant_bf16_to_f32(h[i]) : llm_quant_f16_to_f32(h[i]);
+    return f;
+}
+
+float *lo_vals(const float *a, size_t n, int lo)
+{
+    uint16_t *h = lo_host(a, n, lo);
+    float *f = host_vals(h, n, lo);
+    free(h);
+    return f;
+}
+
+float *glo_get(gc *x, const void *d, size_t n, int lo)
+{
+    uint16_t *h = xmalloc((n ? n : 1) * 2);
+    x->g.to_host(&x->g, h, d, n * 2);
+    float *f = host_vals(h, n, lo);
     free(h);
     return f;
 }
 
 void *glo_put(gc *x, const float *a, size_t n, int lo)
 {
-    uint16_t *h = xmalloc((n ? n : 1) * 2);
-    for (size_t i = 0; i < n; i++)
-        h[i] = lo == LLM_DT_BF16 ? llm_quant_f32_to_bf16(a[i]) : llm_quant_f32_to_f16(a[i]);
+    uint16_t *h = lo_host(a, n, lo);
     void *d = gput(x, h, (n ? n : 1) * 2);
     free(h);
     return d;

@@ -5,7 +5,8 @@
  * cpu-ref vs ref64, its bound and PASS/FAIL; exits 1 on any FAIL.  Also checks that the
  * ops promised deterministic give bit-identical results twice.  The mixed-precision ops
  * and device_stats are checked in gpu_check_lo.c (the lo attention in
- * gpu_check_att_lo.c), the inference ops in gpu_check_infer.c; the shared helpers live in
+ * gpu_check_att_lo.c, the fused GELU GEMMs in gpu_check_gelu_lo.c), the inference ops in
+ * gpu_check_infer.c; the shared helpers live in
  * gc_util.c.  --bench adds timings.
  * Without a GPU it prints "no GPU: skipped" and exits 0. */
 #include <math.h>
@@ -524,6 +525,15 @@ static void bench_ops(gc *x, int B)
                 x->g.layernorm_forward_lo(&x->g, o, ol, mean, rstd, a, b, w, bias, (int)N, C, lo));
         TIME_OP("gelu_fwd_lo", 0, x->g.gelu_forward_lo(&x->g, ol, al, N * 4 * C, lo));
         TIME_OP("gelu_bwd_lo", 0, x->g.gelu_backward_lo(&x->g, bl, al, ol, N * 4 * C, lo));
+        /* the fused forms (compare with matmul_fwd_lo fc + gelu_fwd_lo, and matmul_bwd_lo
+         * proj + gelu_bwd_lo; the pre-activation goes to bl) */
+        if (x->g.matmul_forward_gelu_lo && x->g.matmul_backward_dgelu_lo) {
+            TIME_OP("matmul_fwd_gelu_lo fc", 2 * fN * C * 4 * C,
+                    x->g.matmul_forward_gelu_lo(&x->g, ol, bl, al, wl, lo, bsl, (int)N, C, 4 * C));
+            TIME_OP("matmul_bwd_dgelu_lo proj", 4 * fN * C * 4 * C,
+                    x->g.matmul_backward_dgelu_lo(&x->g, ol, dw, dbias, al, bl, bl, wl, lo,
+                                                  (int)N, 4 * C, C));
+        }
         TIME_OP("xent_fwd_lo", 0, x->g.xent_forward_lo(&x->g, o, b, ll, gtok, (int)N, V, Vp, lo));
         TIME_OP("xent_bwd_lo", 0, x->g.xent_backward_lo(&x->g, ll, ll, b, gtok, 1.0f / N, (int)N, V, Vp, lo));
         void *lb[] = {al, bl, ol, wl, bsl, ll, wtl};
@@ -705,6 +715,7 @@ int main(int argc, char **argv)
     gpu_check_xfer(&x);
     gpu_check_lo(&x, tiny);
     gpu_check_ops_lo(&x, tiny);
+    gpu_check_gelu_lo(&x, tiny);
     gpu_check_attention_lse(&x, tiny);
     gpu_check_device_stats(&x, tiny);
     gpu_check_infer(&x.g, x.rng, tiny, row_infer, &x);

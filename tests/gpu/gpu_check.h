@@ -87,6 +87,11 @@ void row_check(gc *x, const char *op, const char *shape, double v, double bound,
  * side); a wrong rounding (truncation, rounding twice) still leaves up to u |r_i| over.
  * row_lo: as row with err_lo; row_bits: passes when the bytes are equal. */
 double lo_unit(int lo);
+/* host lo bits of a's values rounded; the values of host lo bits; a's values rounded to
+ * lo (what a lo tensor holds); all malloc'd */
+uint16_t *lo_host(const float *a, size_t n, int lo);
+float *host_vals(const uint16_t *h, size_t n, int lo);
+float *lo_vals(const float *a, size_t n, int lo);
 float *glo_get(gc *x, const void *d, size_t n, int lo);
 void *glo_put(gc *x, const float *a, size_t n, int lo);
 double err_lo(const float *a, const double *r, size_t n, int lo, double k);
@@ -111,6 +116,9 @@ void gpu_check_attention_lse(gc *x, int tiny);
 /* layernorm_forward_lo, gelu_forward_lo / gelu_backward_lo, xent_forward_lo /
  * xent_backward_lo (gpu_check_ops_lo.c). */
 void gpu_check_ops_lo(gc *x, int tiny);
+/* matmul_forward_gelu_lo / matmul_backward_dgelu_lo, their cuBLASLt epilogue and
+ * fallback paths (gpu_check_gelu_lo.c). */
+void gpu_check_gelu_lo(gc *x, int tiny);
 /* residual_layernorm_forward at (N,C) against fp64, cpu-ref and the backend's own
  * residual_forward + layernorm_forward, in place too (gpu_check_resln.c). */
 void gpu_check_resln(gc *x, int N, int C);

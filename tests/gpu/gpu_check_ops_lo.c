@@ -24,16 +24,6 @@
 
 static const char *lname(int lo) { return lo == LLM_DT_BF16 ? "bf16" : "f16"; }
 
-/* a's values rounded to lo (what a lo input holds) */
-static float *lo_vals(const float *a, size_t n, int lo)
-{
-    float *r = xmalloc((n ? n : 1) * sizeof *r);
-    for (size_t i = 0; i < n; i++)
-        r[i] = lo == LLM_DT_BF16 ? llm_quant_bf16_to_f32(llm_quant_f32_to_bf16(a[i]))
-                                 : llm_quant_f16_to_f32(llm_quant_f32_to_f16(a[i]));
-    return r;
-}
-
 /* n lo elements of a device tensor, as bits */
 static uint16_t *gbits(gc *x, const void *d, size_t n)
 {
@@ -50,22 +40,6 @@ static uint16_t *gcast(gc *x, const float *d, size_t n, int lo)
     uint16_t *h = gbits(x, t, n);
     x->g.free(&x->g, t);
     return h;
-}
-
-static void *lo_host(const float *a, size_t n, int lo)
-{
-    uint16_t *h = xmalloc((n ? n : 1) * 2);
-    for (size_t i = 0; i < n; i++)
-        h[i] = lo == LLM_DT_BF16 ? llm_quant_f32_to_bf16(a[i]) : llm_quant_f32_to_f16(a[i]);
-    return h;
-}
-
-static float *host_vals(const uint16_t *h, size_t n, int lo)
-{
-    float *f = xmalloc((n ? n : 1) * sizeof *f);
-    for (size_t i = 0; i < n; i++)
-        f[i] = lo == LLM_DT_BF16 ? llm_quant_bf16_to_f32(h[i]) : llm_quant_f16_to_f32(h[i]);
-    return f;
 }
 
 /* ---- layernorm_forward_lo ---- */

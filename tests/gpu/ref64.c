@@ -167,21 +167,25 @@ void r64_attention_backward(double *dqkv, const float *dout, const float *qkv, c
 
 static const double GS = 0.79788456080286535588; /* sqrt(2/pi) */
 
+double r64_gelu1(double x)
+{
+    return 0.5 * x * (1.0 + tanh(GS * (x + 0.044715 * x * x * x)));
+}
+
+double r64_gelu_grad1(double x)
+{
+    double th = tanh(GS * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * GS * (1.0 + 3 * 0.044715 * x * x);
+}
+
 void r64_gelu_forward(double *out, const float *inp, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        double x = inp[i];
-        out[i] = 0.5 * x * (1.0 + tanh(GS * (x + 0.044715 * x * x * x)));
-    }
+    for (size_t i = 0; i < n; i++) out[i] = r64_gelu1(inp[i]);
 }
 
 void r64_gelu_backward(double *dinp, const float *inp, const float *dout, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        double x = inp[i], u = GS * (x + 0.044715 * x * x * x), th = tanh(u);
-        double g = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * GS * (1.0 + 3 * 0.044715 * x * x);
-        dinp[i] += g * dout[i];
-    }
+    for (size_t i = 0; i < n; i++) dinp[i] += r64_gelu_grad1(inp[i]) * dout[i];
 }
 
 void r64_xent_forward(double *losses, double *lse, const float *logits, const int32_t *targets,

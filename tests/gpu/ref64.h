@@ -24,6 +24,9 @@ void r64_matmul_backward(double *dinp, double *dw, double *dbias, const float *d
 void r64_attention_forward(double *out, double *att, const float *qkv, int B, int T, int C, int NH);
 void r64_attention_backward(double *dqkv, const float *dout, const float *qkv, const float *att,
                             int B, int T, int C, int NH);
+/* GPT-2's GELU (tanh form) of one double, and its derivative */
+double r64_gelu1(double x);
+double r64_gelu_grad1(double x);
 void r64_gelu_forward(double *out, const float *inp, size_t n);
 void r64_gelu_backward(double *dinp, const float *inp, const float *dout, size_t n);
 void r64_xent_forward(double *losses, double *lse, const float *logits, const int32_t *targets,

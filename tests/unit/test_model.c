@@ -310,7 +310,10 @@ static void test_accumulation(void **s)
 /* Activation recompute: the same gradients as keeping everything (the same kernels run on
  * the same inputs), bit for bit, with less activation memory (bf16: selective the same
  * as none, the layers keeping no probabilities); fp32 and bf16, cpu and cpu-ref, and with
- * two micro-batches of different shapes reusing the layout. */
+ * two micro-batches of different shapes reusing the layout.  Except bf16 selective: it
+ * computes the GELU output again from the rounded pre-activation where the forward's
+ * fused c_fc + GELU took it of the fp32 sum (backend.h), so its gradients are within
+ * bf16 roundings (2e-3 scaled error) of none's, the losses still equal. */
 static void test_recompute(void **s)
 {
     (void)s;
@@ -339,7 +342,11 @@ static void test_recompute(void **s)
                 const float *g = llm_model_grads(m);
                 if (rc == LLM_RECOMPUTE_NONE)
                     memcpy(g0, g, np * sizeof(float));
-                else if (memcmp(g0, g, np * sizeof(float)) != 0)
+                else if (lo && rc == LLM_RECOMPUTE_SELECTIVE) {
+                    double e = tu_scaled_err(g, g0, np);
+                    printf("# %s bf16 selective vs none: gradients %.3g\n", bes[bi], e);
+                    assert_true(e <= 2e-3);
+                } else if (memcmp(g0, g, np * sizeof(float)) != 0)
                     fail_msg("%s %s recompute %d: gradients differ (scaled err %g)", bes[bi],
                              lo ? "bf16" : "fp32", rc, tu_scaled_err(g, g0, np));
                 assert_memory_equal(loss[rc], loss[0], sizeof loss[0]);

@@ -201,6 +201,18 @@ static void test_cost_formulas(void **state)
     assert_string_equal(llm_op_name(LLM_OP_GELU_BWD_LO), "gelu_backward_lo");
     assert_string_equal(llm_op_name(LLM_OP_XENT_FWD_LO), "xent_forward_lo");
     assert_string_equal(llm_op_name(LLM_OP_XENT_BWD_LO), "xent_backward_lo");
+    assert_string_equal(llm_op_name(LLM_OP_MATMUL_FWD_GELU_LO), "matmul_forward_gelu_lo");
+    assert_string_equal(llm_op_name(LLM_OP_MATMUL_BWD_DGELU_LO), "matmul_backward_dgelu_lo");
+    /* fused GELU N=2 C=3 OC=4 with bias: forward 48 + 8 (bias) + 8 x 8 (GELU) = 120 flop;
+     * inp 12, w 24, out 16, bias 8, pre 16 -> 76 bytes.  Backward 96 + 8 + 16 x 6 (GELU
+     * backward) = 200 flop; dout 16, inp 12, dinp 12, w 24, dw 96, dbias 32, pre 12 ->
+     * 204 bytes. */
+    c = llm_cost_matmul_forward_gelu_lo(2, 3, 4, 1);
+    assert_true(c.flop == 120 && c.bytes == 76);
+    c = llm_cost_matmul_backward_dgelu_lo(2, 3, 4, 1);
+    assert_true(c.flop == 200 && c.bytes == 204);
+    c = llm_cost_matmul_backward_dgelu_lo(2, 3, 4, 0);
+    assert_true(c.flop == 192 && c.bytes == 172);
     /* attention_forward_lse B=1 T=3 C=4 NH=2: flop 156; qkv 36 x 2 = 72, out 12 x 2 = 24,
      * lse 6 x 4 = 24 -> 120.  Backward: 240 + scores 12 entries x 2hs (4) = 48 + D 6 rows
      * x 2hs (4) = 24 -> 312; dout 24, qkv 72, out 24, dqkv written 72, lse 24 -> 216. */
@@ -545,6 +557,8 @@ static void s_mm_b_lo(llm_backend *be, void *di, int ddt, float *dw, float *db, 
 static void s_ln_f_lo(llm_backend *be, float *r, void *o, float *m, float *rs, const float *a, const float *b, const float *w, const float *bias, int N, int C, int lo) { (void)r; (void)o; (void)m; (void)rs; (void)a; (void)b; (void)w; (void)bias; last_lo = lo; S(be)->calls[LLM_OP_LAYERNORM_FWD_LO]++; S(be)->lastN = N; S(be)->lastC = C; }
 static void s_gelu_f_lo(llm_backend *be, void *o, const void *i, size_t n, int lo) { (void)o; (void)i; (void)n; last_lo = lo; S(be)->calls[LLM_OP_GELU_FWD_LO]++; }
 static void s_gelu_b_lo(llm_backend *be, void *di, const void *i, const void *d, size_t n, int lo) { (void)di; (void)i; (void)d; (void)n; last_lo = lo; S(be)->calls[LLM_OP_GELU_BWD_LO]++; }
+static void s_mm_f_gelu_lo(llm_backend *be, void *o, void *pre, const void *i, const void *w, int lo, const void *b, int N, int C, int OC) { (void)o; (void)pre; (void)i; (void)w; (void)b; last_lo = lo; stub *s = S(be); s->calls[LLM_OP_MATMUL_FWD_GELU_LO]++; s->lastN = N; s->lastC = C; s->lastOC = OC; }
+static void s_mm_b_dgelu_lo(llm_backend *be, void *di, float *dw, float *db, const void *d, const void *i, const void *pre, const void *w, int lo, int N, int C, int OC) { (void)di; (void)dw; (void)db; (void)d; (void)i; (void)pre; (void)w; (void)N; (void)C; (void)OC; last_lo = lo; S(be)->calls[LLM_OP_MATMUL_BWD_DGELU_LO]++; }
 static void s_att_f_lse(llm_backend *be, void *o, float *l, const void *q, int B, int T, int C, int NH, int lo) { (void)o; (void)l; (void)q; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_FWD_LSE]++; }
 static void s_att_b_lse(llm_backend *be, void *d, const void *g, const void *q, const void *o, const float *l, int B, int T, int C, int NH, int lo) { (void)d; (void)g; (void)q; (void)o; (void)l; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_BWD_LSE]++; }
 static void s_xent_f_lo(llm_backend *be, float *l, float *s, const void *g, const int32_t *t, int N, int V, int Vp, int lo) { (void)l; (void)s; (void)g; (void)t; (void)N; (void)V; (void)Vp; last_lo = lo; S(be)->calls[LLM_OP_XENT_FWD_LO]++; }
@@ -556,6 +570,8 @@ static void stub_lo(llm_backend *be)
     be->cast_lo = s_cast_lo;
     be->matmul_forward_lo = s_mm_f_lo;
     be->matmul_backward_lo = s_mm_b_lo;
+    be->matmul_forward_gelu_lo = s_mm_f_gelu_lo;
+    be->matmul_backward_dgelu_lo = s_mm_b_dgelu_lo;
     be->layernorm_forward_lo = s_ln_f_lo;
     be->gelu_forward_lo = s_gelu_f_lo;
     be->gelu_backward_lo = s_gelu_b_lo;
@@ -581,6 +597,8 @@ static void test_capabilities(void **state)
     assert_null(be.cast_lo);
     assert_null(be.matmul_forward_lo);
     assert_null(be.matmul_backward_lo);
+    assert_null(be.matmul_forward_gelu_lo);
+    assert_null(be.matmul_backward_dgelu_lo);
     assert_null(be.layernorm_forward_lo);
     assert_null(be.gelu_forward_lo);
     assert_null(be.gelu_backward_lo);
@@ -601,6 +619,8 @@ static void test_capabilities(void **state)
     assert_non_null(be.cast_lo);
     assert_non_null(be.matmul_forward_lo);
     assert_non_null(be.matmul_backward_lo);
+    assert_non_null(be.matmul_forward_gelu_lo);
+    assert_non_null(be.matmul_backward_dgelu_lo);
     assert_non_null(be.layernorm_forward_lo);
     assert_non_null(be.gelu_forward_lo);
     assert_non_null(be.gelu_backward_lo);
@@ -674,6 +694,11 @@ static void test_mixed_precision(void **state)
     assert_int_equal(last_dt, LLM_DT_F32);
     be->matmul_backward_lo(be, act, LLM_DT_BF16, f32, f32, act, act, lo + 110, LLM_DT_F16, 4, 3, 5);
     assert_true(last_lo == LLM_DT_F16 && last_dt == LLM_DT_BF16);
+    /* the fused GELU GEMMs, attributed by their lo weights (layer 1) */
+    be->matmul_forward_gelu_lo(be, act, act, act, lo + 100, LLM_DT_BF16, lo + 20, 4, 3, 5);
+    assert_int_equal(last_lo, LLM_DT_BF16);
+    be->matmul_backward_dgelu_lo(be, act, f32, f32, act, act, act, lo + 110, LLM_DT_F16, 4, 3, 5);
+    assert_int_equal(last_lo, LLM_DT_F16);
     /* a single tensor cast: its own site */
     uint16_t one[20];
     be->cast_lo(be, one, f->params + 60, 20, LLM_DT_BF16);
@@ -685,13 +710,19 @@ static void test_mixed_precision(void **state)
     assert_int_equal(f->s.calls[LLM_OP_GELU_BWD_LO], 1);
     assert_int_equal(f->s.calls[LLM_OP_XENT_FWD_LO], 1);
     assert_int_equal(f->s.calls[LLM_OP_XENT_BWD_LO], 1);
-    assert_int_equal(f->s.lastOC, 8);   /* the last forward GEMM's shape: the lm_head */
+    assert_int_equal(f->s.calls[LLM_OP_MATMUL_FWD_GELU_LO], 1);
+    assert_int_equal(f->s.calls[LLM_OP_MATMUL_BWD_DGELU_LO], 1);
+    assert_int_equal(f->s.lastOC, 5);   /* the last forward GEMM's shape: the fused one */
 
     llm_profile_entry *v;
     int n;
     llm_status st = {0};
     assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
-    assert_int_equal(n, 15);
+    assert_int_equal(n, 17);
+    expect_entry(v, n, LLM_OP_MATMUL_FWD_GELU_LO, "attn.c_attn", 1, 1,
+                 llm_cost_matmul_forward_gelu_lo(4, 3, 5, 1));
+    expect_entry(v, n, LLM_OP_MATMUL_BWD_DGELU_LO, "attn.c_attn", 1, 1,
+                 llm_cost_matmul_backward_dgelu_lo(4, 3, 5, 1));
     expect_entry(v, n, LLM_OP_CAST_LO, "params", -1, 1, llm_cost_cast_lo(300));
     expect_entry(v, n, LLM_OP_CAST_LO, "ln_1", 0, 1, llm_cost_cast_lo(20));
     expect_entry(v, n, LLM_OP_CAST_LO, "", 1, 1, llm_cost_cast_lo(16));
@@ -857,13 +888,14 @@ static void test_train_bf16_cpu(void **state)
                      llm_cost_matmul_forward_lo(N, C, 3 * C, 1, bf));
         expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_proj", l, STEPS,
                      llm_cost_matmul_forward_lo(N, C, C, 1, f4));
-        expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "mlp.c_fc", l, STEPS,
-                     llm_cost_matmul_forward_lo(N, C, 4 * C, 1, bf));
+        /* c_fc with its GELU, c_proj's input gradient with the GELU backward: fused */
+        expect_entry(v, n, LLM_OP_MATMUL_FWD_GELU_LO, "mlp.c_fc", l, STEPS,
+                     llm_cost_matmul_forward_gelu_lo(N, C, 4 * C, 1));
         expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "mlp.c_proj", l, STEPS,
                      llm_cost_matmul_forward_lo(N, 4 * C, C, 1, f4));
         /* input gradients: lo where a lo op reads them next, fp32 for the layernorms */
-        expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "mlp.c_proj", l, STEPS,
-                     llm_cost_matmul_backward_lo(N, 4 * C, C, 1, bf));
+        expect_entry(v, n, LLM_OP_MATMUL_BWD_DGELU_LO, "mlp.c_proj", l, STEPS,
+                     llm_cost_matmul_backward_dgelu_lo(N, 4 * C, C, 1));
         expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "mlp.c_fc", l, STEPS,
                      llm_cost_matmul_backward_lo(N, C, 4 * C, 1, f4));
         expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "attn.c_proj", l, STEPS,
@@ -880,16 +912,18 @@ static void test_train_bf16_cpu(void **state)
     expect_entry(v, n, LLM_OP_XENT_BWD_LO, "", -1, STEPS, llm_cost_xent_backward_lo(N, V, Vp));
     expect_entry(v, n, LLM_OP_CAST_LO, "params", -1, STEPS, llm_cost_cast_lo(llm_model_num_params(&mc)));
     free(v);
-    /* folded: the GELUs (forward in the forward only: without recompute the backward
-     * reads the kept output), the lse
-     * attention backward, two residual-gradient casts a layer; nothing in fp32 but the
-     * layernorm backwards, the embedding and the optimizer */
+    /* folded: the GELUs only inside the fused GEMMs (without recompute the backward
+     * reads the kept output; no separate GELU op), the lse attention backward, two
+     * residual-gradient casts a layer; nothing in fp32 but the layernorm backwards, the
+     * embedding and the optimizer */
     assert_int_equal(llm_profile_entries(p, 1, &v, &n, &st), 0);
     long calls[LLM_OP_COUNT] = {0};
     for (int i = 0; i < n; i++) calls[v[i].op] += v[i].calls;
     free(v);
-    assert_int_equal(calls[LLM_OP_GELU_FWD_LO], 2 * STEPS);
-    assert_int_equal(calls[LLM_OP_GELU_BWD_LO], 2 * STEPS);
+    assert_int_equal(calls[LLM_OP_MATMUL_FWD_GELU_LO], 2 * STEPS);
+    assert_int_equal(calls[LLM_OP_MATMUL_BWD_DGELU_LO], 2 * STEPS);
+    assert_int_equal(calls[LLM_OP_GELU_FWD_LO], 0);
+    assert_int_equal(calls[LLM_OP_GELU_BWD_LO], 0);
     assert_int_equal(calls[LLM_OP_ATTENTION_BWD_LSE], 2 * STEPS);
     assert_int_equal(calls[LLM_OP_CAST_LO], (1 + 2 * 2) * STEPS);
     assert_int_equal(calls[LLM_OP_LAYERNORM_BWD], (2 * 2 + 1) * STEPS);

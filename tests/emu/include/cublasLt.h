@@ -1,5 +1,6 @@
 /* cublasLt.h for tests/emu: cuBLASLt's matmul with the attributes the backend sets
- * (transposes, bias epilogue, layouts of any leading dimension), computed on the CPU by
+ * (transposes, the bias and GELU epilogues with their aux matrix, layouts of any leading
+ * dimension), computed on the CPU by
  * tests/emu/cublas_emu.cpp; shapes that do not agree are CUBLAS_STATUS_INVALID_VALUE. */
 #ifndef LLM_EMU_CUBLASLT_H
 #define LLM_EMU_CUBLASLT_H
@@ -23,12 +24,18 @@ typedef struct {
 typedef enum {
     CUBLASLT_EPILOGUE_DEFAULT = 1,
     CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_GELU_AUX = 160,
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164,
+    CUBLASLT_EPILOGUE_DGELU = 192,
 } cublasLtEpilogue_t;
 typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSA = 3,
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE = 22,
     CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,
 } cublasLtMatmulDescAttributes_t;
 typedef enum {
