@@ -385,6 +385,36 @@ static int ready(llm_model *m, size_t lo, size_t *top, llm_status *st)
     return m->grad_ready && hi > lo ? m->grad_ready(m->grad_ready_ctx, lo, hi, st) : LLM_OK;
 }
 
+/* Mixed precision: the residual stream's gradient dres rounded to lo, which the GEMMs of
+ * the block below read, lives at dres_lo (in buf_a after the room of an (N,4C) lo
+ * tensor: nothing between its making and its use writes there, recompute included).
+ * With the backend's layernorm_backward_lo the layernorm backward that finishes dres
+ * writes it in the same pass; else the block casts dres itself. */
+static void *dres_lo(const llm_model *m, size_t N)
+{
+    return m->buf_a + fl(N * 4 * (size_t)m->cfg.n_embd, 1);
+}
+
+static int fused_ln_bwd(const llm_model *m)
+{
+    return m->lo && m->be->layernorm_backward_lo;
+}
+
+/* dres += the backward of the layernorm with weight view wv (bias view wv + 1) from
+ * dout; dlo non-NULL when a block below reads dres in lo */
+static void ln_backward(llm_model *m, void *dlo, int wv, const float *dout, const float *inp,
+                        const float *mean, const float *rstd, int n)
+{
+    llm_backend *be = m->be;
+    int C = m->cfg.n_embd;
+    if (dlo && fused_ln_bwd(m))
+        be->layernorm_backward_lo(be, m->dres, dlo, G(m, wv), G(m, wv + 1), dout, inp, P(m, wv),
+                                  mean, rstd, n, C, m->lo);
+    else
+        be->layernorm_backward(be, m->dres, G(m, wv), G(m, wv + 1), dout, inp, P(m, wv), mean,
+                               rstd, n, C);
+}
+
 /* The backward of layer l's MLP block and ln_2 (x_{l+1} = res2 + c_proj(gelu(c_fc(
  * ln_2(res2))))), dres += into the stream's gradient.  fp32: the backward ops accumulate
  * into zeroed scratch; mixed precision: dres rounded to lo for the GEMMs, which overwrite
@@ -398,7 +428,7 @@ static void mlp_backward(llm_model *m, int l, llm_layer_acts *a, int n)
     /* lo: A holds the GELU output (N,4C) lo when it is not kept, then the cast dres
      * (N,C) lo at dlo, g32 the fp32 gradient of ln_2's output (N,C); Bf the (N,4C) lo
      * gradient of the GELU */
-    void *dlo = A + fl(N * 4 * C, 1);
+    void *dlo = dres_lo(m, N);
     float *g32 = lo ? (float *)dlo + fl(N * C, 1) : Bf;
     /* the GELU output: kept by the forward, or in A (full recompute with the fused
      * forward: layer_forward's recompute left it there, and for the last layer the
@@ -412,7 +442,8 @@ static void mlp_backward(llm_model *m, int l, llm_layer_acts *a, int n)
         g = A;
     }
     if (lo) {
-        be->cast_lo(be, dlo, dres, N * C, lo);
+        if (!fused_ln_bwd(m))
+            be->cast_lo(be, dlo, dres, N * C, lo);
         if (be->matmul_backward_dgelu_lo)
             be->matmul_backward_dgelu_lo(be, Bf, G(m, PV_LAYER(l, PV_FPW)),
                                          G(m, PV_LAYER(l, PV_FPB)), dlo, g, a->fch,
@@ -430,8 +461,7 @@ static void mlp_backward(llm_model *m, int l, llm_layer_acts *a, int n)
     }
     mm_backward(m, g32, 0, PV_LAYER(l, PV_FCW), PV_LAYER(l, PV_FCB), lo ? (void *)Bf : A, a->ln2,
                 n, C, 4 * C);
-    be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN2W)), G(m, PV_LAYER(l, PV_LN2B)), g32,
-                           a->res2, P(m, PV_LAYER(l, PV_LN2W)), a->ln2_mean, a->ln2_rstd, n, C);
+    ln_backward(m, lo ? dlo : NULL, PV_LAYER(l, PV_LN2W), g32, a->res2, a->ln2_mean, a->ln2_rstd, n);
 }
 
 /* The backward of layer l's attention block and ln_1 (res2 = x_l + c_proj(attn(c_attn(
@@ -446,9 +476,10 @@ static void attn_block_backward(llm_model *m, int l, llm_layer_acts *a, int B, i
     if (lo) {
         /* A: the attention output's gradient (N,C) lo, then dres cast at dlo; Bf: dqkv
          * (N,3C) lo; g32 as in mlp_backward */
-        void *dlo = A + fl(N * 4 * C, 1);
+        void *dlo = dres_lo(m, N);
         float *g32 = (float *)dlo + fl(N * C, 1);
-        be->cast_lo(be, dlo, dres, N * C, lo);
+        if (!fused_ln_bwd(m))
+            be->cast_lo(be, dlo, dres, N * C, lo);
         mm_backward(m, A, 1, PV_LAYER(l, PV_APW), PV_LAYER(l, PV_APB), dlo, a->atty, n, C, C);
         be->attention_backward_lse(be, Bf, A, a->qkv, a->atty, a->att, B, T, C, NH, lo);
         mm_backward(m, g32, 0, PV_LAYER(l, PV_QKVW), PV_LAYER(l, PV_QKVB), Bf, a->ln1, n, C, 3 * C);
@@ -465,8 +496,9 @@ static void attn_block_backward(llm_model *m, int l, llm_layer_acts *a, int B, i
         be->zero(be, A, N * C * fz);
         mm_backward(m, A, 0, PV_LAYER(l, PV_QKVW), PV_LAYER(l, PV_QKVB), Bf, a->ln1, n, C, 3 * C);
     }
-    be->layernorm_backward(be, dres, G(m, PV_LAYER(l, PV_LN1W)), G(m, PV_LAYER(l, PV_LN1B)), A,
-                           m->x[l], P(m, PV_LAYER(l, PV_LN1W)), a->ln1_mean, a->ln1_rstd, n, C);
+    /* layer 0's stream gradient goes to the embeddings' backward, in fp32 only */
+    ln_backward(m, lo && l > 0 ? dres_lo(m, N) : NULL, PV_LAYER(l, PV_LN1W), A, m->x[l],
+                a->ln1_mean, a->ln1_rstd, n);
 }
 
 int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
@@ -499,8 +531,8 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
     }
     mm_backward(m, A, 0, PV_WTE, -1, m->logits, m->lnf, n, C, Vp);
     be->zero(be, dres, N * C * fz);
-    be->layernorm_backward(be, dres, G(m, m->nviews - 2), G(m, m->nviews - 1), A, m->x[L],
-                           P(m, m->nviews - 2), m->lnf_mean, m->lnf_rstd, n, C);
+    ln_backward(m, m->lo ? dres_lo(m, N) : NULL, m->nviews - 2, A, m->x[L], m->lnf_mean,
+                m->lnf_rstd, n);
     /* the ranges below are final when reported: nothing later in the pass writes them
      * (see llm_model_set_grad_ready) */
     size_t top = m->nparams;

@@ -643,6 +643,19 @@ static void w_matmul_forward_gelu_lo(llm_backend *be, void *out, void *pre, cons
     END(LLM_OP_MATMUL_FWD_GELU_LO, site, layer,
         llm_cost_matmul_forward_gelu_lo(N, C, OC, bias != NULL));
 }
+static void w_layernorm_backward_lo(llm_backend *be, float *dinp, void *dinp_lo, float *dw,
+                                    float *db, const float *dout, const float *inp,
+                                    const float *w, const float *mean, const float *rstd, int N,
+                                    int C, int lo)
+{
+    llm_profile *p = P(be);
+    int site, layer;
+    attribute(p, w, &site, &layer);
+    BEGIN(LLM_OP_LAYERNORM_BWD_LO);
+    IN(p)->layernorm_backward_lo(IN(p), dinp, dinp_lo, dw, db, dout, inp, w, mean, rstd, N, C, lo);
+    END(LLM_OP_LAYERNORM_BWD_LO, site, layer, llm_cost_layernorm_backward_lo(N, C));
+}
+
 static void w_matmul_backward_dgelu_lo(llm_backend *be, void *dinp, float *dw, float *dbias,
                                        const void *dout, const void *inp, const void *pre,
                                        const void *w_lo, int lo, int N, int C, int OC)
@@ -748,6 +761,8 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
             p->inner->matmul_forward_gelu_lo ? w_matmul_forward_gelu_lo : NULL,
         .matmul_backward_dgelu_lo =
             p->inner->matmul_backward_dgelu_lo ? w_matmul_backward_dgelu_lo : NULL,
+        .layernorm_backward_lo =
+            p->inner->layernorm_backward_lo ? w_layernorm_backward_lo : NULL,
         .layernorm_forward_lo = p->inner->layernorm_forward_lo ? w_layernorm_forward_lo : NULL,
         .gelu_forward_lo = p->inner->gelu_forward_lo ? w_gelu_forward_lo : NULL,
         .gelu_backward_lo = p->inner->gelu_backward_lo ? w_gelu_backward_lo : NULL,

@@ -56,6 +56,8 @@
  *   layernorm_forward_lo  flop 8NC (+NC with b)
  *                       bytes 4NC (a) (+4NC b read, +4NC res written) + 2NC (out)
  *                             + 4*2C (w, bias) (+4*2N mean, rstd)
+ *   layernorm_backward_lo  flop as layernorm_backward
+ *                       bytes layernorm_backward's + 2NC (the lo copy of dinp)
  *   matmul_forward_gelu_lo  flop matmul_forward_lo's + 8N*OC (the GELU)
  *                       bytes 2NC + 2OC*C + 2N*OC (pre) + 2N*OC (out) (+2OC bias)
  *   matmul_backward_dgelu_lo  flop matmul_backward_lo's + 16NC (the GELU backward)
@@ -99,7 +101,7 @@ typedef enum {
     LLM_OP_CAST_LO, LLM_OP_MATMUL_FWD_LO, LLM_OP_MATMUL_BWD_LO, LLM_OP_LAYERNORM_FWD_LO,
     LLM_OP_GELU_FWD_LO, LLM_OP_GELU_BWD_LO, LLM_OP_ATTENTION_FWD_LSE, LLM_OP_ATTENTION_BWD_LSE,
     LLM_OP_XENT_FWD_LO, LLM_OP_XENT_BWD_LO, LLM_OP_MATMUL_FWD_GELU_LO,
-    LLM_OP_MATMUL_BWD_DGELU_LO,
+    LLM_OP_MATMUL_BWD_DGELU_LO, LLM_OP_LAYERNORM_BWD_LO,
     LLM_OP_COPY, LLM_OP_TO_DEVICE, LLM_OP_TO_HOST, LLM_OP_ZERO, LLM_OP_SYNC,
     LLM_OP_COUNT
 } llm_op;
@@ -122,6 +124,7 @@ llm_op_cost llm_cost_residual_layernorm_forward(int N, int C);
 llm_op_cost llm_cost_xent_forward(int N, int V, int Vp);
 llm_op_cost llm_cost_embed_backward(int B, int T, int C);
 llm_op_cost llm_cost_layernorm_backward(int N, int C);
+llm_op_cost llm_cost_layernorm_backward_lo(int N, int C);
 llm_op_cost llm_cost_matmul_backward(int N, int C, int OC, int has_bias);
 llm_op_cost llm_cost_attention_backward(int B, int T, int C, int NH);
 llm_op_cost llm_cost_gelu_backward(size_t n);

@@ -38,6 +38,7 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_XENT_BWD_LO] = "xent_backward_lo",
     [LLM_OP_MATMUL_FWD_GELU_LO] = "matmul_forward_gelu_lo",
     [LLM_OP_MATMUL_BWD_DGELU_LO] = "matmul_backward_dgelu_lo",
+    [LLM_OP_LAYERNORM_BWD_LO] = "layernorm_backward_lo",
     [LLM_OP_COPY] = "copy",
     [LLM_OP_TO_DEVICE] = "to_device",
     [LLM_OP_TO_HOST] = "to_host",
@@ -257,6 +258,13 @@ llm_op_cost llm_cost_layernorm_forward_lo(int N, int C, int has_b, int has_stats
     return (llm_op_cost){8 * nc + (has_b ? nc : 0),
                          4 * nc + (has_b ? 8 * nc : 0) + 2 * nc + 8.0 * C +
                              (has_stats ? 8.0 * N : 0)};
+}
+
+/* layernorm_backward_lo: layernorm_backward, and the lo copy of dinp written (2). */
+llm_op_cost llm_cost_layernorm_backward_lo(int N, int C)
+{
+    llm_op_cost c = llm_cost_layernorm_backward(N, C);
+    return (llm_op_cost){c.flop, c.bytes + 2.0 * N * C};
 }
 
 /* gelu_forward_lo: inp read and out written in lo (2 each). */

@@ -202,6 +202,15 @@ struct llm_backend {
                                  float *rstd, const float *a, const float *b, const float *w,
                                  const float *bias, int N, int C, int lo);
 
+    /* layernorm_backward (dinp, dw, db +=, all fp32), and dinp_lo(N,C) lo = the updated
+     * dinp rounded: the backend's layernorm_backward then cast_lo, bit for bit, in one
+     * pass (the model's residual-stream gradient and the lo copy of it that the GEMMs
+     * of the block below read).  May be NULL (the model then casts). */
+    void (*layernorm_backward_lo)(llm_backend *be, float *dinp, void *dinp_lo, float *dw,
+                                  float *db, const float *dout, const float *inp,
+                                  const float *w, const float *mean, const float *rstd,
+                                  int N, int C, int lo);
+
     /* out(n) lo = gelu(inp) rounded, inp lo, gelu as gelu_forward on inp's values.
      * out may alias inp. */
     void (*gelu_forward_lo)(llm_backend *be, void *out, const void *inp, size_t n, int lo);

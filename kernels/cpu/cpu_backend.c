@@ -71,6 +71,7 @@ static void cpu_sync(llm_backend *be)
     .matmul_forward_gelu_lo = llm_cpu_matmul_forward_gelu_lo,                               \
     .matmul_backward_dgelu_lo = llm_cpu_matmul_backward_dgelu_lo,                           \
     .layernorm_forward_lo = llm_cpu_layernorm_forward_lo,                                   \
+    .layernorm_backward_lo = llm_cpu_layernorm_backward_lo,                                 \
     .gelu_forward_lo = llm_cpu_gelu_forward_lo, .gelu_backward_lo = llm_cpu_gelu_backward_lo, \
     .attention_forward_lse = P##attention_forward_lse,                                      \
     .attention_backward_lse = P##attention_backward_lse,                                    \

@@ -124,6 +124,10 @@ void llm_cpu_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float 
 void llm_cpu_layernorm_forward_lo(llm_backend *be, float *res, void *out, float *mean,
                                   float *rstd, const float *a, const float *b, const float *w,
                                   const float *bias, int N, int C, int lo);
+void llm_cpu_layernorm_backward_lo(llm_backend *be, float *dinp, void *dinp_lo, float *dw,
+                                   float *db, const float *dout, const float *inp,
+                                   const float *w, const float *mean, const float *rstd, int N,
+                                   int C, int lo);
 void llm_cpu_matmul_forward_gelu_lo(llm_backend *be, void *out, void *pre, const void *inp,
                                     const void *w_lo, int lo, const void *bias, int N, int C,
                                     int OC);

@@ -1,6 +1,6 @@
 /* lo_acts.c — the lo-activation ops of both CPU backends ("cpu" and "cpu-ref"):
  * matmul_forward_lo, matmul_backward_lo, matmul_forward_gelu_lo,
- * matmul_backward_dgelu_lo, layernorm_forward_lo, gelu_forward_lo,
+ * matmul_backward_dgelu_lo, layernorm_forward_lo, layernorm_backward_lo, gelu_forward_lo,
  * gelu_backward_lo, xent_forward_lo, xent_backward_lo, attention_forward_lse and
  * attention_backward_lse (backend.h, "mixed precision").
  *
@@ -211,6 +211,16 @@ void llm_cpu_layernorm_forward_lo(llm_backend *be, float *res, void *out, float 
             be->layernorm_forward(be, y, mu, rs, a + o, w, bias, rows, C);
         llm_fast_cast_lo(be, (uint16_t *)out + o, y, (size_t)rows * C, lo);
     }
+}
+
+void llm_cpu_layernorm_backward_lo(llm_backend *be, float *dinp, void *dinp_lo, float *dw,
+                                   float *db, const float *dout, const float *inp,
+                                   const float *w, const float *mean, const float *rstd, int N,
+                                   int C, int lo)
+{
+    be->layernorm_backward(be, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    if (N > 0 && C > 0)
+        be->cast_lo(be, dinp_lo, dinp, (size_t)N * C, lo);
 }
 
 /* Elementwise ops go in chunks of LLM_LO_EW elements (a "row" of the chunking). */

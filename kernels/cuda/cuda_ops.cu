@@ -162,57 +162,55 @@ static void lc_layernorm_forward_lo(llm_backend *be, float *res, void *out, floa
     LC_LAUNCHED(c);
 }
 
-/* dinp per row (one warp per row). */
-__global__ void lc_ln_bwd_dinp_kernel(float *dinp, const float *dout, const float *inp,
-                                      const float *w, const float *mean, const float *rstd,
-                                      int N, int C)
-{
-    int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / LC_WARP);
-    int lane = threadIdx.x % LC_WARP;
-    if (row >= N) return;
-    const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
-    float m = mean[row], r = rstd[row];
-    float a = 0.0f, an = 0.0f;
-    for (int i = lane; i < C; i += LC_WARP) {
-        float dn = w[i] * dy[i];
-        a += dn;
-        an += dn * ((x[i] - m) * r);
-    }
-    a = lc_warp_sum(a) / C;
-    an = lc_warp_sum(an) / C;
-    float *dx = dinp + (size_t)row * C;
-    for (int i = lane; i < C; i += LC_WARP) {
-        float n = (x[i] - m) * r;
-        dx[i] += (w[i] * dy[i] - a - n * an) * r;
-    }
-}
+/* layernorm_backward in one pass over dout and inp: blocks of LC_LNB_WARPS warps take
+ * chunks of LC_LNB_ROWS rows (blockIdx.x), warp w the chunk's rows w, w + W, ...: per
+ * row the two sums a = mean(w dy), an = mean(w dy n), then dinp += (w dy - a - n an) r
+ * (with LO: dinp_lo = the new dinp rounded) while the row's dw (dy n) and db (dy) terms
+ * add up per column in the warp's shared-memory row (lanes own columns: no atomics);
+ * then the block sums its warps' rows in order into the chunk's partial row.  The
+ * chunking depends on N only, so the sums are reproducible. */
+#define LC_LNB_ROWS 32
 
-#define LC_LN_ROWS 8   /* threadIdx.y extent of the partial-sum kernel */
-
-/* Partial column sums for dw and db over row chunk blockIdx.y (fixed order). */
-__global__ void lc_ln_bwd_partial_kernel(float *pdw, float *pdb, const float *dout,
-                                         const float *inp, const float *mean,
-                                         const float *rstd, int N, int C, int rows_per)
+template <int LO>
+__global__ void lc_ln_bwd_kernel(float *dinp, uint16_t *dlo, float *pdw, float *pdb,
+                                 const float *dout, const float *inp, const float *w,
+                                 const float *mean, const float *rstd, int N, int C)
 {
-    __shared__ float sw[LC_LN_ROWS][LC_WARP + 1], sb[LC_LN_ROWS][LC_WARP + 1];
-    int col = blockIdx.x * LC_WARP + threadIdx.x;
-    int r0 = blockIdx.y * rows_per;
-    int r1 = min(N, r0 + rows_per);
-    float aw = 0.0f, ab = 0.0f;
-    if (col < C) {
-        for (int r = r0 + threadIdx.y; r < r1; r += LC_LN_ROWS) {
-            float dy = dout[(size_t)r * C + col];
-            aw += dy * ((inp[(size_t)r * C + col] - mean[r]) * rstd[r]);
-            ab += dy;
+    LC_DYN_SMEM(sm);
+    int nw = (int)blockDim.x / LC_WARP, warp = (int)threadIdx.x / LC_WARP;
+    int lane = (int)threadIdx.x % LC_WARP;
+    float *aw = (float *)sm + (size_t)warp * 2 * C, *ab = aw + C;
+    for (int i = lane; i < C; i += LC_WARP) aw[i] = ab[i] = 0.0f;
+    int r0 = (int)blockIdx.x * LC_LNB_ROWS, r1 = min(N, r0 + LC_LNB_ROWS);
+    for (int row = r0 + warp; row < r1; row += nw) {
+        const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+        float m = mean[row], r = rstd[row], a = 0.0f, an = 0.0f;
+        for (int i = lane; i < C; i += LC_WARP) {
+            float dn = w[i] * dy[i];
+            a += dn;
+            an += dn * ((x[i] - m) * r);
+        }
+        a = lc_warp_sum(a) / C;
+        an = lc_warp_sum(an) / C;
+        float *dx = dinp + (size_t)row * C;
+        for (int i = lane; i < C; i += LC_WARP) {
+            float n = (x[i] - m) * r, d = dy[i];
+            float v = dx[i] + (w[i] * d - a - n * an) * r;
+            dx[i] = v;
+            if (LO) dlo[(size_t)row * C + i] = lc_to_lo<LO>(v);
+            aw[i] += d * n;
+            ab[i] += d;
         }
     }
-    sw[threadIdx.y][threadIdx.x] = aw;
-    sb[threadIdx.y][threadIdx.x] = ab;
     __syncthreads();
-    if (threadIdx.y == 0 && col < C) {
-        for (int y = 1; y < LC_LN_ROWS; y++) { aw += sw[y][threadIdx.x]; ab += sb[y][threadIdx.x]; }
-        pdw[(size_t)blockIdx.y * C + col] = aw;
-        pdb[(size_t)blockIdx.y * C + col] = ab;
+    for (int i = (int)threadIdx.x; i < C; i += (int)blockDim.x) {
+        float sw = 0.0f, sb = 0.0f;
+        for (int k = 0; k < nw; k++) {
+            sw += ((float *)sm)[(size_t)k * 2 * C + i];
+            sb += ((float *)sm)[(size_t)k * 2 * C + C + i];
+        }
+        pdw[(size_t)blockIdx.x * C + i] = sw;
+        pdb[(size_t)blockIdx.x * C + i] = sb;
     }
 }
 
@@ -227,28 +225,59 @@ __global__ void lc_ln_bwd_final_kernel(float *dw, float *db, const float *pdw, c
     db[col] += ab;
 }
 
+/* the launches of layernorm_backward(_lo): lo 0 for no lo copy.  Four warps a block while
+ * their column sums fit in 48 KiB of shared memory, else one warp and, past 48 KiB, the
+ * opt-in (C up to ~28k on sm_80/sm_90); beyond that an error is recorded. */
+static void lc_ln_bwd(lc_ctx *c, float *dinp, void *dlo, int lo, float *dw, float *db,
+                      const float *dout, const float *inp, const float *w, const float *mean,
+                      const float *rstd, int N, int C)
+{
+    if (N <= 0 || C <= 0) return;
+    int warps = (size_t)4 * 2 * C * sizeof(float) <= 48 * 1024 ? 4 : 1;
+    size_t sm = (size_t)warps * 2 * C * sizeof(float);
+    int P = (N + LC_LNB_ROWS - 1) / LC_LNB_ROWS;
+    float *part = (float *)lc_scratch(c, 2 * (size_t)P * C * sizeof(float));
+    if (!part) return;
+    static size_t optin[3];   /* the shared-memory opt-in granted so far, per kernel */
+    int k = lo == LC_DT_BF16 ? 2 : lo == LC_DT_F16 ? 1 : 0;
+    if (sm > 48 * 1024 && sm > optin[k]) {
+        cudaError_t e = k == 2 ? cudaFuncSetAttribute(lc_ln_bwd_kernel<LC_DT_BF16>,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)
+                      : k == 1 ? cudaFuncSetAttribute(lc_ln_bwd_kernel<LC_DT_F16>,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)
+                               : cudaFuncSetAttribute(lc_ln_bwd_kernel<0>,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        if (LC_CK(c, e)) return;
+        optin[k] = sm;
+    }
+    unsigned th = (unsigned)(warps * LC_WARP);
+    float *pdw = part, *pdb = part + (size_t)P * C;
+    uint16_t *dl = (uint16_t *)dlo;
+    if (k == 2) lc_ln_bwd_kernel<LC_DT_BF16><<<P, th, sm, c->stream>>>(dinp, dl, pdw, pdb, dout, inp, w, mean, rstd, N, C);
+    else if (k == 1) lc_ln_bwd_kernel<LC_DT_F16><<<P, th, sm, c->stream>>>(dinp, dl, pdw, pdb, dout, inp, w, mean, rstd, N, C);
+    else lc_ln_bwd_kernel<0><<<P, th, sm, c->stream>>>(dinp, dl, pdw, pdb, dout, inp, w, mean, rstd, N, C);
+    if (LC_LAUNCHED(c)) return;
+    lc_ln_bwd_final_kernel<<<(C + 255) / 256, 256, 0, c->stream>>>(dw, db, pdw, pdb, P, C);
+    LC_LAUNCHED(c);
+}
+
 static void lc_layernorm_backward(llm_backend *be, float *dinp, float *dw, float *db,
                                   const float *dout, const float *inp, const float *w,
                                   const float *mean, const float *rstd, int N, int C)
 {
+    lc_ln_bwd(lc_get(be), dinp, NULL, 0, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+/* the same kernel with the lo copy written as each dinp element is: the fp32 op's bits,
+ * then cast_lo's rounding */
+static void lc_layernorm_backward_lo(llm_backend *be, float *dinp, void *dinp_lo, float *dw,
+                                     float *db, const float *dout, const float *inp,
+                                     const float *w, const float *mean, const float *rstd,
+                                     int N, int C, int lo)
+{
     lc_ctx *c = lc_get(be);
-    if (N <= 0 || C <= 0) return;
-    unsigned blocks = (unsigned)(((size_t)N * LC_WARP + 255) / 256);
-    lc_ln_bwd_dinp_kernel<<<blocks, 256, 0, c->stream>>>(dinp, dout, inp, w, mean, rstd, N, C);
-    if (LC_LAUNCHED(c)) return;
-    /* P row chunks of >= 128 rows; P depends only on N, so the sums are reproducible */
-    int P = (N + 127) / 128;
-    if (P > 512) P = 512;
-    int rows_per = (N + P - 1) / P;
-    float *part = (float *)lc_scratch(c, 2 * (size_t)P * C * sizeof(float));
-    if (!part) return;
-    dim3 grid((unsigned)((C + LC_WARP - 1) / LC_WARP), (unsigned)P), blk(LC_WARP, LC_LN_ROWS);
-    lc_ln_bwd_partial_kernel<<<grid, blk, 0, c->stream>>>(part, part + (size_t)P * C, dout, inp,
-                                                          mean, rstd, N, C, rows_per);
-    if (LC_LAUNCHED(c)) return;
-    lc_ln_bwd_final_kernel<<<(C + 255) / 256, 256, 0, c->stream>>>(dw, db, part,
-                                                                   part + (size_t)P * C, P, C);
-    LC_LAUNCHED(c);
+    if (!lc_lo_arg(c, lo, "layernorm_backward_lo: lo is neither bf16 nor f16")) return;
+    lc_ln_bwd(c, dinp, dinp_lo, lo, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
 /* ---- GELU (tanh form), residual, accumulate ---- */
@@ -436,6 +465,7 @@ extern "C" void lc_fill_ops(llm_backend *be)
     be->embed_backward = lc_embed_backward;
     be->layernorm_forward = lc_layernorm_forward;
     be->layernorm_backward = lc_layernorm_backward;
+    be->layernorm_backward_lo = lc_layernorm_backward_lo;
     be->gelu_forward = lc_gelu_forward;
     be->gelu_backward = lc_gelu_backward;
     be->residual_forward = lc_residual_forward;

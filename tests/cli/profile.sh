@@ -94,7 +94,7 @@ assert not [o for o in ops if o["op"] in fp32_ops], [o["op"] for o in ops if o["
 names = {o["op"] for o in ops}
 assert {"layernorm_forward_lo", "matmul_forward_gelu_lo", "matmul_backward_dgelu_lo", "xent_forward_lo",
         "xent_backward_lo", "attention_forward_lse", "attention_backward_lse", "matmul_forward_lo",
-        "matmul_backward_lo", "cast_lo"} <= names, names
+        "matmul_backward_lo", "cast_lo", "layernorm_backward_lo"} <= names, names
 # the CPU backends fuse the GELU into c_fc's forward and c_proj's backward
 assert not names & {"gelu_forward_lo", "gelu_backward_lo"}, names
 for l in range(L):

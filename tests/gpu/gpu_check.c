@@ -680,6 +680,7 @@ int main(int argc, char **argv)
     check_embed(&x, 5, 129, 96, 500, 512);
     check_layernorm(&x, 1, 1);
     check_layernorm(&x, 37, 61);
+    check_layernorm(&x, 70, 1600);   /* the backward's one-warp blocks (4 x 2C floats > 48 KiB) */
     gpu_check_resln(&x, 1, 1);
     gpu_check_resln(&x, 37, 61);
     check_matmul(&x, 1, 1, 1, 1);
@@ -700,6 +701,7 @@ int main(int argc, char **argv)
         check_embed(&x, 2, 64, 768, 50257, 50304);
         check_layernorm(&x, 300, 768);
         check_layernorm(&x, 1029, 1000);
+        check_layernorm(&x, 33, 6200);   /* the backward's shared-memory opt-in (> 48 KiB) */
         gpu_check_resln(&x, 300, 768);
         gpu_check_resln(&x, 1029, 1000);
         check_matmul(&x, 130, 768, 2304, 1);

@@ -1,6 +1,7 @@
 /* gpu_check_ops_lo.c — gpu_check's rows for the lo-activation forms of the layernorm
- * forward, GELU and cross-entropy (layernorm_forward_lo, gelu_forward_lo,
- * gelu_backward_lo, xent_forward_lo, xent_backward_lo).
+ * forward and backward, GELU and cross-entropy (layernorm_forward_lo,
+ * layernorm_backward_lo, gelu_forward_lo, gelu_backward_lo, xent_forward_lo,
+ * xent_backward_lo).
  *
  * The contract defines each as the fp32 op on the lo inputs' values with a lo output
  * rounded once, so the first check (on cuda; for another backend the layernorm's only,
@@ -106,6 +107,40 @@ static void check_ln_lo(gc *x, int N, int C, int resid, int lo)
     void *bufs[] = {ga, gb, gw, gbias, resid ? gx : NULL, go, gm, gr, gres, gm2, gr2, gl};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         if (bufs[i]) x->g.free(&x->g, bufs[i]);
+}
+
+/* ---- layernorm_backward_lo ----
+ * layernorm_backward then cast_lo of the new dinp, bit for bit (dinp, dw, db and the lo
+ * copy), from the same starting dinp, dw, db; the fp32 op's numerics are
+ * layernorm_backward's rows. */
+static void check_ln_bwd_lo(gc *x, int N, int C, int lo)
+{
+    char sh[64], op[80];
+    snprintf(sh, sizeof sh, "N%d C%d", N, C);
+    size_t n = (size_t)N * C;
+    float *inp = rnd(x, n, -2, 3), *w = rnd(x, C, 0.5f, 1.5f), *b = rnd(x, C, -0.5f, 0.5f);
+    float *dout = rnd(x, n, -1, 1), *di0 = rnd(x, n, -1, 1), *dw0 = rnd(x, C, -1, 1),
+          *db0 = rnd(x, C, -1, 1);
+    float *gi = gput(x, inp, n * 4), *gw = gput(x, w, C * 4), *gb = gput(x, b, C * 4),
+          *gd = gput(x, dout, n * 4), *go = gpoison(x, n), *gm = gpoison(x, N), *gr = gpoison(x, N);
+    x->g.layernorm_forward(&x->g, go, gm, gr, gi, gw, gb, N, C);
+    float *d1 = gput(x, di0, n * 4), *w1 = gput(x, dw0, C * 4), *b1 = gput(x, db0, C * 4);
+    float *d2 = gput(x, di0, n * 4), *w2 = gput(x, dw0, C * 4), *b2 = gput(x, db0, C * 4);
+    x->g.layernorm_backward(&x->g, d1, w1, b1, gd, gi, gw, gm, gr, N, C);
+    uint16_t *want = gcast(x, d1, n, lo);
+    void *gl = x->g.alloc(&x->g, n * 2 + 2);
+    x->g.layernorm_backward_lo(&x->g, d2, gl, w2, b2, gd, gi, gw, gm, gr, N, C, lo);
+    uint16_t *got = gbits(x, gl, n);
+    float *h1 = gget(x, d1, n), *h2 = gget(x, d2, n), *hw1 = gget(x, w1, C), *hw2 = gget(x, w2, C),
+          *hb1 = gget(x, b1, C), *hb2 = gget(x, b2, C);
+    int same = !memcmp(got, want, n * 2) && !memcmp(h1, h2, n * 4) && !memcmp(hw1, hw2, C * 4) &&
+               !memcmp(hb1, hb2, C * 4);
+    snprintf(op, sizeof op, "layernorm_bwd_lo %s bits", lname(lo));
+    row_check(x, op, sh, same ? 0.0 : 1.0, 0.0, same);
+    free(inp); free(w); free(b); free(dout); free(di0); free(dw0); free(db0); free(want);
+    free(got); free(h1); free(h2); free(hw1); free(hw2); free(hb1); free(hb2);
+    void *bufs[] = {gi, gw, gb, gd, go, gm, gr, d1, w1, b1, d2, w2, b2, gl};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) x->g.free(&x->g, bufs[i]);
 }
 
 /* ---- gelu_forward_lo / gelu_backward_lo ---- */
@@ -264,6 +299,13 @@ void gpu_check_ops_lo(gc *x, int tiny)
             check_ln_lo(x, 37, 61, r, lo);
             if (!tiny) check_ln_lo(x, 300, 768, r, lo);
         }
+        if (x->g.layernorm_backward_lo) {
+            check_ln_bwd_lo(x, 1, 1, lo);
+            check_ln_bwd_lo(x, 37, 61, lo);
+            check_ln_bwd_lo(x, 70, 1600, lo);
+            if (!tiny) check_ln_bwd_lo(x, 300, 768, lo);
+        } else if (x->cuda)
+            row_check(x, "backend has layernorm_backward_lo", x->g.name, 1, 0, 0);
         check_gelu_lo(x, 1, lo);
         check_gelu_lo(x, tiny ? 1003 : 1000003, lo);
         check_xent_lo(x, 1, 1, 1, lo);

@@ -94,6 +94,48 @@ static void test_layernorm_lo(void **state)
     }
 }
 
+/* ---- layernorm_backward_lo: layernorm_backward, then cast_lo of the new dinp ---- */
+
+static void test_layernorm_backward_lo(void **state)
+{
+    (void)state;
+    tu_rng r = {22};
+    static const int shapes[][2] = {{1, 1}, {3, 7}, {33, 130}, {64, 768}};
+    for (int k = 0; k < 2; k++) {
+        int lo = k ? LLM_DT_F16 : LLM_DT_BF16;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int bi = 0; bi < 2; bi++) {
+                llm_backend *be = BACKENDS[bi];
+                int N = shapes[s][0], C = shapes[s][1];
+                size_t n = (size_t)N * C;
+                float *x = tu_rnd(&r, n, -3, 3), *w = tu_rnd(&r, C, 0.5f, 1.5f),
+                      *bias = tu_rnd(&r, C, -0.5f, 0.5f), *dout = tu_rnd(&r, n, -1, 1),
+                      *di = tu_rnd(&r, n, -1, 1), *dw = tu_rnd(&r, C, -1, 1),
+                      *db = tu_rnd(&r, C, -1, 1);
+                float *y = malloc(n * 4), *mu = malloc(N * 4), *rs = malloc(N * 4);
+                float *di2 = tu_dup(di, n), *dw2 = tu_dup(dw, C), *db2 = tu_dup(db, C);
+                uint16_t *want = malloc(2 * n), *got = malloc(2 * n), *old = malloc(2 * n);
+                assert_true(y && mu && rs && want && got && old);
+                be->layernorm_forward(be, y, mu, rs, x, w, bias, N, C);
+                be->cast_lo(be, old, di, n, lo);
+                be->layernorm_backward(be, di, dw, db, dout, x, w, mu, rs, N, C);
+                be->cast_lo(be, want, di, n, lo);
+                memset(got, 0xff, 2 * n);
+                be->layernorm_backward_lo(be, di2, got, dw2, db2, dout, x, w, mu, rs, N, C, lo);
+                assert_memory_equal(di2, di, n * 4);
+                assert_memory_equal(dw2, dw, C * 4);
+                assert_memory_equal(db2, db, C * 4);
+                assert_memory_equal(got, want, 2 * n);
+                /* the copy is of the updated gradient */
+                if (n > 1)
+                    assert_memory_not_equal(got, old, 2 * n);
+                free(x); free(w); free(bias); free(dout); free(di); free(dw); free(db); free(y);
+                free(mu); free(rs); free(di2); free(dw2); free(db2); free(want); free(got);
+                free(old);
+            }
+    }
+}
+
 /* ---- GELU ---- */
 
 static void test_gelu_lo(void **state)
@@ -346,6 +388,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layernorm_lo),
+        cmocka_unit_test(test_layernorm_backward_lo),
         cmocka_unit_test(test_gelu_lo),
         cmocka_unit_test(test_xent_lo),
         cmocka_unit_test(test_attention_lse),

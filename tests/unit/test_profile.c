@@ -203,6 +203,12 @@ static void test_cost_formulas(void **state)
     assert_string_equal(llm_op_name(LLM_OP_XENT_BWD_LO), "xent_backward_lo");
     assert_string_equal(llm_op_name(LLM_OP_MATMUL_FWD_GELU_LO), "matmul_forward_gelu_lo");
     assert_string_equal(llm_op_name(LLM_OP_MATMUL_BWD_DGELU_LO), "matmul_backward_dgelu_lo");
+    assert_string_equal(llm_op_name(LLM_OP_LAYERNORM_BWD_LO), "layernorm_backward_lo");
+    /* layernorm_backward_lo N=2 C=4: layernorm_backward's 112 flop; its dout, inp, dinp r/w
+     * 4 x 8 floats, w, dw, db, ... 5 x 4 and mean, rstd 2 x 2 -> 4 x 56 = 224 bytes, plus
+     * the lo copy 8 x 2 = 16 -> 240 */
+    c = llm_cost_layernorm_backward_lo(2, 4);
+    assert_true(c.flop == 112 && c.bytes == 240);
     /* fused GELU N=2 C=3 OC=4 with bias: forward 48 + 8 (bias) + 8 x 8 (GELU) = 120 flop;
      * inp 12, w 24, out 16, bias 8, pre 16 -> 76 bytes.  Backward 96 + 8 + 16 x 6 (GELU
      * backward) = 200 flop; dout 16, inp 12, dinp 12, w 24, dw 96, dbias 32, pre 12 ->
@@ -911,11 +917,15 @@ static void test_train_bf16_cpu(void **state)
     expect_entry(v, n, LLM_OP_XENT_FWD_LO, "", -1, STEPS, llm_cost_xent_forward_lo(N, V, Vp));
     expect_entry(v, n, LLM_OP_XENT_BWD_LO, "", -1, STEPS, llm_cost_xent_backward_lo(N, V, Vp));
     expect_entry(v, n, LLM_OP_CAST_LO, "params", -1, STEPS, llm_cost_cast_lo(llm_model_num_params(&mc)));
+    expect_entry(v, n, LLM_OP_LAYERNORM_BWD_LO, "ln_f", -1, STEPS, llm_cost_layernorm_backward_lo(N, C));
+    expect_entry(v, n, LLM_OP_LAYERNORM_BWD_LO, "ln_2", 0, STEPS, llm_cost_layernorm_backward_lo(N, C));
+    expect_entry(v, n, LLM_OP_LAYERNORM_BWD, "ln_1", 0, STEPS, llm_cost_layernorm_backward(N, C));
     free(v);
     /* folded: the GELUs only inside the fused GEMMs (without recompute the backward
-     * reads the kept output; no separate GELU op), the lse attention backward, two
-     * residual-gradient casts a layer; nothing in fp32 but the layernorm backwards, the
-     * embedding and the optimizer */
+     * reads the kept output; no separate GELU op), the lse attention backward, the
+     * residual gradient's lo copies made by the layernorm backwards (no casts but the
+     * weights'; layer 0's ln_1 feeds the fp32 embedding backward only); nothing in fp32
+     * but that layernorm backward, the embedding and the optimizer */
     assert_int_equal(llm_profile_entries(p, 1, &v, &n, &st), 0);
     long calls[LLM_OP_COUNT] = {0};
     for (int i = 0; i < n; i++) calls[v[i].op] += v[i].calls;
@@ -925,8 +935,9 @@ static void test_train_bf16_cpu(void **state)
     assert_int_equal(calls[LLM_OP_GELU_FWD_LO], 0);
     assert_int_equal(calls[LLM_OP_GELU_BWD_LO], 0);
     assert_int_equal(calls[LLM_OP_ATTENTION_BWD_LSE], 2 * STEPS);
-    assert_int_equal(calls[LLM_OP_CAST_LO], (1 + 2 * 2) * STEPS);
-    assert_int_equal(calls[LLM_OP_LAYERNORM_BWD], (2 * 2 + 1) * STEPS);
+    assert_int_equal(calls[LLM_OP_CAST_LO], 1 * STEPS);
+    assert_int_equal(calls[LLM_OP_LAYERNORM_BWD_LO], (2 * 2) * STEPS);
+    assert_int_equal(calls[LLM_OP_LAYERNORM_BWD], 1 * STEPS);
     const llm_op fp32_ops[] = {LLM_OP_MATMUL_FWD, LLM_OP_MATMUL_BWD, LLM_OP_LAYERNORM_FWD,
                                LLM_OP_RESIDUAL_LAYERNORM_FWD, LLM_OP_RESIDUAL_FWD, LLM_OP_GELU_FWD,
                                LLM_OP_GELU_BWD, LLM_OP_ATTENTION_FWD, LLM_OP_ATTENTION_BWD,
