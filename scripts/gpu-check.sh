@@ -181,11 +181,14 @@ elif [ -f "$CARRY/bin-lib.tar.xz" ]; then
   rm -rf "$UNPACK"; mkdir -p "$UNPACK"
   tar xJf "$CARRY/bin-lib.tar.xz" -C "$UNPACK" || log "gpu-check: cannot unpack $CARRY/bin-lib.tar.xz"
 fi
+# the commit the report names: the carried binaries' (from --prepare), else this tree's
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)
 if [ $EMU = 1 ]; then :
 elif [ -x "$UNPACK/bin/gpu_check" ] && [ -f "$CARRY/bin-lib.tar.xz" ]; then
   BIN=$UNPACK/bin
   LDP=$UNPACK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  log "gpu-check: carried binaries of commit $(cat "$CARRY/COMMIT" 2>/dev/null)"
+  COMMIT=$(cat "$CARRY/COMMIT" 2>/dev/null)
+  log "gpu-check: carried binaries of commit $COMMIT"
 else
   command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
   log "gpu-check: no carried binaries; building with CUDA=1"
@@ -519,7 +522,7 @@ fi
 
 # summary --------------------------------------------------------------------------
 {
-  echo "gpu-check: ${GPU:-unknown GPU}, commit $(cat "$CARRY/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null), $(date -u +%FT%TZ), $(( $(date +%s) - T0 )) s"
+  echo "gpu-check: ${GPU:-unknown GPU}, commit ${COMMIT:-unknown}, $(date -u +%FT%TZ), $(( $(date +%s) - T0 )) s"
   printf '%-34s %-6s %s\n' "check" "result" "detail"
   for r in "${ROWS[@]}"; do echo "$r"; done
   echo "gpu-check: $FAILS failed"
