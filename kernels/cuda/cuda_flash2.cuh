@@ -22,6 +22,11 @@
 #define F2_THREADS 128
 #define F2_LOG2E 1.4426950408889634f
 #define F2_LN2 0.6931471805599453f
+/* blocks an SM should hold (the register budget the compiler gets: 65536 / (128 x
+ * blocks)): at head size <= 64 the forward's 4 x 46 KB and the backward's 3 x 56 KB of
+ * shared memory fit beside them; larger heads get what they need */
+#define F2_MIN_BLOCKS_FWD(HS) ((HS) <= 64 ? 4 : 1)
+#define F2_MIN_BLOCKS_BWD(HS) ((HS) <= 64 ? 3 : 1)
 
 /* one 64 x HS lo tile's shared-memory elements */
 template <int HS>
@@ -130,7 +135,7 @@ template <int HS>
 __host__ __device__ constexpr size_t f2_fwd_smem() { return (size_t)5 * f2_tile_elems<HS>() * 2; }
 
 template <int LO, int HS>
-__global__ void __launch_bounds__(F2_THREADS)
+__global__ void __launch_bounds__(F2_THREADS, F2_MIN_BLOCKS_FWD(HS))
 lc_flash2_fwd_kernel(uint16_t *out, float *lse, const uint16_t *qkv, int T, int C, int NH, float sl2)
 {
     constexpr int E = f2_tile_elems<HS>(), NT = HS / 8;
@@ -278,7 +283,7 @@ __device__ __forceinline__ void f2_p_ds(float (*s)[4], float (*dp)[4], const uin
 /* dK, dV of one key tile: blocks (key tile, head, batch row), key tile 0 (the most query
  * tiles) first; warp w owns keys 16w..; over the query tiles at and after the key tile. */
 template <int LO, int HS>
-__global__ void __launch_bounds__(F2_THREADS)
+__global__ void __launch_bounds__(F2_THREADS, F2_MIN_BLOCKS_BWD(HS))
 lc_flash2_bwd_kv_kernel(uint16_t *dqkv, const uint16_t *qkv, const uint16_t *dlo, const float *lse,
                         const float *D, int T, int C, int NH, float sl2, float scale)
 {
@@ -333,7 +338,7 @@ lc_flash2_bwd_kv_kernel(uint16_t *dqkv, const uint16_t *qkv, const uint16_t *dlo
 /* dQ of one query tile: blocks (query tile, head, batch row), the last (most key tiles)
  * first; warp w owns queries 16w..; over the key tiles up to the diagonal. */
 template <int LO, int HS>
-__global__ void __launch_bounds__(F2_THREADS)
+__global__ void __launch_bounds__(F2_THREADS, F2_MIN_BLOCKS_BWD(HS))
 lc_flash2_bwd_q_kernel(uint16_t *dqkv, const uint16_t *qkv, const uint16_t *dlo, const float *lse,
                        const float *D, int T, int C, int NH, float sl2, float scale)
 {

@@ -18,6 +18,7 @@
 #ifndef LLM_CUDA_MMA_CUH
 #define LLM_CUDA_MMA_CUH
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda_lo.cuh"
 
@@ -58,11 +59,26 @@ __device__ __forceinline__ void lc_mma16816(float d[4], const uint32_t a[4], con
 #endif
 }
 
-/* x in the low half, y in the high half, each rounded to lo */
+/* x in the low half, y in the high half, each rounded to lo (to nearest even, as
+ * lc_to_lo; one paired conversion instruction on the GPU, whose NaN bits may differ from
+ * lc_to_lo's CPU-matching ones: for operands and outputs that no bit-for-bit contract
+ * covers) */
 template <int LO>
 __device__ __forceinline__ uint32_t lc_pack_lo(float x, float y)
 {
+#ifdef LLM_CUDA_EMU_H
     return (uint32_t)lc_to_lo<LO>(x) | (uint32_t)lc_to_lo<LO>(y) << 16;
+#else
+    uint32_t u;
+    if (LO == LC_DT_BF16) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+        memcpy(&u, &h, 4);
+    } else {
+        __half2 h = __floats2half2_rn(x, y);
+        memcpy(&u, &h, 4);
+    }
+    return u;
+#endif
 }
 
 /* cp.async of N bytes (4, 8 or 16; both addresses N-byte aligned): 16 bypasses L1 */
