@@ -419,6 +419,13 @@ if [ -x "$BIN/gpu_check" ] && [ $QUICK = 0 ] && ! late 30; then
     else row "cuBLASLt GEMM 4096^3 $m" FAIL "no result"; fi
   done
   row "op times (B=8,T=1024,GPT-2 124M)" INFO "see bench.txt: $(grep -c '^time' "$REP_DIR/bench.log") ops"
+  # the fused attention's kernel sets side by side (mma.sync = "fused", the WMMA ones, the
+  # batched-GEMM form): ms and TFLOP/s of the causal FLOPs, forward / backward
+  for k in fused wmma gemm; do
+    f=$(grep "^time attention_lse_fwd $k " "$REP_DIR/bench.log" | awk '{printf "%s ms %s TFLOP/s", $4, $6}')
+    b=$(grep "^time attention_lse_bwd $k " "$REP_DIR/bench.log" | awk '{printf "%s ms %s TFLOP/s", $4, $6}')
+    [ -n "$f$b" ] && row "attention $([ $k = fused ] && echo mma.sync || echo $k) B8 T1024" INFO "fwd ${f:-?}, bwd ${b:-?}"
+  done
 fi
 # GPT-2 124M training throughput (fp32; TF32 via LLM_CUDA_TF32=1; bf16 with --precision
 # when llm-train has it), MFU against the bf16
