@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
+double llm_profile__now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -69,7 +69,7 @@ int llm_profile_add_region(llm_profile *p, const void *ptr, size_t bytes, const 
     return 0;
 }
 
-static const region *region_of(const llm_profile *p, const void *ptr)
+const region *llm_profile__region_of(const llm_profile *p, const void *ptr)
 {
     uintptr_t a = (uintptr_t)ptr;
     size_t lo = 0, hi = p->nregions;
@@ -87,9 +87,9 @@ static const region *region_of(const llm_profile *p, const void *ptr)
 
 /* Site and layer for an op: from its weight pointer when it has one (and that pointer
  * is registered), else the context left by the latest weighted op. */
-static void attribute(llm_profile *p, const void *weight, int *site, int *layer)
+void llm_profile__attribute(llm_profile *p, const void *weight, int *site, int *layer)
 {
-    const region *r = weight ? region_of(p, weight) : NULL;
+    const region *r = weight ? llm_profile__region_of(p, weight) : NULL;
     if (r) {
         p->ctx_layer = r->layer;
         *site = r->site;
@@ -98,54 +98,6 @@ static void attribute(llm_profile *p, const void *weight, int *site, int *layer)
     }
     *site = p->site_none;
     *layer = p->ctx_layer;
-}
-
-/* ---- the lo copy (mixed precision): learnt from cast_lo ---- */
-
-#define NLO ((int)(sizeof ((llm_profile *)0)->lo / sizeof ((llm_profile *)0)->lo[0]))
-
-static void lo_remember(llm_profile *p, const void *dst, const float *src, size_t n)
-{
-    if (!dst || !src || !n) return;
-    int slot = -1;
-    for (int i = 0; i < NLO && slot < 0; i++)
-        if (p->lo[i].n && p->lo[i].dst == (uintptr_t)dst) slot = i;
-    if (slot < 0) {
-        slot = p->next_lo;
-        p->next_lo = (slot + 1) % NLO;
-    }
-    p->lo[slot] = (lo_alias){(uintptr_t)dst, (uintptr_t)src, n};
-}
-
-/* A buffer [ptr, ptr + bytes) was freed: mappings into it are gone. */
-static void lo_forget(llm_profile *p, const void *ptr, size_t bytes)
-{
-    uintptr_t a = (uintptr_t)ptr, b = a + (bytes ? bytes : 1);
-    for (int i = 0; i < NLO; i++)
-        if (p->lo[i].n && p->lo[i].dst < b && a < p->lo[i].dst + 2 * p->lo[i].n) p->lo[i].n = 0;
-}
-
-/* The fp32 element a lo pointer was cast from, or NULL when no cast_lo wrote there. */
-static const void *lo_source(const llm_profile *p, const void *w_lo)
-{
-    uintptr_t a = (uintptr_t)w_lo;
-    for (int k = 1; k <= NLO; k++) {   /* newest first */
-        const lo_alias *l = &p->lo[(p->next_lo - k + NLO) % NLO];
-        if (l->n && a >= l->dst && a < l->dst + 2 * l->n)
-            return (const void *)(l->src + (a - l->dst) / 2 * sizeof(float));
-    }
-    return NULL;
-}
-
-/* Site and layer of an op reading lo weights: a registered region of the lo pointer
- * itself, else the region of the fp32 weight it was cast from. */
-static void attribute_lo(llm_profile *p, const void *w_lo, int *site, int *layer)
-{
-    if (w_lo && !region_of(p, w_lo)) {
-        const void *src = lo_source(p, w_lo);
-        if (src) w_lo = src;
-    }
-    attribute(p, w_lo, site, layer);
 }
 
 void llm_profile_add_time(llm_profile *p, int op, int site, int layer, double dur)
@@ -158,7 +110,7 @@ void llm_profile_add_time(llm_profile *p, int op, int site, int layer, double du
 void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t0,
                         llm_op_cost c)
 {
-    double t1 = now_s();
+    double t1 = llm_profile__now();
     /* on a GPU the duration is known only once the device has run the op (flush) */
     int later = p->dev != NULL;
     double dur = later ? 0 : t1 - t0;
@@ -180,18 +132,13 @@ void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t
     if (later) llm_profile_dev_end(p, op, site, layer, ti);
 }
 
-#define BEGIN(OP) double t0_ = llm_profile_dev_begin(p, (OP), now_s())
-#define END(OP, SITE, LAYER, COST) llm_profile_op_end(p, (OP), (SITE), (LAYER), t0_, (COST))
-
-#define P(be) ((llm_profile *)(be)->ctx)
-#define IN(p) ((p)->inner)
 
 /* ---- small uploads remembered off the CPU (see attention_rows) ---- */
 
 #define UPLOAD_MAX 65536
 #define NUPLOADS ((int)(sizeof ((llm_profile *)0)->uploads / sizeof ((llm_profile *)0)->uploads[0]))
 
-static void uploads_forget(llm_profile *p, const void *dst, size_t bytes)
+void llm_profile__uploads_forget(llm_profile *p, const void *dst, size_t bytes)
 {
     uintptr_t a = (uintptr_t)dst, b = a + (bytes ? bytes : 1);
     for (int i = 0; i < NUPLOADS; i++) {
@@ -203,7 +150,7 @@ static void uploads_forget(llm_profile *p, const void *dst, size_t bytes)
 static void uploads_remember(llm_profile *p, const void *dst, const void *src, size_t bytes)
 {
     if (p->host_mem || bytes == 0) return;
-    uploads_forget(p, dst, bytes);
+    llm_profile__uploads_forget(p, dst, bytes);
     if (bytes > UPLOAD_MAX) return;
     int i = p->next_upload;
     p->next_upload = (i + 1) % NUPLOADS;
@@ -242,8 +189,8 @@ static void w_free(llm_backend *be, void *ptr)
     if (ptr) {
         size_t b = llm_profile_blocks_take(p, ptr);
         p->live -= b;
-        if (!p->host_mem) uploads_forget(p, ptr, b);
-        lo_forget(p, ptr, b);
+        if (!p->host_mem) llm_profile__uploads_forget(p, ptr, b);
+        llm_profile__lo_forget(p, ptr, b);
     }
     IN(p)->free(IN(p), ptr);
 }
@@ -268,7 +215,7 @@ static void w_to_host(llm_backend *be, void *dst, const void *src, size_t bytes)
 static void w_copy(llm_backend *be, void *dst, const void *src, size_t bytes)
 {
     llm_profile *p = P(be);
-    if (!p->host_mem) uploads_forget(p, dst, bytes);
+    if (!p->host_mem) llm_profile__uploads_forget(p, dst, bytes);
     BEGIN(LLM_OP_COPY);
     IN(p)->copy(IN(p), dst, src, bytes);
     END(LLM_OP_COPY, p->site_mem, -1, ((llm_op_cost){0, 2.0 * (double)bytes}));
@@ -277,7 +224,7 @@ static void w_copy(llm_backend *be, void *dst, const void *src, size_t bytes)
 static void w_zero(llm_backend *be, void *ptr, size_t bytes)
 {
     llm_profile *p = P(be);
-    if (!p->host_mem) uploads_forget(p, ptr, bytes);
+    if (!p->host_mem) llm_profile__uploads_forget(p, ptr, bytes);
     BEGIN(LLM_OP_ZERO);
     IN(p)->zero(IN(p), ptr, bytes);
     END(LLM_OP_ZERO, p->site_mem, -1, ((llm_op_cost){0, (double)bytes}));
@@ -294,7 +241,7 @@ static void w_embed_forward(llm_backend *be, float *out, const int32_t *inp, con
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, wte, &site, &layer);
+    llm_profile__attribute(p, wte, &site, &layer);
     BEGIN(LLM_OP_EMBED_FWD);
     IN(p)->embed_forward(IN(p), out, inp, wte, wpe, B, T, C);
     END(LLM_OP_EMBED_FWD, site, layer, llm_cost_embed_forward(B, T, C));
@@ -305,13 +252,13 @@ static void w_layernorm_forward(llm_backend *be, float *out, float *mean, float 
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, w, &site, &layer);
+    llm_profile__attribute(p, w, &site, &layer);
     BEGIN(LLM_OP_LAYERNORM_FWD);
     IN(p)->layernorm_forward(IN(p), out, mean, rstd, inp, w, b, N, C);
     END(LLM_OP_LAYERNORM_FWD, site, layer, llm_cost_layernorm_forward(N, C));
 }
 
-static int lm_head_site(llm_profile *p, int site)
+int llm_profile__lm_head_site(llm_profile *p, int site)
 {
     /* The tied output projection reads wte: show it as the lm_head. */
     return site == p->site_wte ? p->site_lm_head : site;
@@ -322,8 +269,8 @@ static void w_matmul_forward(llm_backend *be, float *out, const float *inp, cons
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, w, &site, &layer);
-    site = lm_head_site(p, site);
+    llm_profile__attribute(p, w, &site, &layer);
+    site = llm_profile__lm_head_site(p, site);
     BEGIN(LLM_OP_MATMUL_FWD);
     IN(p)->matmul_forward(IN(p), out, inp, w, bias, N, C, OC);
     END(LLM_OP_MATMUL_FWD, site, layer, llm_cost_matmul_forward(N, C, OC, bias != NULL));
@@ -334,28 +281,17 @@ static void w_attention_forward(llm_backend *be, float *out, float *att, const f
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, NULL, &site, &layer);
+    llm_profile__attribute(p, NULL, &site, &layer);
     BEGIN(LLM_OP_ATTENTION_FWD);
     IN(p)->attention_forward(IN(p), out, att, qkv, B, T, C, NH);
     END(LLM_OP_ATTENTION_FWD, site, layer, llm_cost_attention_forward(B, T, C, NH));
-}
-
-static void w_attention_forward_lse(llm_backend *be, void *out, float *lse, const void *qkv,
-                                    int B, int T, int C, int NH, int lo)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute(p, NULL, &site, &layer);
-    BEGIN(LLM_OP_ATTENTION_FWD_LSE);
-    IN(p)->attention_forward_lse(IN(p), out, lse, qkv, B, T, C, NH, lo);
-    END(LLM_OP_ATTENTION_FWD_LSE, site, layer, llm_cost_attention_forward_lse(B, T, C, NH));
 }
 
 static void w_gelu_forward(llm_backend *be, float *out, const float *inp, size_t n)
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, NULL, &site, &layer);
+    llm_profile__attribute(p, NULL, &site, &layer);
     BEGIN(LLM_OP_GELU_FWD);
     IN(p)->gelu_forward(IN(p), out, inp, n);
     END(LLM_OP_GELU_FWD, site, layer, llm_cost_gelu_forward(n));
@@ -366,7 +302,7 @@ static void w_residual_forward(llm_backend *be, float *out, const float *a, cons
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, NULL, &site, &layer);
+    llm_profile__attribute(p, NULL, &site, &layer);
     BEGIN(LLM_OP_RESIDUAL_FWD);
     IN(p)->residual_forward(IN(p), out, a, b, n);
     END(LLM_OP_RESIDUAL_FWD, site, layer, llm_cost_residual_forward(n));
@@ -378,7 +314,7 @@ static void w_residual_layernorm_forward(llm_backend *be, float *res, float *out
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, w, &site, &layer);
+    llm_profile__attribute(p, w, &site, &layer);
     BEGIN(LLM_OP_RESIDUAL_LAYERNORM_FWD);
     IN(p)->residual_layernorm_forward(IN(p), res, out, mean, rstd, a, b, w, bias, N, C);
     END(LLM_OP_RESIDUAL_LAYERNORM_FWD, site, layer, llm_cost_residual_layernorm_forward(N, C));
@@ -409,7 +345,7 @@ static void w_layernorm_backward(llm_backend *be, float *dinp, float *dw, float 
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, w, &site, &layer);
+    llm_profile__attribute(p, w, &site, &layer);
     BEGIN(LLM_OP_LAYERNORM_BWD);
     IN(p)->layernorm_backward(IN(p), dinp, dw, db, dout, inp, w, mean, rstd, N, C);
     END(LLM_OP_LAYERNORM_BWD, site, layer, llm_cost_layernorm_backward(N, C));
@@ -421,8 +357,8 @@ static void w_matmul_backward(llm_backend *be, float *dinp, float *dw, float *db
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, w, &site, &layer);
-    site = lm_head_site(p, site);
+    llm_profile__attribute(p, w, &site, &layer);
+    site = llm_profile__lm_head_site(p, site);
     BEGIN(LLM_OP_MATMUL_BWD);
     IN(p)->matmul_backward(IN(p), dinp, dw, dbias, dout, inp, w, N, C, OC);
     END(LLM_OP_MATMUL_BWD, site, layer, llm_cost_matmul_backward(N, C, OC, dbias != NULL));
@@ -433,22 +369,10 @@ static void w_attention_backward(llm_backend *be, float *dqkv, const float *dout
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, NULL, &site, &layer);
+    llm_profile__attribute(p, NULL, &site, &layer);
     BEGIN(LLM_OP_ATTENTION_BWD);
     IN(p)->attention_backward(IN(p), dqkv, dout, qkv, att, B, T, C, NH);
     END(LLM_OP_ATTENTION_BWD, site, layer, llm_cost_attention_backward(B, T, C, NH));
-}
-
-static void w_attention_backward_lse(llm_backend *be, void *dqkv, const void *dout,
-                                     const void *qkv, const void *out, const float *lse,
-                                     int B, int T, int C, int NH, int lo)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute(p, NULL, &site, &layer);
-    BEGIN(LLM_OP_ATTENTION_BWD_LSE);
-    IN(p)->attention_backward_lse(IN(p), dqkv, dout, qkv, out, lse, B, T, C, NH, lo);
-    END(LLM_OP_ATTENTION_BWD_LSE, site, layer, llm_cost_attention_backward_lse(B, T, C, NH));
 }
 
 static void w_gelu_backward(llm_backend *be, float *dinp, const float *inp, const float *dout,
@@ -456,7 +380,7 @@ static void w_gelu_backward(llm_backend *be, float *dinp, const float *inp, cons
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, NULL, &site, &layer);
+    llm_profile__attribute(p, NULL, &site, &layer);
     BEGIN(LLM_OP_GELU_BWD);
     IN(p)->gelu_backward(IN(p), dinp, inp, dout, n);
     END(LLM_OP_GELU_BWD, site, layer, llm_cost_gelu_backward(n));
@@ -466,7 +390,7 @@ static void w_accumulate(llm_backend *be, float *dst, const float *src, size_t n
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, NULL, &site, &layer);
+    llm_profile__attribute(p, NULL, &site, &layer);
     BEGIN(LLM_OP_ACCUMULATE);
     IN(p)->accumulate(IN(p), dst, src, n);
     END(LLM_OP_ACCUMULATE, site, layer, llm_cost_accumulate(n));
@@ -521,8 +445,8 @@ static void w_matmul_rows(llm_backend *be, float *out, const float *inp, const v
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, w, &site, &layer);
-    site = lm_head_site(p, site);
+    llm_profile__attribute(p, w, &site, &layer);
+    site = llm_profile__lm_head_site(p, site);
     BEGIN(LLM_OP_MATMUL_ROWS);
     IN(p)->matmul_rows(IN(p), out, inp, w, w_dt, bias, N, C, OC);
     END(LLM_OP_MATMUL_ROWS, site, layer, llm_cost_matmul_rows(N, C, OC, w_dt, bias != NULL));
@@ -533,7 +457,7 @@ static void w_kv_store(llm_backend *be, float *kcache, float *vcache, const floa
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, NULL, &site, &layer);
+    llm_profile__attribute(p, NULL, &site, &layer);
     BEGIN(LLM_OP_KV_STORE);
     IN(p)->kv_store(IN(p), kcache, vcache, qkv, slot, pos, N, C, maxT);
     END(LLM_OP_KV_STORE, site, layer, llm_cost_kv_store(N, C));
@@ -545,7 +469,7 @@ static void w_attention_rows(llm_backend *be, float *out, const float *qkv, cons
 {
     llm_profile *p = P(be);
     int site, layer;
-    attribute(p, NULL, &site, &layer);
+    llm_profile__attribute(p, NULL, &site, &layer);
     /* The cost depends on the positions: read them (device memory off the CPU: from
      * the upload that wrote them when it is remembered, so the device keeps running). */
     llm_op_cost c = {0, 0};
@@ -561,151 +485,6 @@ static void w_attention_rows(llm_backend *be, float *out, const float *qkv, cons
     BEGIN(LLM_OP_ATTENTION_ROWS);
     IN(p)->attention_rows(IN(p), out, qkv, kcache, vcache, slot, pos, N, C, NH, maxT);
     END(LLM_OP_ATTENTION_ROWS, site, layer, c);
-}
-
-static void w_cast_lo(llm_backend *be, void *dst, const float *src, size_t n, int lo)
-{
-    llm_profile *p = P(be);
-    if (!p->host_mem) uploads_forget(p, dst, 2 * n);
-    /* A cast of parameters (src in a region) is the lo weight copy: remembered for the
-     * GEMMs' attribution and counted as such; one tensor shows at its site, the model's
-     * whole parameter buffer as "params".  Anything else (the residual gradient rounded
-     * for the backward GEMMs) overwrites whatever dst stood for and is attributed like an
-     * op without weights. */
-    const region *r = src ? region_of(p, src) : NULL;
-    int site, layer;
-    if (r) {
-        lo_remember(p, dst, src, n);
-        site = p->site_params;
-        layer = -1;
-        if ((uintptr_t)src + n * sizeof(float) <= r->start + r->bytes) {
-            site = r->site;
-            layer = r->layer;
-        }
-    } else {
-        lo_forget(p, dst, 2 * n);
-        attribute(p, NULL, &site, &layer);
-    }
-    BEGIN(LLM_OP_CAST_LO);
-    IN(p)->cast_lo(IN(p), dst, src, n, lo);
-    END(LLM_OP_CAST_LO, site, layer, llm_cost_cast_lo(n));
-}
-
-static void w_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const void *inp,
-                                const void *w_lo, int lo, const void *bias, int N, int C, int OC)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute_lo(p, w_lo, &site, &layer);
-    site = lm_head_site(p, site);
-    BEGIN(LLM_OP_MATMUL_FWD_LO);
-    IN(p)->matmul_forward_lo(IN(p), out, out_dt, inp, w_lo, lo, bias, N, C, OC);
-    END(LLM_OP_MATMUL_FWD_LO, site, layer,
-        llm_cost_matmul_forward_lo(N, C, OC, bias != NULL, out_dt));
-}
-
-static void w_matmul_backward_lo(llm_backend *be, void *dinp, int dinp_dt, float *dw,
-                                 float *dbias, const void *dout, const void *inp,
-                                 const void *w_lo, int lo, int N, int C, int OC)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute_lo(p, w_lo, &site, &layer);
-    site = lm_head_site(p, site);
-    BEGIN(LLM_OP_MATMUL_BWD_LO);
-    IN(p)->matmul_backward_lo(IN(p), dinp, dinp_dt, dw, dbias, dout, inp, w_lo, lo, N, C, OC);
-    END(LLM_OP_MATMUL_BWD_LO, site, layer,
-        llm_cost_matmul_backward_lo(N, C, OC, dbias != NULL, dinp_dt));
-}
-
-static void w_layernorm_forward_lo(llm_backend *be, float *res, void *out, float *mean,
-                                   float *rstd, const float *a, const float *b, const float *w,
-                                   const float *bias, int N, int C, int lo)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute(p, w, &site, &layer);
-    BEGIN(LLM_OP_LAYERNORM_FWD_LO);
-    IN(p)->layernorm_forward_lo(IN(p), res, out, mean, rstd, a, b, w, bias, N, C, lo);
-    END(LLM_OP_LAYERNORM_FWD_LO, site, layer,
-        llm_cost_layernorm_forward_lo(N, C, b != NULL, mean != NULL || rstd != NULL));
-}
-
-static void w_matmul_forward_gelu_lo(llm_backend *be, void *out, void *pre, const void *inp,
-                                     const void *w_lo, int lo, const void *bias, int N, int C,
-                                     int OC)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute_lo(p, w_lo, &site, &layer);
-    BEGIN(LLM_OP_MATMUL_FWD_GELU_LO);
-    IN(p)->matmul_forward_gelu_lo(IN(p), out, pre, inp, w_lo, lo, bias, N, C, OC);
-    END(LLM_OP_MATMUL_FWD_GELU_LO, site, layer,
-        llm_cost_matmul_forward_gelu_lo(N, C, OC, bias != NULL));
-}
-static void w_layernorm_backward_lo(llm_backend *be, float *dinp, void *dinp_lo, float *dw,
-                                    float *db, const float *dout, const float *inp,
-                                    const float *w, const float *mean, const float *rstd, int N,
-                                    int C, int lo)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute(p, w, &site, &layer);
-    BEGIN(LLM_OP_LAYERNORM_BWD_LO);
-    IN(p)->layernorm_backward_lo(IN(p), dinp, dinp_lo, dw, db, dout, inp, w, mean, rstd, N, C, lo);
-    END(LLM_OP_LAYERNORM_BWD_LO, site, layer, llm_cost_layernorm_backward_lo(N, C));
-}
-
-static void w_matmul_backward_dgelu_lo(llm_backend *be, void *dinp, float *dw, float *dbias,
-                                       const void *dout, const void *inp, const void *pre,
-                                       const void *w_lo, int lo, int N, int C, int OC)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute_lo(p, w_lo, &site, &layer);
-    BEGIN(LLM_OP_MATMUL_BWD_DGELU_LO);
-    IN(p)->matmul_backward_dgelu_lo(IN(p), dinp, dw, dbias, dout, inp, pre, w_lo, lo, N, C, OC);
-    END(LLM_OP_MATMUL_BWD_DGELU_LO, site, layer,
-        llm_cost_matmul_backward_dgelu_lo(N, C, OC, dbias != NULL));
-}
-static void w_gelu_forward_lo(llm_backend *be, void *out, const void *inp, size_t n, int lo)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute(p, NULL, &site, &layer);
-    BEGIN(LLM_OP_GELU_FWD_LO);
-    IN(p)->gelu_forward_lo(IN(p), out, inp, n, lo);
-    END(LLM_OP_GELU_FWD_LO, site, layer, llm_cost_gelu_forward_lo(n));
-}
-
-static void w_gelu_backward_lo(llm_backend *be, void *dinp, const void *inp, const void *dout,
-                               size_t n, int lo)
-{
-    llm_profile *p = P(be);
-    int site, layer;
-    attribute(p, NULL, &site, &layer);
-    BEGIN(LLM_OP_GELU_BWD_LO);
-    IN(p)->gelu_backward_lo(IN(p), dinp, inp, dout, n, lo);
-    END(LLM_OP_GELU_BWD_LO, site, layer, llm_cost_gelu_backward_lo(n));
-}
-
-static void w_xent_forward_lo(llm_backend *be, float *losses, float *lse, const void *logits,
-                              const int32_t *targets, int N, int V, int Vp, int lo)
-{
-    llm_profile *p = P(be);
-    BEGIN(LLM_OP_XENT_FWD_LO);
-    IN(p)->xent_forward_lo(IN(p), losses, lse, logits, targets, N, V, Vp, lo);
-    END(LLM_OP_XENT_FWD_LO, p->site_none, -1, llm_cost_xent_forward_lo(N, V, Vp));
-}
-
-static void w_xent_backward_lo(llm_backend *be, void *dlogits, const void *logits,
-                               const float *lse, const int32_t *targets, float dloss, int N,
-                               int V, int Vp, int lo)
-{
-    llm_profile *p = P(be);
-    BEGIN(LLM_OP_XENT_BWD_LO);
-    IN(p)->xent_backward_lo(IN(p), dlogits, logits, lse, targets, dloss, N, V, Vp, lo);
-    END(LLM_OP_XENT_BWD_LO, p->site_none, -1, llm_cost_xent_backward_lo(N, V, Vp));
 }
 
 /* Host-side queries (NVML, cudaMemGetInfo): passed through untimed. */
@@ -754,24 +533,9 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .matmul_rows = p->inner->matmul_rows ? w_matmul_rows : NULL,
         .kv_store = p->inner->kv_store ? w_kv_store : NULL,
         .attention_rows = p->inner->attention_rows ? w_attention_rows : NULL,
-        .cast_lo = p->inner->cast_lo ? w_cast_lo : NULL,
-        .matmul_forward_lo = p->inner->matmul_forward_lo ? w_matmul_forward_lo : NULL,
-        .matmul_backward_lo = p->inner->matmul_backward_lo ? w_matmul_backward_lo : NULL,
-        .matmul_forward_gelu_lo =
-            p->inner->matmul_forward_gelu_lo ? w_matmul_forward_gelu_lo : NULL,
-        .matmul_backward_dgelu_lo =
-            p->inner->matmul_backward_dgelu_lo ? w_matmul_backward_dgelu_lo : NULL,
-        .layernorm_backward_lo =
-            p->inner->layernorm_backward_lo ? w_layernorm_backward_lo : NULL,
-        .layernorm_forward_lo = p->inner->layernorm_forward_lo ? w_layernorm_forward_lo : NULL,
-        .gelu_forward_lo = p->inner->gelu_forward_lo ? w_gelu_forward_lo : NULL,
-        .gelu_backward_lo = p->inner->gelu_backward_lo ? w_gelu_backward_lo : NULL,
-        .attention_forward_lse = p->inner->attention_forward_lse ? w_attention_forward_lse : NULL,
-        .attention_backward_lse = p->inner->attention_backward_lse ? w_attention_backward_lse : NULL,
-        .xent_forward_lo = p->inner->xent_forward_lo ? w_xent_forward_lo : NULL,
-        .xent_backward_lo = p->inner->xent_backward_lo ? w_xent_backward_lo : NULL,
         .device_stats = p->inner->device_stats ? w_device_stats : NULL,
     };
+    llm_profile__fill_lo(p, be);
 }
 
 int llm_profile_new(llm_profile **out, llm_backend *inner, size_t trace_cap, llm_status *st)
@@ -800,7 +564,7 @@ int llm_profile_new(llm_profile **out, llm_backend *inner, size_t trace_cap, llm
         llm_profile_free(p);
         return st && st->code ? (int)st->code : llm_err(st, LLM_ENOMEM, "out of memory for the profiler");
     }
-    p->t_origin = now_s();
+    p->t_origin = llm_profile__now();
     *out = p;
     return 0;
 }
@@ -830,7 +594,7 @@ void llm_profile_reset(llm_profile *p)
     p->nspans = 0;
     p->span_open = -1;
     p->total_s = 0;
-    p->t_origin = now_s();
+    p->t_origin = llm_profile__now();
 }
 
 void llm_profile_span_begin(llm_profile *p, const char *name)
@@ -844,7 +608,7 @@ void llm_profile_span_begin(llm_profile *p, const char *name)
     }
     span *s = &p->spans[p->nspans];
     snprintf(s->name, sizeof s->name, "%s", name);
-    s->t0 = now_s() - p->t_origin;
+    s->t0 = llm_profile__now() - p->t_origin;
     s->dur = -1;
     p->span_open = (long)p->nspans++;
     llm_profile_dev_span_begin(p, s->name);
@@ -855,7 +619,7 @@ void llm_profile_span_end(llm_profile *p)
     if (p->span_open < 0) return;
     llm_profile_dev_span_end(p);
     span *s = &p->spans[p->span_open];
-    s->dur = now_s() - p->t_origin - s->t0;
+    s->dur = llm_profile__now() - p->t_origin - s->t0;
     p->span_open = -1;
     llm_profile_dev_flush(p);
 }
@@ -863,17 +627,6 @@ void llm_profile_span_end(llm_profile *p)
 void llm_profile_flush(llm_profile *p)
 {
     llm_profile_dev_flush(p);
-}
-
-size_t llm_profile_mem_lo(const llm_profile *p)
-{
-    size_t total = 0;
-    for (int i = 0; i < NLO; i++) {
-        if (!p->lo[i].n) continue;
-        size_t b = llm_profile_blocks_size(p, (const void *)p->lo[i].dst);
-        total += b ? b : 2 * p->lo[i].n;
-    }
-    return total;
 }
 
 size_t llm_profile_mem_live(const llm_profile *p) { return p->live; }

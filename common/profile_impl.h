@@ -106,4 +106,28 @@ size_t llm_profile_blocks_take(llm_profile *p, void *ptr);
 size_t llm_profile_blocks_size(const llm_profile *p, const void *ptr);
 agg_entry *llm_profile_agg_get(llm_profile *p, int op, int site, int layer);
 
+/* profile.c's recording helpers, shared with the wrappers in profile_lo.c: the clock,
+ * the registered region holding ptr (NULL: none), an op's site and layer from its weight
+ * pointer, the tied output projection shown as lm_head, and forgetting remembered
+ * uploads into [dst, dst + bytes). */
+double llm_profile__now(void);
+const region *llm_profile__region_of(const llm_profile *p, const void *ptr);
+void llm_profile__attribute(llm_profile *p, const void *weight, int *site, int *layer);
+int llm_profile__lm_head_site(llm_profile *p, int site);
+void llm_profile__uploads_forget(llm_profile *p, const void *dst, size_t bytes);
+
+/* profile_lo.c: the mixed-precision wrappers (cast_lo, the lo GEMMs and activations, the
+ * lse attention) set into be where the inner backend has the ops, and forgetting the lo
+ * copies that lay in a freed buffer [ptr, ptr + bytes). */
+void llm_profile__fill_lo(llm_profile *p, llm_backend *be);
+void llm_profile__lo_forget(llm_profile *p, const void *ptr, size_t bytes);
+
+/* Timing brackets of a wrapper (p in scope): an op's start, then its end with its site,
+ * layer and cost (llm_profile_op_end); the profiler of a wrapped backend and its inner
+ * backend. */
+#define BEGIN(OP) double t0_ = llm_profile_dev_begin(p, (OP), llm_profile__now())
+#define END(OP, SITE, LAYER, COST) llm_profile_op_end(p, (OP), (SITE), (LAYER), t0_, (COST))
+#define P(be) ((llm_profile *)(be)->ctx)
+#define IN(p) ((p)->inner)
+
 #endif
