@@ -715,6 +715,7 @@ int main(int argc, char **argv)
         check_optim(&x, 1000003, 1);
     }
     gpu_check_xfer(&x);
+    gpu_check_xfer_streams(&x, tiny);
     gpu_check_lo(&x, tiny);
     gpu_check_ops_lo(&x, tiny);
     gpu_check_gelu_lo(&x, tiny);
