@@ -175,6 +175,12 @@ bool is_device(const void *p)
 
 }  // namespace
 
+void emu_set_stream_mode(const char *mode)
+{
+    run_all();   /* nothing left queued under the old mode */
+    rt().lag = mode && !strcmp(mode, "late") ? 1 : mode && !strcmp(mode, "ahead") ? 2 : 0;
+}
+
 void emu_stream_flush(cudaStream_t s)
 {
     if (!lag_mode()) return;

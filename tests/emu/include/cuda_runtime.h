@@ -102,6 +102,8 @@ void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block,
 /* Run what is queued on s (every stream when s is 0) before a kernel or cuBLAS call on s
  * reads the memory; a no-op unless LLM_EMU_STREAMS lets copies lag (cuda_rt.cpp). */
 void emu_stream_flush(cudaStream_t s);
+/* Test hook: the LLM_EMU_STREAMS mode ("late", "ahead", else eager) from now on. */
+void emu_set_stream_mode(const char *mode);
 /* one address per launch site (per lambda type) */
 template <class F> static inline const void *emu_site(void)
 {
