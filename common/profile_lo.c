@@ -1,6 +1,6 @@
 /* profile_lo.c — the profiler's wrappers of the mixed-precision ops (backend.h "mixed
  * precision": cast_lo, the lo GEMMs, layernorm, GELU and cross-entropy, the lse
- * attention), and the lo weight copies it learns from cast_lo so that a GEMM reading a
+ * attention) and of xent_fused (either dtype), and the lo weight copies it learns from cast_lo so that a GEMM reading a
  * lo copy is attributed to the fp32 weight's site. */
 #include "common/profile_impl.h"
 
@@ -218,6 +218,15 @@ static void w_xent_backward_lo(llm_backend *be, void *dlogits, const void *logit
     END(LLM_OP_XENT_BWD_LO, p->site_none, -1, llm_cost_xent_backward_lo(N, V, Vp));
 }
 
+static void w_xent_fused(llm_backend *be, float *losses, void *logits, const int32_t *targets,
+                         float dloss, int N, int V, int Vp, int lo)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_XENT_FUSED);
+    IN(p)->xent_fused(IN(p), losses, logits, targets, dloss, N, V, Vp, lo);
+    END(LLM_OP_XENT_FUSED, p->site_none, -1, llm_cost_xent_fused(N, V, Vp, lo));
+}
+
 
 size_t llm_profile_mem_lo(const llm_profile *p)
 {
@@ -246,4 +255,5 @@ void llm_profile__fill_lo(llm_profile *p, llm_backend *be)
     be->attention_backward_lse = in->attention_backward_lse ? w_attention_backward_lse : NULL;
     be->xent_forward_lo = in->xent_forward_lo ? w_xent_forward_lo : NULL;
     be->xent_backward_lo = in->xent_backward_lo ? w_xent_backward_lo : NULL;
+    be->xent_fused = in->xent_fused ? w_xent_fused : NULL;
 }
