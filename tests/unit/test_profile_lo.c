@@ -365,7 +365,10 @@ static void test_train_bf16_cpu(void **state)
     expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "lm_head", -1, STEPS, llm_cost_matmul_backward_lo(N, C, Vp, 0, f4));
     expect_entry(v, n, LLM_OP_XENT_FWD_LO, "", -1, STEPS, llm_cost_xent_forward_lo(N, V, Vp));
     expect_entry(v, n, LLM_OP_XENT_BWD_LO, "", -1, STEPS, llm_cost_xent_backward_lo(N, V, Vp));
-    expect_entry(v, n, LLM_OP_CAST_LO, "params", -1, STEPS, llm_cost_cast_lo(llm_model_num_params(&mc)));
+    /* the lo copy is cast once, before the first forward; each update rewrites it */
+    expect_entry(v, n, LLM_OP_CAST_LO, "params", -1, 1, llm_cost_cast_lo(llm_model_num_params(&mc)));
+    expect_entry(v, n, LLM_OP_ADAMW_SEGS, "optimizer", -1, STEPS,
+                 llm_cost_adamw_segs(llm_model_num_params(&mc), 1));
     expect_entry(v, n, LLM_OP_LAYERNORM_BWD_LO, "ln_f", -1, STEPS, llm_cost_layernorm_backward_lo(N, C));
     expect_entry(v, n, LLM_OP_LAYERNORM_BWD_LO, "ln_2", 0, STEPS, llm_cost_layernorm_backward_lo(N, C));
     expect_entry(v, n, LLM_OP_LAYERNORM_BWD, "ln_1", 0, STEPS, llm_cost_layernorm_backward(N, C));
@@ -384,7 +387,9 @@ static void test_train_bf16_cpu(void **state)
     assert_int_equal(calls[LLM_OP_GELU_FWD_LO], 0);
     assert_int_equal(calls[LLM_OP_GELU_BWD_LO], 0);
     assert_int_equal(calls[LLM_OP_ATTENTION_BWD_LSE], 2 * STEPS);
-    assert_int_equal(calls[LLM_OP_CAST_LO], 1 * STEPS);
+    assert_int_equal(calls[LLM_OP_CAST_LO], 1);
+    assert_int_equal(calls[LLM_OP_ADAMW_SEGS], STEPS);
+    assert_int_equal(calls[LLM_OP_ADAMW], 0);
     assert_int_equal(calls[LLM_OP_LAYERNORM_BWD_LO], (2 * 2) * STEPS);
     assert_int_equal(calls[LLM_OP_LAYERNORM_BWD], 1 * STEPS);
     const llm_op fp32_ops[] = {LLM_OP_MATMUL_FWD, LLM_OP_MATMUL_BWD, LLM_OP_LAYERNORM_FWD,
