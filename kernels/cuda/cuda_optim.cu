@@ -50,13 +50,14 @@ static void lc_adamw(llm_backend *be, float *p, const float *grad, float *m, flo
  * synchronise): 128 segments are about 3.1 KB of the 4 KB parameter space, and cover
  * GPT-2 124M's ~98 runs of equal decay in one launch.  Segment s gets blocks
  * [first[s], first[s+1]), each block a chunk of LC_ADAM_CHUNK elements at a time (a
- * segment past LC_ADAM_SEG_BLOCKS chunks strides over the rest); element e of the
- * segment is touched by exactly one thread, so the result does not depend on the grid. */
+ * segment past LC_ADAM_SEG_BLOCKS chunks strides over the rest: 2048 blocks of 256
+ * threads are still twice what an H100/H200 holds resident); element e of the segment
+ * is touched by exactly one thread, so the result does not depend on the grid. */
 #define LC_ADAM_SEGS 128
 #define LC_ADAM_THREADS 256
 #define LC_ADAM_PER 4
 #define LC_ADAM_CHUNK (LC_ADAM_THREADS * LC_ADAM_PER)
-#define LC_ADAM_SEG_BLOCKS 65536u
+#define LC_ADAM_SEG_BLOCKS 2048u
 
 struct lc_adam_tab {
     size_t off[LC_ADAM_SEGS], n[LC_ADAM_SEGS];

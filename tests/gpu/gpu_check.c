@@ -695,6 +695,7 @@ int main(int argc, char **argv)
     check_xent(&x, 3, 1000, 1031);
     check_optim(&x, 1, 1);
     check_optim(&x, 4099, 7);
+    gpu_check_adamw_segs(&x, tiny);
     if (x.cuda) check_gemm_lo(&x, 37, 61, 83);
     if (!tiny) {
         if (x.cuda) check_gemm_lo(&x, 129, 257, 768);
