@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ckpt.h"
 #include "kernels/backend.h"
 #include "tests/gpu/gpu_check.h"
 #include "tests/gpu/ref64.h"
