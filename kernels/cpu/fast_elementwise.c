@@ -269,8 +269,10 @@ void llm_fast_adamw(llm_backend *be, float *p, const float *grad, float *m, floa
                            : adam_generic(p, grad, m, v, lo, hi, &h));
 }
 
-/* adamw_segs: llm_fast_adamw's kernels on each segment, the slice just updated rounded
- * to lo by the same thread while it is in cache (the conversion of llm_fast_cast_lo). */
+/* adamw_segs: llm_fast_adamw's kernels on each segment, block by block, each block just
+ * updated rounded to lo by the same thread while it is in L1 (the conversion of
+ * llm_fast_cast_lo).  The update is elementwise, so blocks change nothing in p, m, v. */
+#define ADAM_BLOCK 2048
 void llm_fast_adamw_segs(llm_backend *be, float *p, void *p_lo, const float *grad, float *m,
                          float *v, size_t mv_base, const llm_adamw_seg *segs, int nseg,
                          float lr, float b1, float b2, float eps, int t, float grad_scale,
@@ -287,13 +289,16 @@ void llm_fast_adamw_segs(llm_backend *be, float *p, void *p_lo, const float *gra
         const float *sg = grad + off;
         uint16_t *sl = p_lo ? (uint16_t *)p_lo + off : NULL;
         PAR_SLICES(be, n, {
-            if (avx2)
-                adam_avx2(sp, sg, sm, sv, lo, hi, &h);
-            else
-                adam_generic(sp, sg, sm, sv, lo, hi, &h);
-            if (sl)
-                for (size_t i = lo; i < hi; i++)
-                    sl[i] = llm_lo_bits(sp[i], dt);
+            for (size_t b0 = lo; b0 < hi; b0 += ADAM_BLOCK) {
+                size_t b1_ = b0 + ADAM_BLOCK < hi ? b0 + ADAM_BLOCK : hi;
+                if (avx2)
+                    adam_avx2(sp, sg, sm, sv, b0, b1_, &h);
+                else
+                    adam_generic(sp, sg, sm, sv, b0, b1_, &h);
+                if (sl)
+                    for (size_t i = b0; i < b1_; i++)
+                        sl[i] = llm_lo_bits(sp[i], dt);
+            }
         });
     }
 }
