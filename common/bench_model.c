@@ -76,8 +76,8 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
         float loss;
         int skipped = 0;
         if ((rc = llm_model_set_loss_scale(m, ls.scale, st)) || (rc = llm_model_zero_grad(m, st)) ||
-            (rc = llm_model_forward(m, ids, tgt, o->B, o->T, &loss, st)) ||
-            (rc = llm_model_backward(m, 1.0f, st)) || (rc = llm_model_update(m, &hp, k + 1, NULL, &skipped, st)))
+            (rc = llm_model_forward_backward(m, ids, tgt, o->B, o->T, 1.0f, &loss, st)) ||
+            (rc = llm_model_update(m, &hp, k + 1, NULL, &skipped, st)))
             goto done;
         /* fp16: an overflow skips the step and halves the scale, as in llm-train */
         llm_loss_scaler_update(&ls, skipped && isfinite(loss), skipped && !isfinite(loss), NULL);

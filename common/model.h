@@ -114,6 +114,14 @@ int llm_model_zero_grad(llm_model *m, llm_status *st);
  * 1/accumulation_steps for gradient accumulation). */
 int llm_model_backward(llm_model *m, float grad_scale, llm_status *st);
 
+/* llm_model_forward with targets then llm_model_backward(grad_scale), the same
+ * gradients and *loss (may be NULL), in one call so that the classifier's loss and its
+ * gradient can be computed in one pass over the logits (the backend's xent_fused: one
+ * read of the (B*T, Vp) logits fewer, and no wait for the loss between the passes).
+ * Without xent_fused the two calls.  Results are bit for bit those of the two calls. */
+int llm_model_forward_backward(llm_model *m, const int32_t *inputs, const int32_t *targets,
+                               int B, int T, float grad_scale, float *loss, llm_status *st);
+
 /* Gradient-ready hook (data-parallel overlap, common/train_dist.c): while armed, each
  * llm_model_backward calls fn(ctx, lo, hi, st) as soon as the elements [lo, hi) of the
  * gradient buffer (layout offsets, in floats) are final for this backward, i.e. no later

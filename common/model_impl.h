@@ -72,7 +72,8 @@ struct llm_model {
     float *host_losses;                  /* (N) host */
 
     int last_B, last_T;
-    int backward_ready;                  /* the last forward had targets, no backward yet */
+    int backward_ready;                  /* the last forward had targets, no backward yet:
+                                          * 1, or 2 when it left the loss to the backward */
 
     float *host_copy;                    /* save(): host copies for device backends */
 

@@ -283,8 +283,20 @@ static void layer_forward(llm_model *m, int l, llm_layer_acts *a, const float *x
     residual_ln_forward(m, xo, res2, m->buf_b, next, n);
 }
 
-int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
-                      float *loss, llm_status *st)
+/* The mean of the N per-row losses on the device, read back (a sync). */
+static float mean_loss(llm_model *m, size_t N)
+{
+    m->be->to_host(m->be, m->host_losses, m->losses, N * sizeof(float));
+    double s = 0.0;
+    for (size_t i = 0; i < N; i++)
+        s += m->host_losses[i];
+    return (float)(s / (double)N);
+}
+
+/* llm_model_forward; with defer (and targets) the cross-entropy is left to the backward,
+ * which computes it fused with its gradient (backward_ready 2). */
+static int forward_pass(llm_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                        float *loss, int defer, llm_status *st)
 {
     const llm_model_config *c = &m->cfg;
     if (B < 1 || T < 1 || T > c->max_seq_len || (int64_t)B * T > (int64_t)1 << 30)
@@ -328,22 +340,27 @@ int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *target
     m->logits_lo = m->lo;
     m->last_B = B;
     m->last_T = T;
-    if (targets) {
+    if (targets && defer) {
+        m->backward_ready = 2;
+    } else if (targets) {
         if (m->lo)
             be->xent_forward_lo(be, m->losses, m->lse, m->logits, m->d_targets, n, V, Vp, m->lo);
         else
             be->xent_forward(be, m->losses, m->lse, m->logits, m->d_targets, n, V, Vp);
-        be->to_host(be, m->host_losses, m->losses, N * sizeof(float));
-        double s = 0.0;
-        for (size_t i = 0; i < N; i++)
-            s += m->host_losses[i];
+        float l = mean_loss(m, N);
         if (loss)
-            *loss = (float)(s / (double)N);
+            *loss = l;
         m->backward_ready = 1;
     } else {
         be->sync(be);
     }
     return LLM_OK;
+}
+
+int llm_model_forward(llm_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                      float *loss, llm_status *st)
+{
+    return forward_pass(m, inputs, targets, B, T, loss, 0, st);
 }
 
 int llm_model_logits_to_host(const llm_model *m, size_t row, size_t nrows, float *out,
@@ -501,13 +518,16 @@ static void attn_block_backward(llm_model *m, int l, llm_layer_acts *a, int B, i
                 a->ln1_mean, a->ln1_rstd, n);
 }
 
-int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
+/* llm_model_backward; after a deferred forward (backward_ready 2) the loss and its
+ * gradient come from one xent_fused and the mean loss goes to *loss. */
+static int backward_pass(llm_model *m, float grad_scale, float *loss, llm_status *st)
 {
     if (!m->backward_ready)
         return llm_err(st, LLM_EUSAGE, "model: backward needs a forward with targets first");
     int rc = llm_model__ensure_grads(m, st);
     if (rc)
         return rc;
+    int fused = m->backward_ready == 2;
     m->backward_ready = 0;
     const llm_model_config *c = &m->cfg;
     llm_backend *be = m->be;
@@ -522,7 +542,11 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
     /* d(mean loss)/d(loss_i) = 1/N, times the caller's accumulation scale and the loss
      * scale (1 unless fp16 training scales the gradients up past f16's underflow) */
     float gs = (float)((double)grad_scale * m->loss_scale);
-    if (m->lo) {
+    if (fused) {
+        be->xent_fused(be, m->losses, m->logits, m->d_targets, gs / (float)n, n, V, Vp, m->lo);
+        if (!m->lo)
+            be->zero(be, A, N * C * fz);
+    } else if (m->lo) {
         be->xent_backward_lo(be, m->logits, m->logits, m->lse, m->d_targets, gs / (float)n, n, V,
                              Vp, m->lo);
     } else {
@@ -556,8 +580,31 @@ int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
     be->embed_backward(be, G(m, PV_WTE), G(m, PV_WPE), dres, m->d_inputs, B, T, C);
     if ((rc = ready(m, 0, &top, st)))
         return rc;
-    be->sync(be);
+    if (fused) {
+        float l = mean_loss(m, N);   /* its read waits for the whole pass */
+        if (loss)
+            *loss = l;
+    } else {
+        be->sync(be);
+    }
     return LLM_OK;
+}
+
+int llm_model_backward(llm_model *m, float grad_scale, llm_status *st)
+{
+    return backward_pass(m, grad_scale, NULL, st);
+}
+
+int llm_model_forward_backward(llm_model *m, const int32_t *inputs, const int32_t *targets,
+                               int B, int T, float grad_scale, float *loss, llm_status *st)
+{
+    if (!targets)
+        return llm_err(st, LLM_EUSAGE, "model: a training pass needs targets");
+    int defer = m->be->xent_fused != NULL;
+    int rc = forward_pass(m, inputs, targets, B, T, loss, defer, st);
+    if (!rc)
+        rc = backward_pass(m, grad_scale, loss, st);
+    return rc;
 }
 
 int llm_model_set_recompute(llm_model *m, llm_recompute r, llm_status *st)

@@ -73,6 +73,8 @@
  *                             + 4*B*NH*T (lse)
  *   xent_forward_lo     flop 4NV            bytes 2NV + 4*3N
  *   xent_backward_lo    flop 3NV            bytes 2NV + 2N*Vp + 4*2N
+ *   xent_fused          flop 7NV            bytes e*NV + e*N*Vp + 4*2N (e: 4 for fp32
+ *                       logits, 2 for lo; the row's second read is counted as cached)
  *
  * Mixed precision: the model's lo weights are a separate buffer (a 16-bit copy of the
  * parameters, same offsets).  The profiler learns where it lives from cast_lo: a call
@@ -103,7 +105,7 @@ typedef enum {
     LLM_OP_CAST_LO, LLM_OP_MATMUL_FWD_LO, LLM_OP_MATMUL_BWD_LO, LLM_OP_LAYERNORM_FWD_LO,
     LLM_OP_GELU_FWD_LO, LLM_OP_GELU_BWD_LO, LLM_OP_ATTENTION_FWD_LSE, LLM_OP_ATTENTION_BWD_LSE,
     LLM_OP_XENT_FWD_LO, LLM_OP_XENT_BWD_LO, LLM_OP_MATMUL_FWD_GELU_LO,
-    LLM_OP_MATMUL_BWD_DGELU_LO, LLM_OP_LAYERNORM_BWD_LO,
+    LLM_OP_MATMUL_BWD_DGELU_LO, LLM_OP_LAYERNORM_BWD_LO, LLM_OP_XENT_FUSED,
     LLM_OP_COPY, LLM_OP_TO_DEVICE, LLM_OP_TO_HOST, LLM_OP_ZERO, LLM_OP_SYNC,
     LLM_OP_COUNT
 } llm_op;
@@ -155,6 +157,7 @@ llm_op_cost llm_cost_attention_forward_lse(int B, int T, int C, int NH);
 llm_op_cost llm_cost_attention_backward_lse(int B, int T, int C, int NH);
 llm_op_cost llm_cost_xent_forward_lo(int N, int V, int Vp);
 llm_op_cost llm_cost_xent_backward_lo(int N, int V, int Vp);
+llm_op_cost llm_cost_xent_fused(int N, int V, int Vp, int lo);
 
 typedef struct llm_profile llm_profile;
 

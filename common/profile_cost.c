@@ -40,6 +40,7 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_MATMUL_FWD_GELU_LO] = "matmul_forward_gelu_lo",
     [LLM_OP_MATMUL_BWD_DGELU_LO] = "matmul_backward_dgelu_lo",
     [LLM_OP_LAYERNORM_BWD_LO] = "layernorm_backward_lo",
+    [LLM_OP_XENT_FUSED] = "xent_fused",
     [LLM_OP_COPY] = "copy",
     [LLM_OP_TO_DEVICE] = "to_device",
     [LLM_OP_TO_HOST] = "to_host",
@@ -324,4 +325,13 @@ llm_op_cost llm_cost_xent_backward_lo(int N, int V, int Vp)
 {
     double nv = (double)N * V;
     return (llm_op_cost){3 * nv, 2 * nv + 2.0 * N * Vp + 8.0 * N};
+}
+
+/* xent_fused: xent_forward's and xent_backward's flops; the first V logits read once in
+ * their dtype (a row's second read is the block's own, from cache), dlogits written for
+ * all Vp columns, targets read and losses written (4 each a row). */
+llm_op_cost llm_cost_xent_fused(int N, int V, int Vp, int lo)
+{
+    double nv = (double)N * V, e = lo ? 2 : 4;
+    return (llm_op_cost){7 * nv, e * nv + e * N * Vp + 8.0 * N};
 }

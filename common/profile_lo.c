@@ -1,6 +1,6 @@
 /* profile_lo.c — the profiler's wrappers of the mixed-precision ops (backend.h "mixed
  * precision": cast_lo, the lo GEMMs, layernorm, GELU and cross-entropy, the lse
- * attention), and the lo weight copies it learns from cast_lo so that a GEMM reading a
+ * attention) and of xent_fused (either dtype), and the lo weight copies it learns from cast_lo so that a GEMM reading a
  * lo copy is attributed to the fp32 weight's site. */
 #include "common/profile_impl.h"
 
@@ -245,6 +245,16 @@ static void w_adamw_segs(llm_backend *be, float *par, void *p_lo, const float *g
     END(LLM_OP_ADAMW_SEGS, p->site_opt, -1, llm_cost_adamw_segs(n, p_lo != NULL));
 }
 
+static void w_xent_fused(llm_backend *be, float *losses, void *logits, const int32_t *targets,
+                         float dloss, int N, int V, int Vp, int lo)
+{
+    llm_profile *p = P(be);
+    BEGIN(LLM_OP_XENT_FUSED);
+    IN(p)->xent_fused(IN(p), losses, logits, targets, dloss, N, V, Vp, lo);
+    END(LLM_OP_XENT_FUSED, p->site_none, -1, llm_cost_xent_fused(N, V, Vp, lo));
+}
+
+
 size_t llm_profile_mem_lo(const llm_profile *p)
 {
     size_t total = 0;
@@ -273,4 +283,5 @@ void llm_profile__fill_lo(llm_profile *p, llm_backend *be)
     be->xent_forward_lo = in->xent_forward_lo ? w_xent_forward_lo : NULL;
     be->xent_backward_lo = in->xent_backward_lo ? w_xent_backward_lo : NULL;
     be->adamw_segs = in->adamw_segs ? w_adamw_segs : NULL;
+    be->xent_fused = in->xent_fused ? w_xent_fused : NULL;
 }

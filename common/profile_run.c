@@ -198,8 +198,7 @@ static int run_train(run_state *r, const llm_profile_run_opts *o, llm_model_conf
         float loss;
         int skipped = 0;
         if (llm_model_set_loss_scale(r->model, ls.scale, st) || llm_model_zero_grad(r->model, st) ||
-            llm_model_forward(r->model, r->ids, r->tgt, B, T, &loss, st) ||
-            llm_model_backward(r->model, 1.0f, st) ||
+            llm_model_forward_backward(r->model, r->ids, r->tgt, B, T, 1.0f, &loss, st) ||
             llm_model_update(r->model, &hp, step, NULL, &skipped, st))
             return st->code;
         /* fp16: an overflowing step is skipped and the scale halves, as in llm-train */

@@ -435,8 +435,8 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
     for (int64_t a = 0; a < accum; a++) {
         float l = 0;
         if (llm_data_next(t->train, t->in, t->tg, st) ||
-            llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &l, st) ||
-            llm_model_backward(t->m, 1.0f / (float)accum, st))
+            llm_model_forward_backward(t->m, t->in, t->tg, c->batch_size, c->seq_len,
+                                       1.0f / (float)accum, &l, st))
             return st->code;
         sum += l;
     }

@@ -594,15 +594,14 @@ int llm_train_dist_step(llm_train_dist *td, llm_data *data, int32_t *in, int32_t
         if (g < mine || g >= mine + accum)
             continue;
         float l = 0;
-        if (llm_model_forward(m, in, tg, B, T, &l, st))
-            return st->code;
-        /* overlap: only the last micro-batch's backward makes the gradients final */
+        /* overlap: only the last micro-batch's backward makes the gradients final (the
+         * forward reports nothing: the hook may be armed across it) */
         int arm = overlap && g == mine + accum - 1;
         if (arm) {
             td->pend_lo = td->pend_hi = m->nparams;
             llm_model_set_grad_ready(m, on_ready, td);
         }
-        int rc = llm_model_backward(m, gscale, st);
+        int rc = llm_model_forward_backward(m, in, tg, B, T, gscale, &l, st);
         if (arm)
             llm_model_set_grad_ready(m, NULL, NULL);
         if (rc)

@@ -298,6 +298,15 @@ struct llm_backend {
                              const float *lse, const int32_t *targets, float dloss, int N,
                              int V, int Vp, int lo);
 
+    /* xent_forward then xent_backward in one call, for training: losses(N) fp32 and, in
+     * place over logits (N,Vp), dlogits = (softmax - onehot(target)) * dloss for the
+     * first V columns, 0 for padded ones.  lo: 0 (fp32 logits) or LLM_DT_BF16/F16 (lo
+     * logits, the gradient rounded once).  Bit for bit the backend's xent_forward(_lo)
+     * followed by its xent_backward(_lo) with the same dloss, reading the logits once
+     * where the backend can.  Optional: NULL (the model then calls the two). */
+    void (*xent_fused)(llm_backend *be, float *losses, void *logits, const int32_t *targets,
+                       float dloss, int N, int V, int Vp, int lo);
+
     /* ---- device health for metrics (NULL on the CPU) ----
      * Fills *out; a field the device or driver cannot tell is -1 (NVML absent: util,
      * temp and power are -1).  Returns 0, or -1 when nothing could be read. */

@@ -426,6 +426,10 @@ if [ -x "$BIN/gpu_check" ] && [ $QUICK = 0 ] && ! late 30; then
     b=$(grep "^time attention_lse_bwd $k " "$REP_DIR/bench.log" | awk '{printf "%s ms %s TFLOP/s", $4, $6}')
     [ -n "$f$b" ] && row "attention $([ $k = fused ] && echo mma.sync || echo $k) B8 T1024" INFO "fwd ${f:-?}, bwd ${b:-?}"
   done
+  # the classifier's loss + gradient: one fused pass against the forward and the backward
+  bench_ms() { grep -m1 "^time $1 " "$REP_DIR/bench.log" | awk '{print $3}'; }
+  fu=$(bench_ms xent_fused_lo) fw=$(bench_ms xent_fwd_lo) bw=$(bench_ms xent_bwd_lo)
+  [ -n "$fu$fw$bw" ] && row "xent lo fused vs fwd+bwd B8 T1024" INFO "fused ${fu:-?} ms, fwd ${fw:-?} + bwd ${bw:-?} ms"
 fi
 # GPT-2 124M training throughput (fp32; TF32 via LLM_CUDA_TF32=1; bf16 with --precision
 # when llm-train has it), MFU against the bf16

@@ -76,7 +76,8 @@ static void cpu_sync(llm_backend *be)
     .gelu_forward_lo = llm_cpu_gelu_forward_lo, .gelu_backward_lo = llm_cpu_gelu_backward_lo, \
     .attention_forward_lse = P##attention_forward_lse,                                      \
     .attention_backward_lse = P##attention_backward_lse,                                    \
-    .xent_forward_lo = llm_cpu_xent_forward_lo, .xent_backward_lo = llm_cpu_xent_backward_lo
+    .xent_forward_lo = llm_cpu_xent_forward_lo, .xent_backward_lo = llm_cpu_xent_backward_lo, \
+    .xent_fused = llm_cpu_xent_fused
 
 int llm_backend_cpu_init(llm_backend *be, int threads, int reference)
 {

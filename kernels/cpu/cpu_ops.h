@@ -153,6 +153,8 @@ void llm_cpu_xent_forward_lo(llm_backend *be, float *losses, float *lse, const v
 void llm_cpu_xent_backward_lo(llm_backend *be, void *dlogits, const void *logits,
                               const float *lse, const int32_t *targets, float dloss, int N,
                               int V, int Vp, int lo);
+void llm_cpu_xent_fused(llm_backend *be, float *losses, void *logits, const int32_t *targets,
+                        float dloss, int N, int V, int Vp, int lo);
 
 /* At least n floats of the lo ops' own work space (separate from llm_cpu_scratch, which
  * the fp32 kernels they call use), or NULL when out of memory. */

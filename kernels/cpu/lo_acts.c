@@ -2,7 +2,8 @@
  * matmul_forward_lo, matmul_backward_lo, matmul_forward_gelu_lo,
  * matmul_backward_dgelu_lo, layernorm_forward_lo, layernorm_backward_lo, gelu_forward_lo,
  * gelu_backward_lo, xent_forward_lo, xent_backward_lo, attention_forward_lse and
- * attention_backward_lse (backend.h, "mixed precision").
+ * attention_backward_lse (backend.h, "mixed precision"); and xent_fused on fp32 or lo
+ * logits.
  *
  * Each widens its lo inputs into fp32 work space (exact: every lo value is an fp32
  * value), runs the backend's own fp32 op on them (be->matmul_forward, ... : the
@@ -309,6 +310,43 @@ void llm_cpu_xent_backward_lo(llm_backend *be, void *dlogits, const void *logits
         llm_cpu_lo_widen(be, x, (const uint16_t *)logits + o, (size_t)rows * Vp, lo);
         be->xent_backward(be, x, x, lse + r0, targets + r0, dloss, rows, V, Vp);
         llm_fast_cast_lo(be, (uint16_t *)dlogits + o, x, (size_t)rows * Vp, lo);
+    }
+}
+
+/* xent_fused on either dtype: chunk by chunk of rows, the backend's own xent_forward then
+ * xent_backward (so bit for bit the two ops), each chunk's logits read while they are
+ * still in cache.  lo 0: fp32 logits, no work space but the chunk's lse. */
+void llm_cpu_xent_fused(llm_backend *be, float *losses, void *logits, const int32_t *targets,
+                        float dloss, int N, int V, int Vp, int lo)
+{
+    if (N <= 0)
+        return;
+    if (lo == 0) {
+        enum { R = 64 };
+        float lse[R];
+        for (int r0 = 0; r0 < N; r0 += R) {
+            int rows = N - r0 < R ? N - r0 : R;
+            float *x = (float *)logits + (size_t)r0 * Vp;
+            be->xent_forward(be, losses + r0, lse, x, targets + r0, rows, V, Vp);
+            be->xent_backward(be, x, x, lse, targets + r0, dloss, rows, V, Vp);
+        }
+        return;
+    }
+    int R;
+    float *x = take(be, 0, (size_t)Vp + 1, N, &R);
+    if (!x) {
+        nan_fill(losses, LLM_QK_F32, (size_t)N);
+        nan_fill(logits, lo, (size_t)N * Vp);
+        return;
+    }
+    float *lse = x + (size_t)R * Vp;
+    for (int r0 = 0; r0 < N; r0 += R) {
+        int rows = N - r0 < R ? N - r0 : R;
+        uint16_t *h = (uint16_t *)logits + (size_t)r0 * Vp;
+        llm_cpu_lo_widen(be, x, h, (size_t)rows * Vp, lo);
+        be->xent_forward(be, losses + r0, lse, x, targets + r0, rows, V, Vp);
+        be->xent_backward(be, x, x, lse, targets + r0, dloss, rows, V, Vp);
+        llm_fast_cast_lo(be, h, x, (size_t)rows * Vp, lo);
     }
 }
 

@@ -117,6 +117,7 @@ static inline unsigned lc_blocks(size_t n, unsigned threads, unsigned cap)
 extern "C" void lc_fill_matmul(llm_backend *be);
 extern "C" void lc_fill_attention(llm_backend *be);
 extern "C" void lc_fill_ops(llm_backend *be);
+extern "C" void lc_fill_xent(llm_backend *be);
 extern "C" void lc_fill_optim(llm_backend *be);
 extern "C" void lc_fill_infer(llm_backend *be);
 extern "C" void lc_fill_lo(llm_backend *be);

@@ -1,8 +1,8 @@
-/* cuda_ops.cu — embedding, layernorm (and fused with the residual), GELU, residual/accumulate,
- * softmax cross-entropy; and the lo-activation forms of the layernorm forward, GELU and
- * cross-entropy (backend.h, mixed precision): the same kernels templated on the dtype of
- * their tensors, so a lo op computes the fp32 op's value from the lo inputs' values and
- * rounds it once. */
+/* cuda_ops.cu — embedding, layernorm (and fused with the residual), GELU, residual/accumulate;
+ * and the lo-activation forms of the layernorm forward and GELU (backend.h, mixed
+ * precision): the same kernels templated on the dtype of their tensors, so a lo op
+ * computes the fp32 op's value from the lo inputs' values and rounds it once.  The
+ * cross-entropy ops are in cuda_xent.cu. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,107 +358,6 @@ static void lc_accumulate(llm_backend *be, float *dst, const float *src, size_t 
     LC_LAUNCHED(c);
 }
 
-/* ---- softmax cross-entropy over V of Vp columns ---- */
-
-#define LC_XENT_THREADS 512
-
-/* Running (max, sum of exp(x - max)) pairs, merged; empty = (-inf, 0). */
-__device__ __forceinline__ void lc_lse_merge(float &m, float &s, float m2, float s2)
-{
-    if (m2 == -INFINITY) return;
-    if (m == -INFINITY) { m = m2; s = s2; return; }
-    float mx = fmaxf(m, m2);
-    s = s * expf(m - mx) + s2 * expf(m2 - mx);
-    m = mx;
-}
-
-/* One block per row: one pass of an online logsumexp over the first V columns; logits
- * of dtype D (fp32 or lo). */
-template <int D>
-__global__ void lc_xent_fwd_kernel(float *losses, float *lse, const void *logits,
-                                   const int32_t *targets, int V, int Vp)
-{
-    __shared__ float sm[LC_XENT_THREADS / LC_WARP], ss[LC_XENT_THREADS / LC_WARP];
-    size_t row = blockIdx.x, x = row * (size_t)Vp;
-    float m = -INFINITY, s = 0.0f;
-    for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float v = lc_ld<D>(logits, x + j);
-        if (v > m) { s = s * expf(m - v) + 1.0f; m = v; }
-        else s += expf(v - m);
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-        lc_lse_merge(m, s, m2, s2);
-    }
-    int wid = threadIdx.x / LC_WARP, lane = threadIdx.x % LC_WARP;
-    if (lane == 0) { sm[wid] = m; ss[wid] = s; }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float M = sm[0], S = ss[0];
-        for (int w = 1; w < (int)(blockDim.x / LC_WARP); w++) lc_lse_merge(M, S, sm[w], ss[w]);
-        float l = M + logf(S);
-        lse[row] = l;
-        losses[row] = l - lc_ld<D>(logits, x + targets[row]);
-    }
-}
-
-/* One block per row: dlogits = (exp(x - lse) - onehot) * dloss for j < V, 0 after, both
- * of dtype D (a lo one rounded once).  Each element is read and written by the same
- * thread, so dlogits may alias logits. */
-template <int D>
-__global__ void lc_xent_bwd_kernel(void *dlogits, const void *logits, const float *lse,
-                                   const int32_t *targets, float dloss, int V, int Vp)
-{
-    size_t row = blockIdx.x, x = row * (size_t)Vp;
-    float l = lse[row];
-    int tgt = targets[row];
-    for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
-        float g = 0.0f;
-        if (j < V) g = (expf(lc_ld<D>(logits, x + j) - l) - (j == tgt ? 1.0f : 0.0f)) * dloss;
-        lc_st<D>(dlogits, x + j, g);
-    }
-}
-
-static void lc_xent_forward(llm_backend *be, float *losses, float *lse, const float *logits,
-                            const int32_t *targets, int N, int V, int Vp)
-{
-    lc_ctx *c = lc_get(be);
-    if (N <= 0) return;
-    lc_xent_fwd_kernel<LC_DT_F32><<<(unsigned)N, LC_XENT_THREADS, 0, c->stream>>>(losses, lse, logits, targets, V, Vp);
-    LC_LAUNCHED(c);
-}
-
-static void lc_xent_backward(llm_backend *be, float *dlogits, const float *logits,
-                             const float *lse, const int32_t *targets, float dloss,
-                             int N, int V, int Vp)
-{
-    lc_ctx *c = lc_get(be);
-    if (N <= 0) return;
-    lc_xent_bwd_kernel<LC_DT_F32><<<(unsigned)N, 256, 0, c->stream>>>(dlogits, logits, lse, targets, dloss, V, Vp);
-    LC_LAUNCHED(c);
-}
-
-static void lc_xent_forward_lo(llm_backend *be, float *losses, float *lse, const void *logits,
-                               const int32_t *targets, int N, int V, int Vp, int lo)
-{
-    lc_ctx *c = lc_get(be);
-    if (!lc_lo_arg(c, lo, "xent_forward_lo: lo is neither bf16 nor f16") || N <= 0) return;
-    LC_LAUNCH_LO(c, lo, lc_xent_fwd_kernel, (unsigned)N, LC_XENT_THREADS, losses, lse, logits,
-                 targets, V, Vp);
-    LC_LAUNCHED(c);
-}
-
-static void lc_xent_backward_lo(llm_backend *be, void *dlogits, const void *logits,
-                                const float *lse, const int32_t *targets, float dloss, int N,
-                                int V, int Vp, int lo)
-{
-    lc_ctx *c = lc_get(be);
-    if (!lc_lo_arg(c, lo, "xent_backward_lo: lo is neither bf16 nor f16") || N <= 0) return;
-    LC_LAUNCH_LO(c, lo, lc_xent_bwd_kernel, (unsigned)N, 256, dlogits, logits, lse, targets,
-                 dloss, V, Vp);
-    LC_LAUNCHED(c);
-}
-
 extern "C" void lc_fill_ops(llm_backend *be)
 {
     be->embed_forward = lc_embed_forward;
@@ -471,11 +370,8 @@ extern "C" void lc_fill_ops(llm_backend *be)
     be->residual_forward = lc_residual_forward;
     be->residual_layernorm_forward = lc_residual_layernorm_forward;
     be->accumulate = lc_accumulate;
-    be->xent_forward = lc_xent_forward;
-    be->xent_backward = lc_xent_backward;
     be->layernorm_forward_lo = lc_layernorm_forward_lo;
     be->gelu_forward_lo = lc_gelu_forward_lo;
     be->gelu_backward_lo = lc_gelu_backward_lo;
-    be->xent_forward_lo = lc_xent_forward_lo;
-    be->xent_backward_lo = lc_xent_backward_lo;
+    lc_fill_xent(be);   /* cuda_xent.cu */
 }

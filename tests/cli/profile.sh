@@ -67,7 +67,7 @@ llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision bf16 >"$TMP/pb.tx
 grep -qE '^matmul_forward_lo +attn.c_attn +all ' "$TMP/pb.txt" && grep -qE '^matmul_backward_lo +lm_head ' "$TMP/pb.txt" \
   && grep -qE '^adamw_segs +optimizer +all +2 ' "$TMP/pb.txt" && ! grep -qE '^(matmul|gelu|xent|attention)_(for|back)ward ' "$TMP/pb.txt" \
   && grep -qE '^layernorm_forward_lo +ln_2 +all ' "$TMP/pb.txt" && grep -qE '^matmul_forward_gelu_lo +mlp.c_fc +all ' "$TMP/pb.txt" \
-  && grep -qE '^xent_forward_lo ' "$TMP/pb.txt" && grep -qE '^attention_backward_lse ' "$TMP/pb.txt" \
+  && grep -qE '^xent_fused ' "$TMP/pb.txt" && grep -qE '^attention_backward_lse ' "$TMP/pb.txt" \
   && ! grep -qE '^(layernorm|residual_layernorm)_forward ' "$TMP/pb.txt" \
   && grep -q 'precision bf16' "$TMP/pb.txt" && ok "--precision bf16: table lists the lo ops at their sites" \
   || notok "bf16 table: $(head -8 "$TMP/pb.txt") $(cat "$TMP/err")"
@@ -89,11 +89,11 @@ def near(x, want):
 N, C, L, V, Vp, T = 32, 32, 2, 257, 384, 32
 fp32_ops = {"matmul_forward", "matmul_backward", "layernorm_forward", "residual_layernorm_forward",
             "residual_forward", "gelu_forward", "gelu_backward", "attention_forward", "attention_backward",
-            "xent_forward", "xent_backward"}
+            "xent_forward", "xent_backward", "xent_forward_lo", "xent_backward_lo"}
 assert not [o for o in ops if o["op"] in fp32_ops], [o["op"] for o in ops if o["op"] in fp32_ops]
 names = {o["op"] for o in ops}
-assert {"layernorm_forward_lo", "matmul_forward_gelu_lo", "matmul_backward_dgelu_lo", "xent_forward_lo",
-        "xent_backward_lo", "attention_forward_lse", "attention_backward_lse", "matmul_forward_lo",
+assert {"layernorm_forward_lo", "matmul_forward_gelu_lo", "matmul_backward_dgelu_lo", "xent_fused",
+        "attention_forward_lse", "attention_backward_lse", "matmul_forward_lo",
         "matmul_backward_lo", "adamw_segs", "layernorm_backward_lo"} <= names, names
 # the update writes the lo copy (adamw_segs): after the warm-up step no cast_lo remakes it
 assert not names & {"cast_lo", "adamw"}, names
@@ -128,9 +128,9 @@ g = one("layernorm_forward_lo", "ln_1", 0)
 assert near(g["gb"] * 1e9, 2 * (4 * N * C + 2 * N * C + 8 * C + 8 * N)), g
 one("layernorm_forward_lo", "ln_1", 1)
 one("layernorm_forward_lo", "ln_f", -1)
-x = one("xent_forward_lo", "", -1)
-assert near(x["gflop"] * 1e9, 2 * 4 * N * V) and near(x["gb"] * 1e9, 2 * (2 * N * V + 12 * N)), x
-x = one("xent_backward_lo", "", -1)
+# the classifier's loss and gradient in one pass: lo logits read once, written over
+x = one("xent_fused", "", -1)
+assert x["calls"] == 2 and near(x["gflop"] * 1e9, 2 * 7 * N * V), x
 assert near(x["gb"] * 1e9, 2 * (2 * N * V + 2 * N * Vp + 8 * N)), x
 # the tied output projection: no bias, OC = Vp, lo logits
 h = one("matmul_forward_lo", "lm_head", -1)
@@ -161,7 +161,7 @@ tot = sum(e["dur"] for e in ops)
 span = sum(b - a for a, b in steps)
 assert 0 < tot <= span + len(ops) * 0.002, (tot, span)
 assert abs(tot / 1e3 - d["ms_per_step"] * 2) <= 0.01 * tot / 1e3 + 0.01, (tot, d["ms_per_step"])
-assert {"layernorm_forward_lo", "xent_backward_lo", "matmul_backward_dgelu_lo"} <= {e["name"] for e in ops}
+assert {"layernorm_forward_lo", "xent_fused", "matmul_backward_dgelu_lo"} <= {e["name"] for e in ops}
 P
 llm-profile --config "$TMP/cfg.yaml" -j 1 -s 2 $PK --precision fp16 --json >"$TMP/ph.json" 2>"$TMP/err"
 "$PY" -c "

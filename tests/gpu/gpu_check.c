@@ -308,6 +308,20 @@ static void check_xent(gc *x, int N, int V, int Vp)
     x->g.xent_backward(&x->g, glg, glg, glse, gtg, dloss, N, V, Vp);
     float *dl2 = gget(x, glg, n);
     row(x, "xent_backward in place", sh, dl2, rdl, NULL, n, B_RED);
+    /* fused: the loss and the in-place gradient of the two ops above, bit for bit */
+    if (x->g.xent_fused) {
+        float *gf = gput(x, lg, n * 4), *gfl = gpoison(x, N);
+        x->g.xent_fused(&x->g, gfl, gf, gtg, dloss, N, V, Vp, 0);
+        float *fl = gget(x, gfl, N), *fd = gget(x, gf, n);
+        int same = !memcmp(fl, l, N * 4) && !memcmp(fd, dl2, n * 4);
+        if (x->cuda) row_check(x, "xent_fused bits", sh, same ? 0.0 : 1.0, 0.0, same);
+        row(x, "xent_fused losses", sh, fl, rl, cl, N, B_RED);
+        row(x, "xent_fused dlogits", sh, fd, rdl, cdl, n, B_RED);
+        free(fl); free(fd);
+        x->g.free(&x->g, gf); x->g.free(&x->g, gfl);
+    } else if (x->cuda) {
+        row_check(x, "backend has xent_fused", x->g.name, 1, 0, 0);
+    }
     free(dl2);
     free(lg); free(tg); free(l); free(lse); free(rl); free(rlse); free(cl); free(clse);
     free(dl); free(rdl); free(cdl);
@@ -549,6 +563,8 @@ static void bench_ops(gc *x, int B)
         }
         TIME_OP("xent_fwd_lo", 0, x->g.xent_forward_lo(&x->g, o, b, ll, gtok, (int)N, V, Vp, lo));
         TIME_OP("xent_bwd_lo", 0, x->g.xent_backward_lo(&x->g, ll, ll, b, gtok, 1.0f / N, (int)N, V, Vp, lo));
+        if (x->g.xent_fused)   /* compare with xent_fwd_lo + xent_bwd_lo */
+            TIME_OP("xent_fused_lo", 0, x->g.xent_fused(&x->g, o, ll, gtok, 1.0f / N, (int)N, V, Vp, lo));
         void *lb[] = {al, bl, ol, wl, bsl, ll, wtl};
         for (size_t i = 0; i < sizeof lb / sizeof *lb; i++) x->g.free(&x->g, lb[i]);
     }
@@ -564,6 +580,8 @@ static void bench_ops(gc *x, int B)
     TIME_OP("lm_head_fwd", 2 * fN * C * Vp, x->g.matmul_forward(&x->g, logits, a, wte, NULL, (int)N, C, Vp));
     TIME_OP("xent_fwd", 0, x->g.xent_forward(&x->g, o, b, logits, gtok, (int)N, V, Vp));
     TIME_OP("xent_bwd", 0, x->g.xent_backward(&x->g, logits, logits, b, gtok, 1.0f / N, (int)N, V, Vp));
+    if (x->g.xent_fused)
+        TIME_OP("xent_fused", 0, x->g.xent_fused(&x->g, o, logits, gtok, 1.0f / N, (int)N, V, Vp, 0));
     TIME_OP("embed_bwd", 0, x->g.embed_backward(&x->g, wte, o, b, gtok, B, T, C));
     /* AdamW over up to 124M parameters: p, g, m, v are quarters of the logits buffer */
     TIME_OP("adamw <=124M params", 0, x->g.adamw(&x->g, logits, logits + na, logits + 2 * na,

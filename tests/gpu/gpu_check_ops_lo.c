@@ -278,6 +278,21 @@ static void check_xent_lo(gc *x, int N, int V, int Vp, int lo)
     uint16_t *g2 = gbits(x, gll, n);
     snprintf(op, sizeof op, "xent_bwd_lo %s in place", lname(lo));
     if (x->cuda) row_bits(x, op, sh, g2, want, n * 2);
+    /* fused: the lo forward's losses and the lo backward's bits */
+    if (x->g.xent_fused) {
+        void *gf = glo_put(x, lg, n, lo);
+        float *gfl = gpoison(x, N);
+        x->g.xent_fused(&x->g, gfl, gf, gtg, dloss, N, V, Vp, lo);
+        float *fl = gget(x, gfl, N);
+        uint16_t *fb = gbits(x, gf, n);
+        int fsame = !memcmp(fl, l2, N * 4) && !memcmp(fb, want, n * 2);
+        snprintf(op, sizeof op, "xent_fused %s bits", lname(lo));
+        if (x->cuda) row_check(x, op, sh, fsame ? 0.0 : 1.0, 0.0, fsame);
+        snprintf(op, sizeof op, "xent_fused %s losses", lname(lo));
+        row(x, op, sh, fl, rl, cl, N, B_RED);
+        free(fl); free(fb);
+        x->g.free(&x->g, gf); x->g.free(&x->g, gfl);
+    }
     free(lg0); free(lg); free(tg); free(l1); free(e1); free(l2); free(e2); free(rl); free(rlse);
     free(cl); free(clse); free(hl); free(want); free(got); free(rd); free(vals); free(c); free(g2);
     void *bufs[] = {glg, gll, gtg, gl1, ge1, gl2, ge2, gd1, gd2};
@@ -311,6 +326,7 @@ void gpu_check_ops_lo(gc *x, int tiny)
         check_xent_lo(x, 1, 1, 1, lo);
         check_xent_lo(x, 7, 500, 512, lo);
         check_xent_lo(x, 3, 1000, 1031, lo);
+        check_xent_lo(x, 5, 100, 104, lo);   /* lo rows in 16-byte vectors, V inside one */
         if (!tiny) check_xent_lo(x, 33, 50257, 50304, lo);
     }
 }

@@ -7,7 +7,7 @@
  *     fp32 op on the lo values, rounded; the fp32 ops themselves are checked against
  *     double references in test_kernels.c;
  *   - xent_forward_lo / xent_backward_lo (dlogits aliasing the logits, padded columns
- *     0) likewise;
+ *     0) likewise; xent_fused bit for bit the forward then the backward, fp32 and lo;
  *   - attention_forward_lse / attention_backward_lse on lo q|k|v against a double
  *     reference of their contract computed here (T across the fast kernel's 64-row
  *     blocks, heads of odd sizes): only the rows' log-sum-exp kept, the probabilities
@@ -221,6 +221,46 @@ static void test_xent_lo(void **state)
     }
 }
 
+/* xent_fused: bit for bit xent_forward(_lo) then xent_backward(_lo), fp32 and lo logits,
+ * N across the fp32 path's 64-row chunks (and the lo path's, chunked group) */
+static void test_xent_fused(void **state)
+{
+    (void)state;
+    tu_rng r = {31};
+    static const int shapes[][3] = {{1, 5, 8}, {130, 100, 101}, {65, 1000, 1024}, {3, 50257, 50304}};
+    static const int dts[] = {0, LLM_DT_BF16, LLM_DT_F16};
+    for (int k = 0; k < 3; k++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int bi = 0; bi < 2; bi++) {
+                llm_backend *be = BACKENDS[bi];
+                int lo = dts[k], N = shapes[s][0], V = shapes[s][1], Vp = shapes[s][2];
+                size_t n = (size_t)N * Vp, es = lo ? 2 : 4;
+                float *x;
+                uint16_t *xl = rnd_lo(&r, n, -8, 8, lo ? lo : LLM_DT_BF16, &x);
+                void *a = lo ? (void *)xl : (void *)x, *b = malloc(n * es);
+                int32_t *tg = malloc((size_t)N * 4);
+                float *l1 = malloc(N * 4), *e1 = malloc(N * 4), *l2 = malloc(N * 4);
+                assert_true(b && tg && l1 && e1 && l2);
+                for (int i = 0; i < N; i++)
+                    tg[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
+                memcpy(b, a, n * es);
+                float dloss = 0.61f / N;
+                if (lo) {
+                    be->xent_forward_lo(be, l1, e1, a, tg, N, V, Vp, lo);
+                    be->xent_backward_lo(be, a, a, e1, tg, dloss, N, V, Vp, lo);
+                } else {
+                    be->xent_forward(be, l1, e1, a, tg, N, V, Vp);
+                    be->xent_backward(be, a, a, e1, tg, dloss, N, V, Vp);
+                }
+                be->xent_fused(be, l2, b, tg, dloss, N, V, Vp, lo);
+                if (memcmp(l1, l2, N * 4) || memcmp(a, b, n * es))
+                    print_message("# %s dt %d N=%d V=%d: fused differs\n", be->name, lo, N, V);
+                assert_memory_equal(l1, l2, N * 4);
+                assert_memory_equal(a, b, n * es);
+                free(x); free(xl); free(b); free(tg); free(l1); free(e1); free(l2);
+            }
+}
+
 /* ---- the lse attention against a double reference of its contract ---- */
 
 typedef struct {
@@ -391,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_layernorm_backward_lo),
         cmocka_unit_test(test_gelu_lo),
         cmocka_unit_test(test_xent_lo),
+        cmocka_unit_test(test_xent_fused),
         cmocka_unit_test(test_attention_lse),
     };
     int rc = cmocka_run_group_tests_name("lo_ops", tests, setup, teardown);

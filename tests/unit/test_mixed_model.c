@@ -19,7 +19,8 @@
  *   - a power-of-two loss scale is undone exactly: 3 AdamW steps with scale 1024 give
  *     bit-identical parameters, moments, losses and norms to scale 1 (fp32 and bf16);
  *   - an fp16 overflow skips the update with weights and moments unchanged;
- *   - the scaler's halving, growth, bounds and checkpoint state. */
+ *   - the scaler's halving, growth, bounds and checkpoint state;
+ *   - llm_model_forward_backward (xent_fused) equals forward + backward bit for bit. */
 #include "tests/unit/testutil.h"
 
 #include <math.h>
@@ -581,6 +582,56 @@ static void test_scaler(void **state)
     free(txt);
 }
 
+/* llm_model_forward_backward (the classifier's loss and gradient in one xent_fused):
+ * the loss and gradients of llm_model_forward + llm_model_backward bit for bit, and of a
+ * backend without xent_fused, in fp32, bf16 and fp16, with a loss scale and
+ * accumulation; it needs targets and leaves no backward armed. */
+static void test_forward_backward(void **state)
+{
+    (void)state;
+    const char *names[] = {"cpu", "cpu-ref"};
+    const llm_dtype dts[] = {LLM_DT_F32, LLM_DT_BF16, LLM_DT_F16};
+    size_t n = nparams();
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 3; k++) {
+            llm_backend *be = backend(names[b]);
+            llm_backend nofuse = *be;
+            nofuse.xent_fused = NULL;
+            assert_non_null(be->xent_fused);
+            llm_model *m[3] = {model(be, dts[k], 5), model(be, dts[k], 5), model(&nofuse, dts[k], 5)};
+            float loss[3][2];
+            llm_status st = {0};
+            for (int i = 0; i < 3; i++) {
+                assert_int_equal(llm_model_set_loss_scale(m[i], 8.0, &st), 0);
+                assert_int_equal(llm_model_zero_grad(m[i], &st), 0);
+                /* two accumulated micro-batches: the second with the inputs shifted */
+                for (int a = 0; a < 2; a++) {
+                    const int32_t *in = a ? TG : IN, *tg = a ? IN : TG;
+                    if (i == 0) {
+                        assert_int_equal(llm_model_forward(m[i], in, tg, B, T, &loss[i][a], &st), 0);
+                        assert_int_equal(llm_model_backward(m[i], 0.5f, &st), 0);
+                    } else {
+                        assert_int_equal(llm_model_forward_backward(m[i], in, tg, B, T, 0.5f,
+                                                                    &loss[i][a], &st), 0);
+                    }
+                }
+            }
+            for (int i = 1; i < 3; i++) {
+                assert_memory_equal(loss[i], loss[0], sizeof loss[0]);
+                assert_memory_equal(llm_model_grads(m[i]), llm_model_grads(m[0]), n * sizeof(float));
+            }
+            assert_true(isfinite(loss[0][0]) && loss[0][0] > 1.0f);
+            /* the pass consumed its forward; a pass without targets is refused */
+            assert_int_equal(llm_model_backward(m[1], 1.0f, &st), LLM_EUSAGE);
+            llm_status_clear(&st);
+            assert_int_equal(llm_model_forward_backward(m[1], IN, NULL, B, T, 1.0f, NULL, &st),
+                             LLM_EUSAGE);
+            for (int i = 0; i < 3; i++)
+                llm_model_free(m[i]);
+            drop_backend(be);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,6 +644,7 @@ int main(void)
         cmocka_unit_test(test_loss_scale_exact),
         cmocka_unit_test(test_fp16_overflow),
         cmocka_unit_test(test_scaler),
+        cmocka_unit_test(test_forward_backward),
     };
     return cmocka_run_group_tests_name("mixed_model", tests, setup, NULL);
 }

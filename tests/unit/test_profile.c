@@ -127,6 +127,13 @@ static void test_cost_formulas(void **state)
     assert_true(c.flop == 40 && c.bytes == 44);
     c = llm_cost_xent_backward_lo(2, 5, 8);
     assert_true(c.flop == 30 && c.bytes == 68);
+    /* fused: 70 flop; logits read once 10 x 2 = 20, dlogits 32, targets and losses 16 ->
+     * 68 in lo; fp32 logits 40 + 64 + 16 = 120 */
+    c = llm_cost_xent_fused(2, 5, 8, LLM_DT_BF16);
+    assert_true(c.flop == 70 && c.bytes == 68);
+    c = llm_cost_xent_fused(2, 5, 8, 0);
+    assert_true(c.flop == 70 && c.bytes == 120);
+    assert_string_equal(llm_op_name(LLM_OP_XENT_FUSED), "xent_fused");
     assert_string_equal(llm_op_name(LLM_OP_CAST_LO), "cast_lo");
     assert_string_equal(llm_op_name(LLM_OP_MATMUL_FWD_LO), "matmul_forward_lo");
     assert_string_equal(llm_op_name(LLM_OP_MATMUL_BWD_LO), "matmul_backward_lo");

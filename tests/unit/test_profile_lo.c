@@ -18,6 +18,8 @@ static void s_att_f_lse(llm_backend *be, void *o, float *l, const void *q, int B
 static void s_att_b_lse(llm_backend *be, void *d, const void *g, const void *q, const void *o, const float *l, int B, int T, int C, int NH, int lo) { (void)d; (void)g; (void)q; (void)o; (void)l; (void)B; (void)T; (void)C; (void)NH; last_lo = lo; S(be)->calls[LLM_OP_ATTENTION_BWD_LSE]++; }
 static void s_xent_f_lo(llm_backend *be, float *l, float *s, const void *g, const int32_t *t, int N, int V, int Vp, int lo) { (void)l; (void)s; (void)g; (void)t; (void)N; (void)V; (void)Vp; last_lo = lo; S(be)->calls[LLM_OP_XENT_FWD_LO]++; }
 static void s_xent_b_lo(llm_backend *be, void *dl, const void *l, const float *s, const int32_t *t, float dloss, int N, int V, int Vp, int lo) { (void)dl; (void)l; (void)s; (void)t; (void)dloss; (void)N; (void)V; (void)Vp; last_lo = lo; S(be)->calls[LLM_OP_XENT_BWD_LO]++; }
+static void s_ln_b_lo(llm_backend *be, float *di, void *dl, float *dw, float *db, const float *d, const float *i, const float *w, const float *m, const float *r, int N, int C, int lo) { (void)di; (void)dl; (void)dw; (void)db; (void)d; (void)i; (void)w; (void)m; (void)r; (void)N; (void)C; last_lo = lo; S(be)->calls[LLM_OP_LAYERNORM_BWD_LO]++; }
+static void s_xent_fused(llm_backend *be, float *l, void *g, const int32_t *t, float dloss, int N, int V, int Vp, int lo) { (void)l; (void)g; (void)t; (void)dloss; (void)N; (void)V; (void)Vp; last_lo = lo; S(be)->calls[LLM_OP_XENT_FUSED]++; }
 
 /* Give a stub backend every lo op. */
 static void stub_lo(llm_backend *be)
@@ -34,6 +36,8 @@ static void stub_lo(llm_backend *be)
     be->attention_backward_lse = s_att_b_lse;
     be->xent_forward_lo = s_xent_f_lo;
     be->xent_backward_lo = s_xent_b_lo;
+    be->layernorm_backward_lo = s_ln_b_lo;
+    be->xent_fused = s_xent_fused;
 }
 
 static int s_stats(llm_backend *be, struct llm_device_stats *o) { (void)be; o->mem_used_mb = 42; o->util_pct = -1; return 0; }
@@ -61,6 +65,8 @@ static void test_capabilities(void **state)
     assert_null(be.attention_backward_lse);
     assert_null(be.xent_forward_lo);
     assert_null(be.xent_backward_lo);
+    assert_null(be.layernorm_backward_lo);
+    assert_null(be.xent_fused);
     assert_null(be.device_stats);
     assert_null(be.matmul_rows);
     assert_null(be.residual_layernorm_forward);
@@ -83,6 +89,8 @@ static void test_capabilities(void **state)
     assert_non_null(be.attention_backward_lse);
     assert_non_null(be.xent_forward_lo);
     assert_non_null(be.xent_backward_lo);
+    assert_non_null(be.layernorm_backward_lo);
+    assert_non_null(be.xent_fused);
     assert_non_null(be.residual_layernorm_forward);
     struct llm_device_stats ds = {0};
     assert_int_equal(be.device_stats(&be, &ds), 0);
@@ -145,6 +153,8 @@ static void test_mixed_precision(void **state)
     be->xent_forward_lo(be, f32, f32, act, NULL, 2, 5, 8, LLM_DT_BF16);
     be->xent_backward_lo(be, act, act, f32, NULL, 1.0f, 2, 5, 8, LLM_DT_F16);
     assert_int_equal(last_lo, LLM_DT_F16);
+    be->xent_fused(be, f32, act, NULL, 1.0f, 2, 5, 8, LLM_DT_BF16);
+    assert_int_equal(last_lo, LLM_DT_BF16);
     be->matmul_backward_lo(be, f32, LLM_DT_F32, f32, NULL, act, act, lo + 250, LLM_DT_BF16, 2, 4, 8);
     assert_int_equal(last_dt, LLM_DT_F32);
     be->matmul_backward_lo(be, act, LLM_DT_BF16, f32, f32, act, act, lo + 110, LLM_DT_F16, 4, 3, 5);
@@ -165,6 +175,7 @@ static void test_mixed_precision(void **state)
     assert_int_equal(f->s.calls[LLM_OP_GELU_BWD_LO], 1);
     assert_int_equal(f->s.calls[LLM_OP_XENT_FWD_LO], 1);
     assert_int_equal(f->s.calls[LLM_OP_XENT_BWD_LO], 1);
+    assert_int_equal(f->s.calls[LLM_OP_XENT_FUSED], 1);
     assert_int_equal(f->s.calls[LLM_OP_MATMUL_FWD_GELU_LO], 1);
     assert_int_equal(f->s.calls[LLM_OP_MATMUL_BWD_DGELU_LO], 1);
     assert_int_equal(f->s.lastOC, 5);   /* the last forward GEMM's shape: the fused one */
@@ -173,7 +184,7 @@ static void test_mixed_precision(void **state)
     int n;
     llm_status st = {0};
     assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
-    assert_int_equal(n, 17);
+    assert_int_equal(n, 18);
     expect_entry(v, n, LLM_OP_MATMUL_FWD_GELU_LO, "attn.c_attn", 1, 1,
                  llm_cost_matmul_forward_gelu_lo(4, 3, 5, 1));
     expect_entry(v, n, LLM_OP_MATMUL_BWD_DGELU_LO, "attn.c_attn", 1, 1,
@@ -194,6 +205,7 @@ static void test_mixed_precision(void **state)
                  llm_cost_matmul_forward_lo(2, 4, 8, 0, LLM_DT_BF16));
     expect_entry(v, n, LLM_OP_XENT_FWD_LO, "", -1, 1, llm_cost_xent_forward_lo(2, 5, 8));
     expect_entry(v, n, LLM_OP_XENT_BWD_LO, "", -1, 1, llm_cost_xent_backward_lo(2, 5, 8));
+    expect_entry(v, n, LLM_OP_XENT_FUSED, "", -1, 1, llm_cost_xent_fused(2, 5, 8, LLM_DT_BF16));
     expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "lm_head", -1, 1,
                  llm_cost_matmul_backward_lo(2, 4, 8, 0, LLM_DT_F32));
     expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "attn.c_attn", 1, 1,
