@@ -3,6 +3,7 @@
 #include "common/model_impl.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,6 +409,56 @@ double llm_model_grad_norm(llm_model *m)
     return sqrt(m->be->sum_squares(m->be, m->grads, m->nparams));
 }
 
+int llm_model__adamw_runs(const llm_model *m, float weight_decay, size_t lo, size_t hi,
+                          llm_adamw_seg **out, int *nseg)
+{
+    *out = NULL;
+    *nseg = 0;
+    llm_adamw_seg *s = malloc((size_t)(m->nviews > 0 ? m->nviews : 1) * sizeof *s);
+    if (!s)
+        return -1;
+    int k = 0;
+    for (int i = 0; i < m->nviews;) {
+        int j = i + 1;
+        while (j < m->nviews && m->views[j].decay == m->views[i].decay)
+            j++;
+        size_t a = m->views[i].offset, b = m->views[j - 1].offset + m->views[j - 1].numel;
+        if (a < lo)
+            a = lo;
+        if (b > hi)
+            b = hi;
+        if (a < b)
+            s[k++] = (llm_adamw_seg){a, b - a, m->views[i].decay ? weight_decay : 0.0f};
+        i = j;
+    }
+    *out = s;
+    *nseg = k;
+    return 0;
+}
+
+/* The update as one adamw_segs call that also rewrites the lo copy (mixed precision):
+ * then the copy is fresh when the runs cover every parameter (they do: the views tile
+ * the buffer), and the next forward skips its cast_lo pass. */
+static int update_segs(llm_model *m, const llm_adamw_config *hp, int t, float scale,
+                       llm_status *st)
+{
+    llm_adamw_seg *segs;
+    int nseg;
+    if (llm_model__adamw_runs(m, hp->weight_decay, 0, m->nparams, &segs, &nseg))
+        return llm_err(st, LLM_ENOMEM, "adamw: out of memory for %d segments", m->nviews);
+    size_t covered = 0;
+    for (int i = 0; i < nseg; i++)
+        covered = segs[i].off == covered ? covered + segs[i].n : SIZE_MAX;
+    llm_backend *be = m->be;
+    void *plo = m->lo ? m->params_lo : NULL;
+    be->adamw_segs(be, m->params, plo, m->grads, m->m, m->v, 0, segs, nseg, hp->lr, hp->beta1,
+                   hp->beta2, hp->eps, t, scale, m->lo);
+    free(segs);
+    if (plo && covered == m->nparams)
+        m->lo_stale = 0;
+    return LLM_OK;
+}
+
 int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *grad_norm,
                      int *skipped, llm_status *st)
 {
@@ -437,6 +488,8 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
     float scale = (float)(clip / m->loss_scale);   /* exactly the clip factor at scale 1 */
     llm_backend *be = m->be;
     m->lo_stale = 1;
+    if (be->adamw_segs)
+        return update_segs(m, hp, t, scale, st);
     /* Runs of consecutive views with the same decay go in one call. */
     for (int i = 0; i < m->nviews;) {
         int j = i + 1;

@@ -97,5 +97,10 @@ int llm_model__ensure_grads(llm_model *m, llm_status *st);
 int llm_model__ensure_moments(llm_model *m, llm_status *st);
 /* 1 when the moments cover only part of the layout (llm_model_set_opt_range). */
 int llm_model__opt_sharded(const llm_model *m);
+/* The runs of consecutive views with equal decay (weight_decay, or 0 for views without
+ * decay) cut to [lo, hi), as adamw_segs segments in layout order, empty ones dropped:
+ * *out malloc'd (the caller frees it), *nseg of them.  -1 when out of memory. */
+int llm_model__adamw_runs(const llm_model *m, float weight_decay, size_t lo, size_t hi,
+                          llm_adamw_seg **out, int *nseg);
 
 #endif

@@ -37,6 +37,8 @@
  *   xent_backward       flop 3NV            bytes 4(NV + N*Vp + 2N)
  *   sum_squares         flop 2n             bytes 4n
  *   adamw               flop 17n            bytes 28n
+ *   adamw_segs          flop 17n            bytes 28n (+2n for the lo copy), n = the
+ *                       segments' total
  *   copy/to_device/to_host  flop 0  bytes 2*bytes;  zero  flop 0  bytes = bytes
  * Inference ops (weights may be stored in another dtype: wbytes(n) = its bytes for n):
  *   embed_rows          flop NC             bytes wbytes(NC) + 4(2N + 2NC)
@@ -98,7 +100,7 @@ typedef enum {
     LLM_OP_GELU_FWD, LLM_OP_RESIDUAL_FWD, LLM_OP_RESIDUAL_LAYERNORM_FWD, LLM_OP_XENT_FWD,
     LLM_OP_EMBED_BWD, LLM_OP_LAYERNORM_BWD, LLM_OP_MATMUL_BWD, LLM_OP_ATTENTION_BWD,
     LLM_OP_GELU_BWD, LLM_OP_ACCUMULATE, LLM_OP_XENT_BWD,
-    LLM_OP_SUM_SQUARES, LLM_OP_ADAMW,
+    LLM_OP_SUM_SQUARES, LLM_OP_ADAMW, LLM_OP_ADAMW_SEGS,
     LLM_OP_EMBED_ROWS, LLM_OP_MATMUL_ROWS, LLM_OP_KV_STORE, LLM_OP_ATTENTION_ROWS,
     LLM_OP_CAST_LO, LLM_OP_MATMUL_FWD_LO, LLM_OP_MATMUL_BWD_LO, LLM_OP_LAYERNORM_FWD_LO,
     LLM_OP_GELU_FWD_LO, LLM_OP_GELU_BWD_LO, LLM_OP_ATTENTION_FWD_LSE, LLM_OP_ATTENTION_BWD_LSE,
@@ -134,6 +136,8 @@ llm_op_cost llm_cost_accumulate(size_t n);
 llm_op_cost llm_cost_xent_backward(int N, int V, int Vp);
 llm_op_cost llm_cost_sum_squares(size_t n);
 llm_op_cost llm_cost_adamw(size_t n);
+/* n: the segments' total elements; has_lo: a lo copy was written. */
+llm_op_cost llm_cost_adamw_segs(size_t n, int has_lo);
 llm_op_cost llm_cost_embed_rows(int N, int C, int wte_dt);
 llm_op_cost llm_cost_matmul_rows(int N, int C, int OC, int w_dt, int has_bias);
 llm_op_cost llm_cost_kv_store(int N, int C);

@@ -22,6 +22,7 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_XENT_BWD] = "xent_backward",
     [LLM_OP_SUM_SQUARES] = "sum_squares",
     [LLM_OP_ADAMW] = "adamw",
+    [LLM_OP_ADAMW_SEGS] = "adamw_segs",
     [LLM_OP_EMBED_ROWS] = "embed_rows",
     [LLM_OP_MATMUL_ROWS] = "matmul_rows",
     [LLM_OP_KV_STORE] = "kv_store",
@@ -159,6 +160,15 @@ llm_op_cost llm_cost_sum_squares(size_t n)
 llm_op_cost llm_cost_adamw(size_t n)
 {
     return cost(17.0 * (double)n, 7.0 * (double)n);
+}
+
+/* adamw_segs: adamw's, plus the lo copy written (2 bytes an element). */
+llm_op_cost llm_cost_adamw_segs(size_t n, int has_lo)
+{
+    llm_op_cost c = llm_cost_adamw(n);
+    if (has_lo)
+        c.bytes += 2.0 * (double)n;
+    return c;
 }
 
 /* Bytes of n weights stored as dtype dt (f32 when the dtype is unknown; q4_0 repacked

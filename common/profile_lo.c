@@ -218,6 +218,33 @@ static void w_xent_backward_lo(llm_backend *be, void *dlogits, const void *logit
     END(LLM_OP_XENT_BWD_LO, p->site_none, -1, llm_cost_xent_backward_lo(N, V, Vp));
 }
 
+/* adamw_segs: an optimizer op; the lo weight copy it writes is remembered as cast_lo's
+ * (one alias over the segments' span of p: they are views of the same buffer). */
+static void w_adamw_segs(llm_backend *be, float *par, void *p_lo, const float *grad, float *m,
+                         float *v, size_t mv_base, const llm_adamw_seg *segs, int nseg,
+                         float lr, float b1, float b2, float eps, int t, float grad_scale,
+                         int lo)
+{
+    llm_profile *p = P(be);
+    size_t n = 0, a = SIZE_MAX, b = 0;
+    for (int i = 0; i < nseg; i++) {
+        if (!segs[i].n) continue;
+        n += segs[i].n;
+        if (segs[i].off < a) a = segs[i].off;
+        if (segs[i].off + segs[i].n > b) b = segs[i].off + segs[i].n;
+    }
+    if (p_lo && n) {
+        uint16_t *dst = (uint16_t *)p_lo + a;
+        if (!p->host_mem) llm_profile__uploads_forget(p, dst, 2 * (b - a));
+        if (llm_profile__region_of(p, par + a)) lo_remember(p, dst, par + a, b - a);
+        else llm_profile__lo_forget(p, dst, 2 * (b - a));
+    }
+    BEGIN(LLM_OP_ADAMW_SEGS);
+    IN(p)->adamw_segs(IN(p), par, p_lo, grad, m, v, mv_base, segs, nseg, lr, b1, b2, eps, t,
+                      grad_scale, lo);
+    END(LLM_OP_ADAMW_SEGS, p->site_opt, -1, llm_cost_adamw_segs(n, p_lo != NULL));
+}
+
 static void w_xent_fused(llm_backend *be, float *losses, void *logits, const int32_t *targets,
                          float dloss, int N, int V, int Vp, int lo)
 {
@@ -255,5 +282,6 @@ void llm_profile__fill_lo(llm_profile *p, llm_backend *be)
     be->attention_backward_lse = in->attention_backward_lse ? w_attention_backward_lse : NULL;
     be->xent_forward_lo = in->xent_forward_lo ? w_xent_forward_lo : NULL;
     be->xent_backward_lo = in->xent_backward_lo ? w_xent_backward_lo : NULL;
+    be->adamw_segs = in->adamw_segs ? w_adamw_segs : NULL;
     be->xent_fused = in->xent_fused ? w_xent_fused : NULL;
 }

@@ -19,6 +19,12 @@
 typedef struct llm_backend llm_backend;
 struct llm_device_stats;   /* below */
 
+/* One segment of adamw_segs: elements [off, off + n) of its arrays, decayed by wd. */
+typedef struct {
+    size_t off, n;
+    float wd;
+} llm_adamw_seg;
+
 struct llm_backend {
     const char *name;   /* "cpu", "cpu-ref", "cuda" */
     void *ctx;          /* backend state: threads, handles, streams, scratch */
@@ -179,6 +185,23 @@ struct llm_backend {
 
     /* dst(n) of dtype lo = src(n) rounded. */
     void (*cast_lo)(llm_backend *be, void *dst, const float *src, size_t n, int lo);
+
+    /* AdamW over nseg segments in one call (on a GPU one launch, or one per 128
+     * segments), each bit for bit the backend's adamw on elements [off, off + n) of p
+     * and grad with weight decay wd (same formula, same bias corrections), and, when
+     * p_lo is non-NULL, p_lo[off, off + n) (2 bytes an element, dtype lo: LLM_DT_BF16 or
+     * LLM_DT_F16) = the updated p rounded exactly as cast_lo rounds it: the update and
+     * the lo weight copy in one pass over memory.  p_lo NULL: fp32 only, lo ignored.
+     * The moments m, v hold elements from mv_base on: element i of p pairs with
+     * m[i - mv_base], v[i - mv_base] (0 for whole-buffer moments, a ZeRO shard's start
+     * for sharded ones; every segment's off >= mv_base).  Elements outside the
+     * segments, p_lo's included, are not touched.  segs is host memory, read during the
+     * call only; segments must not overlap; empty ones (n 0) are skipped.  May be NULL:
+     * the model then calls adamw per run of views and cast_lo before the next forward. */
+    void (*adamw_segs)(llm_backend *be, float *p, void *p_lo, const float *grad, float *m,
+                       float *v, size_t mv_base, const llm_adamw_seg *segs, int nseg,
+                       float lr, float b1, float b2, float eps, int t, float grad_scale,
+                       int lo);
 
     /* out(N,OC) = inp(N,C) @ w_lo(OC,C)^T + bias(OC), inp and w lo, fp32 accumulate;
      * out_dt LLM_DT_F32: out and bias fp32; out_dt == lo: out and bias lo (the bias'

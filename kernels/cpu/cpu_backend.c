@@ -66,6 +66,7 @@ static void cpu_sync(llm_backend *be)
     .attention_backward = P##attention_backward, .gelu_backward = P##gelu_backward,         \
     .accumulate = P##accumulate, .xent_backward = P##xent_backward,                         \
     .sum_squares = P##sum_squares, .adamw = P##adamw,                                     \
+    .adamw_segs = P##adamw_segs,                                                            \
     .cast_lo = P##cast_lo, .matmul_forward_lo = llm_cpu_matmul_forward_lo,                  \
     .matmul_backward_lo = llm_cpu_matmul_backward_lo,                                       \
     .matmul_forward_gelu_lo = llm_cpu_matmul_forward_gelu_lo,                               \

@@ -114,6 +114,17 @@ LLM_CPU_OPS(llm_fast_)
 LLM_CPU_LO_OPS(llm_ref_)
 LLM_CPU_LO_OPS(llm_fast_)
 
+/* adamw_segs (backend.h): ref_adamw_segs.c (adamw then cast_lo per segment) and
+ * fast_elementwise.c (the two fused per slice). */
+#define LLM_CPU_ADAMW_SEGS(P)                                                                 \
+    void P##adamw_segs(llm_backend *be, float *p, void *p_lo, const float *grad, float *m,    \
+                       float *v, size_t mv_base, const llm_adamw_seg *segs, int nseg,         \
+                       float lr, float b1, float b2, float eps, int t, float grad_scale,      \
+                       int lo);
+
+LLM_CPU_ADAMW_SEGS(llm_ref_)
+LLM_CPU_ADAMW_SEGS(llm_fast_)
+
 /* The lo-activation ops both CPU backends share (lo_acts.c): the backend's own fp32 op
  * on widened lo inputs, lo outputs rounded once. */
 void llm_cpu_matmul_forward_lo(llm_backend *be, void *out, int out_dt, const void *inp,

@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/mixed.h"
 #include "kernels/cpu/simd.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
@@ -266,4 +267,38 @@ void llm_fast_adamw(llm_backend *be, float *p, const float *grad, float *m, floa
     int avx2 = llm_cpu_avx2(be);
     PAR_SLICES(be, n, avx2 ? adam_avx2(p, grad, m, v, lo, hi, &h)
                            : adam_generic(p, grad, m, v, lo, hi, &h));
+}
+
+/* adamw_segs: llm_fast_adamw's kernels on each segment, block by block, each block just
+ * updated rounded to lo by the same thread while it is in L1 (the conversion of
+ * llm_fast_cast_lo).  The update is elementwise, so blocks change nothing in p, m, v. */
+#define ADAM_BLOCK 2048
+void llm_fast_adamw_segs(llm_backend *be, float *p, void *p_lo, const float *grad, float *m,
+                         float *v, size_t mv_base, const llm_adamw_seg *segs, int nseg,
+                         float lr, float b1, float b2, float eps, int t, float grad_scale,
+                         int dt)
+{
+    int avx2 = llm_cpu_avx2(be);
+    for (int s = 0; s < nseg; s++) {
+        size_t off = segs[s].off, n = segs[s].n;
+        if (!n)
+            continue;
+        adam_hp h = {lr, b1, b2, eps, segs[s].wd, (float)(1.0 / (1.0 - pow(b1, t))),
+                     (float)(1.0 / (1.0 - pow(b2, t))), grad_scale, 1.0f - b1, 1.0f - b2};
+        float *sp = p + off, *sm = m + (off - mv_base), *sv = v + (off - mv_base);
+        const float *sg = grad + off;
+        uint16_t *sl = p_lo ? (uint16_t *)p_lo + off : NULL;
+        PAR_SLICES(be, n, {
+            for (size_t b0 = lo; b0 < hi; b0 += ADAM_BLOCK) {
+                size_t b1_ = b0 + ADAM_BLOCK < hi ? b0 + ADAM_BLOCK : hi;
+                if (avx2)
+                    adam_avx2(sp, sg, sm, sv, b0, b1_, &h);
+                else
+                    adam_generic(sp, sg, sm, sv, b0, b1_, &h);
+                if (sl)
+                    for (size_t i = b0; i < b1_; i++)
+                        sl[i] = llm_lo_bits(sp[i], dt);
+            }
+        });
+    }
 }

@@ -459,6 +459,19 @@ static double now_s(void)
         if (x->out) fputs(l_, x->out);                                            \
     } while (0)
 
+/* The update as the model made it without adamw_segs: adamw per run, then the lo copy
+ * (p, g, m, v: quarters of buf, na each). */
+static void bench_adamw_runs(gc *x, float *buf, size_t na, const llm_adamw_seg *sg, int ns,
+                             void *plo)
+{
+    for (int i = 0; i < ns; i++) {
+        size_t o = sg[i].off;
+        x->g.adamw(&x->g, buf + o, buf + na + o, buf + 2 * na + o, buf + 3 * na + o, sg[i].n,
+                   1e-4f, 0.9f, 0.95f, 1e-8f, sg[i].wd, 3, 1.0f);
+    }
+    x->g.cast_lo(&x->g, plo, buf, na, LLM_DT_BF16);
+}
+
 /* Per-op times of the cuda backend at GPT-2 124M layer shapes (B, T=1024). */
 static void bench_ops(gc *x, int B)
 {
@@ -574,6 +587,21 @@ static void bench_ops(gc *x, int B)
     TIME_OP("adamw <=124M params", 0, x->g.adamw(&x->g, logits, logits + na, logits + 2 * na,
                                                  logits + 3 * na, na, 1e-4f, 0.9f, 0.95f,
                                                  1e-8f, 0.1f, 3, 1.0f));
+    if (x->g.adamw_segs) {   /* the model's update: 98 runs of views (GPT-2 124M), bf16 copy */
+        llm_adamw_seg sg[98];
+        for (int i = 0; i < 98; i++)
+            sg[i] = (llm_adamw_seg){na / 98 * i, i == 97 ? na - na / 98 * 97 : na / 98,
+                                    (i & 1) ? 0.0f : 0.1f};
+        void *plo = x->g.alloc(&x->g, na * 2);
+        if (plo) {
+            TIME_OP("adamw x98 + cast_lo", 0, bench_adamw_runs(x, logits, na, sg, 98, plo));
+            TIME_OP("adamw_segs x98 + lo", 0,
+                    x->g.adamw_segs(&x->g, logits, plo, logits + na, logits + 2 * na,
+                                    logits + 3 * na, 0, sg, 98, 1e-4f, 0.9f, 0.95f, 1e-8f, 3,
+                                    1.0f, LLM_DT_BF16));
+            x->g.free(&x->g, plo);
+        }
+    }
     TIME_OP("sum_squares", 0, (void)x->g.sum_squares(&x->g, a, N * 4 * C));
     free(h); free(tok);
     void *bufs[] = {a, b, o, w, dw, att, mean, rstd, bias, dbias, logits, wte, gtok};
@@ -723,6 +751,7 @@ int main(int argc, char **argv)
     check_xent(&x, 3, 1000, 1031);
     check_optim(&x, 1, 1);
     check_optim(&x, 4099, 7);
+    gpu_check_adamw_segs(&x, tiny);
     if (x.cuda) check_gemm_lo(&x, 37, 61, 83);
     if (!tiny) {
         if (x.cuda) check_gemm_lo(&x, 129, 257, 768);

@@ -122,6 +122,9 @@ void gpu_check_gelu_lo(gc *x, int tiny);
 /* residual_layernorm_forward at (N,C) against fp64, cpu-ref and the backend's own
  * residual_forward + layernorm_forward, in place too (gpu_check_resln.c). */
 void gpu_check_resln(gc *x, int N, int C);
+/* adamw_segs against the backend's adamw + cast_lo (bit for bit), the CPU's rounding,
+ * fp64 and cpu-ref (gpu_check_adamw.c). */
+void gpu_check_adamw_segs(gc *x, int tiny);
 /* to_device ordering and host-buffer reuse, staged and synchronous uploads
  * (gpu_check_xfer.c). */
 void gpu_check_xfer(gc *x);

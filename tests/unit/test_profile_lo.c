@@ -287,6 +287,61 @@ static char *trace_of(llm_profile *p)
 /* bf16 training of a small model on the CPU backend through the wrapper: every lo op the
  * model runs is named and counted at its site, no fp32 compute op is left, the op times
  * add up to the steps, and only the parameters' lo copy counts as lo memory. */
+/* adamw_segs: forwarded, one optimizer entry with the lo write in its bytes; the lo copy
+ * it writes is remembered like cast_lo's, so a GEMM reading it is attributed to the
+ * weight's site without any cast_lo. */
+static int segs_calls, segs_nseg;
+static void s_adamw_segs(llm_backend *be, float *p, void *p_lo, const float *g, float *m,
+                         float *v, size_t mvb, const llm_adamw_seg *segs, int nseg, float lr,
+                         float b1, float b2, float eps, int t, float gs, int lo)
+{
+    (void)be; (void)p; (void)p_lo; (void)g; (void)m; (void)v; (void)mvb; (void)segs;
+    (void)lr; (void)b1; (void)b2; (void)eps; (void)t; (void)gs; (void)lo;
+    segs_calls++;
+    segs_nseg = nseg;
+}
+
+static void test_adamw_segs(void **state)
+{
+    fixture *f = *state;
+    llm_backend probe;
+    llm_profile_backend(f->p, &probe);
+    assert_null(probe.adamw_segs);   /* the stub has none: neither has the wrapper */
+    stub_lo(&f->inner);
+    f->inner.adamw_segs = s_adamw_segs;
+    llm_profile_backend(f->p, &f->be);
+    llm_backend *be = &f->be;
+    uint16_t *lo = be->alloc(be, 300 * sizeof(uint16_t));
+    assert_non_null(lo);
+    const llm_adamw_seg segs[] = {{0, 60, 0.1f}, {60, 0, 0.0f}, {60, 40, 0.0f}, {100, 200, 0.1f}};
+    segs_calls = 0;
+    be->adamw_segs(be, f->params, lo, NULL, NULL, NULL, 0, segs, 4, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                   1, 1.0f, LLM_DT_BF16);
+    be->adamw_segs(be, f->params, NULL, NULL, NULL, NULL, 0, segs, 1, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                   1, 1.0f, 0);
+    assert_int_equal(segs_calls, 2);
+    assert_int_equal(segs_nseg, 1);
+    assert_int_equal(llm_profile_mem_lo(f->p), 600);
+    uint16_t act[64];
+    be->matmul_forward_lo(be, act, LLM_DT_BF16, act, lo + 100, LLM_DT_BF16, NULL, 4, 3, 5);
+    assert_int_equal(f->s.calls[LLM_OP_CAST_LO], 0);
+    llm_profile_entry *v;
+    int n;
+    llm_status st = {0};
+    assert_int_equal(llm_profile_entries(f->p, 0, &v, &n, &st), 0);
+    /* 300 elements with the lo copy, then 60 without */
+    llm_op_cost c1 = llm_cost_adamw_segs(300, 1), c2 = llm_cost_adamw_segs(60, 0);
+    const llm_profile_entry *e = find(v, n, LLM_OP_ADAMW_SEGS, "optimizer", -1);
+    assert_non_null(e);
+    assert_true(e->calls == 2 && e->flop == c1.flop + c2.flop && e->bytes == c1.bytes + c2.bytes);
+    assert_true(c1.flop == 17.0 * 300 && c1.bytes == 30.0 * 300 && c2.bytes == 28.0 * 60);
+    expect_entry(v, n, LLM_OP_MATMUL_FWD_LO, "attn.c_attn", 1, 1,
+                 llm_cost_matmul_forward_lo(4, 3, 5, 0, LLM_DT_BF16));
+    assert_string_equal(llm_op_name(LLM_OP_ADAMW_SEGS), "adamw_segs");
+    free(v);
+    be->free(be, lo);
+}
+
 static void test_train_bf16_cpu(void **state)
 {
     (void)state;
@@ -377,7 +432,10 @@ static void test_train_bf16_cpu(void **state)
     expect_entry(v, n, LLM_OP_MATMUL_BWD_LO, "lm_head", -1, STEPS, llm_cost_matmul_backward_lo(N, C, Vp, 0, f4));
     expect_entry(v, n, LLM_OP_XENT_FWD_LO, "", -1, STEPS, llm_cost_xent_forward_lo(N, V, Vp));
     expect_entry(v, n, LLM_OP_XENT_BWD_LO, "", -1, STEPS, llm_cost_xent_backward_lo(N, V, Vp));
-    expect_entry(v, n, LLM_OP_CAST_LO, "params", -1, STEPS, llm_cost_cast_lo(llm_model_num_params(&mc)));
+    /* the lo copy is cast once, before the first forward; each update rewrites it */
+    expect_entry(v, n, LLM_OP_CAST_LO, "params", -1, 1, llm_cost_cast_lo(llm_model_num_params(&mc)));
+    expect_entry(v, n, LLM_OP_ADAMW_SEGS, "optimizer", -1, STEPS,
+                 llm_cost_adamw_segs(llm_model_num_params(&mc), 1));
     expect_entry(v, n, LLM_OP_LAYERNORM_BWD_LO, "ln_f", -1, STEPS, llm_cost_layernorm_backward_lo(N, C));
     expect_entry(v, n, LLM_OP_LAYERNORM_BWD_LO, "ln_2", 0, STEPS, llm_cost_layernorm_backward_lo(N, C));
     expect_entry(v, n, LLM_OP_LAYERNORM_BWD, "ln_1", 0, STEPS, llm_cost_layernorm_backward(N, C));
@@ -396,7 +454,9 @@ static void test_train_bf16_cpu(void **state)
     assert_int_equal(calls[LLM_OP_GELU_FWD_LO], 0);
     assert_int_equal(calls[LLM_OP_GELU_BWD_LO], 0);
     assert_int_equal(calls[LLM_OP_ATTENTION_BWD_LSE], 2 * STEPS);
-    assert_int_equal(calls[LLM_OP_CAST_LO], 1 * STEPS);
+    assert_int_equal(calls[LLM_OP_CAST_LO], 1);
+    assert_int_equal(calls[LLM_OP_ADAMW_SEGS], STEPS);
+    assert_int_equal(calls[LLM_OP_ADAMW], 0);
     assert_int_equal(calls[LLM_OP_LAYERNORM_BWD_LO], (2 * 2) * STEPS);
     assert_int_equal(calls[LLM_OP_LAYERNORM_BWD], 1 * STEPS);
     const llm_op fp32_ops[] = {LLM_OP_MATMUL_FWD, LLM_OP_MATMUL_BWD, LLM_OP_LAYERNORM_FWD,
@@ -425,6 +485,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capabilities),
         cmocka_unit_test_setup_teardown(test_mixed_precision, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adamw_segs, setup, teardown),
         cmocka_unit_test(test_train_bf16_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
