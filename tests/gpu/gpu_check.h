@@ -126,4 +126,8 @@ void gpu_check_resln(gc *x, int N, int C);
  * (gpu_check_xfer.c). */
 void gpu_check_xfer(gc *x);
 
+/* Recorded decode steps (gpu_check_graph.c): logits equal to the unrecorded ops bit
+ * for bit, and the recordings used. */
+void gpu_check_graph(gc *x);
+
 #endif
