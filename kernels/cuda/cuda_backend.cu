@@ -193,11 +193,33 @@ static void lc_free(llm_backend *be, void *p)
     if (p) LC_CK(lc_get(be), lc_dfree(lc_get(be), p));
 }
 
+/* ---- the upload data path ----
+ * to_device returns before the GPU has the data, and the caller may reuse its buffer at
+ * once.  Uploads of at most LC_STAGE_BYTES (token batches, targets, decode positions) go
+ * through slot i of a ring of LC_STAGES:
+ *
+ *   host:     wait for stage_ev[i] (slot i's previous host-to-device copy is done;
+ *             normally long ago), memcpy src -> pinned host slot i
+ *   copy:     wait stage_used[i] (the compute stream has moved slot i's previous
+ *             contents out), host slot i -> device slot i, record stage_ev[i]
+ *   compute:  wait stage_ev[i], device slot i -> dst, record stage_used[i]
+ *
+ * The host-to-device transfer thus runs on the copy stream while the compute stream is
+ * still busy with the previous step; only the device-to-device copy (fast, and on the
+ * compute stream so it cannot overwrite dst while queued kernels still read it) is in
+ * the compute stream's order.  Every later op on the compute stream sees the data; so
+ * does anything that follows be->sync (which waits for both streams) or an event
+ * recorded on the compute stream (the NCCL streams, the profiler's timing events).
+ * Slot reuse is ordered on the device through the two events, with no host wait in the
+ * normal path.  Should the copy stream or the device ring not be made, the pinned slots
+ * are copied on the compute stream instead (stage_state 1), and without pinned slots
+ * every upload synchronises (-1); neither is an error.  Larger uploads are copied and
+ * waited for at once. */
 #define LC_STAGES 4
 #define LC_STAGE_BYTES ((size_t)1 << 20)
 
-/* The pinned staging ring, made on first use; 0, or -1 when it cannot be (then every
- * upload synchronises, as before). */
+/* The staging rings, made on first use; 0, or -1 when not even the pinned ring can be
+ * (then every upload synchronises, as before). */
 static int lc_stage_ready(lc_ctx *c)
 {
     if (c->stage_state) return c->stage_state > 0 ? 0 : -1;
@@ -209,6 +231,18 @@ static int lc_stage_ready(lc_ctx *c)
             return -1;
         }
     c->stage_state = 1;
+    if (!c->copy) return 0;
+    /* the device ring and its events; both events start recorded (complete), so the
+     * first round waits on nothing and every wait is on a recorded event */
+    for (int i = 0; i < LC_STAGES; i++)
+        if (lc_dmalloc(c, &c->dstage[i], LC_STAGE_BYTES) != cudaSuccess ||
+            cudaEventCreateWithFlags(&c->stage_used[i], cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventRecord(c->stage_used[i], c->stream) != cudaSuccess ||
+            cudaEventRecord(c->stage_ev[i], c->copy) != cudaSuccess) {
+            (void)cudaGetLastError();   /* no copy stream: the one-stream path */
+            return 0;
+        }
+    c->stage_state = 2;
     return 0;
 }
 
@@ -216,18 +250,28 @@ static void lc_to_device(llm_backend *be, void *dst, const void *src, size_t byt
 {
     lc_ctx *c = lc_get(be);
     if (!bytes) return;
-    /* The host buffer may be reused as soon as we return.  Small uploads (token batches,
-     * decode positions) go through a pinned slot and are queued on the stream like a
-     * kernel: no wait for the GPU.  Ops on the stream see the data in order; other
-     * streams (NCCL) follow be->sync, which waits for the copy too. */
     if (bytes <= LC_STAGE_BYTES && lc_stage_ready(c) == 0) {
         unsigned i = c->stage_next++ % LC_STAGES;
-        /* the slot's previous copy must have left it (long done, normally) */
+        /* the host slot's previous copy must have left it (long done, normally) */
         if (LC_CK(c, cudaEventSynchronize(c->stage_ev[i]))) return;
         memcpy(c->stage[i], src, bytes);
-        if (LC_CK(c, cudaMemcpyAsync(dst, c->stage[i], bytes, cudaMemcpyHostToDevice, c->stream)))
-            return;
-        LC_CK(c, cudaEventRecord(c->stage_ev[i], c->stream));
+        if (c->stage_state == 2) {
+            if (LC_CK(c, cudaStreamWaitEvent(c->copy, c->stage_used[i], 0)) ||
+                LC_CK(c, cudaMemcpyAsync(c->dstage[i], c->stage[i], bytes,
+                                         cudaMemcpyHostToDevice, c->copy)) ||
+                LC_CK(c, cudaEventRecord(c->stage_ev[i], c->copy)) ||
+                LC_CK(c, cudaStreamWaitEvent(c->stream, c->stage_ev[i], 0)) ||
+                LC_CK(c, cudaMemcpyAsync(dst, c->dstage[i], bytes, cudaMemcpyDeviceToDevice,
+                                         c->stream)) ||
+                LC_CK(c, cudaEventRecord(c->stage_used[i], c->stream)))
+                return;
+        } else {
+            /* one stream: the copy queued behind the compute stream's kernels */
+            if (LC_CK(c, cudaMemcpyAsync(dst, c->stage[i], bytes, cudaMemcpyHostToDevice,
+                                         c->stream)) ||
+                LC_CK(c, cudaEventRecord(c->stage_ev[i], c->stream)))
+                return;
+        }
         c->stage_runs[0]++;
         return;
     }
@@ -261,7 +305,10 @@ static void lc_zero(llm_backend *be, void *p, size_t bytes)
 static void lc_sync(llm_backend *be)
 {
     lc_ctx *c = lc_get(be);
+    /* the compute stream waits for every upload it uses, so this covers the copy stream
+     * too; its own sync surfaces a failed copy and leaves nothing queued anywhere */
     LC_CK(c, cudaStreamSynchronize(c->stream));
+    if (c->copy) LC_CK(c, cudaStreamSynchronize(c->copy));
 }
 
 /* ---- init / free ---- */
@@ -270,11 +317,14 @@ static void lc_release(lc_ctx *c)
 {
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->copy) cudaStreamSynchronize(c->copy);
     lc_lo_release(c);
     lc_stats_release(c);
     for (int i = 0; i < LC_STAGES; i++) {
         if (c->stage[i]) cudaFreeHost(c->stage[i]);
         if (c->stage_ev[i]) cudaEventDestroy(c->stage_ev[i]);
+        if (c->dstage[i]) cudaFree(c->dstage[i]);
+        if (c->stage_used[i]) cudaEventDestroy(c->stage_used[i]);
     }
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->blas) cublasDestroy(c->blas);
@@ -286,6 +336,7 @@ static void lc_release(lc_ctx *c)
     if (c->h_tok) cudaFreeHost(c->h_tok);
     if (c->h_buf) cudaFreeHost(c->h_buf);
     free(c->h_tmp);
+    if (c->copy) cudaStreamDestroy(c->copy);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c->mem_key);
     free(c->mem_size);
@@ -325,6 +376,11 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     STEP("cudaSetDevice", cudaSetDevice(dev));
     STEP("cudaDeviceGetAttribute", cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev));
     STEP("cudaStreamCreate", cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    /* the upload copy stream is a nicety: without it uploads use the compute stream */
+    if (cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking) != cudaSuccess) {
+        (void)cudaGetLastError();
+        c->copy = NULL;
+    }
     STEP("cublasCreate", (int)cublasCreate(&c->blas));
     STEP("cublasSetStream", (int)cublasSetStream(c->blas, c->stream));
     STEP("cublasLtCreate", (int)cublasLtCreate(&c->lt));
@@ -388,6 +444,8 @@ extern "C" int llm_backend_cuda_status(llm_backend *be, char *err, size_t errlen
     /* surface asynchronous kernel faults too */
     cudaError_t rc = cudaStreamSynchronize(c->stream);
     if (rc != cudaSuccess) lc_fail_cuda(c, rc, "cudaStreamSynchronize", __FILE__, __LINE__);
+    if (c->copy && (rc = cudaStreamSynchronize(c->copy)) != cudaSuccess)
+        lc_fail_cuda(c, rc, "cudaStreamSynchronize(copy)", __FILE__, __LINE__);
     if (!c->pending) return 0;
     if (err && errlen) snprintf(err, errlen, "%s", c->errmsg);
     c->pending = 0;

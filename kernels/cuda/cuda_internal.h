@@ -65,12 +65,21 @@ typedef struct {
     int flash_wmma;                 /* 1: the fused attention runs the WMMA kernels instead
                                        of the mma.sync ones (LLM_CUDA_FLASH=wmma) */
     long flash_runs[2];             /* lse attention calls by the fused kernels, by GEMMs */
-    /* to_device staging: small uploads are copied into a ring of pinned buffers and sent
-     * with cudaMemcpyAsync on the stream, so the caller neither waits for the GPU nor
-     * keeps its buffer; stage_ev[i] marks slot i's copy done.  stage_state 0 not yet
-     * made, 1 ready, -1 unavailable (uploads then synchronise) */
+    /* to_device staging (the data path in cuda_backend.cu): small uploads are copied into
+     * a ring of pinned host slots, sent by the copy stream into a ring of device slots
+     * while the compute stream runs, and moved into place by a device-to-device copy on
+     * the compute stream, so the caller neither waits for the GPU nor keeps its buffer.
+     * stage_ev[i]: recorded on the copy stream after slot i's host-to-device copy (the
+     * host slot is free again, the device slot holds the data); stage_used[i]: recorded
+     * on the compute stream after slot i's device-to-device copy (the device slot is free
+     * again).  stage_state 0 not yet made, 2 ready with the copy stream, 1 pinned slots
+     * only (the copy is queued on the compute stream), -1 unavailable (uploads then
+     * synchronise) */
+    cudaStream_t copy;              /* host-to-device copies; NULL when it cannot be made */
     void *stage[4];
+    void *dstage[4];
     cudaEvent_t stage_ev[4];
+    cudaEvent_t stage_used[4];
     unsigned stage_next;
     int stage_state;
     long stage_runs[2];             /* uploads staged / synchronous (for tests) */

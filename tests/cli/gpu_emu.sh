@@ -4,7 +4,10 @@
 # scripts/gpu-check.sh --emu runs its GPU steps there, and every row must pass: each op
 # against the double reference and cpu-ref (also with one warp running ahead of the
 # others, which a missing barrier does not survive), training cuda=cpu in fp32, bf16,
-# fp16 and bf16 without the fused attention, decode and eval cuda=cpu.
+# fp16 and bf16 without the fused attention, decode and eval cuda=cpu.  All of it with
+# the copies of every stream lagging (LLM_EMU_STREAMS=late, tests/emu/cuda_rt.cpp), as a
+# GPU may run them, so a missing stream wait shows; then the upload rows with the copy
+# stream running ahead of the compute stream (LLM_EMU_STREAMS=ahead).
 # Under make check (LLM_SAN): the sanitized emulated build instead (build/san/emu), where
 # ASan sees every kernel's device-memory access: gpu_check --tiny and two bf16 training
 # steps on cuda must pass without a report.
@@ -38,7 +41,7 @@ fi
 if [ ! -x "$ROOT/build/emu/gpu/gpu_check" ]; then
   skip "emulated CUDA backend" "not built (make CUDA=emu all; make test builds it unless EMU=0)"; exit 0
 fi
-GPU_CHECK_SEED=1 LLM_DATA=$DATA bash scripts/gpu-check.sh --emu >"$TMP/out" 2>&1
+GPU_CHECK_SEED=1 LLM_DATA=$DATA LLM_EMU_STREAMS=late bash scripts/gpu-check.sh --emu >"$TMP/out" 2>&1
 rc=$?
 R=build/gpu-check-emu/report.txt
 check "gpu-check.sh --emu exits 0 (rc=$rc)" test $rc = 0
@@ -53,4 +56,9 @@ for r in "ops vs reference" "ops, warps skewed (emu)" "train 4 steps cuda=cpu (f
   else notok "$r: ${line:-missing} $(grep -m3 'FAIL\|emu:' "$TMP/out" | tr '\n' ' ')"; fi
 done
 check "no FAIL row" bash -c "! grep -q ' FAIL ' $R"
+LLM_EMU_STREAMS=ahead build/emu/gpu/gpu_check --tiny --only xfer --seed 1 >"$TMP/xfer.log" 2>&1
+rc=$?
+sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$TMP/xfer.log")
+if [ $rc = 0 ] && grep -q '^to_device copy stream .* PASS' "$TMP/xfer.log"; then ok "uploads, copy stream ahead (emu): ${sum#gpu_check: }"
+else notok "uploads, copy stream ahead (emu): rc=$rc $(grep -m3 'FAIL\|emu:' "$TMP/xfer.log" | tr '\n' ' ')"; fi
 echo "1..$_n"

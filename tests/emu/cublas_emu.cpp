@@ -21,6 +21,7 @@
 
 struct emu_cublas {
     int tf32;
+    cudaStream_t stream;   /* cublasSetStream: its queued copies run before each call */
 };
 struct emu_lt {
     int unused;
@@ -165,7 +166,7 @@ const char *cublasGetStatusString(cublasStatus_t s)
 
 cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
-    *h = new emu_cublas{0};
+    *h = new emu_cublas{0, nullptr};
     return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy(cublasHandle_t h)
@@ -175,8 +176,9 @@ cublasStatus_t cublasDestroy(cublasHandle_t h)
 }
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
 {
-    (void)s;
-    return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes)
 {
@@ -205,6 +207,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          int batch)
 {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    emu_stream_flush(h->stream);
     return emu_gemm(ta, tb, m, n, k, *alpha, A, CUDA_R_32F, lda, sA, B, CUDA_R_32F, ldb, sB, *beta,
                     C, CUDA_R_32F, ldc, sC, batch, nullptr, CUDA_R_32F, h->tf32);
 }
@@ -214,6 +217,7 @@ cublasStatus_t cublasSgemv(cublasHandle_t h, cublasOperation_t t, int m, int n,
 {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (m < 0 || n < 0 || lda < (m > 1 ? m : 1) || !incx || !incy) return CUBLAS_STATUS_INVALID_VALUE;
+    emu_stream_flush(h->stream);
     int ny = t == CUBLAS_OP_N ? m : n, nx = t == CUBLAS_OP_N ? n : m;
     for (int i = 0; i < ny; i++) {
         double s = 0;
@@ -248,6 +252,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (at != bt || (comp != CUBLAS_COMPUTE_32F && comp != CUBLAS_COMPUTE_32F_FAST_TF32))
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    emu_stream_flush(h->stream);
     return emu_gemm(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, sA, B, bt, ldb, sB,
                     *(const float *)beta, C, ct, ldc, sC, batch, nullptr, CUDA_R_32F,
                     comp == CUBLAS_COMPUTE_32F_FAST_TF32 && at == CUDA_R_32F);
@@ -416,7 +421,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
     (void)algo;
     (void)ws;
     (void)wsbytes;
-    (void)s;
+    emu_stream_flush(s);
     uint64_t m, n, k;
     if (!h || !d || !al || !bl || !cl || !dl || !lt_shapes(d, al, bl, cl, dl, &m, &n, &k))
         return CUBLAS_STATUS_INVALID_VALUE;

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <mutex>
@@ -16,11 +18,21 @@ namespace {
  * against a nominal 16 GiB so that cudaMemGetInfo and out-of-memory paths behave. */
 const size_t TOTAL = (size_t)16 << 30;
 
+int lag_env()
+{
+    const char *m = getenv("LLM_EMU_STREAMS");
+    return m && !strcmp(m, "late") ? 1 : m && !strcmp(m, "ahead") ? 2 : 0;
+}
+
 struct Rt {
     std::mutex mu;
     std::map<void *, size_t> dev;           /* device allocations */
     std::map<std::string, int> smem_optin;  /* kernel -> dynamic shared memory allowed */
     std::map<const void *, bool> syncs;     /* launch site -> reached a barrier when it ran */
+    std::map<void *, size_t> pinned;        /* cudaHostAlloc / cudaMallocHost blocks */
+    std::map<uint64_t, struct emu_stream *> streams;   /* live streams by id */
+    uint64_t next_sid = 1;
+    int lag = lag_env();                    /* LLM_EMU_STREAMS: 0 eager, 1 late, 2 ahead */
     size_t used = 0;
     cudaError_t last = cudaSuccess;
 };
@@ -52,13 +64,130 @@ double now_ms()
 
 }  // namespace
 
+/* Streams.  By default every stream operation runs when it is issued.  LLM_EMU_STREAMS
+ * lets the copies and memsets queued on a stream lag behind (kernels and cuBLAS calls
+ * still run at once, after their own stream's queue), in one of two orders that a GPU
+ * may also take, so that a missing cudaStreamWaitEvent or an early reuse of a buffer
+ * shows up as wrong data:
+ *   late   every stream's copies wait until something needs them: a kernel or cuBLAS
+ *          call on the stream, a cudaStreamWaitEvent on an event recorded after them,
+ *          a synchronisation (stream, event, device), a synchronous cudaMemcpy/Memset,
+ *          cudaFree(Host) or cudaStreamDestroy.  A consumer that does not wait for a
+ *          copy on another stream reads what was there before.
+ *   ahead  only streams that have launched kernels (compute streams) queue; the others
+ *          (copy streams) run at once, ahead of the compute work queued before: a copy
+ *          that does not wait for the compute stream to finish with its destination
+ *          overwrites it too early.
+ * A copy from or to host memory that is not pinned (cudaHostAlloc/cudaMallocHost) runs
+ * at once after its stream's queue, as the driver stages it synchronously.  The queues
+ * assume one host thread (the tests'); the default mode has none. */
 struct emu_stream {
     unsigned flags;
+    uint64_t id;
+    std::deque<std::function<void()>> q;
+    uint64_t queued, done;      /* operations issued / run */
+    bool kernels;               /* has launched a kernel or cuBLAS call */
 };
 struct emu_event {
     double t;
     int recorded;
+    uint64_t sid, seq;          /* complete once stream sid has run seq operations */
 };
+
+namespace {
+
+int lag_mode() { return rt().lag; }
+
+emu_stream *stream_of(uint64_t id)
+{
+    std::lock_guard<std::mutex> g(rt().mu);
+    auto it = rt().streams.find(id);
+    return it == rt().streams.end() ? nullptr : it->second;
+}
+
+/* Run s's queue up to its seq-th operation (a destroyed stream has run everything). */
+void run_to(uint64_t sid, uint64_t seq)
+{
+    if (!lag_mode()) return;   /* nothing is ever queued */
+    emu_stream *s;
+    while ((s = stream_of(sid)) && s->done < seq && !s->q.empty()) {
+        std::function<void()> op = std::move(s->q.front());
+        s->q.pop_front();
+        s->done++;
+        op();
+    }
+}
+
+void run_all()
+{
+    if (!lag_mode()) return;
+    for (int again = 1; again;) {
+        again = 0;
+        for (auto &kv : rt().streams)
+            if (!kv.second->q.empty()) {
+                run_to(kv.first, kv.second->queued);
+                again = 1;
+                break;   /* running may have changed the map's queues: look again */
+            }
+    }
+}
+
+bool queues(emu_stream *s)
+{
+    int m = lag_mode();
+    return s && (m == 1 || (m == 2 && s->kernels));
+}
+
+/* Issue op on s: queued when s lags, else run after s's queue (the legacy stream 0 after
+ * every queue). */
+void issue(emu_stream *s, std::function<void()> op)
+{
+    if (queues(s)) {
+        s->q.push_back(std::move(op));
+        s->queued++;
+        return;
+    }
+    if (s) run_to(s->id, s->queued);
+    else run_all();
+    if (s) { s->queued++; s->done++; }
+    op();
+}
+
+bool is_pinned(const void *p)
+{
+    Rt &r = rt();
+    std::lock_guard<std::mutex> g(r.mu);
+    auto it = r.pinned.upper_bound((void *)p);
+    if (it == r.pinned.begin()) return false;
+    --it;
+    return (const char *)p < (const char *)it->first + it->second;
+}
+
+bool is_device(const void *p)
+{
+    Rt &r = rt();
+    std::lock_guard<std::mutex> g(r.mu);
+    auto it = r.dev.upper_bound((void *)p);
+    if (it == r.dev.begin()) return false;
+    --it;
+    return (const char *)p < (const char *)it->first + (it->second ? it->second : 1);
+}
+
+}  // namespace
+
+void emu_set_stream_mode(const char *mode)
+{
+    run_all();   /* nothing left queued under the old mode */
+    rt().lag = mode && !strcmp(mode, "late") ? 1 : mode && !strcmp(mode, "ahead") ? 2 : 0;
+}
+
+void emu_stream_flush(cudaStream_t s)
+{
+    if (!lag_mode()) return;
+    if (!s) { run_all(); return; }
+    s->kernels = true;
+    run_to(s->id, s->queued);
+}
 
 const char *cudaGetErrorString(cudaError_t e)
 {
@@ -120,7 +249,7 @@ cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int d)
     snprintf(bus, (size_t)len, "0000:00:00.0");
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void);
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
@@ -139,6 +268,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 cudaError_t cudaFree(void *p)
 {
     if (!p) return cudaSuccess;
+    run_all();   /* cudaFree waits for the device */
     Rt &r = rt();
     std::lock_guard<std::mutex> g(r.mu);
     auto it = r.dev.find(p);
@@ -151,7 +281,11 @@ cudaError_t cudaFree(void *p)
 cudaError_t cudaMallocHost(void **p, size_t bytes)
 {
     *p = malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+    if (!*p) return fail(cudaErrorMemoryAllocation);
+    Rt &r = rt();
+    std::lock_guard<std::mutex> g(r.mu);
+    r.pinned[*p] = bytes ? bytes : 1;
+    return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags)
 {
@@ -160,6 +294,15 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags)
 }
 cudaError_t cudaFreeHost(void *p)
 {
+    if (!p) return cudaSuccess;
+    run_all();   /* as cudaFree: queued copies from the block finish first */
+    Rt &r = rt();
+    {
+        std::lock_guard<std::mutex> g(r.mu);
+        auto it = r.pinned.find(p);
+        if (it == r.pinned.end()) return fail(cudaErrorInvalidValue);
+        r.pinned.erase(it);
+    }
     free(p);
     return cudaSuccess;
 }
@@ -174,54 +317,86 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
 {
     (void)k;
     if (n && (!dst || !src)) return fail(cudaErrorInvalidValue);
+    run_all();
     if (n) memmove(dst, src, n);
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s)
 {
-    (void)s;
-    return cudaMemcpy(dst, src, n, k);
+    (void)k;
+    if (n && (!dst || !src)) return fail(cudaErrorInvalidValue);
+    if (!n) return cudaSuccess;
+    bool pageable = (!is_device(dst) && !is_pinned(dst)) || (!is_device(src) && !is_pinned(src));
+    if (pageable && s) {   /* synchronous with the host: after the stream's queue */
+        run_to(s->id, s->queued);
+        s->queued++;
+        s->done++;
+        memmove(dst, src, n);
+        return cudaSuccess;
+    }
+    issue(s, [dst, src, n] { memmove(dst, src, n); });
+    return cudaSuccess;
 }
 cudaError_t cudaMemset(void *p, int v, size_t n)
 {
     if (n && !p) return fail(cudaErrorInvalidValue);
+    run_all();
     if (n) memset(p, v, n);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
-    (void)s;
-    return cudaMemset(p, v, n);
+    if (n && !p) return fail(cudaErrorInvalidValue);
+    if (n) issue(s, [p, v, n] { memset(p, v, n); });
+    return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 {
-    *s = new emu_stream{flags};
+    Rt &r = rt();
+    std::lock_guard<std::mutex> g(r.mu);
+    *s = new emu_stream{flags, r.next_sid++, {}, 0, 0, false};
+    r.streams[(*s)->id] = *s;
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    if (!s) return fail(cudaErrorInvalidValue);
+    /* work still queued completes (as on a GPU); events recorded on s count as done */
+    run_to(s->id, s->queued);
+    {
+        std::lock_guard<std::mutex> g(rt().mu);
+        rt().streams.erase(s->id);
+    }
     delete s;
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-    (void)s;
+    if (s) run_to(s->id, s->queued);
+    else run_all();
     return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 {
-    (void)s;
-    (void)e;
     (void)flags;
+    if (!e) return fail(cudaErrorInvalidValue);
+    if (!e->recorded) {
+        /* legal on a GPU (waits for nothing) but never what the code means */
+        fprintf(stderr, "emu: cudaStreamWaitEvent on an event never recorded\n");
+        return fail(cudaErrorInvalidValue);
+    }
+    /* the record as of now: a later cudaEventRecord on e does not move this wait */
+    uint64_t sid = e->sid, seq = e->seq;
+    issue(s, [sid, seq] { run_to(sid, seq); });
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
     (void)flags;
-    *e = new emu_event{0.0, 0};
+    *e = new emu_event{0.0, 0, 0, 0};
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e)
@@ -231,18 +406,35 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-    (void)s;
     if (!e) return fail(cudaErrorInvalidValue);
+    if (!s) run_all();   /* the legacy stream: after everything issued */
     e->t = now_ms();
     e->recorded = 1;
+    e->sid = s ? s->id : 0;
+    e->seq = s ? s->queued : 0;
     return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : fail(cudaErrorInvalidValue); }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return e ? cudaSuccess : fail(cudaErrorInvalidValue); }
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    if (!e) return fail(cudaErrorInvalidValue);
+    run_to(e->sid, e->seq);
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    /* the queued work finishes when asked, so an event is never found pending */
+    return cudaEventSynchronize(e);
+}
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
     if (!a || !b || !a->recorded || !b->recorded) return fail(cudaErrorInvalidValue);
     *ms = (float)(b->t - a->t);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    run_all();
     return cudaSuccess;
 }
 
@@ -255,9 +447,10 @@ cudaError_t cudaFuncSetAttribute(emu_named kernel, cudaFuncAttribute a, int byte
 }
 
 void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block, size_t smem,
-                    const std::function<void()> &body)
+                    const std::function<void()> &body, cudaStream_t stream)
 {
     Rt &r = rt();
+    emu_stream_flush(stream);   /* after what is queued on its stream */
     size_t threads = (size_t)block.x * block.y * block.z;
     size_t allowed = 48 * 1024;
     auto it = r.smem_optin.find(kernel);

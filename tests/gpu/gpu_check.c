@@ -599,7 +599,7 @@ int main(int argc, char **argv)
 {
     gc x;
     memset(&x, 0, sizeof x);
-    int bench = 0, bench_b = 8, tiny = 0, only_att = 0;
+    int bench = 0, bench_b = 8, tiny = 0, only_att = 0, only_xfer = 0;
     const char *outpath = NULL, *device = "cuda";
     x.rng = (uint64_t)time(NULL);   /* fresh inputs each run; the seed is printed */
     for (int i = 1; i < argc; i++) {
@@ -610,6 +610,11 @@ int main(int argc, char **argv)
             only_att = 1;
             i++;
         }
+        /* --only xfer: the to_device rows alone (tests/cli/gpu_emu.sh, lagging copies) */
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc && !strcmp(argv[i + 1], "xfer")) {
+            only_xfer = 1;
+            i++;
+        }
         else if (!strcmp(argv[i], "--bench-batch") && i + 1 < argc) bench_b = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) x.rng = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) outpath = argv[++i];
@@ -618,7 +623,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: gpu_check [--seed N] [--out FILE] [--tiny] [--bench] [--bench-batch B]\n"
-                   "                 [--device cuda|cpu|cpu-ref] [--only attention]\n");
+                   "                 [--device cuda|cpu|cpu-ref] [--only attention|xfer]\n");
             return 0;
         } else {
             fprintf(stderr, "gpu_check: unknown argument '%s'\n", argv[i]);
@@ -687,6 +692,11 @@ int main(int argc, char **argv)
         gpu_check_attention_lse(&x, tiny);
         goto done;
     }
+    if (only_xfer) {
+        gpu_check_xfer(&x);
+        gpu_check_xfer_streams(&x, tiny);
+        goto done;
+    }
     check_bucket(&x, 1, 1);
     check_bucket(&x, 1000, 7);
     check_bucket(&x, 70001, 50257);
@@ -733,6 +743,7 @@ int main(int argc, char **argv)
         check_optim(&x, 1000003, 1);
     }
     gpu_check_xfer(&x);
+    gpu_check_xfer_streams(&x, tiny);
     gpu_check_lo(&x, tiny);
     gpu_check_ops_lo(&x, tiny);
     gpu_check_gelu_lo(&x, tiny);

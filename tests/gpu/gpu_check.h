@@ -125,6 +125,9 @@ void gpu_check_resln(gc *x, int N, int C);
 /* to_device ordering and host-buffer reuse, staged and synchronous uploads
  * (gpu_check_xfer.c). */
 void gpu_check_xfer(gc *x);
+/* uploads through the copy stream while the compute stream is busy, each consumed by an
+ * op, no synchronisation in between (gpu_check_xfer.c).  tiny: small buffers. */
+void gpu_check_xfer_streams(gc *x, int tiny);
 
 /* Recorded decode steps (gpu_check_graph.c): logits equal to the unrecorded ops bit
  * for bit, and the recordings used. */

@@ -1,6 +1,7 @@
 /* cuda_runtime.h for tests/emu: the part of the CUDA runtime API the backend uses, on the
  * CPU (tests/emu/cuda_rt.cpp).  Device memory is host memory; every stream operation
- * runs synchronously when it is issued; kernel launches (rewritten from <<<...>>> by
+ * runs synchronously when it is issued (unless LLM_EMU_STREAMS lets copies lag behind,
+ * see cuda_rt.cpp), and cudaStreamWaitEvent on an event never recorded fails; kernel launches (rewritten from <<<...>>> by
  * tests/emu/unchevron.py into emu_call) run through emu_launch and fail, as on a GPU,
  * for a bad configuration (more than 1024 threads, grid y/z over 65535, more dynamic
  * shared memory than 48 KiB without cudaFuncSetAttribute, or over 227 KiB). */
@@ -97,7 +98,12 @@ cudaError_t cudaFuncSetAttribute(emu_named kernel, cudaFuncAttribute a, int v);
  * the launch, checked like the hardware's, then every thread of every block through
  * emu_launch; a failure is the next cudaGetLastError(). */
 void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block, size_t smem,
-                    const std::function<void()> &body);
+                    const std::function<void()> &body, cudaStream_t stream);
+/* Run what is queued on s (every stream when s is 0) before a kernel or cuBLAS call on s
+ * reads the memory; a no-op unless LLM_EMU_STREAMS lets copies lag (cuda_rt.cpp). */
+void emu_stream_flush(cudaStream_t s);
+/* Test hook: the LLM_EMU_STREAMS mode ("late", "ahead", else eager) from now on. */
+void emu_set_stream_mode(const char *mode);
 /* one address per launch site (per lambda type) */
 template <class F> static inline const void *emu_site(void)
 {
@@ -109,16 +115,17 @@ template <class F> struct emu_launcher {
     F f;
     dim3 grid, block;
     size_t smem;
+    cudaStream_t stream;
     template <class... A> void operator()(A... a) const
     {
-        emu_kernel_run(name, emu_site<F>(), grid, block, smem, [&] { f(a...); });
+        emu_kernel_run(name, emu_site<F>(), grid, block, smem, [&] { f(a...); }, stream);
     }
 };
 template <class F>
 static inline emu_launcher<F> emu_call(const char *name, F f, dim3 grid, dim3 block, size_t smem = 0,
-                                       cudaStream_t = 0)
+                                       cudaStream_t stream = 0)
 {
-    return emu_launcher<F>{name, f, grid, block, smem};
+    return emu_launcher<F>{name, f, grid, block, smem, stream};
 }
 
 #endif
