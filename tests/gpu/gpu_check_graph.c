@@ -34,7 +34,7 @@ static int write_model(const char *path, const llm_model_config *cfg, llm_backen
              llm_ckpt_set_section(w, "model", llm_model_config_node(cfg), &st) ||
              llm_model_save(m, w, 0, &st) || llm_ckpt_write(w, path, &st);
     }
-    if (rc) snprintf(msg, len, "%s", st.msg);
+    if (rc) snprintf(msg, len, "%.200s", st.msg);
     llm_ckpt_writer_free(w);
     llm_model_free(m);
     return rc ? -1 : 0;
@@ -74,7 +74,7 @@ static int decode(llm_backend *be, const char *path, float *out, int Vp, char *m
             tok[s] = best;
         }
     }
-    if (rc) snprintf(msg, len, "%s", st.msg);
+    if (rc) snprintf(msg, len, "%.200s", st.msg);
     llm_infer_ctx_free(c);
     llm_infer_model_free(m);
     return rc ? -1 : 0;
