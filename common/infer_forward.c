@@ -18,6 +18,12 @@ struct llm_infer_ctx {
     int32_t *ids, *slot, *pos;            /* backend copies of the rows */
     int32_t *h_ids, *h_slot, *h_pos;      /* host staging */
     size_t bytes;
+    /* recorded forwards (backend graph_capture) of n rows, n <= slots: the ops of a
+     * forward depend only on n (rows, positions and slots are read from the device), so
+     * the second forward of n rows records them and later ones replay the recording */
+    void **graph;                         /* slots + 1 entries */
+    unsigned char *graph_seen;            /* n rows: 0 never, 1 once, 2 recorded or not
+                                           * recordable */
 };
 
 static void *balloc(llm_infer_ctx *c, size_t bytes)
@@ -36,6 +42,11 @@ void llm_infer_ctx_free(llm_infer_ctx *c)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->free(be, bufs[i]);
+    if (c->graph)
+        for (int n = 0; n <= c->slots; n++)
+            be->graph_free(be, c->graph[n]);
+    free(c->graph);
+    free(c->graph_seen);
     free(c->h_ids);
     free(c->h_slot);
     free(c->h_pos);
@@ -80,6 +91,14 @@ int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int ma
     c->h_ids = malloc(R * sizeof(int32_t));
     c->h_slot = malloc(R * sizeof(int32_t));
     c->h_pos = malloc(R * sizeof(int32_t));
+    if (c->be->graph_capture && m->tp_size == 1) {
+        c->graph = calloc((size_t)slots + 1, sizeof *c->graph);
+        c->graph_seen = calloc((size_t)slots + 1, 1);
+        if (!c->graph || !c->graph_seen) {
+            llm_infer_ctx_free(c);
+            return llm_err(st, LLM_ENOMEM, "out of memory");
+        }
+    }
     if (!c->kc || !c->vc || !c->x || !c->ln || !c->qkv || !c->att || !c->proj || !c->fc ||
         !c->fca || !c->logits || !c->ids || !c->slot || !c->pos || !c->h_ids || !c->h_slot ||
         !c->h_pos) {
@@ -104,6 +123,67 @@ static void residual_ln(llm_backend *be, float *x, float *ln, const float *proj,
     }
     be->residual_forward(be, x, x, proj, (size_t)n * C);
     be->layernorm_forward(be, ln, NULL, NULL, x, w, b, n, C);
+}
+
+/* The device part of a forward of n rows (uploaded to c->ids, c->slot, c->pos): only
+ * ops on c's backend, their arguments a function of n alone, so that it may be recorded
+ * (llm_infer_forward).  A tensor-parallel exchange failing sets rc. */
+typedef struct {
+    llm_infer_ctx *c;
+    int n, rc;
+    llm_status *st;
+} forward_args;
+
+static void forward_ops(void *arg)
+{
+    forward_args *a = arg;
+    llm_infer_ctx *c = a->c;
+    const llm_infer_model *m = c->m;
+    const llm_model_config *cfg = &m->cfg;
+    llm_backend *be = c->be;
+    int n = a->n;
+    llm_status *st = a->st;
+    /* tensor parallel: Cl channels = NH heads of this rank; the projections' partial
+     * sums (and the embedding) are summed over the ranks */
+    int C = cfg->n_embd, NH = cfg->n_head / m->tp_size, T = cfg->max_seq_len;
+    int Cl = C / m->tp_size;
+    size_t layer_kv = (size_t)c->slots * T * Cl;
+    size_t nc = (size_t)n * C;
+    be->embed_rows(be, c->x, c->ids, c->pos, m->wte.p, m->wte.dtype, m->wpe.p, n, C);
+    if (m->tp && llm_infer_tp_embed_reduce(m->tp, be, c->x, n, C, st)) {
+        a->rc = st->code;
+        return;
+    }
+    be->layernorm_forward(be, c->ln, NULL, NULL, c->x, m->layers[0].ln1_w.p,
+                          m->layers[0].ln1_b.p, n, C);
+    for (int l = 0; l < cfg->n_layer; l++) {
+        const llm_infer_layer *L = &m->layers[l];
+        float *kc = c->kc + l * layer_kv, *vc = c->vc + l * layer_kv;
+        /* c->ln holds ln_1 of c->x (written with the previous layer's last residual) */
+        be->matmul_rows(be, c->qkv, c->ln, L->qkv_w.p, L->qkv_w.dtype, L->qkv_b.p, n, C, 3 * Cl);
+        be->kv_store(be, kc, vc, c->qkv, c->slot, c->pos, n, Cl, T);
+        be->attention_rows(be, c->att, c->qkv, kc, vc, c->slot, c->pos, n, Cl, NH, T);
+        be->matmul_rows(be, c->proj, c->att, L->attn_proj_w.p, L->attn_proj_w.dtype,
+                        L->attn_proj_b.p, n, Cl, C);
+        if (m->tp && llm_infer_tp_allreduce(m->tp, be, c->proj, nc, st)) {
+            a->rc = st->code;
+            return;
+        }
+        residual_ln(be, c->x, c->ln, c->proj, L->ln2_w.p, L->ln2_b.p, n, C);
+        be->matmul_rows(be, c->fc, c->ln, L->fc_w.p, L->fc_w.dtype, L->fc_b.p, n, C, 4 * Cl);
+        be->gelu_forward(be, c->fca, c->fc, (size_t)n * 4 * Cl);
+        be->matmul_rows(be, c->proj, c->fca, L->fc_proj_w.p, L->fc_proj_w.dtype,
+                        L->fc_proj_b.p, n, 4 * Cl, C);
+        if (m->tp && llm_infer_tp_allreduce(m->tp, be, c->proj, nc, st)) {
+            a->rc = st->code;
+            return;
+        }
+        if (l + 1 < cfg->n_layer)
+            residual_ln(be, c->x, c->ln, c->proj, m->layers[l + 1].ln1_w.p,
+                        m->layers[l + 1].ln1_b.p, n, C);
+        else   /* ln_f reads only the rows llm_infer_logits asks for */
+            be->residual_forward(be, c->x, c->x, c->proj, nc);
+    }
 }
 
 int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_status *st)
@@ -135,41 +215,26 @@ int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_st
     be->to_device(be, c->slot, c->h_slot, (size_t)n * sizeof(int32_t));
     be->to_device(be, c->pos, c->h_pos, (size_t)n * sizeof(int32_t));
 
-    /* tensor parallel: Cl channels = NH heads of this rank; the projections' partial
-     * sums (and the embedding) are summed over the ranks */
-    int C = cfg->n_embd, NH = cfg->n_head / m->tp_size, T = cfg->max_seq_len;
-    int Cl = C / m->tp_size;
-    size_t layer_kv = (size_t)c->slots * T * Cl;
-    size_t nc = (size_t)n * C;
-    be->embed_rows(be, c->x, c->ids, c->pos, m->wte.p, m->wte.dtype, m->wpe.p, n, C);
-    if (m->tp && llm_infer_tp_embed_reduce(m->tp, be, c->x, n, C, st))
-        return st->code;
-    be->layernorm_forward(be, c->ln, NULL, NULL, c->x, m->layers[0].ln1_w.p,
-                          m->layers[0].ln1_b.p, n, C);
-    for (int l = 0; l < cfg->n_layer; l++) {
-        const llm_infer_layer *L = &m->layers[l];
-        float *kc = c->kc + l * layer_kv, *vc = c->vc + l * layer_kv;
-        /* c->ln holds ln_1 of c->x (written with the previous layer's last residual) */
-        be->matmul_rows(be, c->qkv, c->ln, L->qkv_w.p, L->qkv_w.dtype, L->qkv_b.p, n, C, 3 * Cl);
-        be->kv_store(be, kc, vc, c->qkv, c->slot, c->pos, n, Cl, T);
-        be->attention_rows(be, c->att, c->qkv, kc, vc, c->slot, c->pos, n, Cl, NH, T);
-        be->matmul_rows(be, c->proj, c->att, L->attn_proj_w.p, L->attn_proj_w.dtype,
-                        L->attn_proj_b.p, n, Cl, C);
-        if (m->tp && llm_infer_tp_allreduce(m->tp, be, c->proj, nc, st))
-            return st->code;
-        residual_ln(be, c->x, c->ln, c->proj, L->ln2_w.p, L->ln2_b.p, n, C);
-        be->matmul_rows(be, c->fc, c->ln, L->fc_w.p, L->fc_w.dtype, L->fc_b.p, n, C, 4 * Cl);
-        be->gelu_forward(be, c->fca, c->fc, (size_t)n * 4 * Cl);
-        be->matmul_rows(be, c->proj, c->fca, L->fc_proj_w.p, L->fc_proj_w.dtype,
-                        L->fc_proj_b.p, n, 4 * Cl, C);
-        if (m->tp && llm_infer_tp_allreduce(m->tp, be, c->proj, nc, st))
-            return st->code;
-        if (l + 1 < cfg->n_layer)
-            residual_ln(be, c->x, c->ln, c->proj, m->layers[l + 1].ln1_w.p,
-                        m->layers[l + 1].ln1_b.p, n, C);
-        else   /* ln_f reads only the rows llm_infer_logits asks for */
-            be->residual_forward(be, c->x, c->x, c->proj, nc);
+    forward_args a = {c, n, 0, st};
+    int rec = c->graph && n <= c->slots;
+    if (rec && c->graph[n]) {
+        if (be->graph_launch(be, c->graph[n]))
+            return llm_err(st, LLM_ESOFTWARE, "forward: the recorded forward of %d rows failed "
+                           "on the backend", n);
+    } else if (rec && c->graph_seen[n] == 1) {
+        /* the second forward of n rows: recorded (or, where that cannot be, run; either
+         * way not tried again) */
+        c->graph_seen[n] = 2;
+        if (be->graph_capture(be, forward_ops, &a, &c->graph[n]) < 0)
+            return llm_err(st, LLM_ESOFTWARE, "forward: recording the forward of %d rows "
+                           "failed on the backend", n);
+    } else {
+        if (rec && c->graph_seen[n] == 0)
+            c->graph_seen[n] = 1;
+        forward_ops(&a);
     }
+    if (a.rc)
+        return a.rc;
     c->n_last = n;
     return LLM_OK;
 }

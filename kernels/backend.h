@@ -307,6 +307,20 @@ struct llm_backend {
     void (*xent_fused)(llm_backend *be, float *losses, void *logits, const int32_t *targets,
                        float dloss, int N, int V, int Vp, int lo);
 
+    /* ---- recorded op sequences (CUDA graphs; NULL elsewhere) ----
+     * graph_capture runs fn(arg), which queues this backend's ops and nothing else (no
+     * to_host, sync, alloc or free: those fail while recording), and records them:
+     * returns 0 with *graph set (the ops ran, as one recording), 1 with *graph NULL (the
+     * ops ran directly: no recording possible), or -1 (an op failed; error recorded).
+     * graph_launch queues a recording again: the same ops with the same arguments
+     * (pointers, sizes); what they read from device memory may have changed since.
+     * Returns 0 or -1.  graph_free releases one (NULL is a no-op); a launch still queued
+     * completes first.  The caller keeps every pointer a recording uses valid while it
+     * may be launched.  All three NULL, or all three set. */
+    int (*graph_capture)(llm_backend *be, void (*fn)(void *arg), void *arg, void **graph);
+    int (*graph_launch)(llm_backend *be, void *graph);
+    void (*graph_free)(llm_backend *be, void *graph);
+
     /* ---- device health for metrics (NULL on the CPU) ----
      * Fills *out; a field the device or driver cannot tell is -1 (NVML absent: util,
      * temp and power are -1).  Returns 0, or -1 when nothing could be read. */

@@ -493,16 +493,27 @@ Y
   # decode tokens/s at batch 1 and 32 from the GPT-2 run's checkpoint
   G=$(ls "$REP_DIR"/gpt2run/*.llmk 2>/dev/null | sort | tail -1)
   if have llm-infer && [ -n "$G" ]; then
-    for nb in 1 32; do
-      # nb requests decoded together (-f would make one prompt of the whole file)
+    for v in 1 1nograph 32 32nograph; do
+      # nb requests decoded together (-f would make one prompt of the whole file); by
+      # default the decode steps run as recorded CUDA graphs, "nograph" launches every
+      # kernel (LLM_CUDA_GRAPHS=0)
       # (token ids: the checkpoint may have no tokenizer when no GPT-2 vocabulary was carried)
+      nb=${v%nograph} graphs=1 what=""
+      [ "$v" != "$nb" ] && graphs=0 what=", no CUDA graphs"
       yes '{"tokens": [464, 5822, 531], "max_tokens": 128, "temperature": 0}' | head -$nb |
-        env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$G" --device cuda --batch $nb --jsonl \
-        --stats >"$REP_DIR/decode-$nb.out" 2>"$REP_DIR/decode-$nb.err"
-      d=$(grep -o '"decode_tokens_per_s": *[0-9.eE+]*' "$REP_DIR/decode-$nb.err" | sed 's/.*: *//' | tail -1)
-      cat "$REP_DIR/decode-$nb.err" >>"$LOG"
-      if [ -n "$d" ]; then row "GPT-2 124M decode batch $nb" INFO "$d tok/s"
-      else row "GPT-2 124M decode batch $nb" SKIP "no decode_tokens_per_s"; fi
+        env LD_LIBRARY_PATH="$LDP" LLM_CUDA_GRAPHS=$graphs timeout $(tl 60) "$BIN/llm-infer" "$G" --device cuda \
+        --batch $nb --jsonl --stats >"$REP_DIR/decode-$v.out" 2>"$REP_DIR/decode-$v.err"
+      d=$(grep -o '"decode_tokens_per_s": *[0-9.eE+]*' "$REP_DIR/decode-$v.err" | sed 's/.*: *//' | tail -1)
+      cat "$REP_DIR/decode-$v.err" >>"$LOG"
+      if [ -n "$d" ]; then row "GPT-2 124M decode batch $nb$what" INFO "$d tok/s"
+      else row "GPT-2 124M decode batch $nb$what" SKIP "no decode_tokens_per_s"; fi
+      # the two runs' tokens must agree (greedy: the recordings run the same kernels)
+      if [ $graphs = 0 ] && [ -s "$REP_DIR/decode-$nb.out" ]; then
+        toks() { grep -o '"tokens": *\[[^]]*\]' "$1"; }
+        if [ "$(toks "$REP_DIR/decode-$nb.out")" = "$(toks "$REP_DIR/decode-$v.out")" ]; then
+          row "decode batch $nb graphs = no graphs" PASS "$nb x 128 tokens identical"
+        else row "decode batch $nb graphs = no graphs" FAIL "tokens differ (decode-$nb.out, decode-$v.out)"; fi
+      fi
     done
     # where a batch-1 token's time goes: the ops' CUDA-event times against the token's
     # wall time (the rest is the host: launches, copies, sampling)

@@ -243,4 +243,5 @@ extern "C" void lc_fill_infer(llm_backend *be)
     be->matmul_rows = lc_matmul_rows;
     be->kv_store = lc_kv_store;
     be->attention_rows = lc_attention_rows;
+    lc_fill_graph(be);   /* cuda_graph.cu: decode steps are recorded */
 }

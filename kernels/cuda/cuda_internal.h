@@ -83,6 +83,7 @@ typedef struct {
     unsigned stage_next;
     int stage_state;
     long stage_runs[2];             /* uploads staged / synchronous (for tests) */
+    long graph_runs[2];             /* graphs recorded and run / launched again */
     /* NVML loaded at run time by device_stats (cuda_stats.cu); NULL until first use */
     struct lc_nvml *nvml;
     int nvml_tried;
@@ -127,6 +128,7 @@ extern "C" void lc_fill_matmul(llm_backend *be);
 extern "C" void lc_fill_attention(llm_backend *be);
 extern "C" void lc_fill_ops(llm_backend *be);
 extern "C" void lc_fill_xent(llm_backend *be);
+extern "C" void lc_fill_graph(llm_backend *be);
 extern "C" void lc_fill_optim(llm_backend *be);
 extern "C" void lc_fill_infer(llm_backend *be);
 extern "C" void lc_fill_lo(llm_backend *be);

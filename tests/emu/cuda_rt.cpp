@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <functional>
+#include <vector>
 #include <map>
 #include <string>
 #include <mutex>
@@ -33,6 +34,8 @@ struct Rt {
     std::map<uint64_t, struct emu_stream *> streams;   /* live streams by id */
     uint64_t next_sid = 1;
     int lag = lag_env();                    /* LLM_EMU_STREAMS: 0 eager, 1 late, 2 ahead */
+    int capturing = 0;                      /* streams being captured now */
+    long graphs = 0;                        /* cudaGraph_t and cudaGraphExec_t alive */
     size_t used = 0;
     cudaError_t last = cudaSuccess;
 };
@@ -87,6 +90,16 @@ struct emu_stream {
     std::deque<std::function<void()>> q;
     uint64_t queued, done;      /* operations issued / run */
     bool kernels;               /* has launched a kernel or cuBLAS call */
+    /* stream capture: the operations recorded so far (nullptr: not capturing), and
+     * whether something illegal invalidated the recording */
+    std::vector<std::function<void()>> *cap = nullptr;
+    bool cap_bad = false;
+};
+struct emu_graph {
+    std::vector<std::function<void()>> ops;
+};
+struct emu_graph_exec {
+    std::vector<std::function<void()>> ops;
 };
 struct emu_event {
     double t;
@@ -173,6 +186,20 @@ bool is_device(const void *p)
     return (const char *)p < (const char *)it->first + (it->second ? it->second : 1);
 }
 
+/* Something thread-local capture forbids while a stream is recorded (a synchronisation,
+ * an allocation, a synchronous copy): reported, and every recording invalidated; true
+ * when the caller must fail with cudaErrorStreamCaptureUnsupported. */
+bool capture_forbids(const char *what)
+{
+    Rt &r = rt();
+    if (!r.capturing) return false;
+    fprintf(stderr, "emu: %s while a stream is being captured\n", what);
+    std::lock_guard<std::mutex> g(r.mu);
+    for (auto &kv : r.streams)
+        if (kv.second->cap) kv.second->cap_bad = true;
+    return true;
+}
+
 }  // namespace
 
 void emu_set_stream_mode(const char *mode)
@@ -183,6 +210,13 @@ void emu_set_stream_mode(const char *mode)
 
 void emu_stream_flush(cudaStream_t s)
 {
+    if (s && s->cap) {
+        /* a cuBLAS call (kernels and copies are recorded before they get here): CUDA
+         * would record it; the emulator does not, so the recording is refused */
+        fprintf(stderr, "emu: cuBLAS on a stream being captured (not recorded by the emulator)\n");
+        s->cap_bad = true;
+        return;
+    }
     if (!lag_mode()) return;
     if (!s) { run_all(); return; }
     s->kernels = true;
@@ -199,6 +233,9 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorIllegalState: return "the operation is not permitted in the current state";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     }
     return "unknown error";
 }
@@ -253,6 +290,7 @@ cudaError_t cudaDeviceSynchronize(void);
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
+    if (capture_forbids("cudaMalloc")) return fail(cudaErrorStreamCaptureUnsupported);
     Rt &r = rt();
     std::lock_guard<std::mutex> g(r.mu);
     *p = NULL;
@@ -268,6 +306,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 cudaError_t cudaFree(void *p)
 {
     if (!p) return cudaSuccess;
+    if (capture_forbids("cudaFree")) return fail(cudaErrorStreamCaptureUnsupported);
     run_all();   /* cudaFree waits for the device */
     Rt &r = rt();
     std::lock_guard<std::mutex> g(r.mu);
@@ -280,6 +319,7 @@ cudaError_t cudaFree(void *p)
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes)
 {
+    if (capture_forbids("cudaMallocHost")) return fail(cudaErrorStreamCaptureUnsupported);
     *p = malloc(bytes ? bytes : 1);
     if (!*p) return fail(cudaErrorMemoryAllocation);
     Rt &r = rt();
@@ -295,6 +335,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags)
 cudaError_t cudaFreeHost(void *p)
 {
     if (!p) return cudaSuccess;
+    if (capture_forbids("cudaFreeHost")) return fail(cudaErrorStreamCaptureUnsupported);
     run_all();   /* as cudaFree: queued copies from the block finish first */
     Rt &r = rt();
     {
@@ -315,6 +356,7 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
 {
+    if (capture_forbids("cudaMemcpy")) return fail(cudaErrorStreamCaptureUnsupported);
     (void)k;
     if (n && (!dst || !src)) return fail(cudaErrorInvalidValue);
     run_all();
@@ -327,6 +369,15 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     if (n && (!dst || !src)) return fail(cudaErrorInvalidValue);
     if (!n) return cudaSuccess;
     bool pageable = (!is_device(dst) && !is_pinned(dst)) || (!is_device(src) && !is_pinned(src));
+    if (s && s->cap) {   /* recorded: a copy node (never from or to pageable memory) */
+        if (pageable) {
+            fprintf(stderr, "emu: cudaMemcpyAsync of pageable memory on a stream being captured\n");
+            s->cap_bad = true;
+            return fail(cudaErrorStreamCaptureUnsupported);
+        }
+        s->cap->push_back([dst, src, n] { memmove(dst, src, n); });
+        return cudaSuccess;
+    }
     if (pageable && s) {   /* synchronous with the host: after the stream's queue */
         run_to(s->id, s->queued);
         s->queued++;
@@ -339,6 +390,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
 }
 cudaError_t cudaMemset(void *p, int v, size_t n)
 {
+    if (capture_forbids("cudaMemset")) return fail(cudaErrorStreamCaptureUnsupported);
     if (n && !p) return fail(cudaErrorInvalidValue);
     run_all();
     if (n) memset(p, v, n);
@@ -347,7 +399,8 @@ cudaError_t cudaMemset(void *p, int v, size_t n)
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
     if (n && !p) return fail(cudaErrorInvalidValue);
-    if (n) issue(s, [p, v, n] { memset(p, v, n); });
+    if (n && s && s->cap) s->cap->push_back([p, v, n] { memset(p, v, n); });
+    else if (n) issue(s, [p, v, n] { memset(p, v, n); });
     return cudaSuccess;
 }
 
@@ -363,6 +416,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
     if (!s) return fail(cudaErrorInvalidValue);
+    if (s->cap) {
+        fprintf(stderr, "emu: cudaStreamDestroy of a stream being captured\n");
+        return fail(cudaErrorIllegalState);
+    }
     /* work still queued completes (as on a GPU); events recorded on s count as done */
     run_to(s->id, s->queued);
     {
@@ -374,12 +431,18 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+    if (capture_forbids("cudaStreamSynchronize")) return fail(cudaErrorStreamCaptureUnsupported);
     if (s) run_to(s->id, s->queued);
     else run_all();
     return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 {
+    if (s && s->cap) {   /* events inside a recording: not modelled (the backend has none) */
+        fprintf(stderr, "emu: cudaStreamWaitEvent on a stream being captured (not modelled)\n");
+        s->cap_bad = true;
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
     (void)flags;
     if (!e) return fail(cudaErrorInvalidValue);
     if (!e->recorded) {
@@ -406,6 +469,11 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
+    if (s && s->cap) {
+        fprintf(stderr, "emu: cudaEventRecord on a stream being captured (not modelled)\n");
+        s->cap_bad = true;
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
     if (!e) return fail(cudaErrorInvalidValue);
     if (!s) run_all();   /* the legacy stream: after everything issued */
     e->t = now_ms();
@@ -416,6 +484,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
+    if (capture_forbids("cudaEventSynchronize")) return fail(cudaErrorStreamCaptureUnsupported);
     if (!e) return fail(cudaErrorInvalidValue);
     run_to(e->sid, e->seq);
     return cudaSuccess;
@@ -434,6 +503,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+    if (capture_forbids("cudaDeviceSynchronize")) return fail(cudaErrorStreamCaptureUnsupported);
     run_all();
     return cudaSuccess;
 }
@@ -446,11 +516,12 @@ cudaError_t cudaFuncSetAttribute(emu_named kernel, cudaFuncAttribute a, int byte
     return cudaSuccess;
 }
 
-void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block, size_t smem,
-                    const std::function<void()> &body, cudaStream_t stream)
+namespace {
+
+/* The launch configuration checks of the hardware: true when the launch may run. */
+bool launch_ok(const char *kernel, dim3 grid, dim3 block, size_t smem)
 {
     Rt &r = rt();
-    emu_stream_flush(stream);   /* after what is queued on its stream */
     size_t threads = (size_t)block.x * block.y * block.z;
     size_t allowed = 48 * 1024;
     auto it = r.smem_optin.find(kernel);
@@ -460,14 +531,22 @@ void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block,
         fprintf(stderr, "emu: launch: grid %ux%ux%u, block %ux%ux%u\n", grid.x, grid.y, grid.z,
                 block.x, block.y, block.z);
         fail(cudaErrorInvalidConfiguration);
-        return;
+        return false;
     }
     if (smem > allowed) {
         fprintf(stderr, "emu: launch of %s: %zu bytes of dynamic shared memory, %zu allowed\n",
                 kernel, smem, allowed);
         fail(cudaErrorInvalidValue);
-        return;
+        return false;
     }
+    return true;
+}
+
+/* Run a checked launch: every thread of every block. */
+void kernel_exec(const char *kernel, const void *site, dim3 grid, dim3 block, size_t smem,
+                 const std::function<void()> &body)
+{
+    Rt &r = rt();
     /* A launch site whose kernel reached no barrier or shuffle when it ran with fibers
      * runs its threads as plain calls from then on (LLM_EMU_FIBERS=1: never); should it reach one after all, the
      * launch fails loudly. */
@@ -481,3 +560,102 @@ void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block,
     }
     if (!direct) r.syncs[site] = emu_last_syncs > 0;
 }
+
+}  // namespace
+
+void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block, size_t smem,
+                    const std::function<void()> &body, cudaStream_t stream)
+{
+    if (stream && stream->cap) {
+        /* recorded: checked now (a bad configuration fails at the launch, as on a GPU),
+         * run when the graph is */
+        if (!launch_ok(kernel, grid, block, smem)) return;
+        std::function<void()> b = body;
+        stream->cap->push_back([kernel, site, grid, block, smem, b] {
+            if (launch_ok(kernel, grid, block, smem)) kernel_exec(kernel, site, grid, block, smem, b);
+        });
+        return;
+    }
+    emu_stream_flush(stream);   /* after what is queued on its stream */
+    if (launch_ok(kernel, grid, block, smem)) kernel_exec(kernel, site, grid, block, smem, body);
+}
+
+/* ---- stream capture and graphs ---- */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
+{
+    if (!s || s->cap || mode != cudaStreamCaptureModeThreadLocal) {
+        /* the legacy stream cannot be captured; the emulator models thread-local mode only */
+        fprintf(stderr, "emu: cudaStreamBeginCapture: %s\n",
+                !s ? "the legacy stream" : s->cap ? "already capturing" : "a mode other than thread-local");
+        return fail(!s || s->cap ? cudaErrorIllegalState : cudaErrorInvalidValue);
+    }
+    emu_stream_flush(s);
+    s->cap = new std::vector<std::function<void()>>();
+    s->cap_bad = false;
+    rt().capturing++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    if (!g) return fail(cudaErrorInvalidValue);
+    *g = nullptr;
+    if (!s || !s->cap) return fail(cudaErrorIllegalState);
+    std::vector<std::function<void()>> *ops = s->cap;
+    bool bad = s->cap_bad;
+    s->cap = nullptr;
+    s->cap_bad = false;
+    rt().capturing--;
+    if (bad) {
+        delete ops;
+        return fail(cudaErrorStreamCaptureInvalidated);
+    }
+    *g = new emu_graph{std::move(*ops)};
+    delete ops;
+    rt().graphs++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags)
+{
+    if (!e || !g || flags) return fail(cudaErrorInvalidValue);
+    *e = new emu_graph_exec{g->ops};
+    rt().graphs++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s)
+{
+    if (!e) return fail(cudaErrorInvalidValue);
+    if (s && s->cap) {
+        fprintf(stderr, "emu: cudaGraphLaunch into a stream being captured\n");
+        s->cap_bad = true;
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
+    emu_stream_flush(s);   /* after the stream's queue; its operations then run at once */
+    cudaError_t before = rt().last;
+    rt().last = cudaSuccess;
+    for (auto &op : e->ops) op();
+    cudaError_t rc = rt().last;
+    if (rc == cudaSuccess) rt().last = before;
+    return rc;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+    if (!g) return fail(cudaErrorInvalidValue);
+    delete g;
+    rt().graphs--;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e)
+{
+    if (!e) return fail(cudaErrorInvalidValue);
+    delete e;
+    rt().graphs--;
+    return cudaSuccess;
+}
+
+long emu_graphs_alive(void) { return rt().graphs; }

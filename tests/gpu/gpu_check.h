@@ -132,4 +132,8 @@ void gpu_check_xfer(gc *x);
  * op, no synchronisation in between (gpu_check_xfer.c).  tiny: small buffers. */
 void gpu_check_xfer_streams(gc *x, int tiny);
 
+/* Recorded decode steps (gpu_check_graph.c): logits equal to the unrecorded ops bit
+ * for bit, and the recordings used. */
+void gpu_check_graph(gc *x);
+
 #endif

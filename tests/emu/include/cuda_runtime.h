@@ -20,11 +20,21 @@ typedef enum cudaError {
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDevice = 101,
     cudaErrorNoDevice = 100,
+    cudaErrorIllegalState = 401,
     cudaErrorLaunchFailure = 719,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
 } cudaError_t;
 
 typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
+typedef struct emu_graph *cudaGraph_t;
+typedef struct emu_graph_exec *cudaGraphExec_t;
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
 
 enum cudaMemcpyKind {
     cudaMemcpyHostToHost = 0,
@@ -85,6 +95,22 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 
+/* Stream capture (CUDA graphs), as the thread-local mode has it: while a stream is
+ * recorded, its kernel launches and device/pinned copies and memsets are stored, not run
+ * (a bad launch configuration still fails at once); anything that synchronises,
+ * allocates or frees, copies synchronously or from pageable memory, records or waits on
+ * an event on the recorded stream, or calls cuBLAS on it fails (or, for cuBLAS,
+ * invalidates the recording) and cudaStreamEndCapture then reports it invalidated.  A
+ * launched graph runs its operations in order, at once, after its stream's queue. */
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
+/* graphs and executable graphs alive now (for tests: a leak shows) */
+long emu_graphs_alive(void);
+
 /* The dynamic shared memory a kernel may use beyond 48 KiB, keyed by the kernel's name
  * as written (unchevron.py rewrites cudaFuncSetAttribute(kern, ...) into
  * cudaFuncSetAttribute(emu_named{"kern"}, ...) and launches likewise). */
@@ -118,7 +144,9 @@ template <class F> struct emu_launcher {
     cudaStream_t stream;
     template <class... A> void operator()(A... a) const
     {
-        emu_kernel_run(name, emu_site<F>(), grid, block, smem, [&] { f(a...); }, stream);
+        /* by value: a recorded launch (stream capture) runs after this returns */
+        F fn = f;
+        emu_kernel_run(name, emu_site<F>(), grid, block, smem, [fn, a...] { fn(a...); }, stream);
     }
 };
 template <class F>

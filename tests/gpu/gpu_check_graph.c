@@ -1,0 +1,138 @@
+/* gpu_check_graph.c — gpu_check's rows for recorded decode steps (backend.h
+ * graph_capture / graph_launch, llm_infer_forward): a small random GPT-2 decoded on the
+ * backend with recordings and on the same backend with them withheld, three cache slots
+ * then two (a slot finishes: a second recording), the logits of every step equal bit for
+ * bit, and on cuda the recordings counted (made once per row count, launched after). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/ckpt.h"
+#include "common/infer.h"
+#include "common/model.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_ext.h"
+#include "tests/gpu/gpu_check.h"
+
+enum { GS_SLOTS = 3, GS_PROMPT = 4, GS_STEPS = 9 };
+
+/* A random model at path (weights scaled up so the logits are well apart): 0 or -1. */
+static int write_model(const char *path, const llm_model_config *cfg, llm_backend *be,
+                       char *msg, size_t len)
+{
+    llm_status st = {0};
+    llm_model *m = NULL;
+    llm_ckpt_writer *w = NULL;
+    int rc = llm_model_new(&m, cfg, be, &st);
+    if (!rc) {
+        llm_model_init_gpt2(m, 4242);
+        float *p = llm_model_params(m);   /* host memory: be is the cpu-ref backend */
+        for (size_t i = 0; i < llm_model_num_params(cfg); i++) p[i] *= 3.0f;
+        rc = llm_ckpt_writer_new(&w, &st) ||
+             llm_ckpt_set_section(w, "model", llm_model_config_node(cfg), &st) ||
+             llm_model_save(m, w, 0, &st) || llm_ckpt_write(w, path, &st);
+    }
+    if (rc) snprintf(msg, len, "%.200s", st.msg);
+    llm_ckpt_writer_free(w);
+    llm_model_free(m);
+    return rc ? -1 : 0;
+}
+
+/* Prefill GS_SLOTS prompts, then GS_STEPS decode steps (the last slot stops after the
+ * fourth), each step's logits appended to out (host).  0, or -1 with msg. */
+static int decode(llm_backend *be, const char *path, float *out, int Vp, char *msg, size_t len)
+{
+    llm_status st = {0};
+    llm_infer_model *m = NULL;
+    llm_infer_ctx *c = NULL;
+    int rc = llm_infer_model_open(&m, path, be, 0, &st) ||
+             llm_infer_ctx_new(&c, m, GS_SLOTS, GS_SLOTS * GS_PROMPT, &st);
+    llm_infer_row rows[GS_SLOTS * GS_PROMPT];
+    int which[GS_SLOTS], n = 0, tok[GS_SLOTS] = {0};
+    for (int s = 0; !rc && s < GS_SLOTS; s++)
+        for (int t = 0; t < GS_PROMPT; t++)
+            rows[n++] = (llm_infer_row){(int32_t)((s * 31 + t * 7) % 100), s, t};
+    if (!rc) rc = llm_infer_forward(c, rows, n, &st);
+    for (int s = 0; s < GS_SLOTS; s++) which[s] = s * GS_PROMPT + GS_PROMPT - 1;
+    for (int k = 0; !rc && k <= GS_STEPS; k++) {
+        int live = k < 4 ? GS_SLOTS : GS_SLOTS - 1;
+        if (k > 0) {
+            for (int s = 0; s < live; s++) {
+                rows[s] = (llm_infer_row){tok[s], s, GS_PROMPT + k - 1};
+                which[s] = s;
+            }
+            rc = llm_infer_forward(c, rows, live, &st);
+        }
+        float *o = out + (size_t)k * GS_SLOTS * Vp;
+        if (!rc) rc = llm_infer_logits(c, which, live, o, &st);
+        for (int s = 0; !rc && s < live; s++) {   /* greedy */
+            int best = 0;
+            for (int v = 1; v < 100; v++)
+                if (o[(size_t)s * Vp + v] > o[(size_t)s * Vp + best]) best = v;
+            tok[s] = best;
+        }
+    }
+    if (rc) snprintf(msg, len, "%.200s", st.msg);
+    llm_infer_ctx_free(c);
+    llm_infer_model_free(m);
+    return rc ? -1 : 0;
+}
+
+void gpu_check_graph(gc *x)
+{
+    char msg[256] = "", path[] = "/tmp/gpu_check_graph_XXXXXX";
+    const char *sh = "L2 C64 slots 3->2";
+    if (!x->g.graph_capture) {
+        /* a build without recordings (LLM_CUDA_GRAPHS=0): nothing to compare */
+        printf("gpu_check: backend '%s' records no graphs: skipped\n", x->g.name);
+        return;
+    }
+    if (!x->have_ref || !x->g.embed_rows) {
+        row_check(x, "decode recorded = direct", sh, 1, 0, 0);
+        return;
+    }
+    llm_model_config cfg = {.arch = "gpt2", .n_layer = 2, .n_head = 4, .n_embd = 64,
+                            .vocab_size = 100, .padded_vocab = 128, .max_seq_len = 32};
+    int fd = mkstemp(path);
+    if (fd < 0 || write_model(path, &cfg, &x->r, msg, sizeof msg)) {
+        row_check(x, "decode recorded = direct", "writing the model failed", 1, 0, 0);
+        if (fd >= 0) remove(path);
+        return;
+    }
+    size_t n = (size_t)(GS_STEPS + 1) * GS_SLOTS * cfg.padded_vocab;
+    float *a = xmalloc(n * sizeof *a), *b = xmalloc(n * sizeof *b), *r = xmalloc(n * sizeof *r);
+    memset(a, 0, n * sizeof *a);
+    memset(b, 0, n * sizeof *b);
+    memset(r, 0, n * sizeof *r);
+    llm_backend direct = x->g;   /* the same device, recordings withheld */
+    direct.graph_capture = NULL;
+    direct.graph_launch = NULL;
+    direct.graph_free = NULL;
+    long c0[2] = {0, 0}, c1[2] = {0, 0};
+    if (x->cuda) llm_backend_cuda_graph_counts(&x->g, c0);
+    int ok = !decode(&x->g, path, a, cfg.padded_vocab, msg, sizeof msg);
+    if (x->cuda) llm_backend_cuda_graph_counts(&x->g, c1);
+    ok = ok && !decode(&direct, path, b, cfg.padded_vocab, msg, sizeof msg) &&
+         !decode(&x->r, path, r, cfg.padded_vocab, msg, sizeof msg);
+    remove(path);
+    close(fd);
+    if (!ok) {
+        row_check(x, "decode recorded = direct", msg, 1, 0, 0);
+    } else {
+        int same = !memcmp(a, b, n * sizeof *a);
+        row_check(x, "decode recorded = direct", sh, same ? 0.0 : 1.0, 0.0, same);
+        row_check(x, "decode recorded vs cpu-ref", sh, errff(a, r, n), 1e-4, errff(a, r, n) <= 1e-4);
+        if (x->cuda) {
+            /* 3 rows: seen at step 1, recorded at 2, launched at 3; 2 rows from step 4: seen,
+             * recorded, launched 4 more times */
+            long rec = c1[0] - c0[0], run = c1[1] - c0[1];
+            char cs[64];
+            snprintf(cs, sizeof cs, "recorded %ld launched %ld", rec, run);
+            row_check(x, "decode graphs used", cs, (double)(rec != 2 || run != 5), 0.0,
+                      rec == 2 && run == 5);
+        }
+    }
+    free(a); free(b); free(r);
+}
