@@ -409,8 +409,11 @@ double llm_model_grad_norm(llm_model *m)
     return sqrt(m->be->sum_squares(m->be, m->grads, m->nparams));
 }
 
-int llm_model__adamw_runs(const llm_model *m, float weight_decay, size_t lo, size_t hi,
-                          llm_adamw_seg **out, int *nseg)
+/* The runs of consecutive views with equal decay (weight_decay, or 0 for views without
+ * decay) cut to [lo, hi), in layout order, empty ones dropped: *out malloc'd, *nseg of
+ * them.  -1 when out of memory. */
+static int adamw_runs(const llm_model *m, float weight_decay, size_t lo, size_t hi,
+                      llm_adamw_seg **out, int *nseg)
 {
     *out = NULL;
     *nseg = 0;
@@ -436,26 +439,31 @@ int llm_model__adamw_runs(const llm_model *m, float weight_decay, size_t lo, siz
     return 0;
 }
 
-/* The update as one adamw_segs call that also rewrites the lo copy (mixed precision):
- * then the copy is fresh when the runs cover every parameter (they do: the views tile
- * the buffer), and the next forward skips its cast_lo pass. */
-static int update_segs(llm_model *m, const llm_adamw_config *hp, int t, float scale,
-                       llm_status *st)
+int llm_model__adamw_range(llm_model *m, const llm_adamw_config *hp, int t, float scale,
+                           size_t lo, size_t hi, void *plo, int *lo_done, llm_status *st)
 {
+    *lo_done = 0;
     llm_adamw_seg *segs;
     int nseg;
-    if (llm_model__adamw_runs(m, hp->weight_decay, 0, m->nparams, &segs, &nseg))
+    if (adamw_runs(m, hp->weight_decay, lo, hi, &segs, &nseg))
         return llm_err(st, LLM_ENOMEM, "adamw: out of memory for %d segments", m->nviews);
-    size_t covered = 0;
-    for (int i = 0; i < nseg; i++)
-        covered = segs[i].off == covered ? covered + segs[i].n : SIZE_MAX;
     llm_backend *be = m->be;
-    void *plo = m->lo ? m->params_lo : NULL;
-    be->adamw_segs(be, m->params, plo, m->grads, m->m, m->v, 0, segs, nseg, hp->lr, hp->beta1,
-                   hp->beta2, hp->eps, t, scale, m->lo);
+    if (be->adamw_segs) {
+        /* the copy is whole when the runs tile the range (the views tile the buffer) */
+        size_t covered = lo;
+        for (int i = 0; i < nseg; i++)
+            covered = segs[i].off == covered ? covered + segs[i].n : SIZE_MAX;
+        be->adamw_segs(be, m->params, plo, m->grads, m->m, m->v, lo, segs, nseg, hp->lr,
+                       hp->beta1, hp->beta2, hp->eps, t, scale, plo ? m->lo : 0);
+        *lo_done = plo && covered == hi;
+    } else {
+        for (int i = 0; i < nseg; i++) {
+            size_t a = segs[i].off;
+            be->adamw(be, m->params + a, m->grads + a, m->m + (a - lo), m->v + (a - lo),
+                      segs[i].n, hp->lr, hp->beta1, hp->beta2, hp->eps, segs[i].wd, t, scale);
+        }
+    }
     free(segs);
-    if (plo && covered == m->nparams)
-        m->lo_stale = 0;
     return LLM_OK;
 }
 
@@ -486,23 +494,15 @@ int llm_model_update(llm_model *m, const llm_adamw_config *hp, int t, double *gr
     if (hp->grad_clip > 0 && norm > hp->grad_clip)
         clip = hp->grad_clip / norm;
     float scale = (float)(clip / m->loss_scale);   /* exactly the clip factor at scale 1 */
-    llm_backend *be = m->be;
+    /* the lo copy is rewritten by the update where the backend can (adamw_segs), so the
+     * next forward needs no cast_lo pass; else it is remade there */
     m->lo_stale = 1;
-    if (be->adamw_segs)
-        return update_segs(m, hp, t, scale, st);
-    /* Runs of consecutive views with the same decay go in one call. */
-    for (int i = 0; i < m->nviews;) {
-        int j = i + 1;
-        while (j < m->nviews && m->views[j].decay == m->views[i].decay)
-            j++;
-        size_t off = m->views[i].offset;
-        size_t n = m->views[j - 1].offset + m->views[j - 1].numel - off;
-        float wd = m->views[i].decay ? hp->weight_decay : 0.0f;
-        be->adamw(be, m->params + off, m->grads + off, m->m + off, m->v + off, n, hp->lr,
-                  hp->beta1, hp->beta2, hp->eps, wd, t, scale);
-        i = j;
-    }
-    return LLM_OK;
+    int lo_done = 0;
+    rc = llm_model__adamw_range(m, hp, t, scale, 0, m->nparams, m->lo ? m->params_lo : NULL,
+                                &lo_done, st);
+    if (!rc && lo_done)
+        m->lo_stale = 0;
+    return rc;
 }
 
 size_t llm_model_bytes(const llm_model *m)

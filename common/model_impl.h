@@ -97,10 +97,12 @@ int llm_model__ensure_grads(llm_model *m, llm_status *st);
 int llm_model__ensure_moments(llm_model *m, llm_status *st);
 /* 1 when the moments cover only part of the layout (llm_model_set_opt_range). */
 int llm_model__opt_sharded(const llm_model *m);
-/* The runs of consecutive views with equal decay (weight_decay, or 0 for views without
- * decay) cut to [lo, hi), as adamw_segs segments in layout order, empty ones dropped:
- * *out malloc'd (the caller frees it), *nseg of them.  -1 when out of memory. */
-int llm_model__adamw_runs(const llm_model *m, float weight_decay, size_t lo, size_t hi,
-                          llm_adamw_seg **out, int *nseg);
+/* AdamW (hp, step t, gradients times scale) on the parameters [lo, hi), the moments
+ * holding [lo, hi) only: the runs of consecutive views with equal decay cut to the
+ * range, in one adamw_segs call that also writes plo (the lo copy, dtype m->lo; NULL:
+ * none) when the backend has it, else one adamw call a run (plo untouched).  *lo_done:
+ * 1 when plo now holds the whole range's rounded parameters.  LLM_ENOMEM, or 0. */
+int llm_model__adamw_range(llm_model *m, const llm_adamw_config *hp, int t, float scale,
+                           size_t lo, size_t hi, void *plo, int *lo_done, llm_status *st);
 
 #endif

@@ -460,36 +460,12 @@ static int zero_update(llm_train_dist *td, const llm_adamw_config *hp, int t, do
         clip = hp->grad_clip / norm;
     float scale = (float)(clip / llm_model_loss_scale(m));   /* [mixed precision] */
     /* runs of views with the same decay, cut to [lo, hi): elementwise, so the result is
-     * the same as the whole-buffer update; the moments hold [lo, hi) only.  One
-     * adamw_segs call when the backend has it (fp32 only: the lo copy is remade from the
-     * all-gathered parameters, which the other ranks updated) */
-    if (be->adamw_segs) {
-        llm_adamw_seg *segs;
-        int nseg;
-        if (llm_model__adamw_runs(m, hp->weight_decay, lo, hi, &segs, &nseg))
-            return llm_err(st, LLM_ENOMEM, "adamw: out of memory for %d segments", m->nviews);
-        be->adamw_segs(be, m->params, NULL, m->grads, m->m, m->v, lo, segs, nseg, hp->lr,
-                       hp->beta1, hp->beta2, hp->eps, t, scale, 0);
-        free(segs);
-        llm_model_params_changed(m);
-        return allgather_be(td, m->params, st);
-    }
-    for (int i = 0; i < m->nviews;) {
-        int j = i + 1;
-        while (j < m->nviews && m->views[j].decay == m->views[i].decay)
-            j++;
-        size_t a = m->views[i].offset, b = m->views[j - 1].offset + m->views[j - 1].numel;
-        if (a < lo)
-            a = lo;
-        if (b > hi)
-            b = hi;
-        if (a < b) {
-            float wd = m->views[i].decay ? hp->weight_decay : 0.0f;
-            be->adamw(be, m->params + a, m->grads + a, m->m + (a - lo), m->v + (a - lo), b - a,
-                      hp->lr, hp->beta1, hp->beta2, hp->eps, wd, t, scale);
-        }
-        i = j;
-    }
+     * the same as the whole-buffer update; the moments hold [lo, hi) only.  fp32 only:
+     * the lo copy is remade from the all-gathered parameters, which the other ranks
+     * updated */
+    int lo_done;
+    if (llm_model__adamw_range(m, hp, t, scale, lo, hi, NULL, &lo_done, st))
+        return st->code;
     llm_model_params_changed(m);   /* [mixed precision] the lo copy is remade */
     return allgather_be(td, m->params, st);
 }
