@@ -182,9 +182,11 @@ static int lc_xent_vec(const void *p, int Vp)
     return Vp % LC_XV == 0 && ((uintptr_t)p & 15u) == 0;
 }
 
-static int lc_xent_dt(lc_ctx *c, int dt, const char *op)
+/* Whether dt is a dtype the op takes (fp32 only where f32 is set); else the error is
+ * recorded under op's message. */
+static int lc_xent_dt(lc_ctx *c, int dt, int f32, const char *op)
 {
-    if (dt == LC_DT_F32 || dt == LC_DT_BF16 || dt == LC_DT_F16) return 1;
+    if ((f32 && dt == LC_DT_F32) || dt == LC_DT_BF16 || dt == LC_DT_F16) return 1;
     lc_fail_cuda(c, cudaErrorInvalidValue, op, __FILE__, __LINE__);
     return 0;
 }
@@ -200,20 +202,21 @@ static int lc_xent_dt(lc_ctx *c, int dt, const char *op)
     } while (0)
 
 static void lc_xent_fwd(llm_backend *be, float *losses, float *lse, const void *logits,
-                        const int32_t *targets, int N, int V, int Vp, int dt, const char *op)
+                        const int32_t *targets, int N, int V, int Vp, int dt, int f32,
+                        const char *op)
 {
     lc_ctx *c = lc_get(be);
-    if (!lc_xent_dt(c, dt, op) || N <= 0) return;
+    if (!lc_xent_dt(c, dt, f32, op) || N <= 0) return;
     LC_XENT_LAUNCH(c, dt, lc_xent_fwd_kernel, N, losses, lse, logits, targets, V, Vp,
                    lc_xent_vec(logits, Vp));
 }
 
 static void lc_xent_bwd(llm_backend *be, void *dlogits, const void *logits, const float *lse,
                         const int32_t *targets, float dloss, int N, int V, int Vp, int dt,
-                        const char *op)
+                        int f32, const char *op)
 {
     lc_ctx *c = lc_get(be);
-    if (!lc_xent_dt(c, dt, op) || N <= 0) return;
+    if (!lc_xent_dt(c, dt, f32, op) || N <= 0) return;
     /* the vector path reads and writes the same 16-byte groups: both must allow it */
     int vec = lc_xent_vec(logits, Vp) && lc_xent_vec(dlogits, Vp);
     LC_XENT_LAUNCH(c, dt, lc_xent_bwd_kernel, N, dlogits, logits, lse, targets, dloss, V, Vp,
@@ -223,21 +226,21 @@ static void lc_xent_bwd(llm_backend *be, void *dlogits, const void *logits, cons
 static void lc_xent_forward(llm_backend *be, float *losses, float *lse, const float *logits,
                             const int32_t *targets, int N, int V, int Vp)
 {
-    lc_xent_fwd(be, losses, lse, logits, targets, N, V, Vp, LC_DT_F32, "xent_forward");
+    lc_xent_fwd(be, losses, lse, logits, targets, N, V, Vp, LC_DT_F32, 1, "xent_forward");
 }
 
 static void lc_xent_backward(llm_backend *be, float *dlogits, const float *logits,
                              const float *lse, const int32_t *targets, float dloss,
                              int N, int V, int Vp)
 {
-    lc_xent_bwd(be, dlogits, logits, lse, targets, dloss, N, V, Vp, LC_DT_F32, "xent_backward");
+    lc_xent_bwd(be, dlogits, logits, lse, targets, dloss, N, V, Vp, LC_DT_F32, 1,
+                "xent_backward");
 }
 
 static void lc_xent_forward_lo(llm_backend *be, float *losses, float *lse, const void *logits,
                                const int32_t *targets, int N, int V, int Vp, int lo)
 {
-    if (lo == LC_DT_F32) lo = -1;   /* a lo op on fp32 is a caller's error */
-    lc_xent_fwd(be, losses, lse, logits, targets, N, V, Vp, lo,
+    lc_xent_fwd(be, losses, lse, logits, targets, N, V, Vp, lo, 0,
                 "xent_forward_lo: lo is neither bf16 nor f16");
 }
 
@@ -245,8 +248,7 @@ static void lc_xent_backward_lo(llm_backend *be, void *dlogits, const void *logi
                                 const float *lse, const int32_t *targets, float dloss, int N,
                                 int V, int Vp, int lo)
 {
-    if (lo == LC_DT_F32) lo = -1;
-    lc_xent_bwd(be, dlogits, logits, lse, targets, dloss, N, V, Vp, lo,
+    lc_xent_bwd(be, dlogits, logits, lse, targets, dloss, N, V, Vp, lo, 0,
                 "xent_backward_lo: lo is neither bf16 nor f16");
 }
 
@@ -254,7 +256,7 @@ static void lc_xent_fused(llm_backend *be, float *losses, void *logits, const in
                           float dloss, int N, int V, int Vp, int lo)
 {
     lc_ctx *c = lc_get(be);
-    if (!lc_xent_dt(c, lo, "xent_fused: lo is neither 0 (fp32), bf16 nor f16") || N <= 0)
+    if (!lc_xent_dt(c, lo, 1, "xent_fused: lo is neither 0 (fp32), bf16 nor f16") || N <= 0)
         return;
     LC_XENT_LAUNCH(c, lo, lc_xent_fused_kernel, N, losses, logits, targets, dloss, V, Vp,
                    lc_xent_vec(logits, Vp));
