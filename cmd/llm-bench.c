@@ -292,7 +292,7 @@ static int run_coll(const char *coll, int argc, char **argv)
     }
     int cuda = !strcmp(o.device, "cuda");
     llm_status st = {0};
-    /* cuda: no GPU is LLM_ENODEV ("nccl: no CUDA device visible") from llm_dist_init or
+    /* cuda: no GPU is LLM_ENODEV ("nccl: no CUDA device: ...") from llm_dist_init or
      * llm_dist_nccl_self, before any rank waits for the others; no probe here, which would
      * make a context on GPU 0 in every rank */
     llm_dist *d = NULL;  /* ranks from mpirun (MPI builds), srun or --dist-init; else one rank */

@@ -105,7 +105,7 @@ static int backend(llm_backend *be, const char *device, int threads, llm_status 
 
 int main(int argc, char **argv)
 {
-    const char *prompt = NULL, *file = NULL, *eval = NULL, *device = "cpu", *shards = NULL;
+    const char *prompt = NULL, *file = NULL, *eval = NULL, *device = "auto", *shards = NULL;
     int max_tokens = 128, top_k = 0, jsonl = 0, batch = 1, ctx = 0, stride = 0, stats = 0;
     int threads = 0, quiet = 0, verbose = 0;
     int64_t seed = -1;
@@ -128,7 +128,7 @@ int main(int argc, char **argv)
         {"stats", 0, LLM_OPT_FLAG, &stats, NULL, "one JSON line of throughput and latency on stderr"},
         {"threads", 'j', LLM_OPT_INT, &threads, "N", "CPU threads (default: all cores)"},
         {"threads", 't', LLM_OPT_INT, &threads, "N", NULL},   /* the earlier spelling */
-        {"device", 0, LLM_OPT_STR, &device, "DEV", "cpu, cpu-ref, cuda or auto (default: cpu)"},
+        {"device", 0, LLM_OPT_STR, &device, "DEV", "cpu, cpu-ref, cuda or auto: cuda when a GPU is usable (default: auto)"},
         {"shards", 0, LLM_OPT_STR, &shards, "PREFIX", "under mpirun: rank r loads PREFIX-tp{r}-pp0.llmk"},
         {"quiet", 'q', LLM_OPT_FLAG, &quiet, NULL, "errors only on stderr"},
         {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
@@ -203,8 +203,19 @@ int main(int argc, char **argv)
         rc = backend(&be, device, threads, &st);
         have_be = rc == LLM_OK;
     }
-    if (!rc)
+    if (!rc) {
         rc = llm_infer_model_open(&m, model_path, &be, 1, &st);
+        if (rc == LLM_ENODEV && !strcmp(device, "auto") && strcmp(be.name, "cpu") != 0) {
+            /* auto chose the GPU, which cannot run these weights (quantized): the CPU can */
+            llm_info(&lg, "device auto: %s; running on cpu", st.msg);
+            llm_status_clear(&st);
+            llm_backend_free(&be);
+            rc = backend(&be, "cpu", threads, &st);
+            have_be = rc == LLM_OK;
+            if (!rc)
+                rc = llm_infer_model_open(&m, model_path, &be, 1, &st);
+        }
+    }
     if (!rc && eval) {
         if (!ctx) ctx = m->cfg.max_seq_len;
         if (!stride) stride = ctx;

@@ -12,6 +12,7 @@
 #include "common/dist.h"
 #include "common/log.h"
 #include "common/train.h"
+#include "kernels/backend.h"
 
 /* The one piece of global state: what the signal handlers tell the loop. */
 static volatile sig_atomic_t stop_requested;
@@ -117,6 +118,10 @@ int main(int argc, char **argv)
         llm_error(&lg, "--dist-timeout must be positive");
         return 64;
     }
+    /* auto becomes a device before the ranks start: NCCL or not, and each rank's GPU */
+    if (!strcmp(cfg.device, "auto"))
+        snprintf(cfg.device, sizeof cfg.device, "%s", llm_backend_resolve("auto"));
+    llm_debug(&lg, "device %s", cfg.device);
     llm_dist *dist = NULL;
     llm_dist_opts dopt = {dist_init, dist_timeout, !strcmp(cfg.device, "cuda"), &lg};
     if (llm_dist_init(&dist, &dopt, &st)) {

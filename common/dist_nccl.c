@@ -1,5 +1,6 @@
 /* dist_nccl.c — the NCCL implementation of dist.h: device memory, one GPU per rank
- * (device = local rank modulo the visible GPUs).  Built only with NCCL=1 (LLM_NCCL).
+ * (llm_cuda_select_device: LLM_CUDA_DEVICE, else the local rank modulo the visible
+ * GPUs).  Built only with NCCL=1 (LLM_NCCL).
  * Collectives run on the communicator's own stream; the caller syncs its compute stream
  * first (train_dist.c does), except the non-blocking all-reduce, which orders itself
  * after the compute stream on the device (an event; llm_dist_set_stream).  Waiting polls the stream and NCCL's async error, and past
@@ -10,9 +11,12 @@
 #ifdef LLM_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "kernels/cuda/cuda_ext.h"
 
 typedef struct {
     ncclComm_t comm;
@@ -226,13 +230,24 @@ static const llm_dist_ops nccl_ops = {"nccl", n_allreduce, n_reduce_scatter, n_a
                                       n_broadcast, n_barrier, n_abort, NULL, n_fini,
                                       n_reduce_scatter_inplace, n_iallreduce, n_test, n_wait};
 
+/* This rank's GPU, made current: the backend's rule (LLM_CUDA_DEVICE, else the local
+ * rank modulo the visible GPUs), so that the backend created afterwards shares it.
+ * The ordinal, or -1 with st set. */
+static int pick_gpu(const llm_dist *d, llm_status *st)
+{
+    char err[256] = "";
+    int dev = 0;
+    if (llm_cuda_select_device(d->local_rank, &dev, err, sizeof err)) {
+        llm_err(st, LLM_ENODEV, "nccl: %s", err);
+        return -1;
+    }
+    return dev;
+}
+
 int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status *st)
 {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1)
-        return llm_err(st, LLM_ENODEV, "nccl: no CUDA device visible");
-    if (cudaSetDevice(d->local_rank % ndev) != cudaSuccess)
-        return llm_err(st, LLM_ENODEV, "nccl: cannot select GPU %d", d->local_rank % ndev);
+    if (pick_gpu(d, st) < 0)
+        return st->code;
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     ncclResult_t r;
@@ -282,12 +297,9 @@ int llm_dist_nccl_self(llm_dist *d, llm_status *st)
     if (d->world != 1)
         return llm_err(st, LLM_EUSAGE, "dist: %d %s ranks: NCCL comes from llm_dist_init "
                        "(device memory)", d->world, d->ops->name);
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1)
-        return llm_err(st, LLM_ENODEV, "nccl: no CUDA device visible");
-    int dev = d->local_rank % ndev;
-    if (cudaSetDevice(dev) != cudaSuccess)
-        return llm_err(st, LLM_ENODEV, "nccl: cannot select GPU %d", dev);
+    int dev = pick_gpu(d, st);
+    if (dev < 0)
+        return st->code;
     nccl_state *s = calloc(1, sizeof *s);
     if (!s)
         return llm_err(st, LLM_ENOMEM, "out of memory");

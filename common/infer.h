@@ -57,15 +57,16 @@ typedef struct {
 } llm_infer_model;
 
 /* Check that be has the inference kernels; a CPU backend ("cpu", "cpu-ref") without them
- * gets them (llm_backend_cpu_infer_init).  LLM_ENODEV for a backend that has none (the
- * CUDA backend so far), naming it. */
+ * gets them (llm_backend_cpu_infer_init).  LLM_ENODEV for a backend that has none,
+ * naming it. */
 int llm_infer_backend_ready(llm_backend *be, llm_status *st);
 
 /* Open a model file and build the weights table.  A tensor-parallel shard (shard:
  * section, pp_size 1) opens with its local pieces (tp_rank, tp_size set); it computes
  * only once joined to its peers (llm_infer_tp_join).  Errors: LLM_ENOINPUT (missing file),
- * LLM_EDATA (corrupt file, missing tensor, wrong shape, dtype the backend cannot use:
- * the tensor is named), LLM_ENODEV (backend without inference kernels), LLM_ENOMEM.
+ * LLM_EDATA (corrupt file, missing tensor, wrong shape, a non-f32 tensor that must be
+ * f32: the tensor is named), LLM_ENODEV (backend without inference kernels, or a weight
+ * dtype it cannot compute with, e.g. q4_0 on cuda: the tensor is named), LLM_ENOMEM.
  * verify != 0 checks every crc32.  A file without a tokenizer opens (tok NULL).
  * On a backend whose infer_dtype_ok takes the repacked layout (the fast "cpu" one, also
  * under llm-profile's wrapper), q4_0 weights are repacked into heap buffers for the

@@ -40,9 +40,13 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
         return llm_err(st, LLM_EDATA, "tensor '%s': expected shape [%lld, %lld]", name,
                        (long long)d0, (long long)d1);
     }
-    if (f32only ? t->dtype != LLM_DT_F32 : !m->be->infer_dtype_ok(m->be, (int)t->dtype))
-        return llm_err(st, LLM_EDATA, "tensor '%s': dtype %s not supported for inference%s", name,
-                       llm_dtype_name(t->dtype), f32only ? " (must be f32)" : " on this device");
+    if (f32only && t->dtype != LLM_DT_F32)
+        return llm_err(st, LLM_EDATA, "tensor '%s': dtype %s not supported for inference "
+                       "(must be f32)", name, llm_dtype_name(t->dtype));
+    /* a dtype the device cannot compute with: the file is fine, the device is not */
+    if (!f32only && !m->be->infer_dtype_ok(m->be, (int)t->dtype))
+        return llm_err(st, LLM_ENODEV, "tensor '%s': dtype %s not supported for inference on "
+                       "device '%s'", name, llm_dtype_name(t->dtype), m->be->name);
     if ((t->dtype == LLM_DT_Q8_0 || t->dtype == LLM_DT_Q4_0) && t->shape[ndim - 1] % 32)
         return llm_err(st, LLM_EDATA, "tensor '%s': %s rows must be a multiple of 32", name,
                        llm_dtype_name(t->dtype));

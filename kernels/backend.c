@@ -48,6 +48,17 @@ int llm_backend_init(llm_backend *be, const char *device, int threads, char *err
     return -1;
 }
 
+const char *llm_backend_resolve(const char *device)
+{
+    if (device && strcmp(device, "auto") != 0)
+        return device;
+#ifdef LLM_CUDA
+    if (llm_backend_cuda_available())
+        return "cuda";
+#endif
+    return "cpu";
+}
+
 void llm_backend_free(llm_backend *be)
 {
     if (!be || !be->name)

@@ -342,6 +342,11 @@ struct llm_device_stats {
  * (e.g. "no CUDA device: ..." in a build without a GPU). */
 int  llm_backend_init(llm_backend *be, const char *device, int threads, char *err, size_t errlen);
 
+/* The device "auto" stands for here: "cuda" in a CUDA build that sees a GPU, else
+ * "cpu".  Any other name is returned as given.  Programs resolve "auto" before they
+ * start anything that depends on the device (NCCL ranks, the GPU each rank takes). */
+const char *llm_backend_resolve(const char *device);
+
 /* The thread count a backend uses for a requested threads: threads itself when > 0,
  * else every online core (at least 1). */
 int  llm_backend_threads(int threads);

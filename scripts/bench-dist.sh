@@ -22,7 +22,7 @@ PY
 cat >"$T/run.yaml" <<Y
 model: {n_layer: 4, n_head: 4, n_embd: 128, vocab_size: 257, max_seq_len: 128}
 data: {train: $T/train.bin, tokenizer: byte}
-train: {batch_size: 16, seq_len: 128, max_steps: $STEPS, lr: 0.003, save_every: 100000, keep_last: 1, threads: 1}
+train: {batch_size: 16, seq_len: 128, max_steps: $STEPS, lr: 0.003, save_every: 100000, keep_last: 1, threads: 1, device: cpu}
 Y
 MPI=(mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1); [ "$(id -u)" = 0 ] && MPI+=(--allow-run-as-root)
 med() { python3 -c "import json,sys,statistics; v=[json.loads(l)['tokens_per_s'] for l in open(sys.argv[1]) if 'loss' in l][2:]; print('%.0f' % statistics.median(v))" "$1"; }

@@ -7,4 +7,4 @@ set -euo pipefail
 NP=$1 THREADS=$2; shift 2
 ARGS=(--oversubscribe --bind-to none -x OMP_NUM_THREADS="$THREADS")
 [ "$(id -u)" = 0 ] && ARGS+=(--allow-run-as-root)
-exec mpirun "${ARGS[@]}" -np "$NP" llm-train --set train.threads="$THREADS" --resume auto "$@"
+exec mpirun "${ARGS[@]}" -np "$NP" llm-train --set train.device=cpu --set train.threads="$THREADS" --resume auto "$@"

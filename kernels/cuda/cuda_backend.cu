@@ -343,37 +343,85 @@ static void lc_release(lc_ctx *c)
     free(c);
 }
 
-extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, size_t errlen)
+/* The device a process computes on (cuda_ext.h): one rule for the backend, the
+ * benchmarks and NCCL, so that a rank's buffers and its communicator are on one GPU. */
+extern "C" int llm_cuda_select_device(int local_rank, int *dev, char *err, size_t errlen)
 {
-    memset(be, 0, sizeof *be);
     int n = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
     if (rc != cudaSuccess) {
         (void)cudaGetLastError();
         snprintf(err, errlen, "no CUDA device: %s", cudaGetErrorString(rc));
-        return -1;
+        return LLM_CUDA_ENODEV;
     }
     if (n <= 0) {
         snprintf(err, errlen, "no CUDA device: none found");
-        return -1;
+        return LLM_CUDA_ENODEV;
     }
-    int dev = 0;
+    int d = 0;
     const char *e = getenv("LLM_CUDA_DEVICE");
     if (e && *e) {
         char *end;
-        long d = strtol(e, &end, 10);
-        if (*end || d < 0 || d >= n) {
-            snprintf(err, errlen, "LLM_CUDA_DEVICE '%s': not a device in 0..%d", e, n - 1);
-            return -1;
+        long v = strtol(e, &end, 10);
+        if (*end || v < 0 || v >= n) {
+            snprintf(err, errlen, "no CUDA device: LLM_CUDA_DEVICE '%s' is not a device in 0..%d",
+                     e, n - 1);
+            return LLM_CUDA_ENODEV;
         }
-        dev = (int)d;
+        d = (int)v;
+    } else if (local_rank >= 0) {
+        d = local_rank % n;
+    } else {
+        /* the current device when one was chosen (NCCL's), else the launcher's local
+         * rank: ranks of one node spread over its GPUs without NCCL too */
+        if (cudaGetDevice(&d) != cudaSuccess || d < 0 || d >= n) {
+            (void)cudaGetLastError();
+            d = 0;
+        }
+        static const char *const vars[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                           "SLURM_LOCALID", "MPI_LOCALRANKID",
+                                           "MV2_COMM_WORLD_LOCAL_RANK"};
+        for (size_t i = 0; d == 0 && i < sizeof vars / sizeof *vars; i++) {
+            const char *v = getenv(vars[i]);
+            char *end;
+            long r = v && *v ? strtol(v, &end, 10) : -1;
+            if (r >= 0 && r <= 1000000 && *end == '\0') {
+                d = (int)(r % n);
+                break;
+            }
+        }
     }
+    rc = cudaSetDevice(d);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(err, errlen, "no CUDA device: cudaSetDevice(%d): %s", d, cudaGetErrorString(rc));
+        return LLM_CUDA_ENODEV;
+    }
+    *dev = d;
+    return LLM_CUDA_OK;
+}
+
+extern "C" int llm_backend_cuda_available(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+
+extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, size_t errlen)
+{
+    memset(be, 0, sizeof *be);
+    int dev = 0;
+    if (llm_cuda_select_device(-1, &dev, err, errlen))
+        return -1;
     lc_ctx *c = (lc_ctx *)calloc(1, sizeof *c);
     if (!c) { snprintf(err, errlen, "out of memory"); return -1; }
     c->device = dev;
-    const char *stage = "";
+    const char *stage = "", *e = NULL;
 #define STEP(what, call) do { stage = what; if ((call) != 0) goto fail; } while (0)
-    STEP("cudaSetDevice", cudaSetDevice(dev));
     STEP("cudaDeviceGetAttribute", cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev));
     STEP("cudaStreamCreate", cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     /* the upload copy stream is a nicety: without it uploads use the compute stream */

@@ -9,12 +9,16 @@
 extern "C" {
 #endif
 
-/* Fill be with the "cuda" backend on the current CUDA device (device 0 unless
- * LLM_CUDA_DEVICE names another): a stream, cuBLAS and cuBLASLt handles and their
+/* Fill be with the "cuda" backend on the device llm_cuda_select_device(-1, ...) makes
+ * current (cuda_ext.h: LLM_CUDA_DEVICE, else the current device, 0 in a fresh process): a stream, cuBLAS and cuBLASLt handles and their
  * workspaces.  threads is recorded for host-side helpers.  Returns 0, or -1 with
  * "no CUDA device: <reason>" (or another reason) in err when no usable GPU or driver is
  * present; be is then left empty.  Release with llm_backend_cuda_free. */
 int llm_backend_cuda_init(llm_backend *be, int threads, char *err, size_t errlen);
+
+/* 1 when the CUDA runtime sees at least one device (nothing is created on it), else 0:
+ * no driver, no GPU, or a runtime error, which is cleared. */
+int llm_backend_cuda_available(void);
 
 /* Release what llm_backend_cuda_init acquired (not the buffers allocated through be). */
 void llm_backend_cuda_free(llm_backend *be);

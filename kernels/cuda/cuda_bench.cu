@@ -16,39 +16,11 @@ extern "C" {
 
 #define LCB_WS_BYTES ((size_t)32 << 20)
 
-/* ---- device choice (as llm_backend_cuda_init: device 0 or LLM_CUDA_DEVICE) ---- */
+/* ---- device choice: llm_cuda_select_device, as the backend (cuda_ext.h) ---- */
 
 static int lcb_device(int *dev, char *err, size_t errlen)
 {
-    int n = 0;
-    cudaError_t rc = cudaGetDeviceCount(&n);
-    if (rc != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(err, errlen, "no CUDA device: %s", cudaGetErrorString(rc));
-        return LLM_CUDA_ENODEV;
-    }
-    if (n <= 0) {
-        snprintf(err, errlen, "no CUDA device: none found");
-        return LLM_CUDA_ENODEV;
-    }
-    *dev = 0;
-    const char *e = getenv("LLM_CUDA_DEVICE");
-    if (e && *e) {
-        char *end;
-        long d = strtol(e, &end, 10);
-        if (*end || d < 0 || d >= n) {
-            snprintf(err, errlen, "no CUDA device: LLM_CUDA_DEVICE '%s' is not a device in 0..%d", e, n - 1);
-            return LLM_CUDA_ENODEV;
-        }
-        *dev = (int)d;
-    }
-    rc = cudaSetDevice(*dev);
-    if (rc != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(err, errlen, "no CUDA device: cudaSetDevice(%d): %s", *dev, cudaGetErrorString(rc));
-        return LLM_CUDA_ENODEV;
-    }
-    return LLM_CUDA_OK;
+    return llm_cuda_select_device(-1, dev, err, errlen);
 }
 
 extern "C" int llm_cuda_bench_devinfo(llm_cuda_devinfo *out, char *err, size_t errlen)

@@ -81,7 +81,7 @@ int llm_backend_cuda_nvml_loaded(llm_backend *be);
 
 /* ---- benchmarks and profiling (cuda_bench.cu, cuda_prof.cu; added for issue 9) ----
  * The llm_cuda_bench_* functions need no backend: each takes the device as the backend
- * would (device 0, or LLM_CUDA_DEVICE), makes its own stream, cuBLASLt handle and
+ * would (llm_cuda_select_device(-1, ...)), makes its own stream, cuBLASLt handle and
  * buffers, and releases them before it returns.  They return one of these codes, with a
  * message in err (lowercase, "no CUDA device: ..." when there is no usable GPU or
  * driver). */
@@ -93,6 +93,16 @@ enum {
     LLM_CUDA_EFAIL = -4,    /* a CUDA or cuBLAS call failed */
     LLM_CUDA_EWRONG = -5    /* the timed kernel's output failed its check */
 };
+
+/* Choose and make current the GPU this process computes on: LLM_CUDA_DEVICE when set
+ * (an ordinal among the visible devices), else local_rank modulo the visible devices when
+ * local_rank >= 0 (NCCL: one GPU per rank of a node), else the current device when it is
+ * not 0 (the rank's GPU once NCCL has chosen it, so that the backend created after the
+ * communicator shares its GPU), else the launcher's local rank (LOCAL_RANK,
+ * OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID, MV2_COMM_WORLD_LOCAL_RANK:
+ * the first that is set) modulo the visible devices, else 0.  *dev = the ordinal.
+ * LLM_CUDA_OK, or LLM_CUDA_ENODEV with "no CUDA device: ..." in err. */
+int llm_cuda_select_device(int local_rank, int *dev, char *err, size_t errlen);
 
 /* What cudaGetDeviceProperties / cudaDeviceGetAttribute say about the device. */
 typedef struct {

@@ -61,4 +61,25 @@ rc=$?
 sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$TMP/xfer.log")
 if [ $rc = 0 ] && grep -q '^to_device copy stream .* PASS' "$TMP/xfer.log"; then ok "uploads, copy stream ahead (emu): ${sum#gpu_check: }"
 else notok "uploads, copy stream ahead (emu): rc=$rc $(grep -m3 'FAIL\|emu:' "$TMP/xfer.log" | tr '\n' ' ')"; fi
+# the default device (auto) where the emulated build sees its device: llm-train and
+# llm-infer run on cuda; a quantized model, which cuda cannot run, falls back to the cpu
+# with a note (its text equal to the cpu's), and --device cuda refuses it with 69
+E=$ROOT/build/emu/bin
+cd "$TMP" || exit 1
+tiny_data 60000
+tiny_model 2
+"$E/llm-train" --config m.yaml -o run2 -v >/dev/null 2>err2
+check "llm-train's default device is cuda where one is seen (emu)" grep -q 'device cuda' err2
+"$E/llm-infer" "$M" -p "ROMEO:" -n 12 --temperature 0 -v >a.txt 2>a.err
+llm-infer "$M" -p "ROMEO:" -n 12 --temperature 0 --device cpu >b.txt 2>/dev/null
+check "llm-infer's default device is cuda where one is seen (emu)" grep -q 'device cuda' a.err
+check "... and its text equals the cpu's" cmp -s a.txt b.txt
+llm-quantize "$M" q8.llmk --type q8_0 >/dev/null 2>&1
+"$E/llm-infer" q8.llmk -p "ROMEO:" -n 12 --temperature 0 >c.txt 2>c.err
+rc=$?
+llm-infer q8.llmk -p "ROMEO:" -n 12 --temperature 0 --device cpu >d.txt 2>/dev/null
+check "auto: a q8_0 model falls back to the cpu (rc=$rc)" test $rc = 0
+check "... saying so on stderr" grep -q "q8_0 not supported for inference on device 'cuda'; running on cpu" c.err
+check "... its text equal to the cpu's" bash -c "test -s c.txt && cmp -s c.txt d.txt"
+expect_exit "--device cuda refuses a q8_0 model" 69 "$E/llm-infer" q8.llmk -p "ROMEO:" -n 4 --device cuda
 echo "1..$_n"

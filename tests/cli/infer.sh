@@ -21,6 +21,11 @@ expect_exit "-p with -f: 64" 64 llm-infer "$M" -p a -f b
 expect_exit "bad --top-p: 64" 64 llm-infer "$M" -p a --top-p 0
 expect_exit "missing prompt file: 66" 66 llm-infer "$M" -f nope.txt
 expect_exit "--device cuda without inference kernels: 69" 69 llm-infer "$M" -p a --device cuda
+# the default device, auto, on this machine (no GPU; a CUDA build too): the cpu, silently
+llm-infer "$M" -p a -n 2 -v >/dev/null 2>dv.err
+check "default device without a GPU: cpu" grep -q "device cpu," dv.err
+llm-infer "$M" -p a -n 2 >/dev/null 2>dv.err
+check "... with nothing on stderr" test ! -s dv.err
 
 llm-infer "$M" -p "ROMEO:" -n 40 --seed 3 --temperature 0.8 >g1 2>err
 check "generation runs" [ $? = 0 ] 

@@ -30,6 +30,11 @@ verify() { if [ -x "$BIN/llm-shard" ]; then llm-shard verify "$1" >/dev/null 2>&
 # ---- a straight run: metrics, evals, keep_last, prom ----
 expect_exit "straight run of 12 steps" 0 llm-train --config run.yaml -o a --metrics a.jsonl --prom a.prom
 check "12 step lines" [ "$(losses a.jsonl | wc -l)" = 12 ]
+# train.device defaults to auto; on this machine (no GPU, a CUDA build too) it is the cpu
+check "train.device defaults to auto" bash -c "llm-train --config run.yaml --print-config | grep -q 'device: auto'"
+expect_exit "one step, verbose" 0 llm-train --config run.yaml -o dv --set train.max_steps=1 -v
+check "... auto resolved to the cpu without a GPU" grep -q "device cpu" "$TMP/err"
+check "... and no gpu_* fields" bash -c "! grep -q gpu_ a.jsonl"
 check "2 eval lines at steps 6 and 12" [ "$(grep -c '"val_loss"' a.jsonl)" = 2 ]
 $PY - a.jsonl <<'PY' && ok "step lines have every key" || notok "step lines lack keys"
 import json, sys
