@@ -252,11 +252,19 @@ int llm_infer_logits(llm_infer_ctx *c, const int *which, int n, float *out, llm_
     int chunk = c->max_rows < LOGIT_CHUNK ? c->max_rows : LOGIT_CHUNK;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int k = n - i0 < chunk ? n - i0 : chunk;
-        /* gather the wanted rows so the projection runs on exactly k rows */
-        for (int i = 0; i < k; i++)
-            be->copy(be, c->proj + (size_t)i * C, c->x + (size_t)which[i0 + i] * C,
-                     (size_t)C * sizeof(float));
-        be->layernorm_forward(be, c->ln, NULL, NULL, c->proj, m->lnf_w.p, m->lnf_b.p, k, C);
+        /* the projection runs on exactly the k wanted rows: read in place when they are
+         * consecutive (a decode step asks for every row), else gathered one by one */
+        int run = 1;
+        while (run < k && which[i0 + run] == which[i0] + run)
+            run++;
+        const float *rows = c->x + (size_t)which[i0] * C;
+        if (run < k) {
+            for (int i = 0; i < k; i++)
+                be->copy(be, c->proj + (size_t)i * C, c->x + (size_t)which[i0 + i] * C,
+                         (size_t)C * sizeof(float));
+            rows = c->proj;
+        }
+        be->layernorm_forward(be, c->ln, NULL, NULL, rows, m->lnf_w.p, m->lnf_b.p, k, C);
         be->matmul_rows(be, c->logits, c->ln, m->wte.p, m->wte.dtype, NULL, k, C, Vl);
         if (m->tp) {   /* each rank holds the logits of its vocabulary rows */
             if (llm_infer_tp_logits(m->tp, be, c->logits, k, Vp, out ? out + (size_t)i0 * Vp : NULL,

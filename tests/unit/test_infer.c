@@ -114,6 +114,42 @@ static void test_kv_matches_full_batch1(void **state)
     llm_infer_ctx_free(c);
 }
 
+/* Logits of any rows of the last forward, in any order, repeated or not, equal those of
+ * each row asked alone (consecutive rows are read in place, others gathered). */
+static void test_logits_any_rows(void **state)
+{
+    fixture *f = *state;
+    llm_status st = {0};
+    enum { P = 7 };
+    int V = f->cfg.vocab_size, Vp = f->cfg.padded_vocab;
+    llm_infer_ctx *c = NULL;
+    assert_int_equal(llm_infer_ctx_new(&c, f->m, 1, 16, &st), 0);
+    llm_infer_row rows[P];
+    tu_rng r = {5};
+    for (int i = 0; i < P; i++)
+        rows[i] = (llm_infer_row){(int32_t)(tu_next(&r) % (uint64_t)V), 0, i};
+    assert_int_equal(llm_infer_forward(c, rows, P, &st), 0);
+    float *one = malloc((size_t)P * Vp * sizeof(float));
+    float *got = malloc((size_t)8 * Vp * sizeof(float));
+    assert_non_null(one);
+    assert_non_null(got);
+    for (int i = 0; i < P; i++)
+        assert_int_equal(llm_infer_logits(c, &i, 1, one + (size_t)i * Vp, &st), 0);
+    static const int lists[][8] = {{0, 1, 2, 3, 4, 5, 6}, {2, 3, 4}, {6, 0, 3}, {4, 4, 5},
+                                   {6, 5, 4, 3, 2, 1, 0}, {1, 2, 3, 5, 6}};
+    static const int lens[] = {7, 3, 3, 3, 7, 5};
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+        memset(got, 0xff, (size_t)8 * Vp * sizeof(float));
+        assert_int_equal(llm_infer_logits(c, lists[l], lens[l], got, &st), 0);
+        for (int i = 0; i < lens[l]; i++)
+            assert_memory_equal(got + (size_t)i * Vp, one + (size_t)lists[l][i] * Vp,
+                                (size_t)Vp * sizeof(float));
+    }
+    free(got);
+    free(one);
+    llm_infer_ctx_free(c);
+}
+
 static void test_kv_matches_full_batched(void **state)
 {
     fixture *f = *state;
@@ -366,6 +402,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_matches_full_batch1),
         cmocka_unit_test(test_kv_matches_full_batched),
+        cmocka_unit_test(test_logits_any_rows),
         cmocka_unit_test(test_greedy_is_training_argmax),
         cmocka_unit_test(test_batched_equals_single),
         cmocka_unit_test(test_context_and_errors),
