@@ -344,6 +344,7 @@ static int run_model(int train, int argc, char **argv)
         {"config", 'c', LLM_OPT_STR, &config, "FILE", "llm-train config: random-init model of its shape"},
         {"batch", 'b', LLM_OPT_STR, &batches, "LIST", "batch sizes, comma-separated (default: 4)"},
         {"seq", 's', LLM_OPT_INT, &T, "T", "sequence length (default: train.seq_len or max_seq_len)"},
+        {"seq", 't', LLM_OPT_INT, &T, "T", NULL},   /* llm-profile's spelling */
         {"precision", 'p', LLM_OPT_STR, &prec, "P",
          "fp32, bf16 or fp16 matmul operands, as llm-train (default: the config's train.precision, else fp32)"},
         {"peak", 0, LLM_OPT_DOUBLE, &o.peak, "GFLOPS", "peak for MFU (default: measured FMA peak)"},
@@ -353,6 +354,7 @@ static int run_model(int train, int argc, char **argv)
         COMMON_OPTS(o),
         {"batch", 'b', LLM_OPT_STR, &batches, "LIST", "batch sizes, comma-separated (default: 1,2,4)"},
         {"seq", 's', LLM_OPT_INT, &T, "T", "prompt tokens per sequence (default: max_seq_len/2)"},
+        {"seq", 't', LLM_OPT_INT, &T, "T", NULL},   /* llm-profile's spelling */
         {"gen", 'g', LLM_OPT_INT, &gen, "N", "decode steps timed per repetition (default: 16)"},
         {0},
     };

@@ -133,6 +133,10 @@ n=$(schema "$TMP/tb.json" json 'r["precision"]=="bf16" and r["dtype"]=="bf16" an
 import json; r = json.load(open('$TMP/t.json'))['results'][0]
 assert r['precision'] == 'fp32' and r['dtype'] == 'f32', r
 " && ok "train rows say fp32 by default" || notok "train fp32 precision field"
+# -t is --seq too (llm-profile's spelling)
+llm-bench train --config "$TMP/tiny.yaml" -b 1 -t 8 -r 1 -w 0 -j 1 --peak 50 -F jsonl >"$TMP/t8.jsonl" 2>"$TMP/err"
+n=$(schema "$TMP/t8.jsonl" jsonl 'r["work"]==8 and "T=8," in r["shape"]' 2>&1)
+[ "$n" = 1 ] && ok "train -t 8 is --seq 8" || notok "train -t: $n $(cat "$TMP/err")"
 llm-bench train --config "$TMP/tiny.yaml" -b 2 -r 1 -w 1 -j 1 --peak 50 --precision fp16 -F jsonl >"$TMP/th.jsonl" 2>"$TMP/err"
 n=$(schema "$TMP/th.jsonl" jsonl 'r["precision"]=="fp16" and r["dtype"]=="f16" and r["mfu"]>0' 2>&1)
 [ "$n" = 1 ] && ok "train --precision fp16 (jsonl)" || notok "train fp16: $n $(cat "$TMP/err")"
