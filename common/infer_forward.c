@@ -15,8 +15,10 @@ struct llm_infer_ctx {
     int slots, max_rows, n_last;
     float *kc, *vc;                       /* (L, S, maxT, C) each */
     float *x, *ln, *qkv, *att, *proj, *fc, *fca, *logits;
-    int32_t *ids, *slot, *pos;            /* backend copies of the rows */
-    int32_t *h_ids, *h_slot, *h_pos;      /* host staging */
+    /* a forward of n rows: ids[0..n), slots[n..2n), positions[2n..3n), staged on the
+     * host and uploaded in one copy (3 * max_rows each); the forward's ops read them at
+     * offsets that depend on n alone, as a recording of n rows needs */
+    int32_t *rows_d, *h_rows;
     size_t bytes;
     /* recorded forwards (backend graph_capture) of n rows, n <= slots: the ops of a
      * forward depend only on n (rows, positions and slots are read from the device), so
@@ -38,7 +40,7 @@ void llm_infer_ctx_free(llm_infer_ctx *c)
         return;
     llm_backend *be = c->be;
     void *bufs[] = {c->kc, c->vc, c->x, c->ln, c->qkv, c->att, c->proj, c->fc, c->fca,
-                    c->logits, c->ids, c->slot, c->pos};
+                    c->logits, c->rows_d};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->free(be, bufs[i]);
@@ -47,9 +49,7 @@ void llm_infer_ctx_free(llm_infer_ctx *c)
             be->graph_free(be, c->graph[n]);
     free(c->graph);
     free(c->graph_seen);
-    free(c->h_ids);
-    free(c->h_slot);
-    free(c->h_pos);
+    free(c->h_rows);
     free(c);
 }
 
@@ -85,12 +85,8 @@ int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int ma
     c->fc = balloc(c, R * 4 * C * sizeof(float));
     c->fca = balloc(c, R * 4 * C * sizeof(float));
     c->logits = balloc(c, lr * (size_t)cfg->padded_vocab * sizeof(float));
-    c->ids = balloc(c, R * sizeof(int32_t));
-    c->slot = balloc(c, R * sizeof(int32_t));
-    c->pos = balloc(c, R * sizeof(int32_t));
-    c->h_ids = malloc(R * sizeof(int32_t));
-    c->h_slot = malloc(R * sizeof(int32_t));
-    c->h_pos = malloc(R * sizeof(int32_t));
+    c->rows_d = balloc(c, 3 * R * sizeof(int32_t));
+    c->h_rows = malloc(3 * R * sizeof(int32_t));
     if (c->be->graph_capture && m->tp_size == 1) {
         c->graph = calloc((size_t)slots + 1, sizeof *c->graph);
         c->graph_seen = calloc((size_t)slots + 1, 1);
@@ -100,8 +96,7 @@ int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int ma
         }
     }
     if (!c->kc || !c->vc || !c->x || !c->ln || !c->qkv || !c->att || !c->proj || !c->fc ||
-        !c->fca || !c->logits || !c->ids || !c->slot || !c->pos || !c->h_ids || !c->h_slot ||
-        !c->h_pos) {
+        !c->fca || !c->logits || !c->rows_d || !c->h_rows) {
         llm_infer_ctx_free(c);
         return llm_err(st, LLM_ENOMEM, "out of memory for a KV cache of %d slot(s) x %d positions",
                        slots, cfg->max_seq_len);
@@ -125,7 +120,7 @@ static void residual_ln(llm_backend *be, float *x, float *ln, const float *proj,
     be->layernorm_forward(be, ln, NULL, NULL, x, w, b, n, C);
 }
 
-/* The device part of a forward of n rows (uploaded to c->ids, c->slot, c->pos): only
+/* The device part of a forward of n rows (uploaded to c->rows_d): only
  * ops on c's backend, their arguments a function of n alone, so that it may be recorded
  * (llm_infer_forward).  A tensor-parallel exchange failing sets rc. */
 typedef struct {
@@ -149,7 +144,8 @@ static void forward_ops(void *arg)
     int Cl = C / m->tp_size;
     size_t layer_kv = (size_t)c->slots * T * Cl;
     size_t nc = (size_t)n * C;
-    be->embed_rows(be, c->x, c->ids, c->pos, m->wte.p, m->wte.dtype, m->wpe.p, n, C);
+    const int32_t *ids = c->rows_d, *slot = ids + n, *pos = ids + 2 * (size_t)n;
+    be->embed_rows(be, c->x, ids, pos, m->wte.p, m->wte.dtype, m->wpe.p, n, C);
     if (m->tp && llm_infer_tp_embed_reduce(m->tp, be, c->x, n, C, st)) {
         a->rc = st->code;
         return;
@@ -161,8 +157,8 @@ static void forward_ops(void *arg)
         float *kc = c->kc + l * layer_kv, *vc = c->vc + l * layer_kv;
         /* c->ln holds ln_1 of c->x (written with the previous layer's last residual) */
         be->matmul_rows(be, c->qkv, c->ln, L->qkv_w.p, L->qkv_w.dtype, L->qkv_b.p, n, C, 3 * Cl);
-        be->kv_store(be, kc, vc, c->qkv, c->slot, c->pos, n, Cl, T);
-        be->attention_rows(be, c->att, c->qkv, kc, vc, c->slot, c->pos, n, Cl, NH, T);
+        be->kv_store(be, kc, vc, c->qkv, slot, pos, n, Cl, T);
+        be->attention_rows(be, c->att, c->qkv, kc, vc, slot, pos, n, Cl, NH, T);
         be->matmul_rows(be, c->proj, c->att, L->attn_proj_w.p, L->attn_proj_w.dtype,
                         L->attn_proj_b.p, n, Cl, C);
         if (m->tp && llm_infer_tp_allreduce(m->tp, be, c->proj, nc, st)) {
@@ -202,18 +198,16 @@ int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_st
                            cfg->max_seq_len);
         if (rows[i].slot < 0 || rows[i].slot >= c->slots)
             return llm_err(st, LLM_EUSAGE, "slot %d out of range", rows[i].slot);
-        c->h_ids[i] = rows[i].id;
-        c->h_slot[i] = rows[i].slot;
-        c->h_pos[i] = rows[i].pos;
+        c->h_rows[i] = rows[i].id;
+        c->h_rows[n + i] = rows[i].slot;
+        c->h_rows[2 * n + i] = rows[i].pos;
     }
     if (m->tp_size > 1 && !m->tp)
         return llm_err(st, LLM_EUSAGE, "a tensor-parallel shard computes only with its peers");
     if (m->tp && (llm_infer_tp_lead_forward(m->tp, rows, n, st) ||
-                  llm_infer_tp_local_ids(m->tp, c->h_ids, n, st)))
+                  llm_infer_tp_local_ids(m->tp, c->h_rows, n, st)))
         return st->code;
-    be->to_device(be, c->ids, c->h_ids, (size_t)n * sizeof(int32_t));
-    be->to_device(be, c->slot, c->h_slot, (size_t)n * sizeof(int32_t));
-    be->to_device(be, c->pos, c->h_pos, (size_t)n * sizeof(int32_t));
+    be->to_device(be, c->rows_d, c->h_rows, 3 * (size_t)n * sizeof(int32_t));
 
     forward_args a = {c, n, 0, st};
     int rec = c->graph && n <= c->slots;
