@@ -29,7 +29,7 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     const char *config = NULL, *out = NULL, *resume = NULL, *metrics = NULL, *prom = NULL;
-    const char *dist_init = NULL, *precision = NULL;
+    const char *dist_init = NULL, *precision = NULL, *device = NULL;
     double dist_timeout = 600;
     int print = 0, quiet = 0, verbose = 0;
     llm_strlist sets = {0};
@@ -43,6 +43,8 @@ int main(int argc, char **argv)
         {"prom", 0, LLM_OPT_STR, &prom, "FILE", "Prometheus textfile (output.prom)"},
         {"precision", 0, LLM_OPT_STR, &precision, "fp32|bf16|fp16",
          "matmul operands and activations; fp16 with dynamic loss scaling (train.precision)"},
+        {"device", 'd', LLM_OPT_STR, &device, "DEV",
+         "cpu, cpu-ref, cuda or auto: cuda when a GPU is usable (train.device; default auto)"},
         {"dist-init", 0, LLM_OPT_STR, &dist_init, "file:PATH|tcp://HOST:PORT",
          "NCCL id exchange for ranks from RANK/WORLD_SIZE or Slurm (no MPI)"},
         {"dist-timeout", 0, LLM_OPT_DOUBLE, &dist_timeout, "SECONDS",
@@ -87,6 +89,10 @@ int main(int argc, char **argv)
     }
     if (!rc && precision) {
         snprintf(a, sizeof a, "train.precision=%s", precision);
+        rc = llm_config_set(&cfg, a, &st);
+    }
+    if (!rc && device) {
+        snprintf(a, sizeof a, "train.device=%s", device);
         rc = llm_config_set(&cfg, a, &st);
     }
     if (!rc && print) {

@@ -32,6 +32,8 @@ expect_exit "straight run of 12 steps" 0 llm-train --config run.yaml -o a --metr
 check "12 step lines" [ "$(losses a.jsonl | wc -l)" = 12 ]
 # train.device defaults to auto; on this machine (no GPU, a CUDA build too) it is the cpu
 check "train.device defaults to auto" bash -c "llm-train --config run.yaml --print-config | grep -q 'device: auto'"
+check "--device sets train.device" bash -c "llm-train --config run.yaml -d cpu-ref --print-config | grep -q 'device: cpu-ref'"
+expect_exit "--device gpu is refused: 64" 64 llm-train --config run.yaml --device gpu --print-config
 expect_exit "one step, verbose" 0 llm-train --config run.yaml -o dv --set train.max_steps=1 -v
 check "... auto resolved to the cpu without a GPU" grep -q "device cpu" "$TMP/err"
 check "... and no gpu_* fields" bash -c "! grep -q gpu_ a.jsonl"
