@@ -8,6 +8,7 @@
 #include "common/ckpt.h"
 #include "common/infer.h"
 #include "common/loss_scale.h"
+#include "common/sampler.h"
 
 double llm_bench_train_flops_per_token(const llm_model_config *c, int T)
 {
@@ -168,9 +169,7 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
             double a = llm_bench_now();
             for (int b = 0; b < B; b++) {
                 const float *lg = logits + (size_t)b * mc->padded_vocab;
-                int best = 0;
-                for (int v = 1; v < mc->vocab_size; v++)
-                    if (lg[v] > lg[best]) best = v;
+                int best = llm_argmax(lg, mc->vocab_size);
                 r[b] = (llm_infer_row){best, b, T + k};
                 which[b] = b;
             }

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "common/json.h"
 
@@ -118,8 +121,10 @@ typedef struct {
     llm_infer_model *m;
     const llm_infer_io *io;
     llm_infer_stats *stats;
-    llm_sampler_scratch scratch;
+    llm_sampler_scratch *scratch;   /* one per sampling thread */
+    int nscratch;
     float *logits;          /* (slots, Vp) host */
+    int *tok;               /* (slots) a decode step's tokens, by row */
     llm_infer_row *rows;
     int *which;
     int slots;
@@ -272,7 +277,7 @@ static int on_token(run_t *r, slot_t *s, int tok, int *done, llm_status *st)
 
 static int sample(run_t *r, slot_t *s, const float *logits, llm_status *st)
 {
-    int tok = llm_sampler_sample(&s->smp, logits, r->m->cfg.vocab_size, &r->scratch);
+    int tok = llm_sampler_sample(&s->smp, logits, r->m->cfg.vocab_size, &r->scratch[0]);
     if (tok < 0)
         return llm_err(st, LLM_ENOMEM, "out of memory");
     return tok;
@@ -352,8 +357,15 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
     r.logits = malloc((size_t)slots * m->cfg.padded_vocab * sizeof(float));
     r.rows = malloc((size_t)slots * sizeof *r.rows);
     r.which = malloc((size_t)slots * sizeof *r.which);
+    r.tok = malloc((size_t)slots * sizeof *r.tok);
+    /* the rows of a decode step sample in parallel (each request has its own RNG): a
+     * vocabulary's softmax per row is host work the device waits for */
+    r.nscratch = slots < m->be->threads ? slots : m->be->threads;
+    if (r.nscratch < 1)
+        r.nscratch = 1;
+    r.scratch = calloc((size_t)r.nscratch, sizeof *r.scratch);
     int rc = LLM_OK, eof = 0;
-    if (!sl || !r.logits || !r.rows || !r.which) {
+    if (!sl || !r.logits || !r.rows || !r.which || !r.tok || !r.scratch) {
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto out;
     }
@@ -395,15 +407,26 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
         if ((rc = llm_infer_forward(c, r.rows, n, st)) ||
             (rc = llm_infer_logits(c, r.which, n, r.logits, st)))
             goto out;
+        /* row k of the logits is the k-th active slot's (in slot order, as rows) */
+        int V = m->cfg.vocab_size, nt = r.nscratch;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (n > 1 && nt > 1)
+        for (int k = 0; k < n; k++) {
+            int t = 0;
+#ifdef _OPENMP
+            t = omp_get_thread_num();
+#endif
+            r.tok[k] = llm_sampler_sample(&sl[r.rows[k].slot].smp,
+                                          r.logits + (size_t)k * m->cfg.padded_vocab, V,
+                                          &r.scratch[t]);
+        }
         int k = 0;
         for (int i = 0; i < slots; i++) {
             if (!sl[i].active)
                 continue;
             sl[i].len++;
-            int tok = sample(&r, &sl[i], r.logits + (size_t)k * m->cfg.padded_vocab, st);
-            k++;
+            int tok = r.tok[k++];
             if (tok < 0) {
-                rc = st->code;
+                rc = llm_err(st, LLM_ENOMEM, "out of memory");
                 goto out;
             }
             int done;
@@ -422,6 +445,9 @@ out:
     free(r.logits);
     free(r.rows);
     free(r.which);
-    llm_sampler_scratch_free(&r.scratch);
+    free(r.tok);
+    for (int t = 0; r.scratch && t < r.nscratch; t++)
+        llm_sampler_scratch_free(&r.scratch[t]);
+    free(r.scratch);
     return rc;
 }

@@ -15,6 +15,7 @@
 #include "common/json.h"
 #include "common/loss_scale.h"
 #include "common/plan.h"
+#include "common/sampler.h"
 
 double llm_profile_peak_rss(void)
 {
@@ -267,9 +268,7 @@ static int run_infer(run_state *r, const llm_profile_run_opts *o, llm_model_conf
             for (int b = 0; b < B; b++) {
                 /* greedy next token of each sequence from the last logits */
                 const float *lg = logits + (size_t)b * mc->padded_vocab;
-                int best = 0;
-                for (int v = 1; v < mc->vocab_size; v++)
-                    if (lg[v] > lg[best]) best = v;
+                int best = llm_argmax(lg, mc->vocab_size);
                 r->rows[b] = (llm_infer_row){best, b, prompt + k};
                 which[b] = b;
             }

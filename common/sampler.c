@@ -1,8 +1,10 @@
 /* sampler.c — see sampler.h. */
 #include "common/sampler.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t splitmix(uint64_t *x)
 {
@@ -43,133 +45,277 @@ int llm_sampler_init(llm_sampler *s, const llm_sampler_params *p, llm_status *st
     return LLM_OK;
 }
 
+/* The scan "best = i when x[i] > x[best]" reloads x[best] behind every compare (~8x
+ * slower than this on a 50k vocabulary).  Here: the largest value first, in 8 independent
+ * lanes (compiled to vector maxima), then its first index.  Same answer: values are only
+ * ever replaced by strictly greater ones, NaNs never win (a NaN x[0] wins alone, as
+ * nothing compares greater than it), and == finds the first of equal maxima (-0 == +0). */
 int llm_argmax(const float *x, int n)
 {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
+    if (n <= 1 || x[0] != x[0])
+        return 0;
+    float m = x[0], lane[8];
+    for (int j = 0; j < 8; j++)
+        lane[j] = m;
+    int i = 1;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    for (int j = 0; j < 8; j++)
+        m = lane[j] > m ? lane[j] : m;
+    for (i = 0; i < n; i++)
+        if (x[i] == m)
+            return i;
+    return 0;
 }
 
 void llm_sampler_scratch_free(llm_sampler_scratch *sc)
 {
     free(sc->prob);
+    free(sc->key);
     free(sc->tmp);
-    free(sc->idx);
     sc->prob = NULL;
+    sc->key = NULL;
     sc->tmp = NULL;
-    sc->idx = NULL;
     sc->cap = 0;
 }
 
-/* Order: probability descending, then id ascending, so the candidate order (and thus
- * the draw) is fully determined by the logits. */
-static int cmp_desc(const void *a, const void *b, void *arg)
+/* e^x for x <= 0 by the usual reduction x = n ln2 + r (ln2 split in two) and a degree-6
+ * polynomial for e^r (Cephes' expf coefficients); 0 below -87.3 and for NaN.  Plain
+ * float operations without contraction (-std=c11), so the same bits on every machine and
+ * vector width.  The range test is on the bits (|x| < 87.3, NaN failing it): a float
+ * compare may not be if-converted under trapping math, and the loop over a vocabulary
+ * must vectorise. */
+#pragma omp declare simd
+static inline float exp_neg(float x)
 {
-    const float *p = arg;
-    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    if (p[i] > p[j]) return -1;
-    if (p[i] < p[j]) return 1;
-    return (i > j) - (i < j);
+    uint32_t xb, lim = 0xc2ae999au;   /* -87.3f */
+    memcpy(&xb, &x, sizeof xb);
+    uint32_t keep = 0u - (uint32_t)((xb & 0x7fffffffu) < 0x42ae999au);
+    uint32_t yb = (xb & keep) | (lim & ~keep);
+    float y;
+    memcpy(&y, &yb, sizeof y);
+    float n = (y * 1.44269504f + 12582912.0f) - 12582912.0f;   /* round to nearest */
+    float r = y - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    uint32_t sb = (uint32_t)((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    float e = p * scale;
+    uint32_t eb;
+    memcpy(&eb, &e, sizeof eb);
+    eb &= keep;
+    memcpy(&e, &eb, sizeof e);
+    return e;
 }
 
-/* The k-th largest (1-based) of x[0..n), using tmp[0..n) as scratch (quickselect with
- * a deterministic middle pivot). */
-static float kth_largest(float *tmp, const float *x, int n, int k)
+double llm_sampler_probs(const float *logits, int V, float temperature, float *prob)
 {
-    for (int i = 0; i < n; i++)
-        tmp[i] = x[i];
-    int lo = 0, hi = n - 1, want = k - 1;   /* index in descending order */
-    while (lo < hi) {
-        float piv = tmp[lo + (hi - lo) / 2];
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (tmp[i] > piv) i++;
-            while (tmp[j] < piv) j--;
-            if (i <= j) {
-                float t = tmp[i]; tmp[i] = tmp[j]; tmp[j] = t;
-                i++; j--;
-            }
+    if (V <= 0)
+        return 0.0;
+    /* capped, so that the largest logit gives exactly 1 (0 * inf would be NaN) */
+    float mx = logits[llm_argmax(logits, V)], inv_t = 1.0f / temperature;
+    if (!(inv_t <= FLT_MAX))
+        inv_t = FLT_MAX;
+    double lane[8] = {0};
+    int i = 0;
+    for (; i + 8 <= V; i += 8)
+#pragma omp simd
+        for (int j = 0; j < 8; j++) {
+            float e = exp_neg((logits[i + j] - mx) * inv_t);
+            prob[i + j] = e;
+            lane[j] += e;
         }
-        if (want <= j) hi = j;
-        else if (want >= i) lo = i;
-        else break;
+    for (int j = 0; i < V; i++, j++) {
+        float e = exp_neg((logits[i] - mx) * inv_t);
+        prob[i] = e;
+        lane[j] += e;
     }
-    return tmp[want];
+    double total = 0.0;
+    for (int j = 0; j < 8; j++)
+        total += lane[j];
+    return total;
+}
+
+/* A candidate: its probability's bits above its id's complement, so that larger keys
+ * are more likely tokens and, among equals, lower ids (probabilities are >= 0). */
+static inline uint64_t mkkey(const float *prob, int i)
+{
+    union { float f; uint32_t u; } b = {prob[i]};
+    return (uint64_t)b.u << 32 | (uint32_t)~(uint32_t)i;
+}
+static inline int key_id(uint64_t k) { return (int)~(uint32_t)k; }
+static inline double key_prob(uint64_t k)
+{
+    union { uint32_t u; float f; } b = {(uint32_t)(k >> 32)};
+    return b.f;
+}
+
+static int cmp_key_desc(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* key[0..n) into descending order (tmp: n more): LSD radix on bytes above a few hundred
+ * keys, skipping the bytes that all keys share. */
+static void sort_desc(uint64_t *key, uint64_t *tmp, int n)
+{
+    if (n < 256) {
+        qsort(key, (size_t)n, sizeof *key, cmp_key_desc);
+        return;
+    }
+    uint64_t *a = key, *b = tmp;
+    for (int shift = 0; shift < 64; shift += 8) {
+        size_t cnt[256] = {0};
+        for (int i = 0; i < n; i++)
+            cnt[(uint8_t)~(a[i] >> shift)]++;
+        if (cnt[(uint8_t)~(a[0] >> shift)] == (size_t)n)
+            continue;   /* every key has this byte */
+        size_t at = 0;
+        for (int d = 0; d < 256; d++) {
+            size_t c = cnt[d];
+            cnt[d] = at;
+            at += c;
+        }
+        for (int i = 0; i < n; i++)
+            b[cnt[(uint8_t)~(a[i] >> shift)]++] = a[i];
+        uint64_t *t = a;
+        a = b;
+        b = t;
+    }
+    if (a != key)
+        for (int i = 0; i < n; i++)
+            key[i] = a[i];
+}
+
+/* The k largest keys (k < V), sorted descending into sc->key; a min-heap of k keys over
+ * one pass, so that most tokens cost one compare. */
+static int top_k_keys(llm_sampler_scratch *sc, const float *prob, int V, int k)
+{
+    uint64_t *h = sc->key;
+    for (int i = 0; i < k; i++) {   /* the first k, heapified as they come */
+        uint64_t x = mkkey(prob, i);
+        int c = i;
+        while (c > 0 && h[(c - 1) / 2] > x) {
+            h[c] = h[(c - 1) / 2];
+            c = (c - 1) / 2;
+        }
+        h[c] = x;
+    }
+    for (int i = k; i < V; i++) {
+        uint64_t x = mkkey(prob, i);
+        if (x <= h[0])
+            continue;
+        int c = 0;
+        for (;;) {   /* x replaces the smallest and sinks */
+            int l = 2 * c + 1, m = c;
+            uint64_t mv = x;
+            if (l < k && h[l] < mv) { m = l; mv = h[l]; }
+            if (l + 1 < k && h[l + 1] < mv) m = l + 1;
+            if (m == c)
+                break;
+            h[c] = h[m];
+            c = m;
+        }
+        h[c] = x;
+    }
+    sort_desc(h, sc->tmp, k);
+    return k;
+}
+
+/* Tokens that may be in the nucleus of mass want (no top-k): those at or above a
+ * threshold whose tokens hold more than want (tried from 1/16 down by factors of 16,
+ * the largest probability being 1), sorted descending into sc->key.  The margin keeps
+ * the walk over the sorted keys, which sums in another order, inside the set. */
+static int nucleus_keys(llm_sampler_scratch *sc, const float *prob, int V, double want)
+{
+    double need = want * (1.0 + 1e-9);
+    float tau = 1.0f / 16;
+    for (;;) {
+        double mass = 0.0;
+        for (int i = 0; i < V; i++)
+            mass += prob[i] >= tau ? prob[i] : 0.0f;
+        if (mass >= need || tau == 0.0f)
+            break;
+        tau = tau > 1e-30f ? tau / 16 : 0.0f;
+    }
+    int n = 0;
+    for (int i = 0; i < V; i++)
+        if (prob[i] >= tau)
+            sc->key[n++] = mkkey(prob, i);
+    sort_desc(sc->key, sc->tmp, n);
+    return n;
 }
 
 int llm_sampler_sample(llm_sampler *s, const float *logits, int V, llm_sampler_scratch *sc)
 {
-    if (s->p.temperature <= 0.0f)
+    if (s->p.temperature <= 0.0f || V < 1)
         return llm_argmax(logits, V);
     if (sc->cap < V) {
-        float *p = realloc(sc->prob, (size_t)V * sizeof(float));
+        float *p = realloc(sc->prob, (size_t)V * sizeof *p);
         if (!p) return -1;
         sc->prob = p;
-        int32_t *ix = realloc(sc->idx, (size_t)V * sizeof(int32_t));
-        if (!ix) return -1;
-        sc->idx = ix;
-        float *t = realloc(sc->tmp, (size_t)V * sizeof(float));
+        uint64_t *k = realloc(sc->key, (size_t)V * sizeof *k);
+        if (!k) return -1;
+        sc->key = k;
+        uint64_t *t = realloc(sc->tmp, (size_t)V * sizeof *t);
         if (!t) return -1;
         sc->tmp = t;
         sc->cap = V;
     }
-    float *prob = sc->prob;
-    int32_t *idx = sc->idx;
-    float mx = logits[llm_argmax(logits, V)];
-    double inv_t = 1.0 / s->p.temperature, total = 0.0;
-    for (int i = 0; i < V; i++) {
-        prob[i] = (float)exp(((double)logits[i] - mx) * inv_t);
-        total += prob[i];
-    }
+    const float *prob = sc->prob;
+    double total = llm_sampler_probs(logits, V, s->p.temperature, sc->prob);
+    double u = llm_sampler_uniform(s);
+    if (!(total > 0.0) || !isfinite(total))
+        return llm_argmax(logits, V);
     int k = s->p.top_k > 0 && s->p.top_k < V ? s->p.top_k : V;
-    int filter = k < V || s->p.top_p < 1.0f;
-    if (!filter) {
-        double u = llm_sampler_uniform(s) * total, c = 0.0;
+    if (k == V && s->p.top_p >= 1.0f) {
+        double target = u * total, c = 0.0;
         for (int i = 0; i < V; i++) {
             c += prob[i];
-            if (u < c)
+            if (target < c)
                 return i;
         }
-        return llm_argmax(logits, V);
+        return llm_argmax(logits, V);   /* u * total rounded up to the sum */
     }
-    /* Only candidates that can survive the filters are sorted.  top-k: those at or
-     * above the k-th largest probability (found in O(V) by selection).  top-p alone:
-     * tokens below (1-top_p)/V of the total cannot be in the nucleus (all of them
-     * together hold less than 1-top_p). */
-    double floor_p;
-    if (k < V)
-        floor_p = kth_largest(sc->tmp, prob, V, k);
-    else
-        floor_p = (1.0 - s->p.top_p) / V * total;
-    int n = 0;
-    for (int i = 0; i < V; i++)
-        if (prob[i] >= floor_p)
-            idx[n++] = i;
-    qsort_r(idx, (size_t)n, sizeof *idx, cmp_desc, prob);
-    if (n > k)
-        n = k;
+    int n;
     double mass = 0.0;
-    for (int i = 0; i < n; i++)
-        mass += prob[idx[i]];
+    if (k < V) {
+        n = top_k_keys(sc, prob, V, k);
+        for (int i = 0; i < n; i++)
+            mass += key_prob(sc->key[i]);
+    } else {
+        mass = total;
+        n = nucleus_keys(sc, prob, V, s->p.top_p * total);
+    }
+    const uint64_t *key = sc->key;
     if (s->p.top_p < 1.0f) {
-        /* nucleus within the top-k set, renormalised to that set */
+        /* the nucleus: the shortest prefix reaching top_p of the mass */
         double c = 0.0, want = s->p.top_p * mass;
         int m = 0;
         while (m < n) {
-            c += prob[idx[m++]];
+            c += key_prob(key[m++]);
             if (c >= want)
                 break;
         }
         n = m;
         mass = c;
     }
-    double u = llm_sampler_uniform(s) * mass, c = 0.0;
+    double target = u * mass, c = 0.0;
     for (int i = 0; i < n; i++) {
-        c += prob[idx[i]];
-        if (u < c)
-            return idx[i];
+        c += key_prob(key[i]);
+        if (target < c)
+            return key_id(key[i]);
     }
-    return idx[n - 1];
+    return key_id(key[n - 1]);
 }

@@ -25,8 +25,8 @@ typedef struct {
 /* Scratch buffers shared by the samplers of one thread (reused across calls). */
 typedef struct {
     float *prob;
-    float *tmp;
-    int32_t *idx;
+    uint64_t *key;       /* candidates: probability bits above, ~id below */
+    uint64_t *tmp;       /* radix sort */
     int cap;
 } llm_sampler_scratch;
 
@@ -35,8 +35,18 @@ typedef struct {
 int llm_sampler_init(llm_sampler *s, const llm_sampler_params *p, llm_status *st);
 
 /* Draw a token from logits[0..V).  Uses one RNG draw per call unless greedy.
- * Returns the id, or -1 when scratch cannot be allocated. */
+ * The probabilities are llm_sampler_probs'.  Candidates are ordered by probability,
+ * then id; top-k keeps the first k; top-p then keeps the shortest prefix whose mass
+ * reaches top_p of what is left (of the whole distribution without top-k).  Logits
+ * that give no finite positive total (NaN, +inf) are drawn greedily.  Returns the id,
+ * or -1 when scratch cannot be allocated. */
 int llm_sampler_sample(llm_sampler *s, const float *logits, int V, llm_sampler_scratch *sc);
+
+/* prob[i] = exp((logits[i] - max) / temperature) (temperature > 0), computed in float
+ * by a polynomial (relative error within a few ulp of the exact value; 0 below
+ * e^-87.3), the same on every machine; returns their sum (in double, in a fixed order).
+ * max = logits[llm_argmax(logits, V)]. */
+double llm_sampler_probs(const float *logits, int V, float temperature, float *prob);
 
 void llm_sampler_scratch_free(llm_sampler_scratch *sc);
 
