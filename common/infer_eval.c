@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/sampler.h"
+
 /* Rows of logits held at once. */
 #define EVAL_CHUNK 64
 
@@ -15,17 +17,10 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* -log softmax(logits[0..V))[target], in double for the sum. */
+/* -log softmax(logits[0..V))[target] */
 static double row_nll(const float *lg, int V, uint32_t target)
 {
-    float mx = lg[0];
-    for (int i = 1; i < V; i++)
-        if (lg[i] > mx)
-            mx = lg[i];
-    double s = 0.0;
-    for (int i = 0; i < V; i++)
-        s += exp((double)lg[i] - mx);
-    return log(s) + mx - lg[target];
+    return llm_logsumexp(lg, V) - lg[target];
 }
 
 int llm_infer_eval(llm_infer_ctx *c, const llm_infer_model *m, const llm_tokfile *tf, int ctx,
@@ -43,6 +38,8 @@ int llm_infer_eval(llm_infer_ctx *c, const llm_infer_model *m, const llm_tokfile
     llm_infer_row *rows = malloc((size_t)R * sizeof *rows);
     int *which = malloc((size_t)R * sizeof *which);
     float *logits = malloc((size_t)EVAL_CHUNK * Vp * sizeof(float));
+    double nll[EVAL_CHUNK];
+    int nt = m->be->threads > 0 ? m->be->threads : 1;
     int32_t *win = malloc(((size_t)ctx + 1) * sizeof *win);
     int rc = LLM_OK;
     if (!rows || !which || !logits || !win) {
@@ -77,11 +74,14 @@ int llm_infer_eval(llm_infer_ctx *c, const llm_infer_model *m, const llm_tokfile
                 int q = nw - j0 < EVAL_CHUNK ? nw - j0 : EVAL_CHUNK;
                 if ((rc = llm_infer_logits(c, which + j0, q, logits, st)))
                     goto out;
-                for (int j = 0; j < q; j++) {
-                    int row = which[j0 + j];
-                    sum += row_nll(logits + (size_t)j * Vp, V, (uint32_t)win[p0 + row + 1]);
-                    count++;
-                }
+                /* rows in parallel, summed in order (the same total on any thread count) */
+#pragma omp parallel for num_threads(nt) schedule(static) if (q > 1 && nt > 1)
+                for (int j = 0; j < q; j++)
+                    nll[j] = row_nll(logits + (size_t)j * Vp, V,
+                                     (uint32_t)win[p0 + which[j0 + j] + 1]);
+                for (int j = 0; j < q; j++)
+                    sum += nll[j];
+                count += (uint64_t)q;
             }
         }
         scored_to = b + (uint64_t)len;

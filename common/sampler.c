@@ -146,6 +146,30 @@ double llm_sampler_probs(const float *logits, int V, float temperature, float *p
     return total;
 }
 
+double llm_logsumexp(const float *x, int n)
+{
+    float mx = x[llm_argmax(x, n)];
+    double lane[8] = {0};
+    uint32_t nan = 0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+#pragma omp simd reduction(| : nan)
+        for (int j = 0; j < 8; j++) {
+            uint32_t b;
+            memcpy(&b, &x[i + j], sizeof b);
+            nan |= (uint32_t)((b & 0x7fffffffu) > 0x7f800000u);
+            lane[j] += exp_neg(x[i + j] - mx);
+        }
+    for (int j = 0; i < n; i++, j++) {
+        nan |= (uint32_t)(x[i] != x[i]);
+        lane[j] += exp_neg(x[i] - mx);
+    }
+    double s = 0.0;
+    for (int j = 0; j < 8; j++)
+        s += lane[j];
+    return nan ? NAN : (double)mx + log(s);
+}
+
 /* A candidate: its probability's bits above its id's complement, so that larger keys
  * are more likely tokens and, among equals, lower ids (probabilities are >= 0). */
 static inline uint64_t mkkey(const float *prob, int i)

@@ -50,6 +50,11 @@ double llm_sampler_probs(const float *logits, int V, float temperature, float *p
 
 void llm_sampler_scratch_free(llm_sampler_scratch *sc);
 
+/* log(sum_i exp(x[i])) over x[0..n), n >= 1: the largest plus the log of the sum of the
+ * others' exponentials relative to it (llm_sampler_probs' exp, double sums in a fixed
+ * order; terms below e^-87.3 of the largest dropped).  NaN when any x[i] is NaN. */
+double llm_logsumexp(const float *x, int n);
+
 /* Index of the largest of x[0..n) (the lowest index among equals). */
 int llm_argmax(const float *x, int n);
 

@@ -146,6 +146,39 @@ static void test_probs(void **state)
     }
 }
 
+/* llm_logsumexp against the sum of exp in double; -inf terms count 0, a NaN gives NaN. */
+static void test_logsumexp(void **state)
+{
+    (void)state;
+    tu_rng r = {5};
+    double worst = 0;
+    for (int it = 0; it < 200; it++) {
+        int n = 1 + (int)(tu_next(&r) % 5000);
+        float *x = malloc((size_t)n * sizeof *x);
+        assert_non_null(x);
+        float a = (it % 4 + 1) * 8.0f;
+        tu_fill(&r, x, (size_t)n, -a, a);
+        if (it % 3 == 0)
+            x[tu_next(&r) % (uint64_t)n] = -INFINITY;
+        double mx = -INFINITY, s = 0;
+        for (int i = 0; i < n; i++)
+            mx = x[i] > mx ? x[i] : mx;
+        for (int i = 0; i < n; i++)
+            s += exp((double)x[i] - mx);
+        double want = mx + log(s), got = llm_logsumexp(x, n);
+        worst = fmax(worst, fabs(got - want) / fmax(1.0, fabs(want)));
+        if (n > 2) {
+            x[n / 2] = NAN;
+            assert_true(isnan(llm_logsumexp(x, n)));
+        }
+        free(x);
+    }
+    printf("# logsumexp: max error %.3g (relative to max(1, |lse|))\n", worst);
+    assert_true(worst < 1e-6);
+    float one[3] = {-INFINITY, 2.5f, -INFINITY};
+    assert_true(llm_logsumexp(one, 3) == 2.5);
+}
+
 /* The sampler against a plain reference on the same probabilities and draws: every token
  * sorted (probability descending, id ascending), the first top_k kept, then the shortest
  * prefix reaching top_p of their mass (of the whole distribution without top-k), the draw
@@ -270,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_distributions),
         cmocka_unit_test(test_probs),
         cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_logsumexp),
         cmocka_unit_test(test_bad_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
