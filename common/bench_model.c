@@ -147,7 +147,7 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
     }
     if ((rc = llm_infer_ctx_new(&ctx, im, B, B * T, st))) goto done;
     r = malloc((size_t)B * T * sizeof *r);
-    logits = malloc((size_t)B * mc->padded_vocab * sizeof *logits);
+    logits = llm_backend_host_alloc(&be, (size_t)B * mc->padded_vocab * sizeof *logits);
     which = malloc((size_t)B * sizeof *which);
     tp = malloc((size_t)o->reps * sizeof *tp);
     ttft = malloc((size_t)o->reps * sizeof *ttft);
@@ -201,7 +201,7 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
     llm_bench_row_kv(&rows[1], "ttft_ms", 1e3 * tmp.t_med);
 done:
     free(r);
-    free(logits);
+    llm_backend_host_free(&be, logits);
     free(which);
     free(tp);
     free(td);

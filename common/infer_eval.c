@@ -37,7 +37,7 @@ int llm_infer_eval(llm_infer_ctx *c, const llm_infer_model *m, const llm_tokfile
     int R = llm_infer_ctx_max_rows(c), V = cfg->vocab_size, Vp = cfg->padded_vocab;
     llm_infer_row *rows = malloc((size_t)R * sizeof *rows);
     int *which = malloc((size_t)R * sizeof *which);
-    float *logits = malloc((size_t)EVAL_CHUNK * Vp * sizeof(float));
+    float *logits = llm_backend_host_alloc(m->be, (size_t)EVAL_CHUNK * Vp * sizeof(float));
     double nll[EVAL_CHUNK];
     int nt = m->be->threads > 0 ? m->be->threads : 1;
     int32_t *win = malloc(((size_t)ctx + 1) * sizeof *win);
@@ -93,7 +93,7 @@ int llm_infer_eval(llm_infer_ctx *c, const llm_infer_model *m, const llm_tokfile
 out:
     free(rows);
     free(which);
-    free(logits);
+    llm_backend_host_free(m->be, logits);
     free(win);
     return rc;
 }

@@ -354,7 +354,7 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
     if (m->tok)
         r.eot = llm_tokenizer_eot(m->tok);
     slot_t *sl = calloc((size_t)slots, sizeof *sl);
-    r.logits = malloc((size_t)slots * m->cfg.padded_vocab * sizeof(float));
+    r.logits = llm_backend_host_alloc(m->be, (size_t)slots * m->cfg.padded_vocab * sizeof(float));
     r.rows = malloc((size_t)slots * sizeof *r.rows);
     r.which = malloc((size_t)slots * sizeof *r.which);
     r.tok = malloc((size_t)slots * sizeof *r.tok);
@@ -442,7 +442,7 @@ out:
             if (sl[i].active)
                 slot_clear(&sl[i]);
     free(sl);
-    free(r.logits);
+    llm_backend_host_free(m->be, r.logits);
     free(r.rows);
     free(r.which);
     free(r.tok);

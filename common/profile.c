@@ -494,6 +494,18 @@ static int w_device_stats(llm_backend *be, struct llm_device_stats *out)
     return IN(p)->device_stats(IN(p), out);
 }
 
+static void *w_host_alloc(llm_backend *be, size_t bytes)
+{
+    llm_profile *p = P(be);
+    return IN(p)->host_alloc(IN(p), bytes);
+}
+
+static void w_host_free(llm_backend *be, void *ptr)
+{
+    llm_profile *p = P(be);
+    IN(p)->host_free(IN(p), ptr);
+}
+
 void llm_profile_backend(llm_profile *p, llm_backend *be)
 {
     *be = (llm_backend){
@@ -534,6 +546,8 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .kv_store = p->inner->kv_store ? w_kv_store : NULL,
         .attention_rows = p->inner->attention_rows ? w_attention_rows : NULL,
         .device_stats = p->inner->device_stats ? w_device_stats : NULL,
+        .host_alloc = p->inner->host_alloc ? w_host_alloc : NULL,
+        .host_free = p->inner->host_alloc ? w_host_free : NULL,
     };
     llm_profile__fill_lo(p, be);
 }

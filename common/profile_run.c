@@ -236,10 +236,11 @@ static int run_infer(run_state *r, const llm_profile_run_opts *o, llm_model_conf
     if (llm_infer_ctx_new(&r->ictx, r->im, B, B * prompt, st)) return st->code;
     size_t n = (size_t)B * prompt;
     r->rows = malloc(n * sizeof *r->rows);
-    float *logits = malloc((size_t)B * mc->padded_vocab * sizeof(float));
+    llm_backend *hb = r->im->be;   /* page-locked where the device has it */
+    float *logits = llm_backend_host_alloc(hb, (size_t)B * mc->padded_vocab * sizeof(float));
     int *which = malloc((size_t)B * sizeof(int));
     if (!r->rows || !logits || !which) {
-        free(logits);
+        llm_backend_host_free(hb, logits);
         free(which);
         return llm_err(st, LLM_ENOMEM, "out of memory for %zu rows", n);
     }
@@ -277,7 +278,7 @@ static int run_infer(run_state *r, const llm_profile_run_opts *o, llm_model_conf
             llm_profile_span_end(r->prof);
         }
     }
-    free(logits);
+    llm_backend_host_free(hb, logits);
     free(which);
     return rc ? st->code : 0;
 }

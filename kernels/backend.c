@@ -1,5 +1,6 @@
 /* backend.c — choose a backend by device name ("cpu", "cpu-ref", "cuda", "auto"). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -72,6 +73,23 @@ void llm_backend_free(llm_backend *be)
 #endif
     llm_backend_cpu_free(be);
     memset(be, 0, sizeof *be);
+}
+
+void *llm_backend_host_alloc(llm_backend *be, size_t bytes)
+{
+    if (!bytes)
+        bytes = 1;
+    return be && be->host_alloc ? be->host_alloc(be, bytes) : malloc(bytes);
+}
+
+void llm_backend_host_free(llm_backend *be, void *p)
+{
+    if (!p)
+        return;
+    if (be && be->host_free)
+        be->host_free(be, p);
+    else
+        free(p);
 }
 
 int llm_backend_threads(int threads)

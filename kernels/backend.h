@@ -325,6 +325,14 @@ struct llm_backend {
      * Fills *out; a field the device or driver cannot tell is -1 (NVML absent: util,
      * temp and power are -1).  Returns 0, or -1 when nothing could be read. */
     int (*device_stats)(llm_backend *be, struct llm_device_stats *out);
+
+    /* ---- host buffers for large to_host / to_device transfers (optional) ----
+     * Host memory that the device copies to and from fastest (page-locked on a GPU: a
+     * pageable copy goes through the driver's staging at a fraction of the bus rate).
+     * NULL when out of memory; released by host_free.  Absent: plain malloc/free, which
+     * llm_backend_host_alloc/llm_backend_host_free fall back to. */
+    void *(*host_alloc)(llm_backend *be, size_t bytes);
+    void (*host_free)(llm_backend *be, void *p);
 };
 
 /* What device_stats reports. */
@@ -346,6 +354,11 @@ int  llm_backend_init(llm_backend *be, const char *device, int threads, char *er
  * "cpu".  Any other name is returned as given.  Programs resolve "auto" before they
  * start anything that depends on the device (NCCL ranks, the GPU each rank takes). */
 const char *llm_backend_resolve(const char *device);
+
+/* bytes of be's host_alloc memory, or malloc's where be has none (bytes 0: 1 byte);
+ * NULL when out of memory.  Release with llm_backend_host_free (NULL: nothing). */
+void *llm_backend_host_alloc(llm_backend *be, size_t bytes);
+void llm_backend_host_free(llm_backend *be, void *p);
 
 /* The thread count a backend uses for a requested threads: threads itself when > 0,
  * else every online core (at least 1). */

@@ -311,6 +311,25 @@ static void lc_sync(llm_backend *be)
     if (c->copy) LC_CK(c, cudaStreamSynchronize(c->copy));
 }
 
+/* page-locked host memory: to_host into it runs at the bus rate, and a copy never waits
+ * on the driver's staging */
+static void *lc_host_alloc(llm_backend *be, size_t bytes)
+{
+    (void)be;
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void lc_host_free(llm_backend *be, void *p)
+{
+    (void)be;
+    if (p) cudaFreeHost(p);
+}
+
 /* ---- init / free ---- */
 
 static void lc_release(lc_ctx *c)
@@ -456,6 +475,8 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     be->copy = lc_copy;
     be->zero = lc_zero;
     be->sync = lc_sync;
+    be->host_alloc = lc_host_alloc;
+    be->host_free = lc_host_free;
     lc_fill_matmul(be);
     lc_fill_attention(be);
     lc_fill_ops(be);
