@@ -518,6 +518,17 @@ Y
         else row "decode batch $nb graphs = no graphs" FAIL "tokens differ (decode-$nb.out, decode-$v.out)"; fi
       fi
     done
+    # the same at batch 32 with sampling (T=0.8, top-k 40: the host's sampler per row,
+    # the rows in parallel) beside the greedy row above
+    if ! late 30; then
+      for i in $(seq 32); do echo "{\"tokens\": [464, 5822, 531], \"max_tokens\": 128, \"temperature\": 0.8, \"top_k\": 40, \"seed\": $i}"; done |
+        env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$G" --device cuda \
+        --batch 32 --jsonl --stats >"$REP_DIR/decode-32sampled.out" 2>"$REP_DIR/decode-32sampled.err"
+      d=$(grep -o '"decode_tokens_per_s": *[0-9.eE+]*' "$REP_DIR/decode-32sampled.err" | sed 's/.*: *//' | tail -1)
+      cat "$REP_DIR/decode-32sampled.err" >>"$LOG"
+      if [ -n "$d" ]; then row "GPT-2 124M decode batch 32, sampled" INFO "$d tok/s (T=0.8, top-k 40)"
+      else row "GPT-2 124M decode batch 32, sampled" SKIP "no decode_tokens_per_s"; fi
+    fi
     # where a batch-1 token's time goes: the ops' CUDA-event times against the token's
     # wall time (the rest is the host: launches, copies, sampling)
     if have llm-profile && ! late 30; then
