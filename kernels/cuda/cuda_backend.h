@@ -9,8 +9,9 @@
 extern "C" {
 #endif
 
-/* Fill be with the "cuda" backend on the current CUDA device (device 0 unless
- * LLM_CUDA_DEVICE names another): a stream, cuBLAS and cuBLASLt handles and their
+/* Fill be with the "cuda" backend on the calling thread's current CUDA device (device 0
+ * unless the process selected another, as the NCCL setup does for a rank's GPU), or on
+ * the one LLM_CUDA_DEVICE names: a stream, cuBLAS and cuBLASLt handles and their
  * workspaces.  threads is recorded for host-side helpers.  Returns 0, or -1 with
  * "no CUDA device: <reason>" (or another reason) in err when no usable GPU or driver is
  * present; be is then left empty.  Release with llm_backend_cuda_free. */

@@ -16,7 +16,8 @@ extern "C" {
 
 #define LCB_WS_BYTES ((size_t)32 << 20)
 
-/* ---- device choice (as llm_backend_cuda_init: device 0 or LLM_CUDA_DEVICE) ---- */
+/* ---- device choice (as llm_backend_cuda_init: the thread's current device, or
+ * LLM_CUDA_DEVICE) ---- */
 
 static int lcb_device(int *dev, char *err, size_t errlen)
 {
@@ -31,7 +32,10 @@ static int lcb_device(int *dev, char *err, size_t errlen)
         snprintf(err, errlen, "no CUDA device: none found");
         return LLM_CUDA_ENODEV;
     }
-    *dev = 0;
+    if (cudaGetDevice(dev) != cudaSuccess || *dev < 0 || *dev >= n) {
+        (void)cudaGetLastError();
+        *dev = 0;
+    }
     const char *e = getenv("LLM_CUDA_DEVICE");
     if (e && *e) {
         char *end;

@@ -81,7 +81,7 @@ int llm_backend_cuda_nvml_loaded(llm_backend *be);
 
 /* ---- benchmarks and profiling (cuda_bench.cu, cuda_prof.cu; added for issue 9) ----
  * The llm_cuda_bench_* functions need no backend: each takes the device as the backend
- * would (device 0, or LLM_CUDA_DEVICE), makes its own stream, cuBLASLt handle and
+ * would (the current device, or LLM_CUDA_DEVICE), makes its own stream, cuBLASLt handle and
  * buffers, and releases them before it returns.  They return one of these codes, with a
  * message in err (lowercase, "no CUDA device: ..." when there is no usable GPU or
  * driver). */
