@@ -144,6 +144,9 @@ extern "C" int lc_recording(lc_ctx *c, const char *what)
 
 extern "C" void *lc_scratch(lc_ctx *c, size_t bytes)
 {
+    /* a recording would keep the block's address, and a later call that grows it frees
+     * that block under the graph: grow-only buffers stay out of recorded ops */
+    if (lc_recording(c, "scratch (a grow-only buffer)")) return NULL;
     if (bytes == 0) bytes = 1;
     if (c->scratch_bytes >= bytes) return c->scratch;
     if (c->scratch) LC_CK(c, lc_dfree(c, c->scratch));
@@ -164,6 +167,7 @@ __global__ void lc_fill_kernel(float *x, size_t n, float v)
 
 extern "C" const float *lc_ones(lc_ctx *c, size_t n)
 {
+    if (lc_recording(c, "ones (a grow-only buffer)")) return NULL;   /* as lc_scratch */
     if (c->ones_n >= n && c->ones) return c->ones;
     if (c->ones) LC_CK(c, lc_dfree(c, c->ones));
     c->ones = NULL;

@@ -141,7 +141,8 @@ extern "C" cudaError_t lc_dfree(lc_ctx *c, void *p);
 
 /* Device scratch of at least bytes (contents undefined), or NULL after recording an error.
  * Growing frees the old block; cudaFree synchronises, so work queued on the old block is
- * finished first. */
+ * finished first.  While graph_capture records (lc_recording) it, lc_ones and lc_lo_buf
+ * refuse: a graph keeps the address that a later growth frees. */
 extern "C" void *lc_scratch(lc_ctx *c, size_t bytes);
 /* Device vector of n ones (grow-only), or NULL. */
 extern "C" const float *lc_ones(lc_ctx *c, size_t n);

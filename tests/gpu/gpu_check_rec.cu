@@ -5,7 +5,9 @@
  *     out of a staging-ring slot would replay from whatever the slot holds at each
  *     launch, and its host-to-device copy on the copy stream would not be recorded),
  *     to_host, sync, alloc: the recording fails (-1) with the backend's error naming
- *     it, nothing of it runs, and the backend works on afterwards;
+ *     it, nothing of it runs, and the backend works on afterwards; so does an op on the
+ *     backend's grow-only scratch (layernorm_backward's partial sums), whose address a
+ *     graph would keep after a later, larger call freed it;
  *   - with two devices or more (LLM_EMU_DEVICES=2 on the emulated build, which this file
  *     sets for its rows; skipped on a machine with one GPU): the backend comes up on the
  *     thread's current device (as the NCCL setup selects a rank's GPU before it), and the
@@ -18,6 +20,7 @@
 #include <string.h>
 
 extern "C" {
+#include "common/ckpt.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_ext.h"
@@ -79,6 +82,48 @@ void rec_rows(gc *x)
         if (a.got) be->free(be, a.got);
         be->free(be, d);
     }
+}
+
+struct ln_arg {
+    llm_backend *be;
+    float *buf;
+    int N, C;
+};
+
+/* layernorm_backward of (N, C) on buf: dinp, dout, inp (N*C each), w, dw, db (C), mean,
+ * rstd (N) */
+void ln_ops(void *p)
+{
+    ln_arg *a = (ln_arg *)p;
+    size_t nc = (size_t)a->N * a->C;
+    float *dinp = a->buf, *dout = dinp + nc, *inp = dout + nc, *w = inp + nc, *dw = w + a->C;
+    float *db = dw + a->C, *mean = db + a->C, *rstd = mean + a->N;
+    a->be->layernorm_backward(a->be, dinp, dw, db, dout, inp, w, mean, rstd, a->N, a->C);
+}
+
+void scratch_row(gc *x)
+{
+    llm_backend *be = &x->g;
+    char msg[256] = "";
+    const int N = 4, C = 64;
+    size_t words = 3 * (size_t)N * C + 3 * (size_t)C + 2 * N;
+    float *buf = (float *)be->alloc(be, words * sizeof(float));
+    if (!buf) { row_check(x, "record refuses scratch", "alloc failed", 1, 0, 0); return; }
+    ln_arg a = {be, buf, N, C};
+    ln_ops(&a);   /* unrecorded: the scratch is made, large enough for the recording */
+    be->sync(be);
+    int pre = llm_backend_cuda_status(be, msg, sizeof msg);
+    printf("gpu_check: 1 expected 'while a graph is being recorded' error follows\n");
+    fflush(stdout);
+    void *graph = NULL;
+    int rc = be->graph_capture(be, ln_ops, &a, &graph);
+    int err = llm_backend_cuda_status(be, msg, sizeof msg);
+    int pass = !pre && rc == -1 && !graph && err && strstr(msg, "scratch");
+    char sh[96];
+    snprintf(sh, sizeof sh, "layernorm_backward N%d C%d: rc %d%s", N, C, rc, err ? "" : ", no error");
+    row_check(x, "record refuses scratch", sh, pass ? 0.0 : 1.0, 0.0, pass);
+    if (graph) be->graph_free(be, graph);
+    be->free(be, buf);
 }
 
 /* layernorm_backward at C = 6400 (one warp's column sums, 51 KiB of shared memory) on
@@ -195,7 +240,9 @@ void device_rows(gc *x)
 extern "C" void gpu_check_rec(gc *x)
 {
     if (!x->cuda) return;
-    if (x->g.graph_capture) rec_rows(x);
-    else printf("gpu_check: backend '%s' records no graphs: the recording rows skipped\n", x->g.name);
+    if (x->g.graph_capture) {
+        rec_rows(x);
+        scratch_row(x);
+    } else printf("gpu_check: backend '%s' records no graphs: the recording rows skipped\n", x->g.name);
     device_rows(x);
 }
