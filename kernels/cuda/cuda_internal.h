@@ -116,22 +116,30 @@ extern "C" int lc_fail_blas(lc_ctx *c, int rc, const char *what, const char *fil
 extern "C" int lc_recording(lc_ctx *c, const char *what);
 
 /* The dynamic shared memory opt-in (cudaFuncSetAttribute) is state of a kernel on one
- * device: a kernel's opt-in done on device 0 does not let it launch on device 1.  An
- * lc_optin per kernel (a static: zero-initialised) holds one bit per device ordinal below
- * LC_OPTIN_DEVICES, set once the attribute is on that device; a device beyond has its
- * attribute set on every call (idempotent).  Threads may race: both set the same value,
- * and a bit is set only after its device has the attribute. */
+ * device, the calling thread's current one: a kernel's opt-in done on device 0 does not
+ * let it launch on device 1.  An lc_optin per kernel (a static: zero-initialised) holds
+ * one bit per device ordinal below LC_OPTIN_DEVICES, set once the attribute is on that
+ * device; a device beyond has its attribute set on every call (idempotent).  Threads may
+ * race: both set the same value, and a bit is set only after its device has it.
+ * lc_optin_device: the current device (c's when it cannot be read). */
 #define LC_OPTIN_DEVICES 64
 typedef std::atomic<unsigned long long> lc_optin;
-static inline int lc_optin_needed(const lc_ctx *c, const lc_optin &o)
+static inline unsigned lc_optin_device(const lc_ctx *c)
 {
-    unsigned d = (unsigned)c->device;
-    return d >= LC_OPTIN_DEVICES || !(o.load(std::memory_order_acquire) >> d & 1u);
+    int d;
+    if (cudaGetDevice(&d) != cudaSuccess) {
+        (void)cudaGetLastError();
+        d = c->device;
+    }
+    return (unsigned)d;
 }
-static inline void lc_optin_done(const lc_ctx *c, lc_optin &o)
+static inline int lc_optin_needed(unsigned dev, const lc_optin &o)
 {
-    unsigned d = (unsigned)c->device;
-    if (d < LC_OPTIN_DEVICES) o.fetch_or(1ull << d, std::memory_order_release);
+    return dev >= LC_OPTIN_DEVICES || !(o.load(std::memory_order_acquire) >> dev & 1u);
+}
+static inline void lc_optin_done(unsigned dev, lc_optin &o)
+{
+    if (dev < LC_OPTIN_DEVICES) o.fetch_or(1ull << dev, std::memory_order_release);
 }
 
 /* cudaMalloc / cudaFree that keep the backend's held and peak byte counts (device_stats).

@@ -247,7 +247,8 @@ static void lc_ln_bwd(lc_ctx *c, float *dinp, void *dlo, int lo, float *dw, floa
                      __FILE__, __LINE__);
         return;
     }
-    if (sm > 48 * 1024 && lc_optin_needed(c, optin[k])) {
+    unsigned dev = sm > 48 * 1024 ? lc_optin_device(c) : 0;
+    if (sm > 48 * 1024 && lc_optin_needed(dev, optin[k])) {
         int mx = c->smem_optin_max;
         cudaError_t e = k == 2 ? cudaFuncSetAttribute(lc_ln_bwd_kernel<LC_DT_BF16>,
                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, mx)
@@ -256,7 +257,7 @@ static void lc_ln_bwd(lc_ctx *c, float *dinp, void *dlo, int lo, float *dw, floa
                                : cudaFuncSetAttribute(lc_ln_bwd_kernel<0>,
                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, mx);
         if (LC_CK(c, e)) return;
-        lc_optin_done(c, optin[k]);
+        lc_optin_done(dev, optin[k]);
     }
     unsigned th = (unsigned)(warps * LC_WARP);
     float *pdw = part, *pdb = part + (size_t)P * C;
