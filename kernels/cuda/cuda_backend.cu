@@ -132,8 +132,21 @@ extern "C" cudaError_t lc_dfree(lc_ctx *c, void *p)
     return cudaFree(p);
 }
 
+extern "C" int lc_recording(lc_ctx *c, const char *what)
+{
+    if (!c->recording) return 0;
+    char m[160];
+    snprintf(m, sizeof m, "%s while a graph is being recorded (graph_capture): not recordable",
+             what);
+    lc_record(c, m);
+    return 1;
+}
+
 extern "C" void *lc_scratch(lc_ctx *c, size_t bytes)
 {
+    /* a recording would keep the block's address, and a later call that grows it frees
+     * that block under the graph: grow-only buffers stay out of recorded ops */
+    if (lc_recording(c, "scratch (a grow-only buffer)")) return NULL;
     if (bytes == 0) bytes = 1;
     if (c->scratch_bytes >= bytes) return c->scratch;
     if (c->scratch) LC_CK(c, lc_dfree(c, c->scratch));
@@ -154,6 +167,7 @@ __global__ void lc_fill_kernel(float *x, size_t n, float v)
 
 extern "C" const float *lc_ones(lc_ctx *c, size_t n)
 {
+    if (lc_recording(c, "ones (a grow-only buffer)")) return NULL;   /* as lc_scratch */
     if (c->ones_n >= n && c->ones) return c->ones;
     if (c->ones) LC_CK(c, lc_dfree(c, c->ones));
     c->ones = NULL;
@@ -171,6 +185,7 @@ static void *lc_alloc(llm_backend *be, size_t bytes)
 {
     lc_ctx *c = lc_get(be);
     void *p = NULL;
+    if (lc_recording(c, "alloc")) return NULL;
     cudaError_t rc = lc_dmalloc(c, &p, bytes);
     if (rc != cudaSuccess) {
         /* out of memory is the caller's to report (alloc returns NULL); clear it so it is
@@ -190,7 +205,8 @@ static void *lc_alloc(llm_backend *be, size_t bytes)
 
 static void lc_free(llm_backend *be, void *p)
 {
-    if (p) LC_CK(lc_get(be), lc_dfree(lc_get(be), p));
+    /* cudaFree waits for the device: it cannot be recorded, and p may be in the graph */
+    if (p && !lc_recording(lc_get(be), "free")) LC_CK(lc_get(be), lc_dfree(lc_get(be), p));
 }
 
 /* ---- the upload data path ----
@@ -249,7 +265,10 @@ static int lc_stage_ready(lc_ctx *c)
 static void lc_to_device(llm_backend *be, void *dst, const void *src, size_t bytes)
 {
     lc_ctx *c = lc_get(be);
-    if (!bytes) return;
+    /* recorded, the device-to-device copy out of a ring slot would replay from whatever
+     * the slot holds at each launch (and the host-to-device copy, on the copy stream,
+     * would not be recorded at all): uploads go before graph_capture */
+    if (!bytes || lc_recording(c, "to_device")) return;
     if (bytes <= LC_STAGE_BYTES && lc_stage_ready(c) == 0) {
         unsigned i = c->stage_next++ % LC_STAGES;
         /* the host slot's previous copy must have left it (long done, normally) */
@@ -283,7 +302,7 @@ static void lc_to_device(llm_backend *be, void *dst, const void *src, size_t byt
 static void lc_to_host(llm_backend *be, void *dst, const void *src, size_t bytes)
 {
     lc_ctx *c = lc_get(be);
-    if (!bytes) return;
+    if (!bytes || lc_recording(c, "to_host")) return;
     LC_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
     LC_CK(c, cudaStreamSynchronize(c->stream));
 }
@@ -305,6 +324,7 @@ static void lc_zero(llm_backend *be, void *p, size_t bytes)
 static void lc_sync(llm_backend *be)
 {
     lc_ctx *c = lc_get(be);
+    if (lc_recording(c, "sync")) return;
     /* the compute stream waits for every upload it uses, so this covers the copy stream
      * too; its own sync surfaces a failed copy and leaves nothing queued anywhere */
     LC_CK(c, cudaStreamSynchronize(c->stream));
@@ -442,6 +462,11 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     const char *stage = "", *e = NULL;
 #define STEP(what, call) do { stage = what; if ((call) != 0) goto fail; } while (0)
     STEP("cudaDeviceGetAttribute", cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev));
+    if (cudaDeviceGetAttribute(&c->smem_optin_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
+            cudaSuccess || c->smem_optin_max < 48 * 1024) {
+        (void)cudaGetLastError();
+        c->smem_optin_max = 48 * 1024;
+    }
     STEP("cudaStreamCreate", cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     /* the upload copy stream is a nicety: without it uploads use the compute stream */
     if (cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking) != cudaSuccess) {

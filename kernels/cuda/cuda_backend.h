@@ -10,8 +10,9 @@ extern "C" {
 #endif
 
 /* Fill be with the "cuda" backend on the device llm_cuda_select_device(-1, ...) makes
- * current (cuda_ext.h: LLM_CUDA_DEVICE, else the current device, 0 in a fresh process): a stream, cuBLAS and cuBLASLt handles and their
- * workspaces.  threads is recorded for host-side helpers.  Returns 0, or -1 with
+ * current (cuda_ext.h: LLM_CUDA_DEVICE, else the current device when the process chose
+ * one, as the NCCL setup does for its rank, else the launcher's local rank, else 0): a
+ * stream, cuBLAS and cuBLASLt handles and their workspaces.  threads is recorded for host-side helpers.  Returns 0, or -1 with
  * "no CUDA device: <reason>" (or another reason) in err when no usable GPU or driver is
  * present; be is then left empty.  Release with llm_backend_cuda_free. */
 int llm_backend_cuda_init(llm_backend *be, int threads, char *err, size_t errlen);

@@ -45,12 +45,13 @@ template <int LO, int HS>
 static int fl_fwd(lc_ctx *c, uint16_t *out, float *lse, const uint16_t *q, int B, int T, int C, int NH)
 {
     size_t sm = fl_fwd_smem<HS>();
-    static int attr_set;   /* the shared-memory opt-in, once per kernel (per process) */
-    if (!attr_set) {
+    static lc_optin attr;   /* the shared-memory opt-in, once per kernel and device */
+    unsigned dev = lc_optin_device(c);
+    if (lc_optin_needed(dev, attr)) {
         if (LC_CK(c, cudaFuncSetAttribute(lc_flash_fwd_kernel<LO, HS>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
             return -1;
-        attr_set = 1;
+        lc_optin_done(dev, attr);
     }
     dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
     lc_flash_fwd_kernel<LO, HS><<<grid, FL_THREADS, sm, c->stream>>>(out, lse, q, T, C, NH,
@@ -63,14 +64,15 @@ static int fl_bwd(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, const uint16_t *
                   const float *D, int B, int T, int C, int NH)
 {
     size_t sm = fl_bwd_smem<HS>();
-    static int attr_set;
-    if (!attr_set) {
+    static lc_optin attr;
+    unsigned dev = lc_optin_device(c);
+    if (lc_optin_needed(dev, attr)) {
         if (LC_CK(c, cudaFuncSetAttribute(lc_flash_bwd_kv_kernel<LO, HS>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)) ||
             LC_CK(c, cudaFuncSetAttribute(lc_flash_bwd_q_kernel<LO, HS>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
             return -1;
-        attr_set = 1;
+        lc_optin_done(dev, attr);
     }
     dim3 grid((unsigned)((T + FL_BM - 1) / FL_BM), (unsigned)NH, (unsigned)B);
     float scale = 1.0f / sqrtf((float)HS);
@@ -85,12 +87,13 @@ template <int LO, int HS>
 static int f2_fwd(lc_ctx *c, uint16_t *out, float *lse, const uint16_t *q, int B, int T, int C, int NH)
 {
     size_t sm = f2_fwd_smem<HS>();
-    static int attr_set;
-    if (!attr_set) {
+    static lc_optin attr;
+    unsigned dev = lc_optin_device(c);
+    if (lc_optin_needed(dev, attr)) {
         if (LC_CK(c, cudaFuncSetAttribute(lc_flash2_fwd_kernel<LO, HS>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
             return -1;
-        attr_set = 1;
+        lc_optin_done(dev, attr);
     }
     dim3 grid((unsigned)((T + F2_TILE - 1) / F2_TILE), (unsigned)NH, (unsigned)B);
     float scale = 1.0f / sqrtf((float)HS);
@@ -104,14 +107,15 @@ static int f2_bwd(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, const uint16_t *
                   const float *D, int B, int T, int C, int NH)
 {
     size_t sm = f2_bwd_smem<HS>();
-    static int attr_set;
-    if (!attr_set) {
+    static lc_optin attr;
+    unsigned dev = lc_optin_device(c);
+    if (lc_optin_needed(dev, attr)) {
         if (LC_CK(c, cudaFuncSetAttribute(lc_flash2_bwd_kv_kernel<LO, HS>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)) ||
             LC_CK(c, cudaFuncSetAttribute(lc_flash2_bwd_q_kernel<LO, HS>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)))
             return -1;
-        attr_set = 1;
+        lc_optin_done(dev, attr);
     }
     dim3 grid((unsigned)((T + F2_TILE - 1) / F2_TILE), (unsigned)NH, (unsigned)B);
     float scale = 1.0f / sqrtf((float)HS);

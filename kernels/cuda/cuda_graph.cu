@@ -21,7 +21,10 @@ static int lc_graph_capture(llm_backend *be, void (*fn)(void *arg), void *arg, v
         return 1;
     }
     int failed = c->failed;
+    c->recording = 1;   /* to_device, to_host, sync, alloc, free and the grow-only
+                           buffers (scratch, ones, lo) refuse: lc_recording */
     fn(arg);
+    c->recording = 0;
     cudaGraph_t g = NULL;
     cudaError_t rc = cudaStreamEndCapture(c->stream, &g);
     if (c->failed != failed) {

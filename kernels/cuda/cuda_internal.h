@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <atomic>
+
 #include "kernels/cuda/cuda_lo.cuh"
 
 extern "C" {
@@ -84,6 +86,11 @@ typedef struct {
     int stage_state;
     long stage_runs[2];             /* uploads staged / synchronous (for tests) */
     long graph_runs[2];             /* graphs recorded and run / launched again */
+    int recording;                  /* 1 while graph_capture runs the caller's ops (the
+                                       stream is captured): see lc_recording */
+    int smem_optin_max;             /* the device's largest dynamic shared memory per block
+                                       (cudaDevAttrMaxSharedMemoryPerBlockOptin; 48 KiB
+                                       when it cannot be read) */
     /* NVML loaded at run time by device_stats (cuda_stats.cu); NULL until first use */
     struct lc_nvml *nvml;
     int nvml_tried;
@@ -102,6 +109,39 @@ extern "C" int lc_fail_blas(lc_ctx *c, int rc, const char *what, const char *fil
 
 /* LC_DT_F32/F16/BF16 (the llm_dtype values) are in cuda_lo.cuh */
 
+/* Nonzero (after recording an error naming what) when c's stream is being recorded by
+ * graph_capture: what must not be recorded (a host copy through the staging ring, a
+ * synchronisation, an allocation) fails in the same way on every device and driver,
+ * instead of depending on which calls the driver refuses during a capture. */
+extern "C" int lc_recording(lc_ctx *c, const char *what);
+
+/* The dynamic shared memory opt-in (cudaFuncSetAttribute) is state of a kernel on one
+ * device, the calling thread's current one: a kernel's opt-in done on device 0 does not
+ * let it launch on device 1.  An lc_optin per kernel (a static: zero-initialised) holds
+ * one bit per device ordinal below LC_OPTIN_DEVICES, set once the attribute is on that
+ * device; a device beyond has its attribute set on every call (idempotent).  Threads may
+ * race: both set the same value, and a bit is set only after its device has it.
+ * lc_optin_device: the current device (c's when it cannot be read). */
+#define LC_OPTIN_DEVICES 64
+typedef std::atomic<unsigned long long> lc_optin;
+static inline unsigned lc_optin_device(const lc_ctx *c)
+{
+    int d;
+    if (cudaGetDevice(&d) != cudaSuccess) {
+        (void)cudaGetLastError();
+        d = c->device;
+    }
+    return (unsigned)d;
+}
+static inline int lc_optin_needed(unsigned dev, const lc_optin &o)
+{
+    return dev >= LC_OPTIN_DEVICES || !(o.load(std::memory_order_acquire) >> dev & 1u);
+}
+static inline void lc_optin_done(unsigned dev, lc_optin &o)
+{
+    if (dev < LC_OPTIN_DEVICES) o.fetch_or(1ull << dev, std::memory_order_release);
+}
+
 /* cudaMalloc / cudaFree that keep the backend's held and peak byte counts (device_stats).
  * lc_dfree(NULL) is a no-op; a pointer the table does not know is freed uncounted. */
 extern "C" cudaError_t lc_dmalloc(lc_ctx *c, void **p, size_t bytes);
@@ -109,7 +149,8 @@ extern "C" cudaError_t lc_dfree(lc_ctx *c, void *p);
 
 /* Device scratch of at least bytes (contents undefined), or NULL after recording an error.
  * Growing frees the old block; cudaFree synchronises, so work queued on the old block is
- * finished first. */
+ * finished first.  While graph_capture records (lc_recording) it, lc_ones and lc_lo_buf
+ * refuse: a graph keeps the address that a later growth frees. */
 extern "C" void *lc_scratch(lc_ctx *c, size_t bytes);
 /* Device vector of n ones (grow-only), or NULL. */
 extern "C" const float *lc_ones(lc_ctx *c, size_t n);

@@ -84,6 +84,7 @@ static void lc_cast_lo(llm_backend *be, void *dst, const float *src, size_t n, i
  * frees the old block (cudaFree waits for the work queued on it). */
 extern "C" void *lc_lo_buf(lc_ctx *c, int i, size_t bytes)
 {
+    if (lc_recording(c, "lo buffer (a grow-only buffer)")) return NULL;   /* as lc_scratch */
     if (c->lo_bytes[i] >= bytes && c->lo_buf[i]) return c->lo_buf[i];
     if (c->lo_buf[i]) LC_CK(c, lc_dfree(c, c->lo_buf[i]));
     c->lo_buf[i] = NULL;

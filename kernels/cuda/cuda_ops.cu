@@ -238,17 +238,26 @@ static void lc_ln_bwd(lc_ctx *c, float *dinp, void *dlo, int lo, float *dw, floa
     int P = (N + LC_LNB_ROWS - 1) / LC_LNB_ROWS;
     float *part = (float *)lc_scratch(c, 2 * (size_t)P * C * sizeof(float));
     if (!part) return;
-    static size_t optin[3];   /* the shared-memory opt-in granted so far, per kernel */
+    /* past 48 KiB the opt-in, once per kernel and device, for the device's largest
+     * size: one value whatever C, so threads racing set the same one */
+    static lc_optin optin[3];
     int k = lo == LC_DT_BF16 ? 2 : lo == LC_DT_F16 ? 1 : 0;
-    if (sm > 48 * 1024 && sm > optin[k]) {
+    if (sm > 48 * 1024 && sm > (size_t)c->smem_optin_max) {
+        lc_fail_cuda(c, cudaErrorInvalidValue, "layernorm_backward: C too large for shared memory",
+                     __FILE__, __LINE__);
+        return;
+    }
+    unsigned dev = sm > 48 * 1024 ? lc_optin_device(c) : 0;
+    if (sm > 48 * 1024 && lc_optin_needed(dev, optin[k])) {
+        int mx = c->smem_optin_max;
         cudaError_t e = k == 2 ? cudaFuncSetAttribute(lc_ln_bwd_kernel<LC_DT_BF16>,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, mx)
                       : k == 1 ? cudaFuncSetAttribute(lc_ln_bwd_kernel<LC_DT_F16>,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm)
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, mx)
                                : cudaFuncSetAttribute(lc_ln_bwd_kernel<0>,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, mx);
         if (LC_CK(c, e)) return;
-        optin[k] = sm;
+        lc_optin_done(dev, optin[k]);
     }
     unsigned th = (unsigned)(warps * LC_WARP);
     float *pdw = part, *pdb = part + (size_t)P * C;

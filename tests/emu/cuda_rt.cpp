@@ -15,8 +15,11 @@
 
 namespace {
 
-/* The emulated device: one, unless LLM_EMU_DEVICES=0 says none.  Memory is counted
- * against a nominal 16 GiB so that cudaMemGetInfo and out-of-memory paths behave. */
+/* The emulated devices: one, unless LLM_EMU_DEVICES says none (0) or up to 8.  They share
+ * one memory, counted against a nominal 16 GiB so that cudaMemGetInfo and out-of-memory
+ * paths behave; what is per device is the current device of each thread (cudaSetDevice),
+ * a stream's device (the current one when it was made: a kernel launched on a stream of
+ * another device fails, as on a GPU) and the shared-memory opt-in of each kernel. */
 const size_t TOTAL = (size_t)16 << 30;
 
 int lag_env()
@@ -28,7 +31,8 @@ int lag_env()
 struct Rt {
     std::mutex mu;
     std::map<void *, size_t> dev;           /* device allocations */
-    std::map<std::string, int> smem_optin;  /* kernel -> dynamic shared memory allowed */
+    std::map<std::pair<int, std::string>, int> smem_optin;   /* (device, kernel) -> dynamic
+                                                                 shared memory allowed */
     std::map<const void *, bool> syncs;     /* launch site -> reached a barrier when it ran */
     std::map<void *, size_t> pinned;        /* cudaHostAlloc / cudaMallocHost blocks */
     std::map<uint64_t, struct emu_stream *> streams;   /* live streams by id */
@@ -55,8 +59,12 @@ cudaError_t fail(cudaError_t e)
 int devices()
 {
     const char *s = getenv("LLM_EMU_DEVICES");
-    return s && *s == '0' ? 0 : 1;
+    if (!s || !*s) return 1;
+    int n = atoi(s);
+    return n < 0 ? 0 : n > 8 ? 8 : n;
 }
+
+thread_local int cur_dev = 0;   /* cudaSetDevice: per host thread, as in CUDA */
 
 double now_ms()
 {
@@ -87,6 +95,7 @@ double now_ms()
 struct emu_stream {
     unsigned flags;
     uint64_t id;
+    int dev;                    /* the device current when it was made */
     std::deque<std::function<void()>> q;
     uint64_t queued, done;      /* operations issued / run */
     bool kernels;               /* has launched a kernel or cuBLAS call */
@@ -233,6 +242,7 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorIllegalState: return "the operation is not permitted in the current state";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
@@ -253,10 +263,15 @@ cudaError_t cudaGetDeviceCount(int *n)
     *n = devices();
     return *n ? cudaSuccess : fail(cudaErrorNoDevice);
 }
-cudaError_t cudaSetDevice(int d) { return d >= 0 && d < devices() ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int d)
+{
+    if (d < 0 || d >= devices()) return fail(cudaErrorInvalidDevice);
+    cur_dev = d;
+    return cudaSuccess;
+}
 cudaError_t cudaGetDevice(int *d)
 {
-    *d = 0;
+    *d = cur_dev;
     return devices() ? cudaSuccess : fail(cudaErrorNoDevice);
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
@@ -277,6 +292,7 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d)
     case cudaDevAttrMultiProcessorCount: *v = 4; return cudaSuccess;
     case cudaDevAttrMemoryClockRate: *v = 1000000; return cudaSuccess;     /* kHz */
     case cudaDevAttrGlobalMemoryBusWidth: *v = 256; return cudaSuccess;    /* bits */
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 227 * 1024; return cudaSuccess;
     }
     return fail(cudaErrorInvalidValue);
 }
@@ -409,7 +425,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 {
     Rt &r = rt();
     std::lock_guard<std::mutex> g(r.mu);
-    *s = new emu_stream{flags, r.next_sid++, {}, 0, 0, false};
+    *s = new emu_stream{flags, r.next_sid++, cur_dev, {}, 0, 0, false};
     r.streams[(*s)->id] = *s;
     return cudaSuccess;
 }
@@ -512,20 +528,25 @@ cudaError_t cudaFuncSetAttribute(emu_named kernel, cudaFuncAttribute a, int byte
 {
     if (a != cudaFuncAttributeMaxDynamicSharedMemorySize || bytes < 0 || bytes > 227 * 1024)
         return fail(cudaErrorInvalidValue);
-    rt().smem_optin[kernel.name] = bytes;
+    std::lock_guard<std::mutex> g(rt().mu);
+    rt().smem_optin[{cur_dev, kernel.name}] = bytes;
     return cudaSuccess;
 }
 
 namespace {
 
-/* The launch configuration checks of the hardware: true when the launch may run. */
-bool launch_ok(const char *kernel, dim3 grid, dim3 block, size_t smem)
+/* The launch configuration checks of the hardware: true when the launch may run on
+ * device dev. */
+bool launch_ok(const char *kernel, int dev, dim3 grid, dim3 block, size_t smem)
 {
     Rt &r = rt();
     size_t threads = (size_t)block.x * block.y * block.z;
     size_t allowed = 48 * 1024;
-    auto it = r.smem_optin.find(kernel);
-    if (it != r.smem_optin.end() && (size_t)it->second > allowed) allowed = (size_t)it->second;
+    {
+        std::lock_guard<std::mutex> g(r.mu);
+        auto it = r.smem_optin.find({dev, kernel});
+        if (it != r.smem_optin.end() && (size_t)it->second > allowed) allowed = (size_t)it->second;
+    }
     if (!threads || threads > 1024 || block.z > 64 || !grid.x || !grid.y || !grid.z ||
         grid.y > 65535 || grid.z > 65535) {
         fprintf(stderr, "emu: launch: grid %ux%ux%u, block %ux%ux%u\n", grid.x, grid.y, grid.z,
@@ -534,8 +555,8 @@ bool launch_ok(const char *kernel, dim3 grid, dim3 block, size_t smem)
         return false;
     }
     if (smem > allowed) {
-        fprintf(stderr, "emu: launch of %s: %zu bytes of dynamic shared memory, %zu allowed\n",
-                kernel, smem, allowed);
+        fprintf(stderr, "emu: launch of %s on device %d: %zu bytes of dynamic shared memory, "
+                "%zu allowed\n", kernel, dev, smem, allowed);
         fail(cudaErrorInvalidValue);
         return false;
     }
@@ -566,18 +587,26 @@ void kernel_exec(const char *kernel, const void *site, dim3 grid, dim3 block, si
 void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block, size_t smem,
                     const std::function<void()> &body, cudaStream_t stream)
 {
+    int dev = stream ? stream->dev : cur_dev;
+    if (dev != cur_dev) {
+        fprintf(stderr, "emu: launch of %s on a stream of device %d while device %d is current\n",
+                kernel, dev, cur_dev);
+        if (stream->cap) stream->cap_bad = true;
+        fail(cudaErrorInvalidResourceHandle);
+        return;
+    }
     if (stream && stream->cap) {
         /* recorded: checked now (a bad configuration fails at the launch, as on a GPU),
          * run when the graph is */
-        if (!launch_ok(kernel, grid, block, smem)) return;
+        if (!launch_ok(kernel, dev, grid, block, smem)) return;
         std::function<void()> b = body;
-        stream->cap->push_back([kernel, site, grid, block, smem, b] {
-            if (launch_ok(kernel, grid, block, smem)) kernel_exec(kernel, site, grid, block, smem, b);
+        stream->cap->push_back([kernel, site, dev, grid, block, smem, b] {
+            if (launch_ok(kernel, dev, grid, block, smem)) kernel_exec(kernel, site, grid, block, smem, b);
         });
         return;
     }
     emu_stream_flush(stream);   /* after what is queued on its stream */
-    if (launch_ok(kernel, grid, block, smem)) kernel_exec(kernel, site, grid, block, smem, body);
+    if (launch_ok(kernel, dev, grid, block, smem)) kernel_exec(kernel, site, grid, block, smem, body);
 }
 
 /* ---- stream capture and graphs ---- */

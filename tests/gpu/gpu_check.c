@@ -780,6 +780,7 @@ int main(int argc, char **argv)
     gpu_check_device_stats(&x, tiny);
     gpu_check_infer(&x.g, x.rng, tiny, row_infer, &x);
     gpu_check_graph(&x);
+    gpu_check_rec(&x);
 
 done:;
     char msg[256];

@@ -136,4 +136,9 @@ void gpu_check_xfer_streams(gc *x, int tiny);
  * for bit, and the recordings used. */
 void gpu_check_graph(gc *x);
 
+/* What a recording must refuse (host work inside graph_capture), and with two devices
+ * (emulated, or a machine with two GPUs) the backend on the current device and the
+ * shared-memory opt-ins made per device (gpu_check_rec.cu). */
+void gpu_check_rec(gc *x);
+
 #endif

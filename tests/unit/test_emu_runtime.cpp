@@ -70,6 +70,58 @@ void test_launch_checks(void **state)
     (void)cudaGetLastError();
 }
 
+/* LLM_EMU_DEVICES=2: the current device is per thread, a stream belongs to the device
+ * current when it was made (a launch on it with another device current fails), and the
+ * shared-memory opt-in of a kernel is per device. */
+void test_devices(void **state)
+{
+    (void)state;
+    setenv("LLM_EMU_DEVICES", "2", 1);
+    int n = 0, d0 = -1;
+    assert_int_equal(cudaGetDeviceCount(&n), cudaSuccess);
+    assert_int_equal(n, 2);
+    assert_int_equal(cudaGetDevice(&d0), cudaSuccess);
+    assert_int_equal(d0, 0);
+    assert_int_equal(cudaSetDevice(2), cudaErrorInvalidDevice);
+    (void)cudaGetLastError();
+    float *d;
+    assert_int_equal(cudaMalloc((void **)&d, 64 * sizeof(float)), cudaSuccess);
+    cudaStream_t s0, s1;
+    assert_int_equal(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking), cudaSuccess);
+    size_t big = 64 * 1024;
+    assert_int_equal(cudaFuncSetAttribute(emu_named{"smem_kernel"},
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)big),
+                     cudaSuccess);
+    emu_call("smem_kernel", [&](auto... a) { smem_kernel(a...); }, 1, 64, big, s0)(d);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    /* device 1: no opt-in there yet */
+    assert_int_equal(cudaSetDevice(1), cudaSuccess);
+    int cur = -1;
+    assert_int_equal(cudaGetDevice(&cur), cudaSuccess);
+    assert_int_equal(cur, 1);
+    assert_int_equal(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
+    emu_call("smem_kernel", [&](auto... a) { smem_kernel(a...); }, 1, 64, big, s1)(d);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidValue);
+    /* a stream of device 0 while device 1 is current */
+    emu_call("smem_kernel", [&](auto... a) { smem_kernel(a...); }, 1, 64, (size_t)0, s0)(d);
+    assert_int_equal(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    assert_int_equal(cudaFuncSetAttribute(emu_named{"smem_kernel"},
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)big),
+                     cudaSuccess);
+    emu_call("smem_kernel", [&](auto... a) { smem_kernel(a...); }, 1, 64, big, s1)(d);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    int mx = 0;
+    assert_int_equal(cudaDeviceGetAttribute(&mx, cudaDevAttrMaxSharedMemoryPerBlockOptin, 1), cudaSuccess);
+    assert_int_equal(mx, 227 * 1024);
+    assert_int_equal(cudaStreamDestroy(s1), cudaSuccess);
+    assert_int_equal(cudaSetDevice(0), cudaSuccess);
+    assert_int_equal(cudaStreamDestroy(s0), cudaSuccess);
+    assert_int_equal(cudaFree(d), cudaSuccess);
+    unsetenv("LLM_EMU_DEVICES");
+    assert_int_equal(cudaGetDeviceCount(&n), cudaSuccess);
+    assert_int_equal(n, 1);
+}
+
 /* C = alpha op(A) op(B) + beta C, column-major, against a plain loop */
 void test_gemm_conventions(void **state)
 {
@@ -199,6 +251,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_launch_checks),
+        cmocka_unit_test(test_devices),
         cmocka_unit_test(test_gemm_conventions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

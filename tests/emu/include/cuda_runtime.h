@@ -20,6 +20,7 @@ typedef enum cudaError {
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDevice = 101,
     cudaErrorNoDevice = 100,
+    cudaErrorInvalidResourceHandle = 400,
     cudaErrorIllegalState = 401,
     cudaErrorLaunchFailure = 719,
     cudaErrorStreamCaptureUnsupported = 900,
@@ -48,6 +49,7 @@ enum cudaDeviceAttr {
     cudaDevAttrMultiProcessorCount = 16,
     cudaDevAttrMemoryClockRate = 36,
     cudaDevAttrGlobalMemoryBusWidth = 37,
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 
@@ -111,7 +113,8 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
 /* graphs and executable graphs alive now (for tests: a leak shows) */
 long emu_graphs_alive(void);
 
-/* The dynamic shared memory a kernel may use beyond 48 KiB, keyed by the kernel's name
+/* The dynamic shared memory a kernel may use beyond 48 KiB, per device (the current one
+ * when set; the launch's stream's when launched) and kernel, keyed by the kernel's name
  * as written (unchevron.py rewrites cudaFuncSetAttribute(kern, ...) into
  * cudaFuncSetAttribute(emu_named{"kern"}, ...) and launches likewise). */
 struct emu_named {
@@ -136,6 +139,15 @@ template <class F> static inline const void *emu_site(void)
     static char k;
     return &k;
 }
+/* Bytes of a launch's parameters laid out in order (each at its alignment): a kernel's
+ * parameters travel in a constant bank of 4 KB (32 KB from CUDA 12.1 on Volta and later;
+ * the emulated build holds every launch to the 4 KB of any toolkit, at compile time). */
+template <class... A> constexpr size_t emu_param_bytes(void)
+{
+    size_t off = 0;
+    ((off = (off + alignof(A) - 1) / alignof(A) * alignof(A) + sizeof(A)), ...);
+    return off;
+}
 template <class F> struct emu_launcher {
     const char *name;
     F f;
@@ -144,6 +156,7 @@ template <class F> struct emu_launcher {
     cudaStream_t stream;
     template <class... A> void operator()(A... a) const
     {
+        static_assert(emu_param_bytes<A...>() <= 4096, "kernel parameters beyond 4 KB");
         /* by value: a recorded launch (stream capture) runs after this returns */
         F fn = f;
         emu_kernel_run(name, emu_site<F>(), grid, block, smem, [fn, a...] { fn(a...); }, stream);
