@@ -216,6 +216,33 @@ void device_rows(gc *x)
         row_check(x, "backend on the current device", sh, on != other, 0, on == other);
         llm_backend_cuda_free(&b);
     }
+    /* no device chosen by the process (current 0): the launcher's local rank picks one,
+     * modulo the devices; NCCL's rank passed in does the same (llm_cuda_select_device) */
+    {
+        const char *lr = getenv("LOCAL_RANK");
+        char lsaved[32] = "";
+        if (lr) snprintf(lsaved, sizeof lsaved, "%s", lr);
+        cudaSetDevice(0);
+        char sh[96];
+        int d = -1, want = (2 * n + 1) % n;
+        snprintf(sh, sizeof sh, "%d", 2 * n + 1);
+        setenv("LOCAL_RANK", sh, 1);
+        int rc = llm_cuda_select_device(-1, &d, err, sizeof err);
+        snprintf(sh, sizeof sh, "LOCAL_RANK %d of %d devices: %d", 2 * n + 1, n, d);
+        row_check(x, "device from the local rank", rc ? err : sh, rc || d != want, 0,
+                  !rc && d == want);
+        unsetenv("LOCAL_RANK");
+        rc = llm_cuda_select_device(n + 1, &d, err, sizeof err);
+        snprintf(sh, sizeof sh, "rank %d of %d devices: %d", n + 1, n, d);
+        row_check(x, "device from NCCL's local rank", rc ? err : sh, rc || d != 1 % n, 0,
+                  !rc && d == 1 % n);
+        setenv("LLM_CUDA_DEVICE", "0", 1);   /* the user's word wins over the rank */
+        rc = llm_cuda_select_device(n + 1, &d, err, sizeof err);
+        snprintf(sh, sizeof sh, "LLM_CUDA_DEVICE 0, rank %d: %d", n + 1, d);
+        row_check(x, "LLM_CUDA_DEVICE over the rank", rc ? err : sh, rc || d != 0, 0, !rc && d == 0);
+        unsetenv("LLM_CUDA_DEVICE");
+        if (lr) setenv("LOCAL_RANK", lsaved, 1);
+    }
     /* the opt-ins on the other device, named (so they are checked whatever the row above) */
     char od[16];
     snprintf(od, sizeof od, "%d", other);
