@@ -167,6 +167,8 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
         double t2 = llm_bench_now();
         for (int k = 0; k < o->gen; k++) {
             double a = llm_bench_now();
+            /* the rows' greedy tokens in parallel, as llm-infer samples a step's rows */
+#pragma omp parallel for num_threads(be.threads > 0 ? be.threads : 1) if (B > 1)
             for (int b = 0; b < B; b++) {
                 const float *lg = logits + (size_t)b * mc->padded_vocab;
                 int best = llm_argmax(lg, mc->vocab_size);

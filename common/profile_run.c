@@ -266,6 +266,7 @@ static int run_infer(run_state *r, const llm_profile_run_opts *o, llm_model_conf
         for (int k = 0; k < steps && !rc; k++) {
             char name[32];
             snprintf(name, sizeof name, "token %d", prompt + k);
+#pragma omp parallel for num_threads(hb->threads > 0 ? hb->threads : 1) if (B > 1)
             for (int b = 0; b < B; b++) {
                 /* greedy next token of each sequence from the last logits */
                 const float *lg = logits + (size_t)b * mc->padded_vocab;
