@@ -1,7 +1,7 @@
 /* libFuzzer target for token files (llm_tokfile_open) and the training data loader
  * (llm_data_open / next / seek): the first part of the input (split at "\n%%%%\n") is the
- * token file, the optional second a YAML data position to seek to.  The first byte also
- * picks the vocabulary, batch shape and mode. */
+ * token file, the optional second a YAML data position to seek to; the last byte of the
+ * input is not part of either: it picks the vocabulary, batch shape and mode. */
 #include "tests/fuzz/fuzz_util.h"
 
 #include "common/data.h"
@@ -11,10 +11,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    /* the last byte is the knob, the rest the file (and position) */
+    unsigned knob = size ? data[size - 1] : 0;
+    size -= size > 0;
     const uint8_t *p[2];
     size_t n[2];
     int k = fz_split(data, size, p, n, 2);
-    unsigned knob = size ? data[size - 1] : 0;
     int64_t vocab = (knob & 3) == 0 ? 0 : (knob & 3) == 1 ? 256 : (knob & 3) == 2 ? 50257 : 70000;
     const char *path = fz_write("tok.bin", p[0], n[0]);
     llm_status st;
