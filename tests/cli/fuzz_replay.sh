@@ -145,6 +145,9 @@ for t in "$REG"/fuzz_*/; do
         k=$(split "$f" "$d" encoder.json vocab.bpe text)
         [ "$k" = 3 ] || printf 'hello world' >"$d/text"
         replay "$t" "$f" llm-tokenize --vocab-dir "$d" -o "$d/out.bin" "$d/text" ;;
+      fuzz_tokckpt)
+        printf 'hello world, \xff\xfe caf\xc3\xa9 <|endoftext|> he ll' >"$d/text"
+        replay "$t" "$f" llm-tokenize --vocab "$f" -o "$d/ids.bin" "$d/text" ;;
       fuzz_encode)
         if have_data gpt2/encoder.json; then
           replay "$t" "$f" llm-tokenize --vocab-dir "$DATA/gpt2" -o "$d/ids.bin" "$f"
