@@ -269,7 +269,7 @@ FUZZ_TARGETS ?= $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_FLAGS   ?= -timeout=10
 FZ        := build/fuzz
 FZ_CFLAGS := -I. -D_GNU_SOURCE -std=c11 -g -O1 -fno-omit-frame-pointer -fopenmp -pthread
-FZ_SAN    := -fsanitize=address,undefined
+FZ_SAN    := -fno-sanitize-recover=undefined -fsanitize=address,undefined
 FZ_OBJ    := $(LIB_SRC:%.c=$(FZ)/obj/%.o)
 # the parsers (common/) instrumented by clang; the kernels (not fed by strangers, and
 # using GCC-only builtins) by $(CC), uninstrumented

@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 llm_infer_result_json(&res, mf);
                 fclose(mf);
                 json_error_t e;
-                json_t *j = json_loadb(buf, len, 0, &e);
+                json_t *j = json_loadb(buf, len, JSON_ALLOW_NUL, &e);   /* \u0000 is valid JSON */
                 if (!j) {
                     fprintf(stderr, "response does not parse: %s: %.*s\n", e.text, (int)len, buf);
                     abort();
