@@ -128,6 +128,9 @@ for t in "$REG"/fuzz_*/; do
         replay "$t" "$f" llm-shard convert --from safetensors "$d" -o "$d/out.llmk" ;;
       fuzz_llmc)
         replay "$t" "$f" llm-shard convert --from llmc "$f" -o "$d/out.llmk" ;;
+      fuzz_export)
+        replay "$t" "$f" llm-shard convert --to llmc "$f" -o "$d/out.bin"
+        replay "$t" "$f" llm-shard export --to safetensors "$f" -o "$d/hf" ;;
       fuzz_config)
         k=$(split "$f" "$d" c.yaml sets)
         args=()
