@@ -105,6 +105,15 @@ replay() {
   esac
 }
 
+# replay_ok NAME FILE CMD...: CMD must exit 0 (an oracle: the input was valid)
+replay_ok() {
+  local name=$1 f=$2; shift 2
+  "$@" >"$TMP/out" 2>"$TMP/err" </dev/null; local rc=$?
+  count=$((count + 1))
+  [ -n "${FUZZ_REPLAY_VERBOSE:-}" ] && echo "# $name: $(basename "$f"): exit $rc $(head -c 200 "$TMP/err")"
+  [ $rc = 0 ] || { bad=$((bad + 1)); echo "# $name: $(basename "$f"): exit $rc, want 0: $(head -c 300 "$TMP/err")"; }
+}
+
 for t in "$REG"/fuzz_*/; do
   t=$(basename "$t")
   files=("$REG/$t"/*)
@@ -128,9 +137,11 @@ for t in "$REG"/fuzz_*/; do
         replay "$t" "$f" llm-shard convert --from safetensors "$d" -o "$d/out.llmk" ;;
       fuzz_llmc)
         replay "$t" "$f" llm-shard convert --from llmc "$f" -o "$d/out.llmk" ;;
-      fuzz_export)
+      fuzz_export)   # what an exporter accepts must import back
         replay "$t" "$f" llm-shard convert --to llmc "$f" -o "$d/out.bin"
-        replay "$t" "$f" llm-shard export --to safetensors "$f" -o "$d/hf" ;;
+        [ -s "$d/out.bin" ] && replay_ok "$t" "$f" llm-shard convert --from llmc "$d/out.bin" -o "$d/back.llmk"
+        replay "$t" "$f" llm-shard export --to safetensors "$f" -o "$d/hf"
+        [ -s "$d/hf/config.json" ] && replay_ok "$t" "$f" llm-shard convert --from safetensors "$d/hf" -o "$d/back2.llmk" ;;
       fuzz_config)
         k=$(split "$f" "$d" c.yaml sets)
         args=()
