@@ -278,7 +278,7 @@ $(FZ)/obj/common/%.o: common/%.c
 	clang $(FZ_CFLAGS) -Wno-pass-failed $(FZ_SAN),fuzzer-no-link -MMD -MP -c $< -o $@
 $(FZ)/obj/kernels/%.o: kernels/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -std=c11 -O2 -g -fopenmp -pthread -c $< -o $@
+	$(CC) -I. -D_GNU_SOURCE -MMD -MP -std=c11 -O2 -g -fopenmp -pthread -c $< -o $@
 $(FZ)/libllmkit.a: $(FZ_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
