@@ -20,7 +20,7 @@
 #   test            build and run every test that needs no GPU; last line "N passed, N failed"
 #   check           test under SAN=1, mandoc -Tlint on every page, --help vs man-page check
 #   sample          regenerate tests/data/sample.llmk
-#   fuzz            libFuzzer target for the .llmk loader (clang), runs for FUZZ_SECONDS
+#   fuzz            libFuzzer targets tests/fuzz/fuzz_*.c (clang), each for FUZZ_SECONDS
 #   demo            the README's main job
 #   install, clean
 
@@ -259,13 +259,40 @@ check: deps
 sample: $(BIN)/llm-shard $(B)/tests/test_ckpt
 	LLM_WRITE_SAMPLE=tests/data/sample.llmk $(B)/tests/test_ckpt
 
+# fuzz: every tests/fuzz/fuzz_*.c (or FUZZ_TARGETS=...), one after the other, each for
+# FUZZ_SECONDS, against the library built with clang's fuzzer instrumentation in build/fuzz.
+# Corpus: build/fuzz/corpus/TARGET, seeded from tests/fuzz/corpus/TARGET; findings go to
+# tests/fuzz/regress/TARGET/ (fuzz_ckpt keeps tests/fuzz/regress/ itself, which
+# tests/cli/shard.sh replays; tests/cli/fuzz_replay.sh replays the others).
 FUZZ_SECONDS ?= 60
-fuzz:
-	@mkdir -p build/fuzz
-	clang -I. -D_GNU_SOURCE -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
-	  tests/fuzz/fuzz_ckpt.c $(wildcard common/ckpt*.c) common/tree.c common/status.c -lyaml -lz -lm -o build/fuzz/fuzz_ckpt
-	mkdir -p build/fuzz/corpus tests/fuzz/regress && cp tests/data/*.llmk build/fuzz/corpus/
-	build/fuzz/fuzz_ckpt -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=tests/fuzz/regress/ build/fuzz/corpus tests/fuzz/regress
+FUZZ_TARGETS ?= $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_FLAGS   ?= -timeout=10
+FZ        := build/fuzz
+FZ_CFLAGS := -I. -D_GNU_SOURCE -std=c11 -g -O1 -fno-omit-frame-pointer -fopenmp -pthread
+FZ_SAN    := -fno-sanitize-recover=undefined -fsanitize=address,undefined
+FZ_OBJ    := $(LIB_SRC:%.c=$(FZ)/obj/%.o)
+# the parsers (common/) instrumented by clang; the kernels (not fed by strangers, and
+# using GCC-only builtins) by $(CC), uninstrumented
+$(FZ)/obj/common/%.o: common/%.c
+	@mkdir -p $(@D)
+	clang $(FZ_CFLAGS) -Wno-pass-failed $(FZ_SAN),fuzzer-no-link -MMD -MP -c $< -o $@
+$(FZ)/obj/kernels/%.o: kernels/%.c
+	@mkdir -p $(@D)
+	$(CC) -I. -D_GNU_SOURCE -MMD -MP -std=c11 -O2 -g -fopenmp -pthread -c $< -o $@
+$(FZ)/libllmkit.a: $(FZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(FZ)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(FZ)/libllmkit.a
+	clang $(FZ_CFLAGS) $(FZ_SAN),fuzzer $< $(FZ)/libllmkit.a -lyaml -lz -lopenblas -lpcre2-8 -ljansson -lm -ldl -o $@
+fuzz: $(FUZZ_TARGETS:%=$(FZ)/%)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  reg=tests/fuzz/regress/$$t; [ $$t = fuzz_ckpt ] && reg=tests/fuzz/regress; \
+	  mkdir -p $(FZ)/corpus/$$t $$reg; \
+	  [ $$t = fuzz_ckpt ] && cp tests/data/*.llmk $(FZ)/corpus/$$t/; \
+	  [ -d tests/fuzz/corpus/$$t ] && cp tests/fuzz/corpus/$$t/* $(FZ)/corpus/$$t/; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS)s"; \
+	  $(FZ)/$$t $(FUZZ_FLAGS) -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$$reg/ $(FZ)/corpus/$$t $$reg; \
+	done
 
 demo: all
 	scripts/demo.sh

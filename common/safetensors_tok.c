@@ -72,8 +72,11 @@ static int unspell(const char *s, uint8_t *out, size_t cap)
 int llm_hf_tok_merges(const llm_ckpt *c, const int32_t **m, int64_t *n, llm_status *st)
 {
     *m = NULL, *n = 0;
+    /* only a gpt2 tokenizer has merges: a byte tokenizer's file may still carry a stray
+     * tensor of that name (llm_tokenizer_from_ckpt ignores it, so must its exporters) */
+    const char *kind = llm_node_str(llm_node_get(llm_ckpt_section(c, "tokenizer"), "kind"));
     const llm_tensor *t = llm_ckpt_find(c, "tokenizer.merges");
-    if (!t)
+    if (!t || !kind || strcmp(kind, "gpt2"))
         return LLM_OK;
     if (t->dtype != LLM_DT_I32 || t->ndim != 2 || t->shape[1] != 2)
         return llm_err(st, LLM_EDATA, "tensor 'tokenizer.merges': want i32 (M,2)");
@@ -203,12 +206,16 @@ static json_t *load_json(const char *path, llm_status *st)
 
 /* Build the tokenizer from a vocab object and merges as "a b" strings (mtext, a file's
  * lines) or a JSON array (strings "a b" or pairs ["a","b"]). */
-static int build(json_t *vocab, const char *mtext, size_t mlen, json_t *marr, int V, const char *what,
-                 llm_tokenizer **out, llm_status *st)
+static int build(json_t *vocab, const char *mtext, size_t mlen, json_t *marr, int model_vocab,
+                 const char *what, llm_tokenizer **out, llm_status *st)
 {
-    if (!json_is_object(vocab) || json_object_size(vocab) != (size_t)V)
-        return llm_err(st, LLM_EDATA, "%s: the vocabulary has %zu entries, the model %d", what,
-                       json_is_object(vocab) ? json_object_size(vocab) : 0, V);
+    /* The tokenizer may have fewer ids than the model has embedding rows (llm-train allows
+     * it, Hugging Face too: the rows above are never produced), never more. */
+    size_t nv = json_is_object(vocab) ? json_object_size(vocab) : 0;
+    if (nv == 0 || nv > (size_t)model_vocab)
+        return llm_err(st, LLM_EDATA, "%s: the vocabulary has %zu entries, the model %d (want 1 to %d)",
+                       what, nv, model_vocab, model_vocab);
+    int V = (int)nv;
     uint32_t *off = calloc((size_t)V + 1, sizeof *off);
     uint32_t *lens = calloc((size_t)V, sizeof *lens);
     uint8_t *tmp = malloc((size_t)V * 8 + LLM_TOK_MAX_TOKLEN), *vb = NULL;
