@@ -134,6 +134,10 @@ static int parse(llm_st_file *f, const unsigned char *buf, size_t len, llm_statu
         f->t[f->n].data = buf + 8 + n + f->t[f->n].begin;
         f->n++;
     }
+    if ((unsigned)f->n > LLM_CKPT_MAX_TENSORS) {   /* the +1 above is for __metadata__ only */
+        rc = llm_err(st, LLM_EDATA, "safetensors: more than %u tensors", LLM_CKPT_MAX_TENSORS);
+        goto out;
+    }
     /* the tensors must tile the data: sort by offset, then no gap, overlap or tail */
     llm_st_tensor *s = malloc(sizeof *s * ((size_t)f->n + 1));
     if (!s) {

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,18 +41,23 @@ size_t llm_gpt2_spell(const unsigned char *p, size_t n, char *out)
     return k;
 }
 
+/* code point -> byte of GPT-2's byte spelling, -1 for the others; filled once */
+static int16_t unspell_tab[324];
+static pthread_once_t unspell_once = PTHREAD_ONCE_INIT;
+
+static void unspell_init(void)
+{
+    for (int i = 0; i < 324; i++)
+        unspell_tab[i] = -1;
+    for (int b = 0; b < 256; b++)
+        unspell_tab[llm_gpt2_byte_char((unsigned char)b)] = (int16_t)b;
+}
+
 /* Spelled token -> bytes; -1 when a code point is not in the table. */
 static int unspell(const char *s, uint8_t *out, size_t cap)
 {
-    static int16_t tab[324];
-    static int init;   /* idempotent fill of a constant table: races write equal values */
-    if (!init) {
-        for (int i = 0; i < 324; i++)
-            tab[i] = -1;
-        for (int b = 0; b < 256; b++)
-            tab[llm_gpt2_byte_char((unsigned char)b)] = (int16_t)b;
-        init = 1;
-    }
+    const int16_t *tab = unspell_tab;
+    pthread_once(&unspell_once, unspell_init);
     const unsigned char *p = (const unsigned char *)s;
     size_t k = 0;
     while (*p) {
