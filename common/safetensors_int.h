@@ -11,7 +11,8 @@ int llm_hf_tok_write(const llm_ckpt *c, const char *dir, int max_len, llm_status
 
 /* Read the tokenizer files of dir (vocab.json + merges.txt, else tokenizer.json).
  * *out is NULL when there are none.  The vocabulary must have 1 to vocab_size entries
- * (a model may have more embedding rows than its tokenizer has ids). */
+ * (a model may have more embedding rows than its tokenizer has ids) and an
+ * "<|endoftext|>" entry (its id is the end-of-text id; LLM_EDATA without one). */
 int llm_hf_tok_read(const char *dir, int vocab_size, llm_tokenizer **out, llm_status *st);
 
 /* The merges of a stored tokenizer: n x (left id, right id) from tensor tokenizer.merges

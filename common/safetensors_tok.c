@@ -226,7 +226,7 @@ static int build(json_t *vocab, const char *mtext, size_t mlen, json_t *marr, in
     uint32_t *lens = calloc((size_t)V, sizeof *lens);
     uint8_t *tmp = malloc((size_t)V * 8 + LLM_TOK_MAX_TOKLEN), *vb = NULL;
     int32_t *mg = NULL;
-    int rc = LLM_OK, isbyte = V == 257, eot = V - 1;
+    int rc = LLM_OK, isbyte = V == 257, eot = -1;
     size_t used = 0, cap = (size_t)V * 8 + LLM_TOK_MAX_TOKLEN;
     size_t *tok = calloc((size_t)V, sizeof *tok);   /* offset of each token in tmp */
     if (!off || !lens || !tmp || !tok) {
@@ -259,6 +259,12 @@ static int build(json_t *vocab, const char *mtext, size_t mlen, json_t *marr, in
         used += (size_t)n;
         if (isbyte && id < 256 && !(n == 1 && one[0] == id))
             isbyte = 0;
+    }
+    if (eot < 0) {
+        /* the id llm-infer stops at and decodes as "<|endoftext|>": not guessed */
+        rc = llm_err(st, LLM_EDATA, "%s: no '<|endoftext|>' entry (a GPT-2 vocabulary has one)",
+                     what);
+        goto out;
     }
     /* merges */
     int nm = 0, capm = 1024;

@@ -4,11 +4,15 @@
  * the exported Conv1D weights are the transposes. */
 #include "tests/unit/testutil.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/safetensors.h"
+#include "common/safetensors_int.h"
+#include "common/tokenizer.h"
 #include "tests/unit/gpt2_fixture.h"
 
 /* A file: 8-byte length, header text, then dlen data bytes. */
@@ -141,6 +145,65 @@ static void roundtrip(const char *gpt2)
     free(dir);
 }
 
+/* vocab.json in dir: the 256 GPT-2-spelled bytes at ids first..first+255, and
+ * "<|endoftext|>" at eot when eot >= 0; merges.txt with no merges. */
+static void write_vocab(const char *dir, int first, int eot)
+{
+    json_t *v = json_object();
+    for (int b = 0; b < 256; b++) {
+        unsigned cp = llm_gpt2_byte_char((unsigned char)b);
+        char k[4] = {0};
+        if (cp < 0x80) {
+            k[0] = (char)cp;
+        } else {
+            k[0] = (char)(0xC0 | cp >> 6);
+            k[1] = (char)(0x80 | (cp & 0x3F));
+        }
+        json_object_set_new(v, k, json_integer(first + b));
+    }
+    if (eot >= 0)
+        json_object_set_new(v, "<|endoftext|>", json_integer(eot));
+    char p[256];
+    snprintf(p, sizeof p, "%s/vocab.json", dir);
+    assert_int_equal(json_dump_file(v, p, 0), 0);
+    json_decref(v);
+    snprintf(p, sizeof p, "%s/merges.txt", dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("#version: 0.2\n", f);
+    fclose(f);
+}
+
+/* A GPT-2 style vocabulary without "<|endoftext|>" is refused by name (its end-of-text id
+ * used to be guessed as the last id, an ordinary token then); with it, its id is the
+ * end-of-text id. */
+static void test_tok_needs_eot(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/llmkit-st-eot.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    llm_tokenizer *t = NULL;
+    llm_status st = {0};
+    write_vocab(dir, 0, -1);
+    assert_int_equal(llm_hf_tok_read(dir, 257, &t, &st), LLM_EDATA);
+    if (!strstr(st.msg, "<|endoftext|>"))
+        fail_msg("message: %s", st.msg);
+    assert_null(t);
+    write_vocab(dir, 1, 0);
+    int rc = llm_hf_tok_read(dir, 257, &t, &st);
+    if (rc)
+        fail_msg("%s", st.msg);
+    assert_non_null(t);
+    assert_int_equal(llm_tokenizer_eot(t), 0);
+    llm_tokenizer_free(t);
+    char p[256];
+    snprintf(p, sizeof p, "%s/vocab.json", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/merges.txt", dir);
+    unlink(p);
+    rmdir(dir);
+}
+
 static void test_roundtrip_byte(void **state) { (void)state; roundtrip(NULL); }
 
 static void test_roundtrip_gpt2(void **state)
@@ -161,6 +224,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_tok_needs_eot),
         cmocka_unit_test(test_roundtrip_byte),
         cmocka_unit_test(test_roundtrip_gpt2),
     };
