@@ -171,6 +171,13 @@ int llm_tok_build_bpe(llm_tokenizer **out, uint8_t *vbytes, uint32_t *offsets, i
             goto fail;
         }
     }
+    /* the end-of-text id decodes, exports and is encoded as "<|endoftext|>": it must be
+     * that token, or a round trip through vocab.json would move it */
+    if (offsets[eot + 1] - offsets[eot] != 13 || memcmp(vbytes + offsets[eot], "<|endoftext|>", 13)) {
+        rc = llm_err(st, LLM_EDATA, "%s: end-of-text id %u is not the token '<|endoftext|>'", what,
+                     eot);
+        goto fail;
+    }
     t->vmask = pow2_at_least((size_t)vocab * 2) - 1;
     t->vslots = calloc(t->vmask + 1, sizeof *t->vslots);
     if (!t->vslots) {

@@ -282,6 +282,27 @@ static void test_bad_vocabularies(void **state)
     assert_non_null(strstr(st.msg, "vocab.bpe"));
     assert_int_equal(llm_tokenizer_gpt2(&t, "/nonexistent/dir", &st), LLM_ENOINPUT);
     assert_int_equal(llm_tokenizer_load(&t, "no-such-model.llmk", NULL, &st), LLM_ENOINPUT);
+    /* the end-of-text id must be the token "<|endoftext|>" (a stored tokenizer naming
+     * another token would decode and export it as that text) */
+    for (int e = 0; e < 2; e++) {
+        uint8_t *vb = malloc(256 + 13);
+        uint32_t *off = malloc(258 * sizeof *off);
+        assert_non_null(vb);
+        assert_non_null(off);
+        for (int i = 0; i < 256; i++)
+            vb[i] = (uint8_t)i, off[i] = (uint32_t)i;
+        memcpy(vb + 256, "<|endoftext|>", 13);
+        off[256] = 256;
+        off[257] = 256 + 13;
+        int rc = llm_tok_build_bpe(&t, vb, off, 257, e ? 256 : 5, "test", &st);
+        if (e) {
+            assert_int_equal(rc, LLM_OK);
+            llm_tokenizer_free(t);
+        } else {
+            assert_int_equal(rc, LLM_EDATA);
+            assert_non_null(strstr(st.msg, "is not the token"));
+        }
+    }
 }
 
 /* ---- GPT-2 on the shared data ---- */
