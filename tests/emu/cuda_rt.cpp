@@ -175,24 +175,29 @@ void issue(emu_stream *s, std::function<void()> op)
     op();
 }
 
+/* p inside one of the blocks of m (start -> bytes; an empty block holds its start when
+ * min1, as a 0-byte device allocation still has an address); the caller holds r.mu */
+static bool in_blocks(const std::map<void *, size_t> &m, const void *p, bool min1)
+{
+    auto it = m.upper_bound((void *)p);
+    if (it == m.begin()) return false;
+    --it;
+    size_t n = it->second ? it->second : (min1 ? 1 : 0);
+    return (const char *)p < (const char *)it->first + n;
+}
+
 bool is_pinned(const void *p)
 {
     Rt &r = rt();
     std::lock_guard<std::mutex> g(r.mu);
-    auto it = r.pinned.upper_bound((void *)p);
-    if (it == r.pinned.begin()) return false;
-    --it;
-    return (const char *)p < (const char *)it->first + it->second;
+    return in_blocks(r.pinned, p, false);
 }
 
 bool is_device(const void *p)
 {
     Rt &r = rt();
     std::lock_guard<std::mutex> g(r.mu);
-    auto it = r.dev.upper_bound((void *)p);
-    if (it == r.dev.begin()) return false;
-    --it;
-    return (const char *)p < (const char *)it->first + (it->second ? it->second : 1);
+    return in_blocks(r.dev, p, true);
 }
 
 /* Something thread-local capture forbids while a stream is recorded (a synchronisation,
