@@ -16,8 +16,8 @@ struct llm_infer_ctx {
     float *kc, *vc;                       /* (L, S, maxT, C) each */
     float *x, *ln, *qkv, *att, *proj, *fc, *fca, *logits;
     /* a forward of n rows: ids[0..n), slots[n..2n), positions[2n..3n), staged on the
-     * host and uploaded in one copy (3 * max_rows each); the forward's ops read them at
-     * offsets that depend on n alone, as a recording of n rows needs */
+     * host and uploaded in one copy (both buffers 3 * max_rows); the forward's ops read
+     * them at offsets that depend on n alone, as a recording of n rows needs */
     int32_t *rows_d, *h_rows;
     size_t bytes;
     /* recorded forwards (backend graph_capture) of n rows, n <= slots: the ops of a
