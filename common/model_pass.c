@@ -337,6 +337,10 @@ static int forward_pass(llm_model *m, const int32_t *inputs, const int32_t *targ
         layer_forward(m, l, a, x, train ? a->res2 : x, xo, &next, train, B, T);
     }
     mm_forward(m, m->logits, 1, m->lnf, PV_WTE, -1, n, C, Vp);
+    /* a pass that may be followed by a backward: the embedding backward's grouping of
+     * positions by token is made now, on the host, while the device runs what is queued */
+    if (targets && train && be->embed_hint)
+        be->embed_hint(be, m->d_inputs, inputs, N);
     m->logits_lo = m->lo;
     m->last_B = B;
     m->last_T = T;

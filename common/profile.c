@@ -339,6 +339,14 @@ static void w_embed_backward(llm_backend *be, float *dwte, float *dwpe, const fl
     END(LLM_OP_EMBED_BWD, p->site_wte, -1, llm_cost_embed_backward(B, T, C));
 }
 
+/* Host work that overlaps the device's (embed_hint): passed through, not an op of its
+ * own (its small upload goes through the inner backend, uncounted). */
+static void w_embed_hint(llm_backend *be, const int32_t *inp, const int32_t *host, size_t N)
+{
+    llm_profile *p = P(be);
+    IN(p)->embed_hint(IN(p), inp, host, N);
+}
+
 static void w_layernorm_backward(llm_backend *be, float *dinp, float *dw, float *db,
                                  const float *dout, const float *inp, const float *w,
                                  const float *mean, const float *rstd, int N, int C)
@@ -548,6 +556,7 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .device_stats = p->inner->device_stats ? w_device_stats : NULL,
         .host_alloc = p->inner->host_alloc ? w_host_alloc : NULL,
         .host_free = p->inner->host_alloc ? w_host_free : NULL,
+        .embed_hint = p->inner->embed_hint ? w_embed_hint : NULL,
     };
     llm_profile__fill_lo(p, be);
 }

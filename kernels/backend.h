@@ -333,6 +333,15 @@ struct llm_backend {
      * llm_backend_host_alloc/llm_backend_host_free fall back to. */
     void *(*host_alloc)(llm_backend *be, size_t bytes);
     void (*host_free)(llm_backend *be, void *p);
+
+    /* ---- the embedding backward's grouping, ahead of time (optional) ----
+     * Tells the backend that the N ids just uploaded to inp (to_device) are host[0..N).
+     * A backend whose embed_backward groups positions by token (CUDA: each token's rows
+     * summed in one fixed order) may group them now, on the host, while the device runs
+     * the forward, instead of reading the ids back in the middle of the backward.  The
+     * hint holds for embed_backward calls on inp with B*T == N until inp is written or
+     * freed; a call without it works as before.  host is not kept.  NULL: no hint. */
+    void (*embed_hint)(llm_backend *be, const int32_t *inp, const int32_t *host, size_t N);
 };
 
 /* What device_stats reports. */

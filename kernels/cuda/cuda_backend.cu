@@ -206,7 +206,9 @@ static void *lc_alloc(llm_backend *be, size_t bytes)
 static void lc_free(llm_backend *be, void *p)
 {
     /* cudaFree waits for the device: it cannot be recorded, and p may be in the graph */
-    if (p && !lc_recording(lc_get(be), "free")) LC_CK(lc_get(be), lc_dfree(lc_get(be), p));
+    lc_ctx *c = lc_get(be);
+    if (p && p == (void *)c->eh_inp) c->eh_inp = NULL;   /* embed_hint's ids are gone */
+    if (p && !lc_recording(c, "free")) LC_CK(c, lc_dfree(c, p));
 }
 
 /* ---- the upload data path ----
@@ -269,6 +271,10 @@ static void lc_to_device(llm_backend *be, void *dst, const void *src, size_t byt
      * the slot holds at each launch (and the host-to-device copy, on the copy stream,
      * would not be recorded at all): uploads go before graph_capture */
     if (!bytes || lc_recording(c, "to_device")) return;
+    /* new contents where embed_hint's ids were: their grouping no longer holds */
+    if (c->eh_inp && (const char *)dst < (const char *)(c->eh_inp + c->eh_N) &&
+        (const char *)dst + bytes > (const char *)c->eh_inp)
+        c->eh_inp = NULL;
     if (bytes <= LC_STAGE_BYTES && lc_stage_ready(c) == 0) {
         unsigned i = c->stage_next++ % LC_STAGES;
         /* the host slot's previous copy must have left it (long done, normally) */
@@ -565,6 +571,13 @@ extern "C" void llm_backend_cuda_upload_counts(llm_backend *be, long counts[2])
     lc_ctx *c = lc_get(be);
     counts[0] = c ? c->stage_runs[0] : 0;
     counts[1] = c ? c->stage_runs[1] : 0;
+}
+
+extern "C" void llm_backend_cuda_embed_counts(llm_backend *be, long counts[2])
+{
+    lc_ctx *c = lc_get(be);
+    counts[0] = c ? c->embed_runs[0] : 0;
+    counts[1] = c ? c->embed_runs[1] : 0;
 }
 
 extern "C" int llm_backend_cuda_device_info(llm_backend *be, char *name, size_t namelen,

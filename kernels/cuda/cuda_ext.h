@@ -72,6 +72,10 @@ int llm_backend_cuda_mma_check(llm_backend *be, int lo, const void *q, const voi
  * [0] (up to 1 MiB each) and how many synchronised [1] (larger ones).  For tests. */
 void llm_backend_cuda_upload_counts(llm_backend *be, long counts[2]);
 
+/* How many embed_backward calls used a grouping made by embed_hint [0] and how many
+ * read the ids back from the device to group them [1].  For tests. */
+void llm_backend_cuda_embed_counts(llm_backend *be, long counts[2]);
+
 /* How many graph_capture calls recorded a graph [0] and how many graph_launch calls
  * replayed one [1].  For tests and benchmarks. */
 void llm_backend_cuda_graph_counts(llm_backend *be, long counts[2]);

@@ -41,6 +41,10 @@ typedef struct {
     size_t h_n;
     int32_t *d_buf;         /* device copy of h_buf */
     size_t d_n;
+    const int32_t *eh_inp;  /* embed_hint: the device ids whose grouping d_buf holds (in
+                               the compute stream's order), NULL when none does */
+    size_t eh_N, eh_U;      /* their count and distinct tokens */
+    long embed_runs[2];     /* embed_backward calls grouped by a hint / by a read back */
     /* errors: how many so far (to limit printing), and the first one since the last
      * llm_backend_cuda_status call */
     int failed;

@@ -70,8 +70,9 @@ __global__ void lc_dwte_kernel(float *dwte, const float *dout, const int32_t *po
 static int lc_embed_buffers(lc_ctx *c, size_t n)
 {
     if (c->h_n >= n && c->d_n >= 3 * n + 1) return 0;
-    /* an earlier upload from h_buf may still be in flight */
+    /* an earlier dwte kernel may still read d_buf */
     if (LC_CK(c, cudaStreamSynchronize(c->stream))) return -1;
+    c->eh_inp = NULL;   /* a hint's grouping lives in d_buf */
     if (c->h_tok) cudaFreeHost(c->h_tok);
     if (c->h_buf) cudaFreeHost(c->h_buf);
     if (c->d_buf) lc_dfree(c, c->d_buf);
@@ -89,6 +90,33 @@ static int lc_embed_buffers(lc_ctx *c, size_t n)
     return 0;
 }
 
+/* Group the N ids in tok (host) into h_buf (see cuda_bucket.h) and send the grouping to
+ * d_buf through to_device: queued on the compute stream, so every dwte kernel queued
+ * before has read the previous contents, and h_buf is free again on return.  Returns
+ * the number of distinct tokens, or 0 on failure (error recorded; N > 0). */
+static size_t lc_embed_group(llm_backend *be, lc_ctx *c, const int32_t *tok, size_t N)
+{
+    int32_t *pos = c->h_buf, *utok = c->h_buf + N, *off = NULL;
+    size_t U = llm_cuda_bucket(tok, N, pos, utok, &off, c->h_tmp);
+    int failed = c->failed;
+    be->to_device(be, c->d_buf, c->h_buf, (N + 2 * U + 1) * sizeof(int32_t));
+    return c->failed == failed ? U : 0;
+}
+
+/* embed_hint: the grouping made while the device runs the forward (the ids' upload is
+ * queued before it, the dwte kernel after). */
+static void lc_embed_hint(llm_backend *be, const int32_t *inp, const int32_t *host, size_t N)
+{
+    lc_ctx *c = lc_get(be);
+    c->eh_inp = NULL;
+    if (!N || N > (size_t)INT32_MAX / 4 || c->recording || lc_embed_buffers(c, N)) return;
+    size_t U = lc_embed_group(be, c, host, N);
+    if (!U) return;
+    c->eh_inp = inp;
+    c->eh_N = N;
+    c->eh_U = U;
+}
+
 static void lc_embed_backward(llm_backend *be, float *dwte, float *dwpe, const float *dout,
                               const int32_t *inp, int B, int T, int C)
 {
@@ -97,18 +125,20 @@ static void lc_embed_backward(llm_backend *be, float *dwte, float *dwpe, const f
     if (!N || C <= 0) return;
     lc_dwpe_kernel<<<lc_ew_blocks((size_t)T * C), 256, 0, c->stream>>>(dwpe, dout, B, T, C);
     if (LC_LAUNCHED(c)) return;
-    if (lc_embed_buffers(c, N)) return;
-    /* Bucket positions by token on the host (N is small next to N*C; see
-     * cuda_bucket.h).  The synchronous copy also guarantees the previous call's upload
-     * from h_buf has finished. */
-    if (LC_CK(c, cudaMemcpyAsync(c->h_tok, inp, N * sizeof(int32_t), cudaMemcpyDeviceToHost, c->stream)) ||
-        LC_CK(c, cudaStreamSynchronize(c->stream)))
-        return;
-    int32_t *pos = c->h_buf, *tok = c->h_buf + N, *off = NULL;
-    size_t U = llm_cuda_bucket(c->h_tok, N, pos, tok, &off, c->h_tmp);
-    size_t words = N + 2 * U + 1;
-    if (LC_CK(c, cudaMemcpyAsync(c->d_buf, c->h_buf, words * sizeof(int32_t), cudaMemcpyHostToDevice, c->stream)))
-        return;
+    size_t U;
+    if (c->eh_inp == inp && c->eh_N == N) {
+        U = c->eh_U;
+        c->embed_runs[0]++;
+    } else {
+        /* No hint: read the ids back and group them here (the device waits meanwhile) */
+        c->eh_inp = NULL;
+        if (lc_recording(c, "embed_backward without embed_hint") || lc_embed_buffers(c, N) ||
+            LC_CK(c, cudaMemcpyAsync(c->h_tok, inp, N * sizeof(int32_t), cudaMemcpyDeviceToHost, c->stream)) ||
+            LC_CK(c, cudaStreamSynchronize(c->stream)))
+            return;
+        if (!(U = lc_embed_group(be, c, c->h_tok, N))) return;
+        c->embed_runs[1]++;
+    }
     dim3 grid((unsigned)U, (unsigned)((C + 127) / 128));
     lc_dwte_kernel<<<grid, 128, 0, c->stream>>>(dwte, dout, c->d_buf, c->d_buf + N,
                                                  c->d_buf + N + U, C);
@@ -371,6 +401,7 @@ extern "C" void lc_fill_ops(llm_backend *be)
 {
     be->embed_forward = lc_embed_forward;
     be->embed_backward = lc_embed_backward;
+    be->embed_hint = lc_embed_hint;
     be->layernorm_forward = lc_layernorm_forward;
     be->layernorm_backward = lc_layernorm_backward;
     be->layernorm_backward_lo = lc_layernorm_backward_lo;

@@ -734,6 +734,7 @@ int main(int argc, char **argv)
     check_embed(&x, 1, 1, 1, 1, 1);
     check_embed(&x, 3, 37, 61, 7, 7);          /* many repeats of each token */
     check_embed(&x, 5, 129, 96, 500, 512);
+    gpu_check_embed_hint(&x, tiny);
     check_layernorm(&x, 1, 1);
     check_layernorm(&x, 37, 61);
     check_layernorm(&x, 70, 1600);   /* the backward's one-warp blocks (4 x 2C floats > 48 KiB) */

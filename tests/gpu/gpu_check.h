@@ -131,6 +131,8 @@ void gpu_check_xfer(gc *x);
 /* uploads through the copy stream while the compute stream is busy, each consumed by an
  * op, no synchronisation in between (gpu_check_xfer.c).  tiny: small buffers. */
 void gpu_check_xfer_streams(gc *x, int tiny);
+/* embed_hint: hinted = plain bit for bit, stale hints dropped (gpu_check_embed.c) */
+void gpu_check_embed_hint(gc *x, int tiny);
 
 /* Recorded decode steps (gpu_check_graph.c): logits equal to the unrecorded ops bit
  * for bit, and the recordings used. */
