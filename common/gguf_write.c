@@ -195,9 +195,11 @@ int llm_gguf_export(const char *in, const char *out, llm_status *st)
             rc = llm_err(st, LLM_EDATA, "checkpoint has no tensor '%s'", src);
             goto out;
         }
-        if (ggml_type(g->t->dtype) < 0 || g->t->ndim < 1 || g->t->ndim > 2) {
-            rc = llm_err(st, LLM_EDATA, "tensor '%s': dtype %s or %d dimensions cannot go to GGUF", src,
-                         llm_dtype_name(g->t->dtype), g->t->ndim);
+        if ((rc = llm_model_check_shape(&cfg, src, g->t, st)))
+            goto out;
+        if (ggml_type(g->t->dtype) < 0) {
+            rc = llm_err(st, LLM_EDATA, "tensor '%s': dtype %s cannot go to GGUF", src,
+                         llm_dtype_name(g->t->dtype));
             goto out;
         }
         g->rows = (uint64_t)g->t->shape[0];

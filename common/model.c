@@ -168,6 +168,48 @@ int llm_model__views(const llm_model_config *cfg, llm_param_view **out, int *nvi
     return 0;
 }
 
+/* "[d0, d1, ...]" of n dims into buf */
+static const char *shape_str(const int64_t *d, int n, char *buf, size_t len)
+{
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < n && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? ", " : "", (long long)d[i]);
+    if (k < len)
+        snprintf(buf + k, len - k, "]");
+    return buf;
+}
+
+int llm_model_check_shape(const llm_model_config *cfg, const char *name, const llm_tensor *t,
+                          llm_status *st)
+{
+    llm_param_view *v;
+    int n;
+    if (llm_model__views(cfg, &v, &n))
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    int i = 0;
+    while (i < n && strcmp(v[i].name, name))
+        i++;
+    int rc = LLM_OK;
+    if (i == n) {
+        rc = llm_err(st, LLM_EUSAGE, "'%s' is not a parameter of the model", name);
+    } else {
+        const llm_param_view *w = &v[i];
+        int ok = t->ndim == w->ndim && (i == PV_WTE ? t->shape[0] >= cfg->vocab_size
+                                                    : t->shape[0] == w->shape[0]);
+        if (ok && w->ndim == 2)
+            ok = t->shape[1] == w->shape[1];
+        if (!ok) {
+            char got[96], want[64];
+            rc = llm_err(st, LLM_EDATA, "tensor '%s': shape %s does not fit the model's %s%s", name,
+                         shape_str(t->shape, t->ndim, got, sizeof got),
+                         shape_str(w->shape, w->ndim, want, sizeof want),
+                         i == PV_WTE ? " (at least vocab_size rows)" : "");
+        }
+    }
+    free(v);
+    return rc;
+}
+
 int llm_model_new(llm_model **out, const llm_model_config *cfg_in, llm_backend *be, llm_status *st)
 {
     *out = NULL;

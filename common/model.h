@@ -45,6 +45,14 @@ llm_node *llm_model_config_node(const llm_model_config *cfg);
 /* Parameter count (padded wte included). */
 size_t llm_model_num_params(const llm_model_config *cfg);
 
+/* LLM_OK when tensor t, stored under the parameter name `name` (model order names
+ * above), has the shape cfg's layout gives that parameter, whatever its dtype; wte may
+ * hold any number of rows from vocab_size up (exports write the first vocab_size).
+ * Else LLM_EDATA naming the tensor and both shapes (LLM_EUSAGE for a name that is not
+ * a parameter, LLM_ENOMEM). */
+int llm_model_check_shape(const llm_model_config *cfg, const char *name, const llm_tensor *t,
+                          llm_status *st);
+
 typedef struct {
     char name[64];
     size_t offset;        /* in floats, into params/grads/m/v */

@@ -21,25 +21,6 @@ static const char *const layer_names[12] = {
 
 static int is_conv1d(int k) { return k == 2 || k == 4 || k == 8 || k == 10; }
 
-/* A layer tensor's shape in .llmk order (model.h) as multiples of C: rows, and columns
- * (0: a vector). */
-static const int layer_rows[12] = {1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1};
-static const int layer_cols[12] = {0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 0};
-
-/* 1 when tensor t is what parameter i (model order, layer_kind k: param_name) must be
- * for cfg; wte may hold the padded vocabulary or more rows (only the first V leave). */
-static int shape_ok(const llm_tensor *t, int i, int k, const llm_model_config *cfg)
-{
-    int64_t C = cfg->n_embd, r = C, cols = 0;
-    if (i == 0)
-        return t->ndim == 2 && t->shape[0] >= cfg->vocab_size && t->shape[1] == C;
-    if (i == 1)
-        r = cfg->max_seq_len, cols = C;
-    else if (k >= 0)
-        r = layer_rows[k] * C, cols = layer_cols[k] * C;
-    return cols ? t->ndim == 2 && t->shape[0] == r && t->shape[1] == cols : t->ndim == 1 && t->shape[0] == r;
-}
-
 /* (R,K) -> (K,R) for elements of es bytes. */
 static void transpose(const void *src, void *dst, int64_t R, int64_t K, int es)
 {
@@ -132,12 +113,8 @@ int llm_hf_export(const char *in, const char *outdir, llm_status *st)
             rc = llm_err(st, LLM_EDATA, "checkpoint has no tensor '%s'", name);
             goto out;
         }
-        if (!shape_ok(t, i, k, &cfg)) {
-            rc = llm_err(st, LLM_EDATA, "tensor '%s': shape does not match the model section "
-                         "(n_layer %d, n_embd %d, vocab_size %d, max_seq_len %d)", name,
-                         cfg.n_layer, cfg.n_embd, cfg.vocab_size, cfg.max_seq_len);
+        if ((rc = llm_model_check_shape(&cfg, name, t, st)))
             goto out;
-        }
         const char *dt = st_dtype(t->dtype);
         if (!dt) {
             rc = llm_err(st, LLM_EDATA, "tensor '%s': dtype %s cannot be exported to safetensors (f32, f16, bf16)",

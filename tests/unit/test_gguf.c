@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/ckpt.h"
 #include "common/gguf.h"
@@ -209,6 +210,18 @@ static void test_refusals(void **state)
     snprintf(sh, sizeof sh, "%s-tp0-pp0.llmk", prefix);
     assert_int_equal(llm_gguf_export(sh, out, &st), LLM_EDATA);
     assert_non_null(strstr(st.msg, "no tensor"));
+    /* tensors that do not fit the model section (a wte with fewer rows than vocab_size
+     * would have been read past its end), nothing written */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/bad.llmk", dir);
+    for (int v = 0; v < FX_SHAPE_VICTIMS; v++)
+        for (int mode = 0; mode < 3; mode++) {
+            fx_rewrite_shape(in, bad, fx_shape_victims[v], mode);
+            assert_int_equal(llm_gguf_export(bad, out, &st), LLM_EDATA);
+            if (!strstr(st.msg, fx_shape_victims[v]) || !strstr(st.msg, "does not fit"))
+                fail_msg("error does not name '%s': %s", fx_shape_victims[v], st.msg);
+            assert_int_not_equal(access(out, F_OK), 0);
+        }
     tu_rmdir(dir);
     free(dir);
 }
