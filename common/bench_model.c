@@ -10,6 +10,17 @@
 #include "common/loss_scale.h"
 #include "common/sampler.h"
 
+double llm_bench_gpu_train_peak_gflops(llm_dtype lo)
+{
+    const char *tf = getenv("LLM_CUDA_TF32");
+    const char *dt = lo == LLM_DT_BF16 ? "bf16" : lo == LLM_DT_F16 ? "f16" : tf && *tf == '1' ? "tf32" : "f32";
+    double peak = -1;
+    llm_status st = {0};
+    if (llm_bench_gpu_peaks(dt, &peak, NULL, NULL, 0, &st))
+        return -1;
+    return peak > 0 ? peak : -1;
+}
+
 double llm_bench_train_flops_per_token(const llm_model_config *c, int T)
 {
     return 6.0 * (double)llm_model_num_params(c) + 6.0 * c->n_layer * (double)T * c->n_embd;
@@ -97,13 +108,7 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
     double fpt = llm_bench_train_flops_per_token(&mc, o->T);
     double peak = o->peak_gflops;
     if (!(peak > 0) && !strcmp(be.name, "cuda")) {
-        /* the GPU's table peak for the GEMMs the backend runs (fp32, or TF32 on request;
-         * bf16/f16 tensor cores under mixed precision); -1 when the table does not know
-         * the device: no MFU then */
-        const char *tf = getenv("LLM_CUDA_TF32");
-        const char *pdt = lo != LLM_DT_F32 ? gemm_dt : tf && *tf == '1' ? "tf32" : "f32";
-        llm_status ps = {0};
-        if (llm_bench_gpu_peaks(pdt, &peak, NULL, NULL, 0, &ps)) peak = -1;
+        peak = llm_bench_gpu_train_peak_gflops(lo);   /* -1: no MFU */
     } else if (!(peak > 0)) {
         /* the CPU's fp32 FMA peak whatever the precision: its bf16/fp16 matmuls are
          * fp32 GEMMs on rounded operands */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/bench_model.h"
 #include "common/loss_scale.h"
 #include "common/memtrack.h"
 #include "common/metrics.h"
@@ -482,11 +483,14 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     double tokens = (double)accum * world * c->batch_size * c->seq_len;
     double flops = tokens * (6.0 * (double)llm_model_num_params(mc) +
                              12.0 * mc->n_layer * (double)mc->n_embd * c->seq_len);
-    /* a rough peak when none is configured: 80 GFLOP/s per CPU thread (AVX2 FMA at
-     * 2.5 GHz), 60 TFLOP/s for a GPU (fp32) */
-    double peak = c->peak_flops > 0 ? c->peak_flops
-                  : strcmp(t.be->name, "cuda") ? 80e9 * (t.be->threads > 0 ? t.be->threads : 1)
-                                              : 60e12;
+    /* the peak when none is configured: on a GPU its table peak for the GEMMs of this
+     * precision (bf16/f16 tensor cores, fp32 or TF32; 60 TFLOP/s for a device the table
+     * does not know), on the CPU 80 GFLOP/s per thread (AVX2 FMA at 2.5 GHz) */
+    double peak = c->peak_flops;
+    if (!(peak > 0) && !strcmp(t.be->name, "cuda"))
+        peak = (peak = llm_bench_gpu_train_peak_gflops(llm_model_precision(t.m))) > 0 ? peak * 1e9 : 60e12;
+    else if (!(peak > 0))
+        peak = 80e9 * (t.be->threads > 0 ? t.be->threads : 1);
     peak *= world;
     int in_a_row = 0, ran = 0, save_failed = 0;
     while (t.step < c->max_steps) {

@@ -65,11 +65,31 @@ else notok "uploads, copy stream ahead (emu): rc=$rc $(grep -m3 'FAIL\|emu:' "$T
 # llm-infer run on cuda; a quantized model, which cuda cannot run, falls back to the cpu
 # with a note (its text equal to the cpu's), and --device cuda refuses it with 69
 E=$ROOT/build/emu/bin
+PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 cd "$TMP" || exit 1
 tiny_data 60000
 tiny_model 2
-"$E/llm-train" --config m.yaml -o run2 -v >/dev/null 2>err2
+"$E/llm-train" --config m.yaml -o run2 -v -m m32.jsonl >/dev/null 2>err2
 check "llm-train's default device is cuda where one is seen (emu)" grep -q 'device cuda' err2
+# MFU against the device's table peak for the precision's GEMMs: the emulated device is
+# cc 9.0 with 4 SMs at 1000 MHz (tests/emu/cuda_rt.cpp), so 4 x 1e9 x 256 FLOP/s for fp32
+# and x 4096 for the bf16 tensor cores (common/bench_cuda.c's table)
+"$E/llm-train" --config m.yaml -o run3 --precision bf16 --set train.max_steps=2 -m mbf.jsonl >/dev/null 2>err3
+$PY - m32.jsonl 256 mbf.jsonl 4096 <<'PY' && ok "llm-train's mfu on cuda: the table peak of the precision (emu)" || notok "llm-train's mfu on cuda (emu): $(head -c 300 err3)"
+import json, sys
+L, C, V, maxT, T = 2, 64, 257, 64, 64
+Vp = (V + 127) // 128 * 128
+fpt = 6 * (Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C) + 12 * L * C * T
+n = 0
+for path, rate in zip(sys.argv[1::2], sys.argv[2::2]):
+    for l in open(path):
+        j = json.loads(l)
+        if "mfu" not in j: continue
+        want = j["tokens_per_s"] * fpt / (4 * 1e9 * int(rate))
+        assert abs(j["mfu"] - want) <= 6e-7 + 1e-3 * want, (path, j["mfu"], want)
+        n += 1
+assert n >= 3, n
+PY
 "$E/llm-infer" "$M" -p "ROMEO:" -n 12 --temperature 0 -v >a.txt 2>a.err
 llm-infer "$M" -p "ROMEO:" -n 12 --temperature 0 --device cpu >b.txt 2>/dev/null
 check "llm-infer's default device is cuda where one is seen (emu)" grep -q 'device cuda' a.err

@@ -1,10 +1,11 @@
 /* libFuzzer target for the exporters' reading of a hostile .llmk: a checkpoint that the
  * container accepts may still carry a model section or tensors that do not fit each
  * other.  The bytes are written to a scratch file and exported to llm.c
- * (llm_llmc_export) and to a Hugging Face directory (llm_hf_export); what an exporter
- * accepts must import back. */
+ * (llm_llmc_export), to a Hugging Face directory (llm_hf_export) and to GGUF
+ * (llm_gguf_export); what an exporter with an importer accepts must import back. */
 #include "tests/fuzz/fuzz_util.h"
 
+#include "common/gguf.h"
 #include "common/llmc.h"
 #include "common/safetensors.h"
 
@@ -37,5 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     unlink(back);
+    snprintf(out, sizeof out, "%s/out.gguf", fz_dir());
+    llm_gguf_export(in, out, &st);
+    unlink(out);
     return 0;
 }
