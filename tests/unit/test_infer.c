@@ -11,6 +11,7 @@
 #include "common/infer.h"
 #include "common/infer_sched.h"
 #include "common/model.h"
+#include "common/profile.h"
 #include "common/sampler.h"
 #include "tests/unit/test_infer_util.h"
 
@@ -172,8 +173,8 @@ static void stub_argmax_rows(llm_backend *be, int32_t *ids, const float *logits,
 
 /* llm_infer_argmax = llm_infer_logits + llm_argmax over the real vocabulary, for rows in
  * any order and more than one 64-row chunk: on the cpu backend (logits read in place),
- * on it posing as device memory without argmax_rows (logits copied back), and with an
- * argmax_rows (ids copied back). */
+ * on it posing as device memory without argmax_rows (logits copied back), with an
+ * argmax_rows (ids copied back), and that through the profiler (op argmax_rows). */
 static void test_argmax_equals_logits(void **state)
 {
     fixture *f = *state;
@@ -204,14 +205,19 @@ static void test_argmax_equals_logits(void **state)
     int back[N], odd[7] = {79, 3, 64, 63, 3, 0, 40};
     for (int i = 0; i < N; i++)
         back[i] = N - 1 - i;
-    for (int variant = 0; variant < 3; variant++) {
-        llm_backend be = f->be;   /* the same CPU backend state, other capabilities */
+    for (int variant = 0; variant < 4; variant++) {
+        llm_backend be = f->be, pb;   /* the same CPU backend state, other capabilities */
         if (variant >= 1)
             be.host_memory = 0;
-        if (variant == 2)
+        if (variant >= 2)
             be.argmax_rows = stub_argmax_rows;
+        llm_profile *prof = NULL;   /* variant 3: through the profiler's wrapper */
+        if (variant == 3) {
+            assert_int_equal(llm_profile_new(&prof, &be, 0, &st), 0);
+            llm_profile_backend(prof, &pb);
+        }
         llm_infer_model *m = NULL;
-        assert_int_equal(llm_infer_model_open(&m, f->path, &be, 0, &st), 0);
+        assert_int_equal(llm_infer_model_open(&m, f->path, prof ? &pb : &be, 0, &st), 0);
         assert_int_equal(llm_infer_ctx_new(&c, m, S, N, &st), 0);
         assert_int_equal(llm_infer_forward(c, rows, N, &st), 0);
         int32_t ids[N];
@@ -230,11 +236,31 @@ static void test_argmax_equals_logits(void **state)
             assert_int_equal(ids[i], ref[odd[i]]);
         assert_int_equal(llm_infer_argmax(c, odd + 2, 1, ids, &st), 0);
         assert_int_equal(ids[0], ref[64]);
-        assert_int_equal(stub_rows, variant == 2 ? 2 * N + 8 : 0);
+        assert_int_equal(stub_rows, variant >= 2 ? 2 * N + 8 : 0);
         int bad = N;
         assert_int_equal(llm_infer_argmax(c, &bad, 1, ids, &st), LLM_EUSAGE);
+        if (prof) {   /* one argmax_rows call per chunk, timed and counted as the others */
+            llm_profile_entry *v;
+            int ne;
+            assert_int_equal(llm_profile_entries(prof, 1, &v, &ne, &st), 0);
+            double sum = 0;
+            const llm_profile_entry *e = NULL;
+            for (int i = 0; i < ne; i++) {
+                sum += v[i].seconds;
+                if (v[i].op == LLM_OP_ARGMAX_ROWS)
+                    e = &v[i];
+            }
+            assert_non_null(e);
+            assert_string_equal(llm_op_name(e->op), "argmax_rows");
+            assert_int_equal(e->calls, 2 + 2 + 1 + 1);
+            llm_op_cost one = llm_cost_argmax_rows(1, V);
+            assert_true(e->flop == (2 * N + 8) * one.flop && e->bytes == (2 * N + 8) * one.bytes);
+            assert_true(fabs(sum - llm_profile_total_seconds(prof)) <= 1e-9 * (1 + sum));
+            free(v);
+        }
         llm_infer_ctx_free(c);
         llm_infer_model_free(m);
+        llm_profile_free(prof);
     }
     free(lg);
 }
