@@ -281,29 +281,31 @@ lc_argmax_rows_kernel(int32_t *ids, const float *logits, int V, size_t ld)
     __shared__ int s_i[LC_AM_T / 32];
     const float *x = logits + (size_t)blockIdx.x * ld;
     int tid = threadIdx.x;
-    if (V <= 1 || x[0] != x[0]) {   /* the same for every thread of the block */
-        if (tid == 0) ids[blockIdx.x] = 0;
-        return;
-    }
+    /* llm_argmax's 0 for V <= 1 or a NaN first entry (the same for the whole block,
+     * which still meets the barrier and shuffles below: every block takes one path) */
+    bool zero = V <= 1 || x[0] != x[0];
     float bv = -INFINITY;
     int bi = INT_MAX;
-    int head = (int)(((16 - ((uintptr_t)x & 15)) & 15) >> 2);
-    if (head > V) head = V;
-    if (tid < head) lc_am_take(bv, bi, x[tid], tid);
-    const float4 *x4 = (const float4 *)(x + head);
-    int n4 = (V - head) >> 2, k = tid;
-    /* four independent loads in flight per thread */
-    for (; k + 3 * LC_AM_T < n4; k += 4 * LC_AM_T) {
-        float4 q0 = x4[k], q1 = x4[k + LC_AM_T], q2 = x4[k + 2 * LC_AM_T], q3 = x4[k + 3 * LC_AM_T];
-        lc_am_take4(bv, bi, q0, head + 4 * k);
-        lc_am_take4(bv, bi, q1, head + 4 * (k + LC_AM_T));
-        lc_am_take4(bv, bi, q2, head + 4 * (k + 2 * LC_AM_T));
-        lc_am_take4(bv, bi, q3, head + 4 * (k + 3 * LC_AM_T));
+    if (!zero) {
+        int head = (int)(((16 - ((uintptr_t)x & 15)) & 15) >> 2);
+        if (head > V) head = V;
+        if (tid < head) lc_am_take(bv, bi, x[tid], tid);
+        const float4 *x4 = (const float4 *)(x + head);
+        int n4 = (V - head) >> 2, k = tid;
+        /* four independent loads in flight per thread */
+        for (; k + 3 * LC_AM_T < n4; k += 4 * LC_AM_T) {
+            float4 q0 = x4[k], q1 = x4[k + LC_AM_T], q2 = x4[k + 2 * LC_AM_T],
+                   q3 = x4[k + 3 * LC_AM_T];
+            lc_am_take4(bv, bi, q0, head + 4 * k);
+            lc_am_take4(bv, bi, q1, head + 4 * (k + LC_AM_T));
+            lc_am_take4(bv, bi, q2, head + 4 * (k + 2 * LC_AM_T));
+            lc_am_take4(bv, bi, q3, head + 4 * (k + 3 * LC_AM_T));
+        }
+        for (; k < n4; k += LC_AM_T)
+            lc_am_take4(bv, bi, x4[k], head + 4 * k);
+        for (int i = head + 4 * n4 + tid; i < V; i += LC_AM_T)
+            lc_am_take(bv, bi, x[i], i);
     }
-    for (; k < n4; k += LC_AM_T)
-        lc_am_take4(bv, bi, x4[k], head + 4 * k);
-    for (int i = head + 4 * n4 + tid; i < V; i += LC_AM_T)
-        lc_am_take(bv, bi, x[i], i);
     lc_am_warp(bv, bi);
     int lane = tid & 31, w = tid >> 5;
     if (lane == 0) { s_v[w] = bv; s_i[w] = bi; }
@@ -312,7 +314,8 @@ lc_argmax_rows_kernel(int32_t *ids, const float *logits, int V, size_t ld)
         bv = lane < LC_AM_T / 32 ? s_v[lane] : -INFINITY;
         bi = lane < LC_AM_T / 32 ? s_i[lane] : INT_MAX;
         lc_am_warp(bv, bi);
-        if (lane == 0) ids[blockIdx.x] = bi;   /* x[0] is a number: some index won */
+        if (lane == 0) ids[blockIdx.x] = zero ? 0 : bi;   /* else x[0] is a number: an
+                                                           * index won */
     }
 }
 

@@ -166,9 +166,9 @@ void gpu_check_argmax(gc *x, int tiny)
             check_rows(x, 64, 50257, 50257, 1);
         }
     }
-    /* the vocabulary not a multiple of 4, padded to 320 */
+    /* the vocabulary not a multiple of 4, padded to 384 */
     llm_model_config cfg = {.arch = "gpt2", .n_layer = 2, .n_head = 4, .n_embd = 64,
-                            .vocab_size = 301, .padded_vocab = 320, .max_seq_len = 32};
+                            .vocab_size = 301, .padded_vocab = 384, .max_seq_len = 32};
     const char *sh = "L2 C64 V301 slots 3";
     char path[] = "/tmp/gpu_check_argmax_XXXXXX";
     int fd = mkstemp(path), diff = 0;
