@@ -20,10 +20,12 @@ struct llm_infer_ctx {
      * host and uploaded in one copy (both buffers 3 * max_rows); the forward's ops read
      * them at offsets that depend on n alone, as a recording of n rows needs */
     int32_t *rows_d, *h_rows;
-    /* llm_infer_argmax: a chunk's greedy ids on the device (backends with argmax_rows)
-     * and their host copy (host_alloc: pinned on a GPU); the logits of a chunk on the
-     * host where they must come back (made on first use) */
-    int32_t *ids_d, *h_ids;
+    /* llm_infer_argmax (backends with argmax_rows): a chunk's greedy ids go to the
+     * device in rows_d (its rows are read only during the forward, and the next forward
+     * uploads them again; 3 * max_rows >= a chunk) and come back into h_ids (host_alloc:
+     * pinned on a GPU); where the logits must come back instead, h_logits holds a
+     * chunk's (made on first use) */
+    int32_t *h_ids;
     float *h_logits;
     size_t bytes;
     /* recorded forwards (backend graph_capture) of n rows, n <= slots: the ops of a
@@ -46,7 +48,7 @@ void llm_infer_ctx_free(llm_infer_ctx *c)
         return;
     llm_backend *be = c->be;
     void *bufs[] = {c->kc, c->vc, c->x, c->ln, c->qkv, c->att, c->proj, c->fc, c->fca,
-                    c->logits, c->rows_d, c->ids_d};
+                    c->logits, c->rows_d};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->free(be, bufs[i]);
@@ -95,10 +97,8 @@ int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int ma
     c->logits = balloc(c, lr * (size_t)cfg->padded_vocab * sizeof(float));
     c->rows_d = balloc(c, 3 * R * sizeof(int32_t));
     c->h_rows = malloc(3 * R * sizeof(int32_t));
-    if (c->be->argmax_rows) {
-        c->ids_d = balloc(c, lr * sizeof(int32_t));
+    if (c->be->argmax_rows)
         c->h_ids = llm_backend_host_alloc(c->be, lr * sizeof(int32_t));
-    }
     if (c->be->graph_capture && m->tp_size == 1) {
         c->graph = calloc((size_t)slots + 1, sizeof *c->graph);
         c->graph_seen = calloc((size_t)slots + 1, 1);
@@ -109,7 +109,7 @@ int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int ma
     }
     if (!c->kc || !c->vc || !c->x || !c->ln || !c->qkv || !c->att || !c->proj || !c->fc ||
         !c->fca || !c->logits || !c->rows_d || !c->h_rows ||
-        (c->be->argmax_rows && (!c->ids_d || !c->h_ids))) {
+        (c->be->argmax_rows && !c->h_ids)) {
         llm_infer_ctx_free(c);
         return llm_err(st, LLM_ENOMEM, "out of memory for a KV cache of %d slot(s) x %d positions",
                        slots, cfg->max_seq_len);
@@ -344,8 +344,8 @@ int llm_infer_argmax(llm_infer_ctx *c, const int *which, int n, int32_t *ids, ll
         int k = n - i0 < chunk ? n - i0 : chunk;
         head_rows(c, which + i0, k);
         if (be->argmax_rows) {   /* 4 bytes a row come back instead of Vp floats */
-            be->argmax_rows(be, c->ids_d, c->logits, k, V, Vp);
-            be->to_host(be, c->h_ids, c->ids_d, (size_t)k * sizeof(int32_t));
+            be->argmax_rows(be, c->rows_d, c->logits, k, V, Vp);
+            be->to_host(be, c->h_ids, c->rows_d, (size_t)k * sizeof(int32_t));
             memcpy(ids + i0, c->h_ids, (size_t)k * sizeof(int32_t));
         } else {   /* host memory: the logits are read where they are */
             argmax_host(be, c->logits, k, V, Vp, ids + i0);

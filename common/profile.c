@@ -487,11 +487,13 @@ static void w_attention_rows(llm_backend *be, float *out, const float *qkv, cons
     END(LLM_OP_ATTENTION_ROWS, site, layer, c);
 }
 
-/* outside the blocks, as xent_forward (it reads no weight) */
+/* outside the blocks, as xent_forward (it reads no weight); ids written on the device
+ * are no longer a remembered upload */
 static void w_argmax_rows(llm_backend *be, int32_t *ids, const float *logits, int N, int V,
                           int ld)
 {
     llm_profile *p = P(be);
+    if (!p->host_mem) llm_profile__uploads_forget(p, ids, (size_t)(N > 0 ? N : 0) * sizeof *ids);
     BEGIN(LLM_OP_ARGMAX_ROWS);
     IN(p)->argmax_rows(IN(p), ids, logits, N, V, ld);
     END(LLM_OP_ARGMAX_ROWS, p->site_none, -1, llm_cost_argmax_rows(N, V));
