@@ -154,12 +154,13 @@ void gpu_check_argmax(gc *x, int tiny)
         check_rows(x, 3, 7, 8, 1);
         check_rows(x, 10, 37, 37, 0);       /* every pattern once; rows off 16 bytes */
         check_rows(x, 10, 33, 40, 3);
-        check_rows(x, 20, 1031, 1031, 2);   /* more than one float4 per thread */
+        check_rows(x, 20, 1031, 1031, 2);   /* fewer float4 than threads */
+        check_rows(x, 10, 9000, 9000, 0);   /* two or three float4 a thread, no 4-load pass */
         check_rows(x, 32, 1000, 1003, 0);
         check_rows(x, 64, 4099, 4104, 0);
         check_rows(x, 1, 50257, 50304, 0);
         check_rows(x, 3, 50257, 50257, 1);
-        check_rows(x, 40, 5000, 5001, 0);   /* 4 x 256 float4 per pass, then the rest */
+        check_rows(x, 40, 17000, 17001, 0); /* a pass of 4 x 1024 float4, then the rest */
         if (!tiny) {
             check_rows(x, 32, 50257, 50304, 0);
             check_rows(x, 64, 50257, 50304, 0);
