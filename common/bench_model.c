@@ -8,7 +8,6 @@
 #include "common/ckpt.h"
 #include "common/infer.h"
 #include "common/loss_scale.h"
-#include "common/sampler.h"
 
 double llm_bench_gpu_train_peak_gflops(llm_dtype lo)
 {
@@ -140,7 +139,7 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
     llm_infer_model *im = NULL;
     llm_infer_ctx *ctx = NULL;
     llm_infer_row *r = NULL;
-    float *logits = NULL;
+    int32_t *next = NULL;
     int *which = NULL;
     double *tp = NULL, *td = NULL, *ttft = NULL;
     int rc = 0, B = o->B, T = o->T;
@@ -152,12 +151,12 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
     }
     if ((rc = llm_infer_ctx_new(&ctx, im, B, B * T, st))) goto done;
     r = malloc((size_t)B * T * sizeof *r);
-    logits = llm_backend_host_alloc(&be, (size_t)B * mc->padded_vocab * sizeof *logits);
+    next = malloc((size_t)B * sizeof *next);
     which = malloc((size_t)B * sizeof *which);
     tp = malloc((size_t)o->reps * sizeof *tp);
     ttft = malloc((size_t)o->reps * sizeof *ttft);
     td = malloc((size_t)o->reps * o->gen * sizeof *td);
-    if (!r || !logits || !which || !tp || !td || !ttft) { rc = llm_err(st, LLM_ENOMEM, "out of memory"); goto done; }
+    if (!r || !next || !which || !tp || !td || !ttft) { rc = llm_err(st, LLM_ENOMEM, "out of memory"); goto done; }
     uint64_t s = 7;
     for (int rep = 0; rep < o->warmup + o->reps; rep++) {
         for (int b = 0; b < B; b++) {
@@ -168,19 +167,16 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
         double t0 = llm_bench_now();
         if ((rc = llm_infer_forward(ctx, r, B * T, st))) goto done;
         double t1 = llm_bench_now();
-        if ((rc = llm_infer_logits(ctx, which, B, logits, st))) goto done;
+        /* greedy, as llm-infer --temperature 0: the first tokens are the prefill's */
+        if ((rc = llm_infer_argmax(ctx, which, B, next, st))) goto done;
         double t2 = llm_bench_now();
         for (int k = 0; k < o->gen; k++) {
             double a = llm_bench_now();
-            /* the rows' greedy tokens in parallel, as llm-infer samples a step's rows */
-#pragma omp parallel for num_threads(be.threads > 0 ? be.threads : 1) if (B > 1)
             for (int b = 0; b < B; b++) {
-                const float *lg = logits + (size_t)b * mc->padded_vocab;
-                int best = llm_argmax(lg, mc->vocab_size);
-                r[b] = (llm_infer_row){best, b, T + k};
+                r[b] = (llm_infer_row){next[b], b, T + k};
                 which[b] = b;
             }
-            if ((rc = llm_infer_forward(ctx, r, B, st)) || (rc = llm_infer_logits(ctx, which, B, logits, st)))
+            if ((rc = llm_infer_forward(ctx, r, B, st)) || (rc = llm_infer_argmax(ctx, which, B, next, st)))
                 goto done;
             if (rep >= o->warmup) td[(size_t)(rep - o->warmup) * o->gen + k] = llm_bench_now() - a;
         }
@@ -208,7 +204,7 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
     llm_bench_row_kv(&rows[1], "ttft_ms", 1e3 * tmp.t_med);
 done:
     free(r);
-    llm_backend_host_free(&be, logits);
+    free(next);
     free(which);
     free(tp);
     free(td);

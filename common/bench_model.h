@@ -39,9 +39,9 @@ double llm_bench_gpu_train_peak_gflops(llm_dtype lo);
  * bf16/fp16 matmuls. */
 int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_status *st);
 
-/* Prefill B prompts of T tokens, then gen decode steps, on a model file; two rows:
- * "prefill" (tokens/s, ttft_ms = prefill + first logits) and "decode" (tokens/s =
- * B / median step, tpot_ms). */
+/* Prefill B prompts of T tokens, then gen greedy decode steps (llm_infer_argmax), on a
+ * model file; two rows: "prefill" (tokens/s, ttft_ms = prefill + the first tokens) and
+ * "decode" (tokens/s = B / median step, tpot_ms). */
 int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_status *st);
 
 #endif

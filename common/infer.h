@@ -106,4 +106,15 @@ int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_st
  * layernorm + the tied output projection, computed only for those rows.  n <= max_rows. */
 int llm_infer_logits(llm_infer_ctx *c, const int *which, int n, float *out, llm_status *st);
 
+/* Greedy next tokens for rows which[0..n) of the last forward: ids[i] (host memory, n
+ * entries) = llm_argmax (common/sampler.h) of row which[i]'s logits over the real
+ * vocabulary (the first vocab_size of the padded_vocab columns), the same ids as
+ * llm_infer_logits followed by llm_argmax on each row, bit for bit.  Where the backend
+ * has argmax_rows (cuda) the argmax runs on the device and only the ids come back; on
+ * the CPU backends the logits are read in place; a tensor-parallel rank (whose peers
+ * follow) and a device backend without argmax_rows copy the logits to the host (a
+ * buffer of up to 64 rows, made on first use) and take llm_argmax there.  Errors as
+ * llm_infer_logits' (LLM_EUSAGE for a row not in the last forward; LLM_ENOMEM). */
+int llm_infer_argmax(llm_infer_ctx *c, const int *which, int n, int32_t *ids, llm_status *st);
+
 #endif

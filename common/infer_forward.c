@@ -1,6 +1,7 @@
 /* infer_forward.c — KV cache and the prefill/decode forward over cache slots. */
 #include "common/infer.h"
 #include "common/infer_tp.h"
+#include "common/sampler.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,13 @@ struct llm_infer_ctx {
      * host and uploaded in one copy (both buffers 3 * max_rows); the forward's ops read
      * them at offsets that depend on n alone, as a recording of n rows needs */
     int32_t *rows_d, *h_rows;
+    /* llm_infer_argmax (backends with argmax_rows): a chunk's greedy ids go to the
+     * device in rows_d (its rows are read only during the forward, and the next forward
+     * uploads them again; 3 * max_rows >= a chunk) and come back into h_ids (host_alloc:
+     * pinned on a GPU); where the logits must come back instead, h_logits holds a
+     * chunk's (made on first use) */
+    int32_t *h_ids;
+    float *h_logits;
     size_t bytes;
     /* recorded forwards (backend graph_capture) of n rows, n <= slots: the ops of a
      * forward depend only on n (rows, positions and slots are read from the device), so
@@ -50,6 +58,8 @@ void llm_infer_ctx_free(llm_infer_ctx *c)
     free(c->graph);
     free(c->graph_seen);
     free(c->h_rows);
+    llm_backend_host_free(be, c->h_ids);
+    llm_backend_host_free(be, c->h_logits);
     free(c);
 }
 
@@ -87,6 +97,8 @@ int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int ma
     c->logits = balloc(c, lr * (size_t)cfg->padded_vocab * sizeof(float));
     c->rows_d = balloc(c, 3 * R * sizeof(int32_t));
     c->h_rows = malloc(3 * R * sizeof(int32_t));
+    if (c->be->argmax_rows)
+        c->h_ids = llm_backend_host_alloc(c->be, lr * sizeof(int32_t));
     if (c->be->graph_capture && m->tp_size == 1) {
         c->graph = calloc((size_t)slots + 1, sizeof *c->graph);
         c->graph_seen = calloc((size_t)slots + 1, 1);
@@ -96,7 +108,8 @@ int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int ma
         }
     }
     if (!c->kc || !c->vc || !c->x || !c->ln || !c->qkv || !c->att || !c->proj || !c->fc ||
-        !c->fca || !c->logits || !c->rows_d || !c->h_rows) {
+        !c->fca || !c->logits || !c->rows_d || !c->h_rows ||
+        (c->be->argmax_rows && !c->h_ids)) {
         llm_infer_ctx_free(c);
         return llm_err(st, LLM_ENOMEM, "out of memory for a KV cache of %d slot(s) x %d positions",
                        slots, cfg->max_seq_len);
@@ -233,39 +246,109 @@ int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_st
     return LLM_OK;
 }
 
+/* ln_f and the tied output projection of the k rows which[0..k) (k <= the chunk) into
+ * c->logits (k, Vp / tp_size). */
+static void head_rows(llm_infer_ctx *c, const int *which, int k)
+{
+    const llm_infer_model *m = c->m;
+    llm_backend *be = c->be;
+    int C = m->cfg.n_embd, Vl = m->cfg.padded_vocab / m->tp_size;
+    /* the projection runs on exactly the k wanted rows: read in place when they are
+     * consecutive (a decode step asks for every row), else gathered one by one */
+    int run = 1;
+    while (run < k && which[run] == which[0] + run)
+        run++;
+    const float *rows = c->x + (size_t)which[0] * C;
+    if (run < k) {
+        for (int i = 0; i < k; i++)
+            be->copy(be, c->proj + (size_t)i * C, c->x + (size_t)which[i] * C,
+                     (size_t)C * sizeof(float));
+        rows = c->proj;
+    }
+    be->layernorm_forward(be, c->ln, NULL, NULL, rows, m->lnf_w.p, m->lnf_b.p, k, C);
+    be->matmul_rows(be, c->logits, c->ln, m->wte.p, m->wte.dtype, NULL, k, C, Vl);
+}
+
+static int check_which(const llm_infer_ctx *c, const int *which, int n, llm_status *st)
+{
+    for (int i = 0; i < n; i++)
+        if (which[i] < 0 || which[i] >= c->n_last)
+            return llm_err(st, LLM_EUSAGE, "logits row %d not in the last forward", which[i]);
+    return LLM_OK;
+}
+
+static int chunk_rows(const llm_infer_ctx *c)
+{
+    return c->max_rows < LOGIT_CHUNK ? c->max_rows : LOGIT_CHUNK;
+}
+
 int llm_infer_logits(llm_infer_ctx *c, const int *which, int n, float *out, llm_status *st)
 {
     const llm_infer_model *m = c->m;
     llm_backend *be = c->be;
-    int C = m->cfg.n_embd, Vp = m->cfg.padded_vocab, Vl = Vp / m->tp_size;
-    for (int i = 0; i < n; i++)
-        if (which[i] < 0 || which[i] >= c->n_last)
-            return llm_err(st, LLM_EUSAGE, "logits row %d not in the last forward", which[i]);
+    int Vp = m->cfg.padded_vocab;
+    if (check_which(c, which, n, st))
+        return st->code;
     if (m->tp && llm_infer_tp_lead_logits(m->tp, which, n, st))
         return st->code;
-    int chunk = c->max_rows < LOGIT_CHUNK ? c->max_rows : LOGIT_CHUNK;
+    int chunk = chunk_rows(c);
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int k = n - i0 < chunk ? n - i0 : chunk;
-        /* the projection runs on exactly the k wanted rows: read in place when they are
-         * consecutive (a decode step asks for every row), else gathered one by one */
-        int run = 1;
-        while (run < k && which[i0 + run] == which[i0] + run)
-            run++;
-        const float *rows = c->x + (size_t)which[i0] * C;
-        if (run < k) {
-            for (int i = 0; i < k; i++)
-                be->copy(be, c->proj + (size_t)i * C, c->x + (size_t)which[i0 + i] * C,
-                         (size_t)C * sizeof(float));
-            rows = c->proj;
-        }
-        be->layernorm_forward(be, c->ln, NULL, NULL, rows, m->lnf_w.p, m->lnf_b.p, k, C);
-        be->matmul_rows(be, c->logits, c->ln, m->wte.p, m->wte.dtype, NULL, k, C, Vl);
+        head_rows(c, which + i0, k);
         if (m->tp) {   /* each rank holds the logits of its vocabulary rows */
             if (llm_infer_tp_logits(m->tp, be, c->logits, k, Vp, out ? out + (size_t)i0 * Vp : NULL,
                                     st))
                 return st->code;
         } else {
             be->to_host(be, out + (size_t)i0 * Vp, c->logits, (size_t)k * Vp * sizeof(float));
+        }
+    }
+    return LLM_OK;
+}
+
+/* ids[i] = llm_argmax of the k host rows lg (leading dimension ld), in parallel over
+ * the rows as the samplers of a decode step run */
+static void argmax_host(const llm_backend *be, const float *lg, int k, int V, int ld,
+                        int32_t *ids)
+{
+    int nt = be->threads < k ? be->threads : k;
+    if (nt < 1)
+        nt = 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1)
+    for (int i = 0; i < k; i++)
+        ids[i] = llm_argmax(lg + (size_t)i * ld, V);
+}
+
+int llm_infer_argmax(llm_infer_ctx *c, const int *which, int n, int32_t *ids, llm_status *st)
+{
+    const llm_infer_model *m = c->m;
+    llm_backend *be = c->be;
+    int V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab, chunk = chunk_rows(c);
+    if (check_which(c, which, n, st))
+        return st->code;
+    if (m->tp || (!be->argmax_rows && !be->host_memory)) {
+        /* the logits come to the host (a tensor-parallel rank holds a slice of the
+         * vocabulary; llm_infer_logits gathers it, its peers following) */
+        if (!c->h_logits &&
+            !(c->h_logits = llm_backend_host_alloc(be, (size_t)chunk * Vp * sizeof(float))))
+            return llm_err(st, LLM_ENOMEM, "out of memory");
+        for (int i0 = 0; i0 < n; i0 += chunk) {
+            int k = n - i0 < chunk ? n - i0 : chunk;
+            if (llm_infer_logits(c, which + i0, k, c->h_logits, st))
+                return st->code;
+            argmax_host(be, c->h_logits, k, V, Vp, ids + i0);
+        }
+        return LLM_OK;
+    }
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int k = n - i0 < chunk ? n - i0 : chunk;
+        head_rows(c, which + i0, k);
+        if (be->argmax_rows) {   /* 4 bytes a row come back instead of Vp floats */
+            be->argmax_rows(be, c->rows_d, c->logits, k, V, Vp);
+            be->to_host(be, c->h_ids, c->rows_d, (size_t)k * sizeof(int32_t));
+            memcpy(ids + i0, c->h_ids, (size_t)k * sizeof(int32_t));
+        } else {   /* host memory: the logits are read where they are */
+            argmax_host(be, c->logits, k, V, Vp, ids + i0);
         }
     }
     return LLM_OK;

@@ -124,7 +124,7 @@ typedef struct {
     llm_sampler_scratch *scratch;   /* one per sampling thread */
     int nscratch;
     float *logits;          /* (slots, Vp) host */
-    int *tok;               /* (slots) a decode step's tokens, by row */
+    int32_t *tok;           /* (slots) a decode step's tokens, by row */
     llm_infer_row *rows;
     int *which;
     int slots;
@@ -283,6 +283,13 @@ static int sample(run_t *r, slot_t *s, const float *logits, llm_status *st)
     return tok;
 }
 
+/* s samples greedily: llm_sampler_sample then returns llm_argmax of the logits (for any
+ * V >= 1) and draws nothing from its RNG, so llm_infer_argmax gives the same tokens. */
+static int greedy(const slot_t *s)
+{
+    return s->smp.p.temperature <= 0.0f;
+}
+
 /* Admit req into s: prefill its prompt and sample its first token. */
 static int admit(run_t *r, slot_t *s, int slot, llm_infer_request *req, llm_status *st)
 {
@@ -335,13 +342,15 @@ static int admit(run_t *r, slot_t *s, int slot, llm_infer_request *req, llm_stat
         }
     }
     int last = (P - 1) % R;
-    if (llm_infer_logits(r->c, &last, 1, r->logits, st))
+    int32_t tok = 0;
+    /* greedy: the sampler's argmax, on the device where the backend can */
+    if (greedy(s) ? llm_infer_argmax(r->c, &last, 1, &tok, st)
+                  : llm_infer_logits(r->c, &last, 1, r->logits, st))
         return st->code;
     s->len = P;
     s->prefill_s = now_s() - t0;
     r->stats->prefill_s += s->prefill_s;
-    int tok = sample(r, s, r->logits, st);
-    if (tok < 0)
+    if (!greedy(s) && (tok = sample(r, s, r->logits, st)) < 0)
         return st->code;
     int done;
     return on_token(r, s, tok, &done, st);
@@ -404,20 +413,28 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
             continue;
         }
         double t0 = now_s();
+        /* a step whose rows all sample greedily takes their ids alone (computed on the
+         * device where the backend can); any other step brings the logits back */
+        int all_greedy = 1;
+        for (int k = 0; k < n && all_greedy; k++)
+            all_greedy = greedy(&sl[r.rows[k].slot]);
         if ((rc = llm_infer_forward(c, r.rows, n, st)) ||
-            (rc = llm_infer_logits(c, r.which, n, r.logits, st)))
+            (rc = all_greedy ? llm_infer_argmax(c, r.which, n, r.tok, st)
+                             : llm_infer_logits(c, r.which, n, r.logits, st)))
             goto out;
         /* row k of the logits is the k-th active slot's (in slot order, as rows) */
         int V = m->cfg.vocab_size, nt = r.nscratch;
+        if (!all_greedy) {
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (n > 1 && nt > 1)
-        for (int k = 0; k < n; k++) {
-            int t = 0;
+            for (int k = 0; k < n; k++) {
+                int t = 0;
 #ifdef _OPENMP
-            t = omp_get_thread_num();
+                t = omp_get_thread_num();
 #endif
-            r.tok[k] = llm_sampler_sample(&sl[r.rows[k].slot].smp,
-                                          r.logits + (size_t)k * m->cfg.padded_vocab, V,
-                                          &r.scratch[t]);
+                r.tok[k] = llm_sampler_sample(&sl[r.rows[k].slot].smp,
+                                              r.logits + (size_t)k * m->cfg.padded_vocab, V,
+                                              &r.scratch[t]);
+            }
         }
         int k = 0;
         for (int i = 0; i < slots; i++) {

@@ -495,6 +495,18 @@ static void w_attention_rows(llm_backend *be, float *out, const float *qkv, cons
     END(LLM_OP_ATTENTION_ROWS, site, layer, c);
 }
 
+/* outside the blocks, as xent_forward (it reads no weight); ids written on the device
+ * are no longer a remembered upload */
+static void w_argmax_rows(llm_backend *be, int32_t *ids, const float *logits, int N, int V,
+                          int ld)
+{
+    llm_profile *p = P(be);
+    if (!p->host_mem) llm_profile__uploads_forget(p, ids, (size_t)(N > 0 ? N : 0) * sizeof *ids);
+    BEGIN(LLM_OP_ARGMAX_ROWS);
+    IN(p)->argmax_rows(IN(p), ids, logits, N, V, ld);
+    END(LLM_OP_ARGMAX_ROWS, p->site_none, -1, llm_cost_argmax_rows(N, V));
+}
+
 /* Host-side queries (NVML, cudaMemGetInfo): passed through untimed. */
 static int w_device_stats(llm_backend *be, struct llm_device_stats *out)
 {
@@ -553,6 +565,7 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .matmul_rows = p->inner->matmul_rows ? w_matmul_rows : NULL,
         .kv_store = p->inner->kv_store ? w_kv_store : NULL,
         .attention_rows = p->inner->attention_rows ? w_attention_rows : NULL,
+        .argmax_rows = p->inner->argmax_rows ? w_argmax_rows : NULL,
         .device_stats = p->inner->device_stats ? w_device_stats : NULL,
         .host_alloc = p->inner->host_alloc ? w_host_alloc : NULL,
         .host_free = p->inner->host_alloc ? w_host_free : NULL,

@@ -45,6 +45,7 @@
  *   matmul_rows         flop 2NC*OC (+N*OC)  bytes wbytes(OC*C) + 4(NC + N*OC (+OC))
  *   kv_store            flop 0              bytes 4(4NC + 2N)
  *   attention_rows      flop S(4C + 5NH)    bytes 4(2NC + 2N + 2C*S), S = sum_i (pos[i]+1)
+ *   argmax_rows         flop NV (compares)  bytes 4(NV + N)
  * Mixed-precision ops (lo = bf16/fp16, 2 bytes an element; lb(dt) = 4 for an fp32
  * output, 2 for a lo one; FLOPs as the fp32 ops', a rounding is no FLOP).  The GEMMs
  * read lo operands as they are (no rounding inside); "overwritten" outputs are written
@@ -102,6 +103,7 @@ typedef enum {
     LLM_OP_GELU_BWD, LLM_OP_ACCUMULATE, LLM_OP_XENT_BWD,
     LLM_OP_SUM_SQUARES, LLM_OP_ADAMW, LLM_OP_ADAMW_SEGS,
     LLM_OP_EMBED_ROWS, LLM_OP_MATMUL_ROWS, LLM_OP_KV_STORE, LLM_OP_ATTENTION_ROWS,
+    LLM_OP_ARGMAX_ROWS,
     LLM_OP_CAST_LO, LLM_OP_MATMUL_FWD_LO, LLM_OP_MATMUL_BWD_LO, LLM_OP_LAYERNORM_FWD_LO,
     LLM_OP_GELU_FWD_LO, LLM_OP_GELU_BWD_LO, LLM_OP_ATTENTION_FWD_LSE, LLM_OP_ATTENTION_BWD_LSE,
     LLM_OP_XENT_FWD_LO, LLM_OP_XENT_BWD_LO, LLM_OP_MATMUL_FWD_GELU_LO,
@@ -143,6 +145,7 @@ llm_op_cost llm_cost_matmul_rows(int N, int C, int OC, int w_dt, int has_bias);
 llm_op_cost llm_cost_kv_store(int N, int C);
 /* pos: host array of the N rows' positions. */
 llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH);
+llm_op_cost llm_cost_argmax_rows(int N, int V);
 llm_op_cost llm_cost_cast_lo(size_t n);
 /* out_dt, dinp_dt: LLM_DT_F32 (4-byte output) or the lo dtype (2 bytes). */
 llm_op_cost llm_cost_matmul_forward_lo(int N, int C, int OC, int has_bias, int out_dt);

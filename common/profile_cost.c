@@ -27,6 +27,7 @@ static const char *const op_names[LLM_OP_COUNT] = {
     [LLM_OP_MATMUL_ROWS] = "matmul_rows",
     [LLM_OP_KV_STORE] = "kv_store",
     [LLM_OP_ATTENTION_ROWS] = "attention_rows",
+    [LLM_OP_ARGMAX_ROWS] = "argmax_rows",
     [LLM_OP_CAST_LO] = "cast_lo",
     [LLM_OP_MATMUL_FWD_LO] = "matmul_forward_lo",
     [LLM_OP_MATMUL_BWD_LO] = "matmul_backward_lo",
@@ -207,6 +208,13 @@ llm_op_cost llm_cost_attention_rows(const int32_t *pos, int N, int C, int NH)
     for (int i = 0; i < N; i++) S += (double)pos[i] + 1;
     double nc = (double)N * C;
     return cost(S * (4.0 * C + 5.0 * NH), 2 * nc + 2.0 * N + 2.0 * C * S);
+}
+
+/* argmax_rows: each of the N rows' V logits read and compared once, N ids written. */
+llm_op_cost llm_cost_argmax_rows(int N, int V)
+{
+    double nv = (double)N * V;
+    return cost(nv, nv + N);
 }
 
 /* Mixed precision: lo tensors are 2 bytes an element and read as they are (the GEMMs

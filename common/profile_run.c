@@ -15,7 +15,6 @@
 #include "common/json.h"
 #include "common/loss_scale.h"
 #include "common/plan.h"
-#include "common/sampler.h"
 
 double llm_profile_peak_rss(void)
 {
@@ -237,11 +236,15 @@ static int run_infer(run_state *r, const llm_profile_run_opts *o, llm_model_conf
     size_t n = (size_t)B * prompt;
     r->rows = malloc(n * sizeof *r->rows);
     llm_backend *hb = r->im->be;   /* page-locked where the device has it */
-    float *logits = llm_backend_host_alloc(hb, (size_t)B * mc->padded_vocab * sizeof(float));
+    /* prefill: the logits come back, as llm-infer's first token; decode: greedy ids */
+    int dec = o->mode == LLM_PROFILE_DECODE;
+    float *logits = dec ? NULL : llm_backend_host_alloc(hb, (size_t)B * mc->padded_vocab * sizeof(float));
     int *which = malloc((size_t)B * sizeof(int));
-    if (!r->rows || !logits || !which) {
+    int32_t *next = malloc((size_t)B * sizeof *next);
+    if (!r->rows || (!dec && !logits) || !which || !next) {
         llm_backend_host_free(hb, logits);
         free(which);
+        free(next);
         return llm_err(st, LLM_ENOMEM, "out of memory for %zu rows", n);
     }
     uint64_t s = o->seed;
@@ -258,7 +261,9 @@ static int run_infer(run_state *r, const llm_profile_run_opts *o, llm_model_conf
             }
         for (int b = 0; b < B; b++) which[b] = (b + 1) * prompt - 1;
         llm_profile_span_begin(r->prof, "prefill");
-        rc = llm_infer_forward(r->ictx, r->rows, (int)n, st) || llm_infer_logits(r->ictx, which, B, logits, st);
+        rc = llm_infer_forward(r->ictx, r->rows, (int)n, st) ||
+             (dec ? llm_infer_argmax(r->ictx, which, B, next, st)
+                  : llm_infer_logits(r->ictx, which, B, logits, st));
         llm_profile_span_end(r->prof);
     }
     if (o->mode == LLM_PROFILE_DECODE && !rc) {
@@ -266,21 +271,20 @@ static int run_infer(run_state *r, const llm_profile_run_opts *o, llm_model_conf
         for (int k = 0; k < steps && !rc; k++) {
             char name[32];
             snprintf(name, sizeof name, "token %d", prompt + k);
-#pragma omp parallel for num_threads(hb->threads > 0 ? hb->threads : 1) if (B > 1)
             for (int b = 0; b < B; b++) {
-                /* greedy next token of each sequence from the last logits */
-                const float *lg = logits + (size_t)b * mc->padded_vocab;
-                int best = llm_argmax(lg, mc->vocab_size);
-                r->rows[b] = (llm_infer_row){best, b, prompt + k};
+                r->rows[b] = (llm_infer_row){next[b], b, prompt + k};
                 which[b] = b;
             }
+            /* greedy, as llm-infer --temperature 0: the next tokens from the device
+             * (argmax_rows) where the backend has it */
             llm_profile_span_begin(r->prof, name);
-            rc = llm_infer_forward(r->ictx, r->rows, B, st) || llm_infer_logits(r->ictx, which, B, logits, st);
+            rc = llm_infer_forward(r->ictx, r->rows, B, st) || llm_infer_argmax(r->ictx, which, B, next, st);
             llm_profile_span_end(r->prof);
         }
     }
     llm_backend_host_free(hb, logits);
     free(which);
+    free(next);
     return rc ? st->code : 0;
 }
 

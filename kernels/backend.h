@@ -166,6 +166,17 @@ struct llm_backend {
                            const float *vcache, const int32_t *slot, const int32_t *pos,
                            int N, int C, int NH, int maxT);
 
+    /* Greedy tokens: ids[i] (N int32, backend memory) = the index of the largest of
+     * logits[i*ld .. i*ld + V) (N rows, leading dimension ld >= V, backend memory),
+     * exactly as common/sampler.h llm_argmax on that row: 0 when V <= 1 or when the row's
+     * first entry is NaN; else the lowest index whose value equals the largest non-NaN
+     * value (NaN entries never win; -inf rows give 0; +0 and -0 are equal, so the first
+     * of them wins).  A device op with no host transfer (recordable like the others);
+     * the caller copies ids back (llm_infer_argmax: 4N bytes instead of the logits).
+     * Optional: NULL (llm_infer_argmax then copies the logits and runs llm_argmax). */
+    void (*argmax_rows)(llm_backend *be, int32_t *ids, const float *logits, int N, int V,
+                        int ld);
+
     /* ---- mixed precision (llm-train --precision bf16|fp16; added for issue 8) ----
      * NULL when the backend has none: llm-train then refuses the precision by name.
      * lo is LLM_DT_BF16 or LLM_DT_F16 (the llm_dtype values of common/ckpt.h).  A "lo

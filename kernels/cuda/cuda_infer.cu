@@ -1,5 +1,6 @@
 /* cuda_infer.cu — the decode-shaped inference ops of backend.h on the GPU: embed_rows,
- * matmul_rows, kv_store, attention_rows (KV caches in device memory).
+ * matmul_rows, kv_store, attention_rows (KV caches in device memory), argmax_rows
+ * (greedy tokens).
  *
  * First version: plain kernels whose reduction order for a row never depends on N or on
  * the other rows, so batched decode equals one-at-a-time decode bit for bit (the
@@ -7,6 +8,7 @@
  * are read; sums in fp32).  q8_0/q4_0 are refused by infer_dtype_ok. */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -236,6 +238,103 @@ static void lc_attention_rows(llm_backend *be, float *out, const float *qkv, con
     LC_LAUNCHED(c);
 }
 
+/* ---- argmax_rows: llm_argmax of each row (common/sampler.c) ----
+ * One block per row.  Each thread keeps the best (value, index) of its elements, then a
+ * shuffle tree per warp and one warp over the warps' bests.  (v, i) beats (bv, bi) when
+ * v > bv, or v == bv and i < bi: NaN never beats anything (both compares are false), -0
+ * and +0 are equal (the lower index wins), and since that order does not depend on the
+ * order of the comparisons, the result is llm_argmax's, the lowest index holding the
+ * largest non-NaN value, whatever the thread count.  A row whose first entry is NaN
+ * gives 0, as llm_argmax does.  The row is read as float4 from its first 16-byte
+ * boundary (a row of a padded (N, Vp) matrix is aligned when Vp % 4 == 0), scalars
+ * before and after. */
+
+/* 1024 threads, four float4 loads each in flight: 64 KiB of a row requested at once, so
+ * that one block (a batch-1 decode step) is not latency-bound over GPT-2's 200 KB of
+ * logits.  ptxas: 31-32 registers, no spills (sm_80, sm_90). */
+#define LC_AM_T 1024
+
+__device__ __forceinline__ void lc_am_take(float &bv, int &bi, float v, int i)
+{
+    if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
+}
+
+__device__ __forceinline__ void lc_am_take4(float &bv, int &bi, float4 q, int i)
+{
+    lc_am_take(bv, bi, q.x, i);
+    lc_am_take(bv, bi, q.y, i + 1);
+    lc_am_take(bv, bi, q.z, i + 2);
+    lc_am_take(bv, bi, q.w, i + 3);
+}
+
+__device__ __forceinline__ void lc_am_warp(float &bv, int &bi)
+{
+#pragma unroll
+    for (int off = 16; off; off >>= 1) {
+        float ov = __shfl_down_sync(0xffffffffu, bv, off);
+        int oi = __shfl_down_sync(0xffffffffu, bi, off);
+        lc_am_take(bv, bi, ov, oi);
+    }
+}
+
+__global__ void __launch_bounds__(LC_AM_T)
+lc_argmax_rows_kernel(int32_t *ids, const float *logits, int V, size_t ld)
+{
+    __shared__ float s_v[LC_AM_T / 32];
+    __shared__ int s_i[LC_AM_T / 32];
+    const float *x = logits + (size_t)blockIdx.x * ld;
+    int tid = threadIdx.x;
+    /* llm_argmax's 0 for V <= 1 or a NaN first entry (the same for the whole block,
+     * which still meets the barrier and shuffles below: every block takes one path) */
+    bool zero = V <= 1 || x[0] != x[0];
+    float bv = -INFINITY;
+    int bi = INT_MAX;
+    if (!zero) {
+        int head = (int)(((16 - ((uintptr_t)x & 15)) & 15) >> 2);
+        if (head > V) head = V;
+        if (tid < head) lc_am_take(bv, bi, x[tid], tid);
+        const float4 *x4 = (const float4 *)(x + head);
+        int n4 = (V - head) >> 2, k = tid;
+        /* four independent loads in flight per thread */
+        for (; k + 3 * LC_AM_T < n4; k += 4 * LC_AM_T) {
+            float4 q0 = x4[k], q1 = x4[k + LC_AM_T], q2 = x4[k + 2 * LC_AM_T],
+                   q3 = x4[k + 3 * LC_AM_T];
+            lc_am_take4(bv, bi, q0, head + 4 * k);
+            lc_am_take4(bv, bi, q1, head + 4 * (k + LC_AM_T));
+            lc_am_take4(bv, bi, q2, head + 4 * (k + 2 * LC_AM_T));
+            lc_am_take4(bv, bi, q3, head + 4 * (k + 3 * LC_AM_T));
+        }
+        for (; k < n4; k += LC_AM_T)
+            lc_am_take4(bv, bi, x4[k], head + 4 * k);
+        for (int i = head + 4 * n4 + tid; i < V; i += LC_AM_T)
+            lc_am_take(bv, bi, x[i], i);
+    }
+    lc_am_warp(bv, bi);
+    int lane = tid & 31, w = tid >> 5;
+    if (lane == 0) { s_v[w] = bv; s_i[w] = bi; }
+    __syncthreads();
+    if (w == 0) {
+        bv = lane < LC_AM_T / 32 ? s_v[lane] : -INFINITY;
+        bi = lane < LC_AM_T / 32 ? s_i[lane] : INT_MAX;
+        lc_am_warp(bv, bi);
+        if (lane == 0) ids[blockIdx.x] = zero ? 0 : bi;   /* else x[0] is a number: an
+                                                           * index won */
+    }
+}
+
+static void lc_argmax_rows(llm_backend *be, int32_t *ids, const float *logits, int N, int V,
+                           int ld)
+{
+    lc_ctx *c = lc_get(be);
+    if (N <= 0) return;
+    if (ld < V) {
+        lc_fail_cuda(c, cudaErrorInvalidValue, "argmax_rows: leading dimension below V", __FILE__, __LINE__);
+        return;
+    }
+    lc_argmax_rows_kernel<<<(unsigned)N, LC_AM_T, 0, c->stream>>>(ids, logits, V, (size_t)ld);
+    LC_LAUNCHED(c);
+}
+
 extern "C" void lc_fill_infer(llm_backend *be)
 {
     be->infer_dtype_ok = lc_infer_dtype_ok;
@@ -243,5 +342,6 @@ extern "C" void lc_fill_infer(llm_backend *be)
     be->matmul_rows = lc_matmul_rows;
     be->kv_store = lc_kv_store;
     be->attention_rows = lc_attention_rows;
+    be->argmax_rows = lc_argmax_rows;
     lc_fill_graph(be);   /* cuda_graph.cu: decode steps are recorded */
 }

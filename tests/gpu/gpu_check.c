@@ -627,7 +627,7 @@ int main(int argc, char **argv)
 {
     gc x;
     memset(&x, 0, sizeof x);
-    int bench = 0, bench_b = 8, tiny = 0, only_att = 0, only_xfer = 0;
+    int bench = 0, bench_b = 8, tiny = 0, only_att = 0, only_xfer = 0, only_argmax = 0;
     const char *outpath = NULL, *device = "cuda";
     x.rng = (uint64_t)time(NULL);   /* fresh inputs each run; the seed is printed */
     for (int i = 1; i < argc; i++) {
@@ -643,6 +643,11 @@ int main(int argc, char **argv)
             only_xfer = 1;
             i++;
         }
+        /* --only argmax: the greedy-token rows alone */
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc && !strcmp(argv[i + 1], "argmax")) {
+            only_argmax = 1;
+            i++;
+        }
         else if (!strcmp(argv[i], "--bench-batch") && i + 1 < argc) bench_b = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) x.rng = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) outpath = argv[++i];
@@ -651,7 +656,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: gpu_check [--seed N] [--out FILE] [--tiny] [--bench] [--bench-batch B]\n"
-                   "                 [--device cuda|cpu|cpu-ref] [--only attention|xfer]\n");
+                   "                 [--device cuda|cpu|cpu-ref] [--only attention|xfer|argmax]\n");
             return 0;
         } else {
             fprintf(stderr, "gpu_check: unknown argument '%s'\n", argv[i]);
@@ -725,6 +730,10 @@ int main(int argc, char **argv)
         gpu_check_xfer_streams(&x, tiny);
         goto done;
     }
+    if (only_argmax) {
+        gpu_check_argmax(&x, tiny);
+        goto done;
+    }
     check_bucket(&x, 1, 1);
     check_bucket(&x, 1000, 7);
     check_bucket(&x, 70001, 50257);
@@ -781,6 +790,7 @@ int main(int argc, char **argv)
     gpu_check_device_stats(&x, tiny);
     gpu_check_infer(&x.g, x.rng, tiny, row_infer, &x);
     gpu_check_graph(&x);
+    gpu_check_argmax(&x, tiny);
     gpu_check_rec(&x);
 
 done:;

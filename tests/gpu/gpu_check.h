@@ -138,6 +138,11 @@ void gpu_check_embed_hint(gc *x, int tiny);
  * for bit, and the recordings used. */
 void gpu_check_graph(gc *x);
 
+/* argmax_rows against llm_argmax (ties, NaN, -inf, signed zeros, padded and unaligned
+ * rows), and greedy decode ids of llm_infer_argmax = llm_argmax of llm_infer_logits
+ * (gpu_check_argmax.c).  tiny: no 64 x 50257 rows. */
+void gpu_check_argmax(gc *x, int tiny);
+
 /* What a recording must refuse (host work inside graph_capture), and with two devices
  * (emulated, or a machine with two GPUs) the backend on the current device and the
  * shared-memory opt-ins made per device (gpu_check_rec.cu). */

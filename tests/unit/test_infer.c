@@ -11,6 +11,8 @@
 #include "common/infer.h"
 #include "common/infer_sched.h"
 #include "common/model.h"
+#include "common/profile.h"
+#include "common/sampler.h"
 #include "tests/unit/test_infer_util.h"
 
 typedef struct {
@@ -148,6 +150,119 @@ static void test_logits_any_rows(void **state)
     free(got);
     free(one);
     llm_infer_ctx_free(c);
+}
+
+/* A stand-in for a device's argmax_rows on the CPU backend's host memory: a plain scan
+ * (the first strictly greater wins), independent of llm_argmax; counts its rows. */
+static int stub_rows;
+static void stub_argmax_rows(llm_backend *be, int32_t *ids, const float *logits, int N, int V,
+                             int ld)
+{
+    (void)be;
+    assert_true(ld >= V);
+    for (int i = 0; i < N; i++) {
+        const float *x = logits + (size_t)i * ld;
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (x[v] > x[best])
+                best = v;
+        ids[i] = best;
+    }
+    stub_rows += N;
+}
+
+/* llm_infer_argmax = llm_infer_logits + llm_argmax over the real vocabulary, for rows in
+ * any order and more than one 64-row chunk: on the cpu backend (logits read in place),
+ * on it posing as device memory without argmax_rows (logits copied back), with an
+ * argmax_rows (ids copied back), and that through the profiler (op argmax_rows). */
+static void test_argmax_equals_logits(void **state)
+{
+    fixture *f = *state;
+    llm_status st = {0};
+    enum { S = 4, P = 20, N = S * P };
+    int V = f->cfg.vocab_size, Vp = f->cfg.padded_vocab;
+    llm_infer_row rows[N];
+    tu_rng r = {77};
+    for (int s = 0; s < S; s++)
+        for (int i = 0; i < P; i++)
+            rows[s * P + i] = (llm_infer_row){(int32_t)(tu_next(&r) % (uint64_t)V), s, i};
+    float *lg = malloc((size_t)N * Vp * sizeof(float));
+    assert_non_null(lg);
+    int all[N], ref[N];
+    for (int i = 0; i < N; i++)
+        all[i] = i;
+    llm_infer_ctx *c = NULL;
+    assert_int_equal(llm_infer_ctx_new(&c, f->m, S, N, &st), 0);
+    assert_int_equal(llm_infer_forward(c, rows, N, &st), 0);
+    assert_int_equal(llm_infer_logits(c, all, N, lg, &st), 0);
+    int distinct = 0;
+    for (int i = 0; i < N; i++) {
+        ref[i] = llm_argmax(lg + (size_t)i * Vp, V);
+        distinct += i == 0 || ref[i] != ref[i - 1];
+    }
+    assert_true(distinct > N / 4);   /* the rows do not all agree */
+    llm_infer_ctx_free(c);
+    int back[N], odd[7] = {79, 3, 64, 63, 3, 0, 40};
+    for (int i = 0; i < N; i++)
+        back[i] = N - 1 - i;
+    for (int variant = 0; variant < 4; variant++) {
+        llm_backend be = f->be, pb;   /* the same CPU backend state, other capabilities */
+        if (variant >= 1)
+            be.host_memory = 0;
+        if (variant >= 2)
+            be.argmax_rows = stub_argmax_rows;
+        llm_profile *prof = NULL;   /* variant 3: through the profiler's wrapper */
+        if (variant == 3) {
+            assert_int_equal(llm_profile_new(&prof, &be, 0, &st), 0);
+            llm_profile_backend(prof, &pb);
+        }
+        llm_infer_model *m = NULL;
+        assert_int_equal(llm_infer_model_open(&m, f->path, prof ? &pb : &be, 0, &st), 0);
+        assert_int_equal(llm_infer_ctx_new(&c, m, S, N, &st), 0);
+        assert_int_equal(llm_infer_forward(c, rows, N, &st), 0);
+        int32_t ids[N];
+        stub_rows = 0;
+        memset(ids, 0xff, sizeof ids);
+        assert_int_equal(llm_infer_argmax(c, all, N, ids, &st), 0);   /* 64 + 16 rows */
+        for (int i = 0; i < N; i++)
+            assert_int_equal(ids[i], ref[i]);
+        memset(ids, 0xff, sizeof ids);
+        assert_int_equal(llm_infer_argmax(c, back, N, ids, &st), 0);
+        for (int i = 0; i < N; i++)
+            assert_int_equal(ids[i], ref[back[i]]);
+        memset(ids, 0xff, sizeof ids);
+        assert_int_equal(llm_infer_argmax(c, odd, 7, ids, &st), 0);
+        for (int i = 0; i < 7; i++)
+            assert_int_equal(ids[i], ref[odd[i]]);
+        assert_int_equal(llm_infer_argmax(c, odd + 2, 1, ids, &st), 0);
+        assert_int_equal(ids[0], ref[64]);
+        assert_int_equal(stub_rows, variant >= 2 ? 2 * N + 8 : 0);
+        int bad = N;
+        assert_int_equal(llm_infer_argmax(c, &bad, 1, ids, &st), LLM_EUSAGE);
+        if (prof) {   /* one argmax_rows call per chunk, timed and counted as the others */
+            llm_profile_entry *v;
+            int ne;
+            assert_int_equal(llm_profile_entries(prof, 1, &v, &ne, &st), 0);
+            double sum = 0;
+            const llm_profile_entry *e = NULL;
+            for (int i = 0; i < ne; i++) {
+                sum += v[i].seconds;
+                if (v[i].op == LLM_OP_ARGMAX_ROWS)
+                    e = &v[i];
+            }
+            assert_non_null(e);
+            assert_string_equal(llm_op_name(e->op), "argmax_rows");
+            assert_int_equal(e->calls, 2 + 2 + 1 + 1);
+            llm_op_cost one = llm_cost_argmax_rows(1, V);
+            assert_true(e->flop == (2 * N + 8) * one.flop && e->bytes == (2 * N + 8) * one.bytes);
+            assert_true(fabs(sum - llm_profile_total_seconds(prof)) <= 1e-9 * (1 + sum));
+            free(v);
+        }
+        llm_infer_ctx_free(c);
+        llm_infer_model_free(m);
+        llm_profile_free(prof);
+    }
+    free(lg);
 }
 
 static void test_kv_matches_full_batched(void **state)
@@ -404,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_kv_matches_full_batched),
         cmocka_unit_test(test_logits_any_rows),
         cmocka_unit_test(test_greedy_is_training_argmax),
+        cmocka_unit_test(test_argmax_equals_logits),
         cmocka_unit_test(test_batched_equals_single),
         cmocka_unit_test(test_context_and_errors),
         cmocka_unit_test(test_bad_model_files),
