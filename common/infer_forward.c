@@ -10,6 +10,12 @@
  * --eval asks for every position of a long window). */
 #define LOGIT_CHUNK 64
 
+/* Recordings of one kind of work, per row count n (run_rec) */
+typedef struct {
+    void **g;               /* slots + 1 entries */
+    unsigned char *seen;    /* n rows: 0 never, 1 once, 2 recorded or not recordable */
+} rec_set;
+
 struct llm_infer_ctx {
     llm_infer_model *m;
     llm_backend *be;
@@ -28,13 +34,50 @@ struct llm_infer_ctx {
     int32_t *h_ids;
     float *h_logits;
     size_t bytes;
-    /* recorded forwards (backend graph_capture) of n rows, n <= slots: the ops of a
-     * forward depend only on n (rows, positions and slots are read from the device), so
-     * the second forward of n rows records them and later ones replay the recording */
-    void **graph;                         /* slots + 1 entries */
-    unsigned char *graph_seen;            /* n rows: 0 never, 1 once, 2 recorded or not
-                                           * recordable */
+    /* recorded work (backend graph_capture) for n rows, n <= slots: the ops of a
+     * forward depend only on n (rows, positions and slots are read from the device), and
+     * so do those of a decode step's head (ln_f, lm-head and argmax of rows 0..n-1), so
+     * the second run for n rows records them and later ones replay the recording */
+    rec_set fwd, head;
 };
+
+/* fn(arg), the work of n rows: run, recorded (the second time for n) or replayed (after
+ * that); just run when rs has no recordings or n > slots.  0, or -1 when the backend
+ * failed to record or replay (its error recorded). */
+static int run_rec(llm_infer_ctx *c, rec_set *rs, int n, void (*fn)(void *), void *arg)
+{
+    llm_backend *be = c->be;
+    if (!rs->g || n > c->slots) {
+        fn(arg);
+        return 0;
+    }
+    if (rs->g[n])
+        return be->graph_launch(be, rs->g[n]) ? -1 : 0;
+    if (rs->seen[n] == 1) {   /* recorded, or where that cannot be, run; not tried again */
+        rs->seen[n] = 2;
+        return be->graph_capture(be, fn, arg, &rs->g[n]) < 0 ? -1 : 0;
+    }
+    if (rs->seen[n] == 0)
+        rs->seen[n] = 1;
+    fn(arg);
+    return 0;
+}
+
+static void rec_free(llm_infer_ctx *c, rec_set *rs)
+{
+    if (rs->g)
+        for (int n = 0; n <= c->slots; n++)
+            c->be->graph_free(c->be, rs->g[n]);
+    free(rs->g);
+    free(rs->seen);
+}
+
+static int rec_new(llm_infer_ctx *c, rec_set *rs)
+{
+    rs->g = calloc((size_t)c->slots + 1, sizeof *rs->g);
+    rs->seen = calloc((size_t)c->slots + 1, 1);
+    return rs->g && rs->seen ? 0 : -1;
+}
 
 static void *balloc(llm_infer_ctx *c, size_t bytes)
 {
@@ -52,11 +95,8 @@ void llm_infer_ctx_free(llm_infer_ctx *c)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i])
             be->free(be, bufs[i]);
-    if (c->graph)
-        for (int n = 0; n <= c->slots; n++)
-            be->graph_free(be, c->graph[n]);
-    free(c->graph);
-    free(c->graph_seen);
+    rec_free(c, &c->fwd);
+    rec_free(c, &c->head);
     free(c->h_rows);
     llm_backend_host_free(be, c->h_ids);
     llm_backend_host_free(be, c->h_logits);
@@ -100,9 +140,7 @@ int llm_infer_ctx_new(llm_infer_ctx **out, llm_infer_model *m, int slots, int ma
     if (c->be->argmax_rows)
         c->h_ids = llm_backend_host_alloc(c->be, lr * sizeof(int32_t));
     if (c->be->graph_capture && m->tp_size == 1) {
-        c->graph = calloc((size_t)slots + 1, sizeof *c->graph);
-        c->graph_seen = calloc((size_t)slots + 1, 1);
-        if (!c->graph || !c->graph_seen) {
+        if (rec_new(c, &c->fwd) || (c->be->argmax_rows && rec_new(c, &c->head))) {
             llm_infer_ctx_free(c);
             return llm_err(st, LLM_ENOMEM, "out of memory");
         }
@@ -223,23 +261,9 @@ int llm_infer_forward(llm_infer_ctx *c, const llm_infer_row *rows, int n, llm_st
     be->to_device(be, c->rows_d, c->h_rows, 3 * (size_t)n * sizeof(int32_t));
 
     forward_args a = {c, n, 0, st};
-    int rec = c->graph && n <= c->slots;
-    if (rec && c->graph[n]) {
-        if (be->graph_launch(be, c->graph[n]))
-            return llm_err(st, LLM_ESOFTWARE, "forward: the recorded forward of %d rows failed "
-                           "on the backend", n);
-    } else if (rec && c->graph_seen[n] == 1) {
-        /* the second forward of n rows: recorded (or, where that cannot be, run; either
-         * way not tried again) */
-        c->graph_seen[n] = 2;
-        if (be->graph_capture(be, forward_ops, &a, &c->graph[n]) < 0)
-            return llm_err(st, LLM_ESOFTWARE, "forward: recording the forward of %d rows "
-                           "failed on the backend", n);
-    } else {
-        if (rec && c->graph_seen[n] == 0)
-            c->graph_seen[n] = 1;
-        forward_ops(&a);
-    }
+    if (run_rec(c, &c->fwd, n, forward_ops, &a))
+        return llm_err(st, LLM_ESOFTWARE, "forward: recording or replaying the forward of %d "
+                       "rows failed on the backend", n);
     if (a.rc)
         return a.rc;
     c->n_last = n;
@@ -306,6 +330,22 @@ int llm_infer_logits(llm_infer_ctx *c, const int *which, int n, float *out, llm_
     return LLM_OK;
 }
 
+/* head_ops: ln_f, the lm-head and argmax_rows of rows which[0..k) into rows_d */
+typedef struct {
+    llm_infer_ctx *c;
+    const int *which;
+    int k;
+} head_args;
+
+static void head_ops(void *arg)
+{
+    head_args *h = arg;
+    llm_infer_ctx *c = h->c;
+    const llm_model_config *cfg = &c->m->cfg;
+    head_rows(c, h->which, h->k);
+    c->be->argmax_rows(c->be, c->rows_d, c->logits, h->k, cfg->vocab_size, cfg->padded_vocab);
+}
+
 /* ids[i] = llm_argmax of the k host rows lg (leading dimension ld), in parallel over
  * the rows as the samplers of a decode step run */
 static void argmax_host(const llm_backend *be, const float *lg, int k, int V, int ld,
@@ -342,12 +382,20 @@ int llm_infer_argmax(llm_infer_ctx *c, const int *which, int n, int32_t *ids, ll
     }
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int k = n - i0 < chunk ? n - i0 : chunk;
-        head_rows(c, which + i0, k);
         if (be->argmax_rows) {   /* 4 bytes a row come back instead of Vp floats */
-            be->argmax_rows(be, c->rows_d, c->logits, k, V, Vp);
+            /* a decode step asks for every row of the forward, in order: the same ops
+             * for each k, recorded like the forward */
+            int all = i0 == 0 && k == c->n_last;
+            for (int i = 0; all && i < k; i++)
+                all = which[i] == i;
+            head_args h = {c, which + i0, k};
+            if (run_rec(c, all ? &c->head : &(rec_set){0}, k, head_ops, &h))
+                return llm_err(st, LLM_ESOFTWARE, "recording or replaying the logits and argmax "
+                               "of %d rows failed on the backend", k);
             be->to_host(be, c->h_ids, c->rows_d, (size_t)k * sizeof(int32_t));
             memcpy(ids + i0, c->h_ids, (size_t)k * sizeof(int32_t));
         } else {   /* host memory: the logits are read where they are */
+            head_rows(c, which + i0, k);
             argmax_host(be, c->logits, k, V, Vp, ids + i0);
         }
     }

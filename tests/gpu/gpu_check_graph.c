@@ -2,7 +2,9 @@
  * graph_capture / graph_launch, llm_infer_forward): a small random GPT-2 decoded on the
  * backend with recordings and on the same backend with them withheld, three cache slots
  * then two (a slot finishes: a second recording), the logits of every step equal bit for
- * bit, and on cuda the recordings counted (made once per row count, launched after). */
+ * bit, and on cuda the recordings counted (made once per row count, launched after);
+ * then the same decode taking greedy ids on the device (llm_infer_argmax, whose ln_f,
+ * lm-head and argmax are recorded too): recorded = direct = the logits' greedy choices. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "common/ckpt.h"
 #include "common/infer.h"
 #include "common/model.h"
+#include "common/sampler.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_ext.h"
 #include "tests/gpu/gpu_check.h"
@@ -80,6 +83,76 @@ static int decode(llm_backend *be, const char *path, float *out, int Vp, char *m
     return rc ? -1 : 0;
 }
 
+/* The same decode taking greedy ids on the device (llm_infer_argmax: ln_f, lm-head and
+ * argmax of every row recorded like the forward where the backend records) into ids
+ * ((GS_STEPS + 1) x GS_SLOTS, -1 where a slot has stopped).  0, or -1 with msg. */
+static int decode_ids(llm_backend *be, const char *path, int32_t *ids, char *msg, size_t len)
+{
+    llm_status st = {0};
+    llm_infer_model *m = NULL;
+    llm_infer_ctx *c = NULL;
+    int rc = llm_infer_model_open(&m, path, be, 0, &st) ||
+             llm_infer_ctx_new(&c, m, GS_SLOTS, GS_SLOTS * GS_PROMPT, &st);
+    llm_infer_row rows[GS_SLOTS * GS_PROMPT];
+    int which[GS_SLOTS], n = 0;
+    for (int s = 0; !rc && s < GS_SLOTS; s++)
+        for (int t = 0; t < GS_PROMPT; t++)
+            rows[n++] = (llm_infer_row){(int32_t)((s * 31 + t * 7) % 100), s, t};
+    if (!rc) rc = llm_infer_forward(c, rows, n, &st);
+    for (int s = 0; s < GS_SLOTS; s++) which[s] = s * GS_PROMPT + GS_PROMPT - 1;
+    for (int k = 0; !rc && k <= GS_STEPS; k++) {
+        int live = k < 4 ? GS_SLOTS : GS_SLOTS - 1;
+        int32_t *o = ids + (size_t)k * GS_SLOTS;
+        if (k > 0) {
+            for (int s = 0; s < live; s++) {
+                rows[s] = (llm_infer_row){o[s - GS_SLOTS], s, GS_PROMPT + k - 1};
+                which[s] = s;
+            }
+            rc = llm_infer_forward(c, rows, live, &st);
+        }
+        for (int s = live; s < GS_SLOTS; s++) o[s] = -1;
+        if (!rc) rc = llm_infer_argmax(c, which, live, o, &st);
+    }
+    if (rc) snprintf(msg, len, "%.200s", st.msg);
+    llm_infer_ctx_free(c);
+    llm_infer_model_free(m);
+    return rc ? -1 : 0;
+}
+
+/* Greedy ids by llm_infer_argmax, recorded and direct, against the greedy choices of the
+ * logits in lg (decode's output of the same model): equal at every step; on cuda the
+ * forward and the head each recorded twice and launched five times. */
+static void check_ids(gc *x, llm_backend *direct, const char *path, const float *lg, int Vp,
+                      const char *sh)
+{
+    enum { NI = (GS_STEPS + 1) * GS_SLOTS };
+    int32_t a[NI], b[NI], want[NI];
+    char msg[256] = "";
+    for (int k = 0; k <= GS_STEPS; k++)
+        for (int s = 0; s < GS_SLOTS; s++) {
+            const float *o = lg + ((size_t)k * GS_SLOTS + s) * Vp;
+            want[k * GS_SLOTS + s] = k >= 4 && s == GS_SLOTS - 1 ? -1 : llm_argmax(o, 100);
+        }
+    long c0[2] = {0, 0}, c1[2] = {0, 0};
+    if (x->cuda) llm_backend_cuda_graph_counts(&x->g, c0);
+    int ok = !decode_ids(&x->g, path, a, msg, sizeof msg);
+    if (x->cuda) llm_backend_cuda_graph_counts(&x->g, c1);
+    ok = ok && !decode_ids(direct, path, b, msg, sizeof msg);
+    if (!ok) {
+        row_check(x, "decode ids recorded = direct", msg, 1, 0, 0);
+        return;
+    }
+    int same = !memcmp(a, b, sizeof a) && !memcmp(a, want, sizeof a);
+    row_check(x, "decode ids recorded = direct = logits", sh, same ? 0.0 : 1.0, 0.0, same);
+    if (x->cuda) {
+        long rec = c1[0] - c0[0], run = c1[1] - c0[1];
+        char cs[64];
+        snprintf(cs, sizeof cs, "recorded %ld launched %ld", rec, run);
+        row_check(x, "decode ids graphs used", cs, (double)(rec != 4 || run != 10), 0.0,
+                  rec == 4 && run == 10);
+    }
+}
+
 void gpu_check_graph(gc *x)
 {
     char msg[256] = "", path[] = "/tmp/gpu_check_graph_XXXXXX";
@@ -116,8 +189,6 @@ void gpu_check_graph(gc *x)
     if (x->cuda) llm_backend_cuda_graph_counts(&x->g, c1);
     ok = ok && !decode(&direct, path, b, cfg.padded_vocab, msg, sizeof msg) &&
          !decode(&x->r, path, r, cfg.padded_vocab, msg, sizeof msg);
-    remove(path);
-    close(fd);
     if (!ok) {
         row_check(x, "decode recorded = direct", msg, 1, 0, 0);
     } else {
@@ -133,6 +204,10 @@ void gpu_check_graph(gc *x)
             row_check(x, "decode graphs used", cs, (double)(rec != 2 || run != 5), 0.0,
                       rec == 2 && run == 5);
         }
+        if (x->g.argmax_rows)
+            check_ids(x, &direct, path, a, cfg.padded_vocab, sh);
     }
+    remove(path);
+    close(fd);
     free(a); free(b); free(r);
 }
