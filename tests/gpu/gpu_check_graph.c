@@ -43,6 +43,23 @@ static int write_model(const char *path, const llm_model_config *cfg, llm_backen
     return rc ? -1 : 0;
 }
 
+/* The model at path on be with a context of GS_SLOTS slots, and their GS_PROMPT-token
+ * prompts run (rows: room for them all); which: each prompt's last row.  0 or nonzero
+ * (st set); *m and *c are set either way, for the caller to free. */
+static int prefill(llm_backend *be, const char *path, llm_infer_model **m, llm_infer_ctx **c,
+                   llm_infer_row *rows, int *which, llm_status *st)
+{
+    int rc = llm_infer_model_open(m, path, be, 0, st) ||
+             llm_infer_ctx_new(c, *m, GS_SLOTS, GS_SLOTS * GS_PROMPT, st);
+    int n = 0;
+    for (int s = 0; s < GS_SLOTS; s++) {
+        for (int t = 0; t < GS_PROMPT; t++)
+            rows[n++] = (llm_infer_row){(int32_t)((s * 31 + t * 7) % 100), s, t};
+        which[s] = s * GS_PROMPT + GS_PROMPT - 1;
+    }
+    return rc || llm_infer_forward(*c, rows, n, st);
+}
+
 /* Prefill GS_SLOTS prompts, then GS_STEPS decode steps (the last slot stops after the
  * fourth), each step's logits appended to out (host).  0, or -1 with msg. */
 static int decode(llm_backend *be, const char *path, float *out, int Vp, char *msg, size_t len)
@@ -50,15 +67,9 @@ static int decode(llm_backend *be, const char *path, float *out, int Vp, char *m
     llm_status st = {0};
     llm_infer_model *m = NULL;
     llm_infer_ctx *c = NULL;
-    int rc = llm_infer_model_open(&m, path, be, 0, &st) ||
-             llm_infer_ctx_new(&c, m, GS_SLOTS, GS_SLOTS * GS_PROMPT, &st);
     llm_infer_row rows[GS_SLOTS * GS_PROMPT];
-    int which[GS_SLOTS], n = 0, tok[GS_SLOTS] = {0};
-    for (int s = 0; !rc && s < GS_SLOTS; s++)
-        for (int t = 0; t < GS_PROMPT; t++)
-            rows[n++] = (llm_infer_row){(int32_t)((s * 31 + t * 7) % 100), s, t};
-    if (!rc) rc = llm_infer_forward(c, rows, n, &st);
-    for (int s = 0; s < GS_SLOTS; s++) which[s] = s * GS_PROMPT + GS_PROMPT - 1;
+    int which[GS_SLOTS], tok[GS_SLOTS] = {0};
+    int rc = prefill(be, path, &m, &c, rows, which, &st);
     for (int k = 0; !rc && k <= GS_STEPS; k++) {
         int live = k < 4 ? GS_SLOTS : GS_SLOTS - 1;
         if (k > 0) {
@@ -83,6 +94,16 @@ static int decode(llm_backend *be, const char *path, float *out, int Vp, char *m
     return rc ? -1 : 0;
 }
 
+/* A row: between the graph counts c0 and c1, rec recordings and run launches */
+static void counts_row(gc *x, const char *op, const long c0[2], const long c1[2], long rec,
+                       long run)
+{
+    long r = c1[0] - c0[0], l = c1[1] - c0[1];
+    char cs[64];
+    snprintf(cs, sizeof cs, "recorded %ld launched %ld", r, l);
+    row_check(x, op, cs, (double)(r != rec || l != run), 0.0, r == rec && l == run);
+}
+
 /* The same decode taking greedy ids on the device (llm_infer_argmax: ln_f, lm-head and
  * argmax of every row recorded like the forward where the backend records) into ids
  * ((GS_STEPS + 1) x GS_SLOTS, -1 where a slot has stopped).  0, or -1 with msg. */
@@ -91,15 +112,9 @@ static int decode_ids(llm_backend *be, const char *path, int32_t *ids, char *msg
     llm_status st = {0};
     llm_infer_model *m = NULL;
     llm_infer_ctx *c = NULL;
-    int rc = llm_infer_model_open(&m, path, be, 0, &st) ||
-             llm_infer_ctx_new(&c, m, GS_SLOTS, GS_SLOTS * GS_PROMPT, &st);
     llm_infer_row rows[GS_SLOTS * GS_PROMPT];
-    int which[GS_SLOTS], n = 0;
-    for (int s = 0; !rc && s < GS_SLOTS; s++)
-        for (int t = 0; t < GS_PROMPT; t++)
-            rows[n++] = (llm_infer_row){(int32_t)((s * 31 + t * 7) % 100), s, t};
-    if (!rc) rc = llm_infer_forward(c, rows, n, &st);
-    for (int s = 0; s < GS_SLOTS; s++) which[s] = s * GS_PROMPT + GS_PROMPT - 1;
+    int which[GS_SLOTS];
+    int rc = prefill(be, path, &m, &c, rows, which, &st);
     for (int k = 0; !rc && k <= GS_STEPS; k++) {
         int live = k < 4 ? GS_SLOTS : GS_SLOTS - 1;
         int32_t *o = ids + (size_t)k * GS_SLOTS;
@@ -144,13 +159,7 @@ static void check_ids(gc *x, llm_backend *direct, const char *path, const float 
     }
     int same = !memcmp(a, b, sizeof a) && !memcmp(a, want, sizeof a);
     row_check(x, "decode ids recorded = direct = logits", sh, same ? 0.0 : 1.0, 0.0, same);
-    if (x->cuda) {
-        long rec = c1[0] - c0[0], run = c1[1] - c0[1];
-        char cs[64];
-        snprintf(cs, sizeof cs, "recorded %ld launched %ld", rec, run);
-        row_check(x, "decode ids graphs used", cs, (double)(rec != 4 || run != 10), 0.0,
-                  rec == 4 && run == 10);
-    }
+    if (x->cuda) counts_row(x, "decode ids graphs used", c0, c1, 4, 10);
 }
 
 void gpu_check_graph(gc *x)
@@ -195,15 +204,9 @@ void gpu_check_graph(gc *x)
         int same = !memcmp(a, b, n * sizeof *a);
         row_check(x, "decode recorded = direct", sh, same ? 0.0 : 1.0, 0.0, same);
         row_check(x, "decode recorded vs cpu-ref", sh, errff(a, r, n), 1e-4, errff(a, r, n) <= 1e-4);
-        if (x->cuda) {
-            /* 3 rows: seen at step 1, recorded at 2, launched at 3; 2 rows from step 4: seen,
-             * recorded, launched 4 more times */
-            long rec = c1[0] - c0[0], run = c1[1] - c0[1];
-            char cs[64];
-            snprintf(cs, sizeof cs, "recorded %ld launched %ld", rec, run);
-            row_check(x, "decode graphs used", cs, (double)(rec != 2 || run != 5), 0.0,
-                      rec == 2 && run == 5);
-        }
+        /* 3 rows: seen at step 1, recorded at 2, launched at 3; 2 rows from step 4: seen,
+         * recorded, launched 4 more times */
+        if (x->cuda) counts_row(x, "decode graphs used", c0, c1, 2, 5);
         if (x->g.argmax_rows)
             check_ids(x, &direct, path, a, cfg.padded_vocab, sh);
     }
