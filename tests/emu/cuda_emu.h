@@ -19,6 +19,13 @@
  *   - barriers must be reached by every live thread of their scope (a warp at
  *     __syncwarp while another of its lanes waits at __syncthreads, or a block that can
  *     never be released, is an error rather than a hang);
+ *   - what the GPU requires of converged warps (checked where a warp is released, so
+ *     the order the threads run in does not hide it): the lanes of a warp released
+ *     together must be at the same kind of warp-level operation (__syncwarp, a shuffle,
+ *     ldmatrix/mma.sync) after as many of them, so a shuffle in a lane-dependent branch
+ *     fails; ldmatrix/mma.sync (.aligned) with a lane exited, a shuffle reading an exited
+ *     lane, and __syncthreads (bar.sync .aligned) reached by part of a warp whose other
+ *     lanes have exited are errors (whole warps may exit before a __syncthreads);
  *   - WMMA fragments hold the whole 16x16 tile in every lane; loads check the pointer's
  *     256-bit alignment and ldm as the CUDA documentation requires; a store writes each
  *     element from one lane only (element e from lane e % 32), so reading another lane's
