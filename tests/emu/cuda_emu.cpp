@@ -93,6 +93,8 @@ struct Fiber {
      * released together are known to be at the same operation */
     int wkind;
     long wseq;
+    const char *bfile;   /* the __syncthreads this thread waits at (source file, line) */
+    int bline;
 };
 
 /* kinds of warp-level waits */
@@ -275,6 +277,26 @@ bool release(Emu *e, int nwarps, bool one_warp, bool desc)
         /* __syncthreads is bar.sync .aligned: every lane of a warp executes it.  Whole
          * warps that have exited are tolerated (the hardware counts them as arrived); a
          * warp with some lanes exited and the others at the barrier is undefined */
+        /* one barrier: threads at two different __syncthreads calls (a barrier in a
+         * branch, or in a loop whose trip count differs between threads) are divergent,
+         * undefined on the GPU however the threads meet here */
+        const Fiber *first = nullptr;
+        for (const auto &f : e->f) {
+            if (f.state != WAIT_BLOCK) continue;
+            if (!first) {
+                first = &f;
+            } else if (f.bline != first->bline ||
+                       (f.bfile != first->bfile &&
+                        (!f.bfile || !first->bfile || strcmp(f.bfile, first->bfile)))) {
+                emu_fail("block (%u,%u,%u): threads %u and %u wait at different __syncthreads "
+                         "(%s:%d, %s:%d): a barrier in divergent code",
+                         emu_blockIdx.x, emu_blockIdx.y, emu_blockIdx.z,
+                         (unsigned)(first - e->f.data()), (unsigned)(&f - e->f.data()),
+                         first->bfile ? first->bfile : "?", first->bline,
+                         f.bfile ? f.bfile : "?", f.bline);
+                return false;
+            }
+        }
         for (int w = 0; w < nwarps; w++) {
             int done = 0, at = 0;
             for (int i = w * 32; i < n && i < w * 32 + 32; i++) {
@@ -314,6 +336,8 @@ Fiber &init_thread(Emu *e, int i)
     f.groups = 0;
     f.wkind = 0;
     f.wseq = 0;
+    f.bfile = nullptr;
+    f.bline = 0;
     return f;
 }
 
@@ -402,7 +426,17 @@ void emu_fail(const char *fmt, ...)
 unsigned char *emu_dyn_smem(void) { return g_emu->dyn; }
 int emu_lane(void) { return g_emu->cur >= 0 ? g_emu->f[g_emu->cur].lane : 0; }
 
-void __syncthreads(void) { wait_at(WAIT_BLOCK); }
+void emu_syncthreads_at(const char *file, int line)
+{
+    Emu *e = g_emu;
+    if (e && e->cur >= 0) {
+        e->f[(size_t)e->cur].bfile = file;
+        e->f[(size_t)e->cur].bline = line;
+    }
+    wait_at(WAIT_BLOCK);
+}
+
+void(__syncthreads)(void) { emu_syncthreads_at(nullptr, 0); }
 
 void __syncwarp(unsigned mask)
 {

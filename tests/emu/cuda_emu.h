@@ -25,7 +25,9 @@
  *     ldmatrix/mma.sync) after as many of them, so a shuffle in a lane-dependent branch
  *     fails; ldmatrix/mma.sync (.aligned) with a lane exited, a shuffle reading an exited
  *     lane, and __syncthreads (bar.sync .aligned) reached by part of a warp whose other
- *     lanes have exited are errors (whole warps may exit before a __syncthreads);
+ *     lanes have exited are errors (whole warps may exit before a __syncthreads), and
+ *     so are threads of a block at two different __syncthreads (told apart by source
+ *     line: a barrier in a branch, or in a loop whose trip count differs by thread);
  *   - WMMA fragments hold the whole 16x16 tile in every lane; loads check the pointer's
  *     256-bit alignment and ldm as the CUDA documentation requires; a store writes each
  *     element from one lane only (element e from lane e % 32), so reading another lane's
@@ -107,6 +109,11 @@ int emu_lane(void);
 
 /* ---- synchronisation ---- */
 void __syncthreads(void);
+/* __syncthreads() as a kernel writes it: the call's source line goes with it, so that
+ * threads at two different barriers are told apart however the compiler lays out (and
+ * duplicates) the code; a return address would not do */
+void emu_syncthreads_at(const char *file, int line);
+#define __syncthreads() emu_syncthreads_at(__FILE__, __LINE__)
 void __syncwarp(unsigned mask = 0xffffffffu);
 /* value exchange within the warp: out = src_lane's v (n <= 8 bytes); two warp barriers */
 void emu_shfl(const void *v, size_t n, int src_lane, void *out, unsigned mask);

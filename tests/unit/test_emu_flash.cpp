@@ -307,6 +307,22 @@ void exit_bar_kernel(float *out, int n)
     out[i] = sh[(i + 1) % n];
 }
 
+/* a barrier inside a loop whose trip count differs between threads: the threads with
+ * fewer trips meet the others' in-loop barrier at the one after the loop */
+void loop_bar_kernel(float *out)
+{
+    __shared__ float sh[64];
+    int i = (int)threadIdx.x;
+    float acc = 0.0f;
+    for (int k = 0; k < 1 + (i >= 32); k++) {
+        sh[i] = (float)(i + k);
+        __syncthreads();
+        acc += sh[(i + 1) % 64];
+    }
+    __syncthreads();
+    out[i] = acc;
+}
+
 void exit_mma_kernel(const uint16_t *p, uint32_t *o)
 {
     if (threadIdx.x == 31) return;
@@ -340,6 +356,9 @@ void test_emu_divergence(void **state)
         assert_int_equal(rc, -1);
         assert_non_null(strstr(emu_error(), "exited"));
     }
+    rc = emu_launch(dim3(1), dim3(64), 0, [&] { loop_bar_kernel(fout); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "different __syncthreads"));
     alignas(16) uint16_t p[8 * 32] = {0};
     uint32_t o[32];
     rc = emu_launch(dim3(1), dim3(32), 0, [&] { exit_mma_kernel(p, o); });
