@@ -15,7 +15,7 @@
  * layer and batch.  A fused kernel that never stores the scores (cuda_flash.cu) takes
  * over where it applies (head sizes 32, 64, 128, 16-byte aligned qkv and dout), unless
  * LLM_CUDA_FLASH=0 or llm_backend_cuda_flash_path turned it off.
- * Work space: lo buffers [2] lo(P), [3] lo(dS) of one batch row; the backend's scratch:
+ * Work space: lo buffers [0] lo(P), [1] lo(dS) of one batch row (lc_lo_buf); the scratch:
  * the fp32 scores/probabilities and dP of one batch row, and D. */
 #include <math.h>
 
