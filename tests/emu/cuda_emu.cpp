@@ -93,6 +93,10 @@ struct Fiber {
      * released together are known to be at the same operation */
     int wkind;
     long wseq;
+    const char *wfile;    /* the source line of the warp-level operation waited at (from */
+    int wline;            /* emu_warp_site; 0 when the call gave none) */
+    const char *nfile;    /* emu_warp_site's, for the next warp-level wait */
+    int nline;
     const char *bfile;   /* the __syncthreads this thread waits at (source file, line) */
     int bline;
 };
@@ -192,6 +196,8 @@ void wait_at(int what, int kind = 0)
     if (what == WAIT_WARP) {
         f.wkind = kind;
         f.wseq++;
+        f.wfile = f.nfile;   /* a shuffle's two waits keep its site: cleared after it */
+        f.wline = f.nline;
     }
     to_sched(false);
 }
@@ -251,11 +257,15 @@ bool release(Emu *e, int nwarps, bool one_warp, bool desc)
                 if (f.state != WAIT_WARP) continue;
                 if (!first) {
                     first = &f;
-                } else if (f.wkind != first->wkind || f.wseq != first->wseq) {
-                    emu_fail("warp %d: divergent warp-level operations: lane %d at %s (its "
-                             "warp wait %ld), lane %d at %s (its warp wait %ld)",
-                             w, first->lane, wkind_name[first->wkind], first->wseq, f.lane,
-                             wkind_name[f.wkind], f.wseq);
+                } else if (f.wkind != first->wkind || f.wseq != first->wseq ||
+                           (f.wline && first->wline &&
+                            (f.wline != first->wline || strcmp(f.wfile, first->wfile)))) {
+                    emu_fail("warp %d: divergent warp-level operations: lane %d at %s (%s:%d, "
+                             "its warp wait %ld), lane %d at %s (%s:%d, its warp wait %ld)",
+                             w, first->lane, wkind_name[first->wkind],
+                             first->wfile ? first->wfile : "?", first->wline, first->wseq,
+                             f.lane, wkind_name[f.wkind], f.wfile ? f.wfile : "?", f.wline,
+                             f.wseq);
                     return false;
                 }
             }
@@ -338,6 +348,8 @@ Fiber &init_thread(Emu *e, int i)
     f.wseq = 0;
     f.bfile = nullptr;
     f.bline = 0;
+    f.wfile = f.nfile = nullptr;
+    f.wline = f.nline = 0;
     return f;
 }
 
@@ -438,10 +450,28 @@ void emu_syncthreads_at(const char *file, int line)
 
 void(__syncthreads)(void) { emu_syncthreads_at(nullptr, 0); }
 
-void __syncwarp(unsigned mask)
+/* the running thread's next warp-level wait is at file:line */
+void emu_warp_site(const char *file, int line)
+{
+    Emu *e = g_emu;
+    if (!e || e->cur < 0) return;
+    e->f[(size_t)e->cur].nfile = file;
+    e->f[(size_t)e->cur].nline = line;
+}
+
+static void warp_site_done(void)
+{
+    Emu *e = g_emu;
+    if (!e || e->cur < 0) return;
+    e->f[(size_t)e->cur].nfile = nullptr;
+    e->f[(size_t)e->cur].nline = 0;
+}
+
+void(__syncwarp)(unsigned mask)
 {
     if (mask != 0xffffffffu) emu_fail("__syncwarp(0x%x): partial masks are not modelled", mask);
     wait_at(WAIT_WARP, W_SYNCWARP);
+    warp_site_done();
 }
 
 void emu_shfl(const void *v, size_t n, int src_lane, void *out, unsigned mask)
@@ -461,6 +491,7 @@ void emu_shfl(const void *v, size_t n, int src_lane, void *out, unsigned mask)
                  e->f[e->cur].lane, src_lane);
     memcpy(out, slot + src_lane * 8, n);
     wait_at(WAIT_WARP, W_SHFL);
+    warp_site_done();
 }
 
 void nvcuda::wmma::emu_check_ptr(const void *p, unsigned ldm, size_t elem, const char *what)

@@ -22,8 +22,8 @@
  *   - what the GPU requires of converged warps (checked where a warp is released, so
  *     the order the threads run in does not hide it): the lanes of a warp released
  *     together must be at the same kind of warp-level operation (__syncwarp, a shuffle,
- *     ldmatrix/mma.sync) after as many of them, so a shuffle in a lane-dependent branch
- *     fails; ldmatrix/mma.sync (.aligned) with a lane exited, a shuffle reading an exited
+ *     ldmatrix/mma.sync) after as many of them, and a __syncwarp or shuffle at the same
+ *     source line, so a shuffle in a lane-dependent branch fails; ldmatrix/mma.sync (.aligned) with a lane exited, a shuffle reading an exited
  *     lane, and __syncthreads (bar.sync .aligned) reached by part of a warp whose other
  *     lanes have exited are errors (whole warps may exit before a __syncthreads), and
  *     so are threads of a block at two different __syncthreads (told apart by source
@@ -140,6 +140,14 @@ template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane,
 {
     return emu_shfl_from(mask, v, (emu_lane() / width) * width + src_lane % width);
 }
+/* __syncwarp and the shuffles as a kernel writes them: the call's source line goes with
+ * the running thread's next warp-level wait, so that lanes of a warp at two different
+ * ones (a shuffle in each branch of a lane-dependent if) are told apart */
+void emu_warp_site(const char *file, int line);
+#define __syncwarp(...) (emu_warp_site(__FILE__, __LINE__), __syncwarp(__VA_ARGS__))
+#define __shfl_xor_sync(...) (emu_warp_site(__FILE__, __LINE__), __shfl_xor_sync(__VA_ARGS__))
+#define __shfl_down_sync(...) (emu_warp_site(__FILE__, __LINE__), __shfl_down_sync(__VA_ARGS__))
+#define __shfl_sync(...) (emu_warp_site(__FILE__, __LINE__), __shfl_sync(__VA_ARGS__))
 
 /* ---- warp-level matrix instructions and asynchronous copies ----
  * kernels/cuda/cuda_mma.cuh calls these in place of its inline PTX.  Each lane holds only

@@ -297,6 +297,16 @@ void div_shfl_kernel(int *out)
     out[threadIdx.x] = v;
 }
 
+/* one shuffle in each branch of a lane-dependent if: as many shuffles in every lane,
+ * but at two different instructions */
+void div_shfl2_kernel(int *out)
+{
+    int v = (int)threadIdx.x;
+    if (threadIdx.x % 2) v += __shfl_xor_sync(0xffffffffu, v, 1);
+    else v -= __shfl_xor_sync(0xffffffffu, v, 1);
+    out[threadIdx.x] = v;
+}
+
 void exit_bar_kernel(float *out, int n)
 {
     __shared__ float sh[64];
@@ -345,6 +355,9 @@ void test_emu_divergence(void **state)
     int iout[64];
     float fout[64];
     int rc = emu_launch(dim3(1), dim3(64), 0, [&] { div_shfl_kernel(iout); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "divergent"));
+    rc = emu_launch(dim3(1), dim3(32), 0, [&] { div_shfl2_kernel(iout); });
     assert_int_equal(rc, -1);
     assert_non_null(strstr(emu_error(), "divergent"));
     /* whole warps may exit before a barrier, part of a warp may not */
