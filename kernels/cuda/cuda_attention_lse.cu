@@ -15,7 +15,7 @@
  * layer and batch.  A fused kernel that never stores the scores (cuda_flash.cu) takes
  * over where it applies (head sizes 32, 64, 128, 16-byte aligned qkv and dout), unless
  * LLM_CUDA_FLASH=0 or llm_backend_cuda_flash_path turned it off.
- * Work space: lo buffers [2] lo(P), [3] lo(dS) of one batch row; the backend's scratch:
+ * Work space: lo buffers [0] lo(P), [1] lo(dS) of one batch row (lc_lo_buf); the scratch:
  * the fp32 scores/probabilities and dP of one batch row, and D. */
 #include <math.h>
 
@@ -179,7 +179,8 @@ __global__ void lc_dsoftmax_lse_kernel(uint16_t *ds, const float *dP, const floa
 /* the fused kernels (cuda_flash.cu): 0 when they ran, 1 when the shape or alignment is
  * not theirs, -1 after an error (recorded); lc_flash_fits: whether they apply (dout NULL
  * for the forward; dst: out, or dqkv) */
-extern "C" int lc_flash_fits(int C, int NH, const void *qkv, const void *dout, const void *dst);
+extern "C" int lc_flash_fits(const lc_ctx *c, int C, int NH, const void *qkv, const void *dout,
+                             const void *dst);
 extern "C" int lc_flash_forward(lc_ctx *c, uint16_t *out, float *lse, const uint16_t *q, int B,
                                 int T, int C, int NH, int lo);
 extern "C" int lc_flash_backward(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, const uint16_t *d,
@@ -196,7 +197,7 @@ static void lc_attention_forward_lse(llm_backend *be, void *out, float *lse, con
     const uint16_t *q = (const uint16_t *)qkv;
     uint16_t *o = (uint16_t *)out;
     size_t rows = (size_t)NH * T;
-    if (!c->flash_off && lc_flash_fits(C, NH, qkv, NULL, out)) {
+    if (!c->flash_off && lc_flash_fits(c, C, NH, qkv, NULL, out)) {
         lc_flash_forward(c, o, lse, q, B, T, C, NH, lo);
         return;
     }
@@ -227,7 +228,7 @@ static void lc_attention_backward_lse(llm_backend *be, void *dqkv, const void *d
     uint16_t *dq0 = (uint16_t *)dqkv;
     size_t rows = (size_t)NH * T, nD = (size_t)B * NH * T;
     const unsigned threads = 256;
-    int flash = !c->flash_off && lc_flash_fits(C, NH, qkv, dout, dqkv);
+    int flash = !c->flash_off && lc_flash_fits(c, C, NH, qkv, dout, dqkv);
     /* scratch: D (B,NH,T), then for the GEMM form the scores/P and dP of one batch row */
     float *D = (float *)lc_scratch(c, (nD + (flash ? 0 : 2 * (size_t)NH * a.tt)) * sizeof(float));
     if (!D) return;

@@ -24,8 +24,9 @@
  * dK, dV or dQ whole (the fp32 sums rounded once to lo): dqkv is overwritten, never
  * read.
  * Shapes: head size 32, 64 or 128, C a multiple of 8, qkv and dout 16-byte aligned (the
- * tile copies are 16 bytes), out and dqkv 4-byte aligned; others return 1 and
- * cuda_attention_lse.cu's batched-GEMM form runs instead. */
+ * tile copies are 16 bytes), out and dqkv 4-byte aligned, the kernels' shared memory
+ * within the device's opt-in maximum; others return 1 and cuda_attention_lse.cu's
+ * batched-GEMM form runs instead. */
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_flash.cuh"
 #include "kernels/cuda/cuda_flash2.cuh"
@@ -40,6 +41,25 @@ static int fl_fits(int C, int NH)
 
 static int fl_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 static int fl_aligned4(const void *p) { return ((uintptr_t)p & 3u) == 0; }
+
+/* Whether the kernels c would run for head size hs (the forward, or with bwd the
+ * backward) get their dynamic shared memory on this device: the opt-in maximum is 227
+ * KiB on sm_90 and 163 KiB on sm_80, but 99 KiB on sm_86 / sm_89 (which run the sm_80
+ * code), below the WMMA backward at head size 64 and both kinds' at 128 (the
+ * cudaFuncSetAttribute would fail, an error instead of the GEMM form) */
+static int fl_smem_fits(const lc_ctx *c, int hs, int bwd)
+{
+    size_t sm;
+    if (c->flash_wmma)
+        sm = hs == 32 ? (bwd ? fl_bwd_smem<32>() : fl_fwd_smem<32>())
+           : hs == 64 ? (bwd ? fl_bwd_smem<64>() : fl_fwd_smem<64>())
+                      : (bwd ? fl_bwd_smem<128>() : fl_fwd_smem<128>());
+    else
+        sm = hs == 32 ? (bwd ? f2_bwd_smem<32>() : f2_fwd_smem<32>())
+           : hs == 64 ? (bwd ? f2_bwd_smem<64>() : f2_fwd_smem<64>())
+                      : (bwd ? f2_bwd_smem<128>() : f2_fwd_smem<128>());
+    return sm <= 48 * 1024 || sm <= (size_t)c->smem_optin_max;
+}
 
 template <int LO, int HS>
 static int fl_fwd(lc_ctx *c, uint16_t *out, float *lse, const uint16_t *q, int B, int T, int C, int NH)
@@ -141,7 +161,8 @@ static int f2_bwd(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, const uint16_t *
 extern "C" int lc_flash_forward(lc_ctx *c, uint16_t *out, float *lse, const uint16_t *q, int B,
                                 int T, int C, int NH, int lo)
 {
-    if (!fl_fits(C, NH) || !fl_aligned(q) || !fl_aligned4(out)) return 1;
+    if (!fl_fits(C, NH) || !fl_aligned(q) || !fl_aligned4(out) || !fl_smem_fits(c, C / NH, 0))
+        return 1;
     int hs = C / NH, rc;
     if (c->flash_wmma) FL_DISPATCH(rc, fl_fwd, lo, hs, c, out, lse, q, B, T, C, NH);
     else FL_DISPATCH(rc, f2_fwd, lo, hs, c, out, lse, q, B, T, C, NH);
@@ -153,7 +174,9 @@ extern "C" int lc_flash_backward(lc_ctx *c, uint16_t *dqkv, const uint16_t *q, c
                                  const float *lse, const float *D, int B, int T, int C, int NH,
                                  int lo)
 {
-    if (!fl_fits(C, NH) || !fl_aligned(q) || !fl_aligned(d) || !fl_aligned4(dqkv)) return 1;
+    if (!fl_fits(C, NH) || !fl_aligned(q) || !fl_aligned(d) || !fl_aligned4(dqkv) ||
+        !fl_smem_fits(c, C / NH, 1))
+        return 1;
     int hs = C / NH, rc;
     if (c->flash_wmma) FL_DISPATCH(rc, fl_bwd, lo, hs, c, dqkv, q, d, lse, D, B, T, C, NH);
     else FL_DISPATCH(rc, f2_bwd, lo, hs, c, dqkv, q, d, lse, D, B, T, C, NH);
@@ -208,7 +231,9 @@ extern "C" int llm_backend_cuda_mma_check(llm_backend *be, int lo, const void *q
     return LC_LAUNCHED(c) ? -1 : 0;
 }
 
-extern "C" int lc_flash_fits(int C, int NH, const void *qkv, const void *dout, const void *dst)
+extern "C" int lc_flash_fits(const lc_ctx *c, int C, int NH, const void *qkv, const void *dout,
+                             const void *dst)
 {
-    return fl_fits(C, NH) && fl_aligned(qkv) && (!dout || fl_aligned(dout)) && fl_aligned4(dst);
+    return fl_fits(C, NH) && fl_aligned(qkv) && (!dout || fl_aligned(dout)) && fl_aligned4(dst) &&
+           fl_smem_fits(c, C / NH, dout != NULL);
 }

@@ -88,7 +88,22 @@ struct Fiber {
     };
     std::vector<Copy> copies;   /* cp.async in flight */
     long groups;                /* committed so far */
+    /* the warp-level operation this thread waits at (WAIT_WARP): its kind (W_*) and how
+     * many warp-level waits this thread has made in the block, so that lanes of one warp
+     * released together are known to be at the same operation */
+    int wkind;
+    long wseq;
+    const char *wfile;    /* the source line of the warp-level operation waited at (from */
+    int wline;            /* emu_warp_site; 0 when the call gave none) */
+    const char *nfile;    /* emu_warp_site's, for the next warp-level wait */
+    int nline;
+    const char *bfile;   /* the __syncthreads this thread waits at (source file, line) */
+    int bline;
 };
+
+/* kinds of warp-level waits */
+enum { W_SYNCWARP = 1, W_SHFL, W_COLLECTIVE };
+const char *const wkind_name[] = {"?", "__syncwarp", "a shuffle", "ldmatrix/mma.sync"};
 
 /* one warp's recent WMMA products, by call number (see nvcuda::wmma::emu_mma) */
 const int MEMO = 128;
@@ -168,7 +183,7 @@ void entry()
     to_sched(true);
 }
 
-void wait_at(int what)
+void wait_at(int what, int kind = 0)
 {
     Emu *e = g_emu;
     e->syncs++;
@@ -176,7 +191,14 @@ void wait_at(int what)
         emu_fail("a barrier or shuffle in a kernel run without fibers (emu_launch direct)");
         return;
     }
-    e->f[e->cur].state = what;
+    Fiber &f = e->f[e->cur];
+    f.state = what;
+    if (what == WAIT_WARP) {
+        f.wkind = kind;
+        f.wseq++;
+        f.wfile = f.nfile;   /* a shuffle's two waits keep its site: cleared after it */
+        f.wline = f.nline;
+    }
     to_sched(false);
 }
 
@@ -223,6 +245,36 @@ bool release(Emu *e, int nwarps, bool one_warp, bool desc)
             emu_fail("warp %d: %d lanes at a warp barrier while %d wait at __syncthreads", w, ww, wb);
             return false;
         }
+        if (ww && ww == lv) {
+            /* on the GPU the lanes of a warp meet at one instruction: lanes at different
+             * warp-level operations (a shuffle or __syncwarp in a lane-dependent branch,
+             * or after a different number of them) are divergent, undefined there */
+            const Fiber *first = nullptr;
+            int done = 0;
+            for (int i = w * 32; i < n && i < w * 32 + 32; i++) {
+                const Fiber &f = e->f[(size_t)i];
+                done += f.state == DONE;
+                if (f.state != WAIT_WARP) continue;
+                if (!first) {
+                    first = &f;
+                } else if (f.wkind != first->wkind || f.wseq != first->wseq ||
+                           (f.wline && first->wline &&
+                            (f.wline != first->wline || strcmp(f.wfile, first->wfile)))) {
+                    emu_fail("warp %d: divergent warp-level operations: lane %d at %s (%s:%d, "
+                             "its warp wait %ld), lane %d at %s (%s:%d, its warp wait %ld)",
+                             w, first->lane, wkind_name[first->wkind],
+                             first->wfile ? first->wfile : "?", first->wline, first->wseq,
+                             f.lane, wkind_name[f.wkind], f.wfile ? f.wfile : "?", f.wline,
+                             f.wseq);
+                    return false;
+                }
+            }
+            /* ldmatrix and mma.sync are .aligned: all 32 lanes execute them */
+            if (done && first->wkind == W_COLLECTIVE) {
+                emu_fail("warp %d: ldmatrix/mma.sync (.aligned) reached with %d lanes exited", w, done);
+                return false;
+            }
+        }
         if (ww && ww == lv && !(any && one_warp)) {
             for (int i = w * 32; i < n && i < w * 32 + 32; i++)
                 if (e->f[i].state == WAIT_WARP) e->f[i].state = RUN;
@@ -232,6 +284,42 @@ bool release(Emu *e, int nwarps, bool one_warp, bool desc)
     if (any) return true;
     if (!live) return false;
     if (at_block == live) {
+        /* __syncthreads is bar.sync .aligned: every lane of a warp executes it.  Whole
+         * warps that have exited are tolerated (the hardware counts them as arrived); a
+         * warp with some lanes exited and the others at the barrier is undefined */
+        /* one barrier: threads at two different __syncthreads calls (a barrier in a
+         * branch, or in a loop whose trip count differs between threads) are divergent,
+         * undefined on the GPU however the threads meet here */
+        const Fiber *first = nullptr;
+        for (const auto &f : e->f) {
+            if (f.state != WAIT_BLOCK) continue;
+            if (!first) {
+                first = &f;
+            } else if (f.bline != first->bline ||
+                       (f.bfile != first->bfile &&
+                        (!f.bfile || !first->bfile || strcmp(f.bfile, first->bfile)))) {
+                emu_fail("block (%u,%u,%u): threads %u and %u wait at different __syncthreads "
+                         "(%s:%d, %s:%d): a barrier in divergent code",
+                         emu_blockIdx.x, emu_blockIdx.y, emu_blockIdx.z,
+                         (unsigned)(first - e->f.data()), (unsigned)(&f - e->f.data()),
+                         first->bfile ? first->bfile : "?", first->bline,
+                         f.bfile ? f.bfile : "?", f.bline);
+                return false;
+            }
+        }
+        for (int w = 0; w < nwarps; w++) {
+            int done = 0, at = 0;
+            for (int i = w * 32; i < n && i < w * 32 + 32; i++) {
+                done += e->f[(size_t)i].state == DONE;
+                at += e->f[(size_t)i].state == WAIT_BLOCK;
+            }
+            if (done && at) {
+                emu_fail("block (%u,%u,%u) warp %d: %d lanes at __syncthreads while %d lanes "
+                         "of the warp have exited",
+                         emu_blockIdx.x, emu_blockIdx.y, emu_blockIdx.z, w, at, done);
+                return false;
+            }
+        }
         for (auto &f : e->f)
             if (f.state == WAIT_BLOCK) f.state = RUN;
         return true;
@@ -256,6 +344,12 @@ Fiber &init_thread(Emu *e, int i)
     f.gather = 0;
     f.copies.clear();
     f.groups = 0;
+    f.wkind = 0;
+    f.wseq = 0;
+    f.bfile = nullptr;
+    f.bline = 0;
+    f.wfile = f.nfile = nullptr;
+    f.wline = f.nline = 0;
     return f;
 }
 
@@ -344,12 +438,40 @@ void emu_fail(const char *fmt, ...)
 unsigned char *emu_dyn_smem(void) { return g_emu->dyn; }
 int emu_lane(void) { return g_emu->cur >= 0 ? g_emu->f[g_emu->cur].lane : 0; }
 
-void __syncthreads(void) { wait_at(WAIT_BLOCK); }
+void emu_syncthreads_at(const char *file, int line)
+{
+    Emu *e = g_emu;
+    if (e && e->cur >= 0) {
+        e->f[(size_t)e->cur].bfile = file;
+        e->f[(size_t)e->cur].bline = line;
+    }
+    wait_at(WAIT_BLOCK);
+}
 
-void __syncwarp(unsigned mask)
+void(__syncthreads)(void) { emu_syncthreads_at(nullptr, 0); }
+
+/* the running thread's next warp-level wait is at file:line */
+void emu_warp_site(const char *file, int line)
+{
+    Emu *e = g_emu;
+    if (!e || e->cur < 0) return;
+    e->f[(size_t)e->cur].nfile = file;
+    e->f[(size_t)e->cur].nline = line;
+}
+
+static void warp_site_done(void)
+{
+    Emu *e = g_emu;
+    if (!e || e->cur < 0) return;
+    e->f[(size_t)e->cur].nfile = nullptr;
+    e->f[(size_t)e->cur].nline = 0;
+}
+
+void(__syncwarp)(unsigned mask)
 {
     if (mask != 0xffffffffu) emu_fail("__syncwarp(0x%x): partial masks are not modelled", mask);
-    wait_at(WAIT_WARP);
+    wait_at(WAIT_WARP, W_SYNCWARP);
+    warp_site_done();
 }
 
 void emu_shfl(const void *v, size_t n, int src_lane, void *out, unsigned mask)
@@ -360,11 +482,16 @@ void emu_shfl(const void *v, size_t n, int src_lane, void *out, unsigned mask)
     int w = me.warp;
     unsigned char *slot = &e->shfl[(size_t)w * 32 * 8];
     memcpy(slot + me.lane * 8, v, n);
-    wait_at(WAIT_WARP);
+    wait_at(WAIT_WARP, W_SHFL);
     int warp_lanes = (int)e->f.size() - w * 32;
     if (src_lane >= warp_lanes) src_lane = e->f[e->cur].lane;
+    /* an exited lane's value is undefined on the GPU (here: whatever its slot last held) */
+    else if (e->f[(size_t)(w * 32 + src_lane)].state == DONE)
+        emu_fail("warp %d: lane %d reads a shuffle value from lane %d, which has exited", w,
+                 e->f[e->cur].lane, src_lane);
     memcpy(out, slot + src_lane * 8, n);
-    wait_at(WAIT_WARP);
+    wait_at(WAIT_WARP, W_SHFL);
+    warp_site_done();
 }
 
 void nvcuda::wmma::emu_check_ptr(const void *p, unsigned ldm, size_t elem, const char *what)
@@ -460,10 +587,11 @@ void emu_warp_gather(const void *mine, size_t n, void *all)
     unsigned char *slot = &e->gath[((size_t)me.warp * 2 + (me.gather & 1)) * 32 * 32];
     me.gather++;
     memcpy(slot + me.lane * 32, mine, n);
-    wait_at(WAIT_WARP);
+    wait_at(WAIT_WARP, W_COLLECTIVE);
     int lanes = (int)e->f.size() - me.warp * 32;
     if (lanes > 32) lanes = 32;
     if (lanes < 32) emu_fail("a warp-collective instruction in a partial warp (%d lanes)", lanes);
+
     for (int l = 0; l < 32; l++) memcpy((unsigned char *)all + l * n, slot + (l < lanes ? l : 0) * 32, n);
 }
 

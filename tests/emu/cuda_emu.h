@@ -19,6 +19,15 @@
  *   - barriers must be reached by every live thread of their scope (a warp at
  *     __syncwarp while another of its lanes waits at __syncthreads, or a block that can
  *     never be released, is an error rather than a hang);
+ *   - what the GPU requires of converged warps (checked where a warp is released, so
+ *     the order the threads run in does not hide it): the lanes of a warp released
+ *     together must be at the same kind of warp-level operation (__syncwarp, a shuffle,
+ *     ldmatrix/mma.sync) after as many of them, and a __syncwarp or shuffle at the same
+ *     source line, so a shuffle in a lane-dependent branch fails; ldmatrix/mma.sync (.aligned) with a lane exited, a shuffle reading an exited
+ *     lane, and __syncthreads (bar.sync .aligned) reached by part of a warp whose other
+ *     lanes have exited are errors (whole warps may exit before a __syncthreads), and
+ *     so are threads of a block at two different __syncthreads (told apart by source
+ *     line: a barrier in a branch, or in a loop whose trip count differs by thread);
  *   - WMMA fragments hold the whole 16x16 tile in every lane; loads check the pointer's
  *     256-bit alignment and ldm as the CUDA documentation requires; a store writes each
  *     element from one lane only (element e from lane e % 32), so reading another lane's
@@ -100,6 +109,11 @@ int emu_lane(void);
 
 /* ---- synchronisation ---- */
 void __syncthreads(void);
+/* __syncthreads() as a kernel writes it: the call's source line goes with it, so that
+ * threads at two different barriers are told apart however the compiler lays out (and
+ * duplicates) the code; a return address would not do */
+void emu_syncthreads_at(const char *file, int line);
+#define __syncthreads() emu_syncthreads_at(__FILE__, __LINE__)
 void __syncwarp(unsigned mask = 0xffffffffu);
 /* value exchange within the warp: out = src_lane's v (n <= 8 bytes); two warp barriers */
 void emu_shfl(const void *v, size_t n, int src_lane, void *out, unsigned mask);
@@ -126,6 +140,14 @@ template <class T> static inline T __shfl_sync(unsigned mask, T v, int src_lane,
 {
     return emu_shfl_from(mask, v, (emu_lane() / width) * width + src_lane % width);
 }
+/* __syncwarp and the shuffles as a kernel writes them: the call's source line goes with
+ * the running thread's next warp-level wait, so that lanes of a warp at two different
+ * ones (a shuffle in each branch of a lane-dependent if) are told apart */
+void emu_warp_site(const char *file, int line);
+#define __syncwarp(...) (emu_warp_site(__FILE__, __LINE__), __syncwarp(__VA_ARGS__))
+#define __shfl_xor_sync(...) (emu_warp_site(__FILE__, __LINE__), __shfl_xor_sync(__VA_ARGS__))
+#define __shfl_down_sync(...) (emu_warp_site(__FILE__, __LINE__), __shfl_down_sync(__VA_ARGS__))
+#define __shfl_sync(...) (emu_warp_site(__FILE__, __LINE__), __shfl_sync(__VA_ARGS__))
 
 /* ---- warp-level matrix instructions and asynchronous copies ----
  * kernels/cuda/cuda_mma.cuh calls these in place of its inline PTX.  Each lane holds only

@@ -64,6 +64,15 @@ int devices()
     return n < 0 ? 0 : n > 8 ? 8 : n;
 }
 
+/* The largest dynamic shared memory a kernel may opt in to, in bytes: 227 KiB as on
+ * sm_90, or LLM_EMU_SMEM_OPTIN KiB (48 to 227; 99 is sm_86/sm_89's, 163 sm_80's) */
+int smem_optin_max()
+{
+    const char *s = getenv("LLM_EMU_SMEM_OPTIN");
+    int k = s && *s ? atoi(s) : 227;
+    return (k < 48 ? 48 : k > 227 ? 227 : k) * 1024;
+}
+
 thread_local int cur_dev = 0;   /* cudaSetDevice: per host thread, as in CUDA */
 
 double now_ms()
@@ -297,7 +306,7 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d)
     case cudaDevAttrMultiProcessorCount: *v = 4; return cudaSuccess;
     case cudaDevAttrMemoryClockRate: *v = 1000000; return cudaSuccess;     /* kHz */
     case cudaDevAttrGlobalMemoryBusWidth: *v = 256; return cudaSuccess;    /* bits */
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 227 * 1024; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = smem_optin_max(); return cudaSuccess;
     }
     return fail(cudaErrorInvalidValue);
 }
@@ -531,7 +540,7 @@ cudaError_t cudaDeviceSynchronize(void)
 
 cudaError_t cudaFuncSetAttribute(emu_named kernel, cudaFuncAttribute a, int bytes)
 {
-    if (a != cudaFuncAttributeMaxDynamicSharedMemorySize || bytes < 0 || bytes > 227 * 1024)
+    if (a != cudaFuncAttributeMaxDynamicSharedMemorySize || bytes < 0 || bytes > smem_optin_max())
         return fail(cudaErrorInvalidValue);
     std::lock_guard<std::mutex> g(rt().mu);
     rt().smem_optin[{cur_dev, kernel.name}] = bytes;

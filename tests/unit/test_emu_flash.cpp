@@ -285,6 +285,103 @@ void test_emu_barriers(void **state)
     for (int i = 0; i < 64; i++) assert_int_equal(out[i], i < 32 ? 496 : 32 * 32 + 496);
 }
 
+/* What a GPU does not allow although threads run one after another here: lanes of a
+ * warp at different warp-level operations (a shuffle in a lane-dependent branch), a
+ * warp with some lanes exited and the others at __syncthreads (bar.sync is .aligned),
+ * ldmatrix / mma.sync with exited lanes, a shuffle reading an exited lane. */
+void div_shfl_kernel(int *out)
+{
+    int v = (int)threadIdx.x;
+    if (threadIdx.x % 32 < 16) v += __shfl_xor_sync(0xffffffffu, v, 1);
+    __syncwarp();
+    out[threadIdx.x] = v;
+}
+
+/* one shuffle in each branch of a lane-dependent if: as many shuffles in every lane,
+ * but at two different instructions */
+void div_shfl2_kernel(int *out)
+{
+    int v = (int)threadIdx.x;
+    if (threadIdx.x % 2) v += __shfl_xor_sync(0xffffffffu, v, 1);
+    else v -= __shfl_xor_sync(0xffffffffu, v, 1);
+    out[threadIdx.x] = v;
+}
+
+void exit_bar_kernel(float *out, int n)
+{
+    __shared__ float sh[64];
+    int i = (int)threadIdx.x;
+    if (i >= n) return;
+    sh[i] = (float)i;
+    __syncthreads();
+    out[i] = sh[(i + 1) % n];
+}
+
+/* a barrier inside a loop whose trip count differs between threads: the threads with
+ * fewer trips meet the others' in-loop barrier at the one after the loop */
+void loop_bar_kernel(float *out)
+{
+    __shared__ float sh[64];
+    int i = (int)threadIdx.x;
+    float acc = 0.0f;
+    for (int k = 0; k < 1 + (i >= 32); k++) {
+        sh[i] = (float)(i + k);
+        __syncthreads();
+        acc += sh[(i + 1) % 64];
+    }
+    __syncthreads();
+    out[i] = acc;
+}
+
+void exit_mma_kernel(const uint16_t *p, uint32_t *o)
+{
+    if (threadIdx.x == 31) return;
+    uint32_t r[4];
+    lc_ldsm4<false>(r, p + 8 * threadIdx.x);
+    o[threadIdx.x] = r[0];
+}
+
+void exit_shfl_kernel(int *out)
+{
+    int v = (int)threadIdx.x;
+    if (threadIdx.x >= 16) return;
+    v += __shfl_down_sync(0xffffffffu, v, 8);
+    out[threadIdx.x] = v;
+}
+
+void test_emu_divergence(void **state)
+{
+    (void)state;
+    int iout[64];
+    float fout[64];
+    int rc = emu_launch(dim3(1), dim3(64), 0, [&] { div_shfl_kernel(iout); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "divergent"));
+    rc = emu_launch(dim3(1), dim3(32), 0, [&] { div_shfl2_kernel(iout); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "divergent"));
+    /* whole warps may exit before a barrier, part of a warp may not */
+    for (int order = 0; order <= 4; order++) {
+        rc = emu_launch(dim3(1), dim3(64), 0, [&] { exit_bar_kernel(fout, 32); }, order, 5);
+        assert_int_equal(rc, 0);
+        for (int i = 0; i < 32; i++) assert_true(fout[i] == (float)((i + 1) % 32));
+        rc = emu_launch(dim3(1), dim3(64), 0, [&] { exit_bar_kernel(fout, 40); }, order, 5);
+        assert_int_equal(rc, -1);
+        assert_non_null(strstr(emu_error(), "exited"));
+    }
+    rc = emu_launch(dim3(1), dim3(64), 0, [&] { loop_bar_kernel(fout); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "different __syncthreads"));
+    alignas(16) uint16_t p[8 * 32] = {0};
+    uint32_t o[32];
+    rc = emu_launch(dim3(1), dim3(32), 0, [&] { exit_mma_kernel(p, o); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "exited"));
+    rc = emu_launch(dim3(1), dim3(32), 0, [&] { exit_shfl_kernel(iout); });
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(emu_error(), "exited"));
+}
+
 /* a WMMA load from a pointer that is not 256-bit aligned is refused */
 void misaligned_kernel(const uint16_t *p, float *o)
 {
@@ -400,6 +497,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_emu_race),
         cmocka_unit_test(test_emu_barriers),
+        cmocka_unit_test(test_emu_divergence),
         cmocka_unit_test(test_emu_wmma_align),
         cmocka_unit_test(test_emu_ldmatrix_align),
         cmocka_unit_test(test_emu_cp_async),

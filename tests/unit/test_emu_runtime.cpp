@@ -113,6 +113,15 @@ void test_devices(void **state)
     int mx = 0;
     assert_int_equal(cudaDeviceGetAttribute(&mx, cudaDevAttrMaxSharedMemoryPerBlockOptin, 1), cudaSuccess);
     assert_int_equal(mx, 227 * 1024);
+    /* LLM_EMU_SMEM_OPTIN=99: an sm_86/sm_89's opt-in maximum, reported and enforced */
+    setenv("LLM_EMU_SMEM_OPTIN", "99", 1);
+    assert_int_equal(cudaDeviceGetAttribute(&mx, cudaDevAttrMaxSharedMemoryPerBlockOptin, 1), cudaSuccess);
+    assert_int_equal(mx, 99 * 1024);
+    assert_int_equal(cudaFuncSetAttribute(emu_named{"smem_kernel"},
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024),
+                     cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    unsetenv("LLM_EMU_SMEM_OPTIN");
     assert_int_equal(cudaStreamDestroy(s1), cudaSuccess);
     assert_int_equal(cudaSetDevice(0), cudaSuccess);
     assert_int_equal(cudaStreamDestroy(s0), cudaSuccess);
