@@ -57,8 +57,8 @@ typedef struct {
     size_t mem_cap, mem_n;
     size_t held, held_peak;
     /* mixed precision: grow-only lo work buffers (the GEMM form of the lse attention,
-     * cuda_attention_lse.cu, uses [2] probabilities and [3] score gradients of one
-     * batch row; [0] and [1] are free) and cuBLASLt plans cached by cuda_lo.cu */
+     * cuda_attention_lse.cu, uses [0] probabilities and [1] score gradients of one
+     * batch row) and cuBLASLt plans cached by cuda_lo.cu */
     void *lo_buf[LC_LO_BUFS];
     size_t lo_bytes[LC_LO_BUFS];
     struct lc_lo_plan *lo_plans;    /* LC_LO_PLANS entries, allocated on first use */

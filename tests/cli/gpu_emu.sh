@@ -61,6 +61,13 @@ rc=$?
 sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$TMP/xfer.log")
 if [ $rc = 0 ] && grep -q '^to_device copy stream .* PASS' "$TMP/xfer.log"; then ok "uploads, copy stream ahead (emu): ${sum#gpu_check: }"
 else notok "uploads, copy stream ahead (emu): rc=$rc $(grep -m3 'FAIL\|emu:' "$TMP/xfer.log" | tr '\n' ' ')"; fi
+# a device whose shared-memory opt-in is 99 KiB (sm_86/sm_89): the fused attention's
+# kernels that need more give way to the GEMM form instead of failing
+LLM_EMU_SMEM_OPTIN=99 build/emu/gpu/gpu_check --tiny --only attention --seed 1 >"$TMP/optin.log" 2>&1
+rc=$?
+sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$TMP/optin.log")
+if [ $rc = 0 ]; then ok "attention on a 99 KiB opt-in device (emu): ${sum#gpu_check: }"
+else notok "attention on a 99 KiB opt-in device (emu): rc=$rc $(grep -m3 'FAIL\|emu:\|cuda' "$TMP/optin.log" | tr '\n' ' ')"; fi
 # the default device (auto) where the emulated build sees its device: llm-train and
 # llm-infer run on cuda; a quantized model, which cuda cannot run, falls back to the cpu
 # with a note (its text equal to the cpu's), and --device cuda refuses it with 69
