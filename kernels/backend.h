@@ -350,8 +350,10 @@ struct llm_backend {
      * A backend whose embed_backward groups positions by token (CUDA: each token's rows
      * summed in one fixed order) may group them now, on the host, while the device runs
      * the forward, instead of reading the ids back in the middle of the backward.  The
-     * hint holds for embed_backward calls on inp with B*T == N until inp is written or
-     * freed; a call without it works as before.  host is not kept.  NULL: no hint. */
+     * hint holds for embed_backward calls on inp with B*T == N until inp is written by
+     * to_device, copy or zero, or freed (a kernel that writes ids is not watched: hint
+     * again after one); a call without it works as before.  host is not kept.  NULL: no
+     * hint. */
     void (*embed_hint)(llm_backend *be, const int32_t *inp, const int32_t *host, size_t N);
 };
 

@@ -203,6 +203,15 @@ static void *lc_alloc(llm_backend *be, size_t bytes)
     return p;
 }
 
+/* bytes at dst get new contents by one of the backend's own writes (to_device, copy,
+ * zero): embed_hint's grouping of the ids there no longer holds */
+static void lc_eh_written(lc_ctx *c, const void *dst, size_t bytes)
+{
+    if (c->eh_inp && (const char *)dst < (const char *)(c->eh_inp + c->eh_N) &&
+        (const char *)dst + bytes > (const char *)c->eh_inp)
+        c->eh_inp = NULL;
+}
+
 static void lc_free(llm_backend *be, void *p)
 {
     /* cudaFree waits for the device: it cannot be recorded, and p may be in the graph */
@@ -271,10 +280,7 @@ static void lc_to_device(llm_backend *be, void *dst, const void *src, size_t byt
      * the slot holds at each launch (and the host-to-device copy, on the copy stream,
      * would not be recorded at all): uploads go before graph_capture */
     if (!bytes || lc_recording(c, "to_device")) return;
-    /* new contents where embed_hint's ids were: their grouping no longer holds */
-    if (c->eh_inp && (const char *)dst < (const char *)(c->eh_inp + c->eh_N) &&
-        (const char *)dst + bytes > (const char *)c->eh_inp)
-        c->eh_inp = NULL;
+    lc_eh_written(c, dst, bytes);
     if (bytes <= LC_STAGE_BYTES && lc_stage_ready(c) == 0) {
         unsigned i = c->stage_next++ % LC_STAGES;
         /* the host slot's previous copy must have left it (long done, normally) */
@@ -317,6 +323,7 @@ static void lc_copy(llm_backend *be, void *dst, const void *src, size_t bytes)
 {
     lc_ctx *c = lc_get(be);
     if (!bytes || dst == src) return;
+    lc_eh_written(c, dst, bytes);
     LC_CK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
 }
 
@@ -324,6 +331,7 @@ static void lc_zero(llm_backend *be, void *p, size_t bytes)
 {
     lc_ctx *c = lc_get(be);
     if (!bytes) return;
+    lc_eh_written(c, p, bytes);
     LC_CK(c, cudaMemsetAsync(p, 0, bytes, c->stream));
 }
 
