@@ -389,7 +389,9 @@ int llm_infer_argmax(llm_infer_ctx *c, const int *which, int n, int32_t *ids, ll
             for (int i = 0; all && i < k; i++)
                 all = which[i] == i;
             head_args h = {c, which + i0, k};
-            if (run_rec(c, all ? &c->head : &(rec_set){0}, k, head_ops, &h))
+            if (!all)
+                head_ops(&h);
+            else if (run_rec(c, &c->head, k, head_ops, &h))
                 return llm_err(st, LLM_ESOFTWARE, "recording or replaying the logits and argmax "
                                "of %d rows failed on the backend", k);
             be->to_host(be, c->h_ids, c->rows_d, (size_t)k * sizeof(int32_t));

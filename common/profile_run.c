@@ -266,7 +266,7 @@ static int run_infer(run_state *r, const llm_profile_run_opts *o, llm_model_conf
                   : llm_infer_logits(r->ictx, which, B, logits, st));
         llm_profile_span_end(r->prof);
     }
-    if (o->mode == LLM_PROFILE_DECODE && !rc) {
+    if (dec && !rc) {
         llm_profile_reset(r->prof);
         for (int k = 0; k < steps && !rc; k++) {
             char name[32];

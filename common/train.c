@@ -487,10 +487,12 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
      * precision (bf16/f16 tensor cores, fp32 or TF32; 60 TFLOP/s for a device the table
      * does not know), on the CPU 80 GFLOP/s per thread (AVX2 FMA at 2.5 GHz) */
     double peak = c->peak_flops;
-    if (!(peak > 0) && !strcmp(t.be->name, "cuda"))
-        peak = (peak = llm_bench_gpu_train_peak_gflops(llm_model_precision(t.m))) > 0 ? peak * 1e9 : 60e12;
-    else if (!(peak > 0))
+    if (!(peak > 0) && !strcmp(t.be->name, "cuda")) {
+        double gflops = llm_bench_gpu_train_peak_gflops(llm_model_precision(t.m));
+        peak = gflops > 0 ? gflops * 1e9 : 60e12;
+    } else if (!(peak > 0)) {
         peak = 80e9 * (t.be->threads > 0 ? t.be->threads : 1);
+    }
     peak *= world;
     int in_a_row = 0, ran = 0, save_failed = 0;
     while (t.step < c->max_steps) {
