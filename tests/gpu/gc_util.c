@@ -7,9 +7,11 @@
 #include <string.h>
 
 #include "common/ckpt.h"
+#include "common/model.h"
 #include "common/quant.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_ext.h"
+#include "tests/gpu/gc_model.h"
 #include "tests/gpu/gpu_check.h"
 
 /* ---- random inputs, buffers ---- */
@@ -251,4 +253,25 @@ void row_bits(gc *x, const char *op, const char *shape, const void *a, const voi
 {
     int same = memcmp(a, b, bytes) == 0;
     row_check(x, op, shape, same ? 0.0 : 1.0, 0.0, same);
+}
+
+int gc_write_model(const char *path, const llm_model_config *cfg, llm_backend *be, uint64_t seed,
+                   char *msg, size_t len)
+{
+    llm_status st = {0};
+    llm_model *m = NULL;
+    llm_ckpt_writer *w = NULL;
+    int rc = llm_model_new(&m, cfg, be, &st);
+    if (!rc) {
+        llm_model_init_gpt2(m, seed);
+        float *p = llm_model_params(m);   /* host memory: be is a CPU backend */
+        for (size_t i = 0; i < llm_model_num_params(cfg); i++) p[i] *= 3.0f;
+        rc = llm_ckpt_writer_new(&w, &st) ||
+             llm_ckpt_set_section(w, "model", llm_model_config_node(cfg), &st) ||
+             llm_model_save(m, w, 0, &st) || llm_ckpt_write(w, path, &st);
+    }
+    if (rc) snprintf(msg, len, "%.200s", st.msg);
+    llm_ckpt_writer_free(w);
+    llm_model_free(m);
+    return rc ? -1 : 0;
 }

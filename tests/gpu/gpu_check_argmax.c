@@ -16,6 +16,7 @@
 #include "common/model.h"
 #include "common/sampler.h"
 #include "kernels/backend.h"
+#include "tests/gpu/gc_model.h"
 #include "tests/gpu/gpu_check.h"
 
 /* Row r of a test matrix (V values at x): one of several patterns by r. */
@@ -78,27 +79,6 @@ static void check_rows(gc *x, int n, int V, int ld, int off)
     x->g.free(&x->g, dids);
     free(h);
     free(ids);
-}
-
-/* A random model at path (weights scaled up so the logits are well apart): 0 or -1. */
-static int write_model(const char *path, const llm_model_config *cfg, llm_backend *be)
-{
-    llm_status st = {0};
-    llm_model *m = NULL;
-    llm_ckpt_writer *w = NULL;
-    int rc = llm_model_new(&m, cfg, be, &st);
-    if (!rc) {
-        llm_model_init_gpt2(m, 777);
-        float *p = llm_model_params(m);   /* host memory: be is a CPU backend */
-        for (size_t i = 0; i < llm_model_num_params(cfg); i++) p[i] *= 3.0f;
-        rc = llm_ckpt_writer_new(&w, &st) ||
-             llm_ckpt_set_section(w, "model", llm_model_config_node(cfg), &st) ||
-             llm_model_save(m, w, 0, &st) || llm_ckpt_write(w, path, &st);
-    }
-    if (rc) fprintf(stderr, "gpu_check: argmax model: %s\n", st.msg);
-    llm_ckpt_writer_free(w);
-    llm_model_free(m);
-    return rc ? -1 : 0;
 }
 
 enum { GA_SLOTS = 3, GA_PROMPT = 5, GA_STEPS = 8 };
@@ -180,7 +160,10 @@ void gpu_check_argmax(gc *x, int tiny)
         if (fd >= 0) { close(fd); remove(path); }
         return;
     }
-    int ok = !write_model(path, &cfg, &cpu) && !decode_pair(x, path, &cfg, &diff);
+    char msg[256] = "";
+    int ok = !gc_write_model(path, &cfg, &cpu, 777, msg, sizeof msg);
+    if (!ok) fprintf(stderr, "gpu_check: argmax model: %s\n", msg);
+    ok = ok && !decode_pair(x, path, &cfg, &diff);
     llm_backend_cpu_free(&cpu);
     close(fd);
     remove(path);

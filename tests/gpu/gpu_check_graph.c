@@ -17,31 +17,10 @@
 #include "common/sampler.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_ext.h"
+#include "tests/gpu/gc_model.h"
 #include "tests/gpu/gpu_check.h"
 
 enum { GS_SLOTS = 3, GS_PROMPT = 4, GS_STEPS = 9 };
-
-/* A random model at path (weights scaled up so the logits are well apart): 0 or -1. */
-static int write_model(const char *path, const llm_model_config *cfg, llm_backend *be,
-                       char *msg, size_t len)
-{
-    llm_status st = {0};
-    llm_model *m = NULL;
-    llm_ckpt_writer *w = NULL;
-    int rc = llm_model_new(&m, cfg, be, &st);
-    if (!rc) {
-        llm_model_init_gpt2(m, 4242);
-        float *p = llm_model_params(m);   /* host memory: be is the cpu-ref backend */
-        for (size_t i = 0; i < llm_model_num_params(cfg); i++) p[i] *= 3.0f;
-        rc = llm_ckpt_writer_new(&w, &st) ||
-             llm_ckpt_set_section(w, "model", llm_model_config_node(cfg), &st) ||
-             llm_model_save(m, w, 0, &st) || llm_ckpt_write(w, path, &st);
-    }
-    if (rc) snprintf(msg, len, "%.200s", st.msg);
-    llm_ckpt_writer_free(w);
-    llm_model_free(m);
-    return rc ? -1 : 0;
-}
 
 /* The model at path on be with a context of GS_SLOTS slots, and their GS_PROMPT-token
  * prompts run (rows: room for them all); which: each prompt's last row.  0 or nonzero
@@ -178,7 +157,7 @@ void gpu_check_graph(gc *x)
     llm_model_config cfg = {.arch = "gpt2", .n_layer = 2, .n_head = 4, .n_embd = 64,
                             .vocab_size = 100, .padded_vocab = 128, .max_seq_len = 32};
     int fd = mkstemp(path);
-    if (fd < 0 || write_model(path, &cfg, &x->r, msg, sizeof msg)) {
+    if (fd < 0 || gc_write_model(path, &cfg, &x->r, 4242, msg, sizeof msg)) {
         row_check(x, "decode recorded = direct", "writing the model failed", 1, 0, 0);
         if (fd >= 0) remove(path);
         return;
