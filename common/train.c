@@ -481,8 +481,9 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     int64_t accum = llm_config_accum_steps(c) / llm_dist_world(o->dist);
     int world = llm_dist_world(o->dist);  /* tokens/s and MFU are the global ones */
     double tokens = (double)accum * world * c->batch_size * c->seq_len;
-    double flops = tokens * (6.0 * (double)llm_model_num_params(mc) +
-                             12.0 * mc->n_layer * (double)mc->n_embd * c->seq_len);
+    /* llm.c's count (6 N + 6 L T C, the causal attention's half of the scores), as
+     * llm-bench and the planner use */
+    double flops = tokens * llm_bench_train_flops_per_token(mc, c->seq_len);
     /* the peak when none is configured: on a GPU its table peak for the GEMMs of this
      * precision (bf16/f16 tensor cores, fp32 or TF32; 60 TFLOP/s for a device the table
      * does not know), on the CPU 80 GFLOP/s per thread (AVX2 FMA at 2.5 GHz) */

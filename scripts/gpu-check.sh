@@ -458,8 +458,8 @@ Y
     peak=$(grep -o '"gpu_mem_peak_mb":[0-9.]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | tail -1 | sed 's/.*://')
     [ "$tf" = bf16 ] && TPS_BF16=$tps
     if [ -n "$tps" ]; then
-      # flops/token = 6 N + 12 L C T (llm.c's estimate), N = 124475904 with Vp 50304
-      row "$name" INFO "$(awk -v t="$tps" 'BEGIN{f=6*124475904+12*12*768*1024; printf "%.0f tok/s, MFU %.1f%% of bf16 peak, %.1f%% of fp32 peak", t, 100*t*f/989e12, 100*t*f/67e12}')${peak:+, held peak $peak MiB}"
+      # flops/token = 6 N + 6 L C T (llm.c's count, as llm-train's mfu), N = 124475904 with Vp 50304
+      row "$name" INFO "$(awk -v t="$tps" 'BEGIN{f=6*124475904+6*12*768*1024; printf "%.0f tok/s, MFU %.1f%% of bf16 peak, %.1f%% of fp32 peak", t, 100*t*f/989e12, 100*t*f/67e12}')${peak:+, held peak $peak MiB}"
     else row "$name" FAIL "no tokens_per_s (see log)"; fi
   done
   # the peer on the same model (GPT-2 124M from scratch: -e d12), data, B=16 and T=1024,

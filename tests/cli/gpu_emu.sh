@@ -86,7 +86,7 @@ $PY - m32.jsonl 256 mbf.jsonl 4096 <<'PY' && ok "llm-train's mfu on cuda: the ta
 import json, sys
 L, C, V, maxT, T = 2, 64, 257, 64, 64
 Vp = (V + 127) // 128 * 128
-fpt = 6 * (Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C) + 12 * L * C * T
+fpt = 6 * (Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C) + 6 * L * C * T
 n = 0
 for path, rate in zip(sys.argv[1::2], sys.argv[2::2]):
     for l in open(path):

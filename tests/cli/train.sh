@@ -46,6 +46,23 @@ for l in open(sys.argv[1]):
     if "loss" in j: assert keys <= set(j), set(j)
     else: assert set(j) == {"step", "val_loss"}
 PY
+# mfu = tokens/s x (6 N + 6 L T C) / train.peak_flops (llm.c's count, as llm-bench's)
+expect_exit "two steps with train.peak_flops" 0 llm-train --config run.yaml -o pk --set train.max_steps=2 \
+  --set train.eval_every=0 --set train.peak_flops=1e9 --metrics pk.jsonl
+$PY - pk.jsonl <<'PY' && ok "mfu is 6N + 6LTC FLOPs per token over the peak" || notok "mfu formula"
+import json, sys
+L, C, V, maxT, T = 2, 64, 257, 64, 64
+Vp = (V + 127) // 128 * 128
+fpt = 6 * (Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C) + 6 * L * C * T
+n = 0
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if "mfu" not in j: continue
+    want = j["tokens_per_s"] * fpt / 1e9
+    assert abs(j["mfu"] - want) <= 1e-6 + 1e-3 * want, (j["mfu"], want)
+    n += 1
+assert n == 2, n
+PY
 first=$(losses a.jsonl 2>/dev/null | head -1 | cut -d' ' -f2); last=$(losses a.jsonl | tail -1 | cut -d' ' -f2)
 check "first loss near ln(257) ($first)" $PY -c "import sys; sys.exit(abs($first - 5.549) > 0.3)"
 check "loss falls ($first -> $last)" $PY -c "import sys; sys.exit(not $last < $first - 0.5)"
