@@ -32,6 +32,12 @@
 #       A summary table is printed last and written to build/gpu-check/report.txt (and to
 #       $OUT/gpu-check-report.txt, with the full log and gpu-check-files.tgz holding the
 #       other text outputs, when $OUT is set).
+#       A training or greedy-decode comparison that fails is bisected: run again with each
+#       optional part of the backend taken out (LLM_CUDA_OFF, kernels/cuda/cuda_off.cu;
+#       every part at once is also a row of its own) to name the parts whose absence
+#       makes it pass, and the bf16 timing is repeated without them.  GPU_CHECK_BISECT=1
+#       bisects passing comparisons too, GPU_CHECK_OFF_NAMES limits the parts tried,
+#       GPU_CHECK_STEPS="ops train infer host" runs only the steps named (tests).
 #   here, without a GPU:  scripts/gpu-check.sh --emu
 #       steps 1-4 against the emulated CUDA build (make CUDA=emu: every .cu compiled by the
 #       host compiler against tests/emu, kernels run on the CPU, cuBLAS computed on the
@@ -220,8 +226,12 @@ EVAL=$DATA/ts_eval.bin   # the emulated device is ~1000x slower: a shorter text 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader >>"$LOG" 2>&1
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 
+# GPU_CHECK_STEPS (tests): only the steps named, of "ops train infer host"; unset: all
+want() { [ -z "${GPU_CHECK_STEPS:-}" ] || [[ " $GPU_CHECK_STEPS " == *" $1 "* ]]; }
+
 # 1. every op --------------------------------------------------------------------
-if [ ! -x "$BIN/gpu_check" ]; then
+if ! want ops; then :
+elif [ ! -x "$BIN/gpu_check" ]; then
   row "ops vs reference" FAIL "no gpu_check binary"
 else
   env LD_LIBRARY_PATH="$LDP" timeout $(tl 240) "$BIN/gpu_check" --out "$REP_DIR/ops.txt" \
@@ -272,8 +282,50 @@ train: {batch_size: 4, seq_len: 128, max_steps: $2, lr: 0.001, warmup_steps: 2, 
 Y
 }
 
+# LLM_CUDA_OFF (kernels/cuda/cuda_off.cu): the optional parts of the backend, each of
+# which can be taken out (the model then runs the fallback backend.h documents)
+OFF_NAMES=$( [ -x "$BIN/gpu_check" ] && [ $DRY = 0 ] &&
+  LD_LIBRARY_PATH=$LDP "$BIN/gpu_check" --off-names 2>/dev/null | tr '\n' ' ')
+[ -n "${GPU_CHECK_OFF_NAMES:-}" ] && OFF_NAMES=$GPU_CHECK_OFF_NAMES   # a subset (tests)
+BLAME=""   # the parts bisections found (space-separated), for the timings
+# try_train PREC OFF: the tiny cuda run of PREC (fp32|bf16|fp16) again with
+# LLM_CUDA_OFF=OFF, against its cpu run; 0 when within the bound; $TRY the comparison
+try_train() {
+  local p=$1 off=$2 f tol=2e-2 pre=""
+  [ "$p" = fp32 ] && tol=1e-4
+  [ "$p" != fp32 ] && pre="$p-"
+  f=$REP_DIR/tiny-${pre}off-$off
+  rm -rf "$f" "$f.jsonl"
+  LLM_CUDA_OFF=$off env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/llm-train" \
+    --config "$REP_DIR/tiny-${pre}cuda.yaml" $([ "$p" = fp32 ] || echo --precision $p) \
+    -o "$f" --metrics "$f.jsonl" >>"$LOG" 2>&1
+  TRY=$(cmp_losses "$f.jsonl" "$REP_DIR/tiny-${pre}cpu.jsonl" $tol)
+}
+# bisect LABEL CMD: CMD OFF reruns a failed comparison with LLM_CUDA_OFF=OFF and returns
+# 0 when it passes.  One row: the parts whose absence alone makes it pass (each tried
+# alone), or that only all of them off does (two parts or more), or that even that does
+# not (a required op: see the ops table).  The original row has already failed.
+bisect() {
+  local label=$1 cmd=$2 n fixed="" cut=""
+  if [ -z "$OFF_NAMES" ]; then row "$label: bisect" SKIP "no part names (gpu_check --off-names)"; return; fi
+  if ! $cmd all; then row "$label: bisect" INFO "fails with LLM_CUDA_OFF=all too: a required op (ops table)"; return; fi
+  for n in $OFF_NAMES; do
+    late 40 && { cut=" (out of time before the rest)"; break; }
+    $cmd "$n" && fixed="$fixed $n"
+  done
+  fixed=${fixed# }
+  if [ -n "$fixed" ]; then
+    row "$label: bisect" INFO "passes with LLM_CUDA_OFF= each of: $fixed$cut"
+    BLAME=$(printf '%s\n' $BLAME $fixed | sort -u | tr '\n' ' ')
+  else
+    row "$label: bisect" INFO "passes with LLM_CUDA_OFF=all only (two parts or more)$cut"
+    BLAME="$BLAME all"
+  fi
+}
+
 # 2. training: cuda vs cpu ----------------------------------------------------------
-if ! have llm-train; then row "train $NSTEPS steps cuda=cpu" SKIP "no llm-train binary"
+if ! want train; then :
+elif ! have llm-train; then row "train $NSTEPS steps cuda=cpu" SKIP "no llm-train binary"
 elif [ -z "$DATA" ]; then row "train $NSTEPS steps cuda=cpu" SKIP "no token data carried"
 elif ! LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "device\|--set"; then
   row "train $NSTEPS steps cuda=cpu" SKIP "llm-train has no device option"
@@ -325,12 +377,24 @@ else
     if r=$(cmp_losses "$REP_DIR/tiny-bf16-nf.jsonl" "$REP_DIR/tiny-bf16-cpu.jsonl" 2e-2); then
       row "train cuda=cpu (bf16, no flash)" PASS "$r (bound 2e-2)"
     else row "train cuda=cpu (bf16, no flash)" FAIL "$r (bound 2e-2)"; fi
+    # the fallbacks themselves: every optional part of the backend off
+    if [ -n "$OFF_NAMES" ]; then
+      if try_train bf16 all; then row "train cuda=cpu (bf16, LLM_CUDA_OFF=all)" PASS "$TRY (bound 2e-2)"
+      else row "train cuda=cpu (bf16, LLM_CUDA_OFF=all)" FAIL "$TRY (bound 2e-2)"; fi
+    fi
   fi
+  # a training comparison that failed: which optional part, taken out, makes it pass
+  for p in fp32 bf16 fp16; do
+    if [ -n "${GPU_CHECK_BISECT:-}" ] || grep -q "^train $NSTEPS steps cuda=cpu ($p) *FAIL" <(printf '%s\n' "${ROWS[@]}"); then
+      bisect "train cuda=cpu ($p)" "try_train $p"
+    fi
+  done
 fi
 
 # 3. inference: KV-cache decode and full forward, cuda vs cpu -----------------------------
 CK=$(ls "$REP_DIR"/tiny-cuda/*.llmk 2>/dev/null | sort | tail -1)
-if ! have llm-infer; then row "infer decode cuda=cpu" SKIP "no llm-infer binary"
+if ! want infer; then :
+elif ! have llm-infer; then row "infer decode cuda=cpu" SKIP "no llm-infer binary"
 elif [ -z "$CK" ]; then row "infer decode cuda=cpu" SKIP "no checkpoint from step 2"
 else
   for dev in cpu cuda; do
@@ -355,6 +419,15 @@ else
     row "infer batch-4 sampled cuda=cpu" PASS "$(wc -l <"$REP_DIR/batch-cpu.txt") texts identical"
   elif [ -s "$REP_DIR/batch-cpu.txt" ]; then row "infer batch-4 sampled cuda=cpu" FAIL "texts differ (batch-*.txt)"
   else row "infer batch-4 sampled cuda=cpu" SKIP "llm-infer --jsonl gave no output (see log)"; fi
+  # a greedy decode that differed: which optional part, taken out, makes it equal
+  try_decode() {
+    LLM_CUDA_OFF=$1 env LD_LIBRARY_PATH="$LDP" timeout $(tl 60) "$BIN/llm-infer" "$CK" --device cuda -p "ROMEO:" \
+      -n 48 --temperature 0 >"$REP_DIR/gen-off-$1.txt" 2>>"$LOG" && cmp -s "$REP_DIR/gen-cpu.txt" "$REP_DIR/gen-off-$1.txt"
+  }
+  if [ $DRY = 0 ] && { [ -n "${GPU_CHECK_BISECT:-}" ] ||
+     grep -q "^infer greedy decode cuda=cpu *FAIL" <(printf '%s\n' "${ROWS[@]}"); }; then
+    bisect "infer greedy decode cuda=cpu" try_decode
+  fi
   a=$(grep -o '"nll": *[-0-9.eE+]*' "$REP_DIR/eval-cuda.json" | sed 's/.*: *//')
   b=$(grep -o '"nll": *[-0-9.eE+]*' "$REP_DIR/eval-cpu.json" | sed 's/.*: *//')
   if [ -n "$a" ] && [ -n "$b" ]; then
@@ -368,8 +441,9 @@ fi
 cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: *//')
 flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' |
         grep -xE 'avx2|avx512f|avx512bw|avx512_vnni|avx512vnni|avx512_bf16|f16c' | sort -u | tr '\n' ' ')
-row "host CPU" INFO "${cpu:-unknown} ($(nproc 2>/dev/null) cpus): ${flags:-no listed SIMD flags}"
-if [ ! -x "$BIN/test_quant" ]; then row "quant kernels on host CPU" SKIP "no test_quant binary"
+want host && row "host CPU" INFO "${cpu:-unknown} ($(nproc 2>/dev/null) cpus): ${flags:-no listed SIMD flags}"
+if ! want host; then :
+elif [ ! -x "$BIN/test_quant" ]; then row "quant kernels on host CPU" SKIP "no test_quant binary"
 else
   env LD_LIBRARY_PATH="$LDP" OMP_WAIT_POLICY=passive timeout $(tl 120) "$BIN/test_quant" >"$REP_DIR/test_quant.log" 2>&1
   rc=$?
@@ -437,9 +511,15 @@ fi
 if have llm-train && [ -n "$DATA" ] && [ $QUICK = 0 ] && [ -f "$DATA/ts_gpt2.bin" ] && ! late 60; then
   modes="0 1"
   LD_LIBRARY_PATH=$LDP "$BIN/llm-train" --help 2>&1 | grep -q -- "--precision" && modes="0 1 bf16 bf16wmma bf16b64"
-  for tf in $modes; do
-    prec=fp32 bs=16 flash=1
-    case $tf in bf16) prec=bf16 ;; bf16wmma) prec=bf16 flash=wmma ;; bf16b64) prec=bf16 bs=64 ;; esac
+  # a bisection above found parts that break training: bf16 timed without them too
+  OFF=$(echo $BLAME | tr ' ' ','); case ",$OFF," in *,all,*) OFF=all ;; esac
+  [ -n "$OFF" ] && modes=${modes/bf16 /bf16 bf16off }
+  # (a bf16 B16 run that gives no rate is tried once more with every optional part off)
+  mlist=($modes)
+  for ((mi = 0; mi < ${#mlist[@]}; mi++)); do
+    tf=${mlist[mi]} prec=fp32 bs=16 flash=1 off=""
+    case $tf in bf16) prec=bf16 ;; bf16wmma) prec=bf16 flash=wmma ;; bf16b64) prec=bf16 bs=64 ;;
+                bf16off) prec=bf16 off=$OFF ;; bf16all) prec=bf16 off=all ;; esac
     late 40 && break
     cat >"$REP_DIR/gpt2.yaml" <<Y
 model: {arch: gpt2, n_layer: 12, n_head: 12, n_embd: 768, vocab_size: 50257, max_seq_len: 1024}
@@ -449,18 +529,21 @@ Y
     rm -f "$REP_DIR/gpt2-tf$tf.jsonl"
     # the checkpoint of the B=16 runs serves the decode timings below
     [ $bs = 16 ] && rm -rf "$REP_DIR/gpt2run"
-    LLM_CUDA_FLASH=$flash LLM_CUDA_TF32=$([ $tf = 1 ] && echo 1 || echo 0) env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" \
+    LLM_CUDA_OFF=$off LLM_CUDA_FLASH=$flash LLM_CUDA_TF32=$([ $tf = 1 ] && echo 1 || echo 0) env LD_LIBRARY_PATH="$LDP" timeout $(tl 150) "$BIN/llm-train" --config "$REP_DIR/gpt2.yaml" \
       -o "$REP_DIR/gpt2run$([ $bs = 16 ] || echo -b$bs)" \
       $([ $prec = bf16 ] && echo --precision bf16) --metrics "$REP_DIR/gpt2-tf$tf.jsonl" >>"$LOG" 2>&1
     rm -rf "$REP_DIR/gpt2run-b$bs"
     tps=$(grep -o '"tokens_per_s": *[0-9.eE+]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | sed 's/.*: *//' | tail -n +3 | sort -g | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]}')
-    name="GPT-2 124M train B$bs T1024 $([ $tf = 1 ] && echo tf32 || echo $prec)$([ $flash = wmma ] && echo ' (WMMA flash)')"
+    name="GPT-2 124M train B$bs T1024 $([ $tf = 1 ] && echo tf32 || echo $prec)$([ $flash = wmma ] && echo ' (WMMA flash)')${off:+ (LLM_CUDA_OFF=$off)}"
     peak=$(grep -o '"gpu_mem_peak_mb":[0-9.]*' "$REP_DIR/gpt2-tf$tf.jsonl" 2>/dev/null | tail -1 | sed 's/.*://')
     [ "$tf" = bf16 ] && TPS_BF16=$tps
     if [ -n "$tps" ]; then
       # flops/token = 6 N + 6 L C T (llm.c's count, as llm-train's mfu), N = 124475904 with Vp 50304
       row "$name" INFO "$(awk -v t="$tps" 'BEGIN{f=6*124475904+6*12*768*1024; printf "%.0f tok/s, MFU %.1f%% of bf16 peak, %.1f%% of fp32 peak", t, 100*t*f/989e12, 100*t*f/67e12}')${peak:+, held peak $peak MiB}"
-    else row "$name" FAIL "no tokens_per_s (see log)"; fi
+    else
+      row "$name" FAIL "no tokens_per_s (see log)"
+      [ "$tf" = bf16 ] && [ "$OFF" != all ] && mlist+=(bf16all)
+    fi
   done
   # the peer on the same model (GPT-2 124M from scratch: -e d12), data, B=16 and T=1024,
   # bf16 with its defaults (GELU recomputed in the backward, as here), in this run: the

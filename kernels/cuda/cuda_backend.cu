@@ -524,6 +524,11 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     lc_fill_lo(be);
     lc_fill_attention_lse(be);
     lc_fill_stats(be);
+    if (lc_apply_off(be, c, getenv("LLM_CUDA_OFF"), err, errlen)) {
+        lc_release(c);
+        memset(be, 0, sizeof *be);
+        return -1;
+    }
     return 0;
 fail:
     {

@@ -83,6 +83,10 @@ void llm_backend_cuda_graph_counts(llm_backend *be, long counts[2]);
 /* 1 when device_stats has loaded NVML (after its first call), else 0. */
 int llm_backend_cuda_nvml_loaded(llm_backend *be);
 
+/* The parts LLM_CUDA_OFF can take out of the backend (cuda_off.cu), i from 0 on; NULL
+ * past the last.  "all" is not among them. */
+const char *llm_backend_cuda_off_name(int i);
+
 /* ---- benchmarks and profiling (cuda_bench.cu, cuda_prof.cu; added for issue 9) ----
  * The llm_cuda_bench_* functions need no backend: each takes the device as the backend
  * would (llm_cuda_select_device(-1, ...)), makes its own stream, cuBLASLt handle and

@@ -64,6 +64,7 @@ typedef struct {
     struct lc_lo_plan *lo_plans;    /* LC_LO_PLANS entries, allocated on first use */
     unsigned lo_next;               /* round-robin victim when the cache is full */
     int lo_force_ex;                /* test hook: skip cuBLASLt, use cublasGemmEx */
+    int lt_off;                     /* LLM_CUDA_OFF=cublaslt: no cuBLASLt for any GEMM */
     long lo_runs[2];                /* lo GEMMs run by cuBLASLt, by cublasGemmEx */
     long lo_gelu_runs[2];           /* fused GELU GEMMs: by the epilogue, by the fallback */
     int flash_off;                  /* 1: the lse attention uses its batched-GEMM form only
@@ -179,6 +180,11 @@ extern "C" void lc_fill_infer(llm_backend *be);
 extern "C" void lc_fill_lo(llm_backend *be);
 extern "C" void lc_fill_attention_lse(llm_backend *be);
 extern "C" void lc_fill_stats(llm_backend *be);
+/* LLM_CUDA_OFF (cuda_off.cu): take the parts named in spec out of be (after the fills;
+ * LLM_CUDA_FAULT, a test hook, first); 0, or -1 with a message in err for an unknown
+ * name. */
+extern "C" int lc_apply_off(llm_backend *be, lc_ctx *c, const char *spec, char *err,
+                            size_t errlen);
 /* Mixed precision helper of cuda_lo.cu: grow-only lo buffer i (< LC_LO_BUFS; the
  * batched-GEMM lse attention's probabilities and score gradients) of at least bytes, or
  * NULL after recording an error (growing frees the old block, which synchronises). */

@@ -260,7 +260,7 @@ static int lc_lt_gemm(lc_ctx *c, int lo, int ta, int tb, int m, int n, int k,
                       void *C, int ct, int ldc, const void *bias, int epi, const void *aux)
 {
     const float alpha = 1.0f;
-    if (c->lo_force_ex) return 0;
+    if (c->lo_force_ex || c->lt_off) return 0;
     struct lc_lo_plan key;
     memset(&key, 0, sizeof key);
     key.lo = lo; key.ct = ct; key.ta = ta; key.tb = tb; key.m = m; key.n = n; key.k = k;

@@ -53,6 +53,7 @@ static int lc_matmul_lt_bias(lc_ctx *c, float *out, const float *inp, const floa
     int nres = 0;
     const float alpha = 1.0f, beta = 0.0f;
 
+    if (c->lt_off) return -1;
     /* column-major: D(OC,N) = op(W)(OC,C) X(C,N), W stored (C,OC) ld C, X stored (C,N) */
     if (cublasLtMatmulDescCreate(&op, c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                                  CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) goto done;

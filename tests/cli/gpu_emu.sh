@@ -48,7 +48,8 @@ check "gpu-check.sh --emu exits 0 (rc=$rc)" test $rc = 0
 check "report written" test -s $R
 for r in "ops vs reference" "ops, warps skewed (emu)" "train 4 steps cuda=cpu (fp32)" \
          "train 4 steps cuda=cpu (bf16)" "train 4 steps cuda=cpu (fp16)" \
-         "train cuda=cpu (bf16, no flash)" "train metrics gpu_\* fields" \
+         "train cuda=cpu (bf16, no flash)" "train cuda=cpu (bf16, LLM_CUDA_OFF=all)" \
+         "train metrics gpu_\* fields" \
          "infer greedy decode cuda=cpu" "infer batch-4 sampled cuda=cpu" \
          "infer full-forward nll cuda=cpu"; do
   line=$(grep -m1 "^$r " $R)
@@ -56,6 +57,18 @@ for r in "ops vs reference" "ops, warps skewed (emu)" "train 4 steps cuda=cpu (f
   else notok "$r: ${line:-missing} $(grep -m3 'FAIL\|emu:' "$TMP/out" | tr '\n' ' ')"; fi
 done
 check "no FAIL row" bash -c "! grep -q ' FAIL ' $R"
+# the bisection of a failed comparison: with a part broken on purpose
+# (LLM_CUDA_FAULT=xent_fused: its losses come out zero) every training comparison fails,
+# and its bisection names that part alone of those tried
+GPU_CHECK_STEPS=train GPU_CHECK_OFF_NAMES="staging xent_fused" LLM_CUDA_FAULT=xent_fused \
+  LLM_DATA=$DATA bash scripts/gpu-check.sh --emu >"$TMP/bisect.out" 2>&1
+rc=$?
+check "gpu-check.sh --emu with a broken part exits 1 (rc=$rc)" test $rc = 1
+for p in fp32 bf16 fp16; do
+  check "the $p comparison fails and its bisection names xent_fused" \
+    grep -q "^train cuda=cpu ($p): bisect *INFO *passes with LLM_CUDA_OFF= each of: xent_fused\$" $R
+done
+check "... and every part off passes" grep -q "^train cuda=cpu (bf16, LLM_CUDA_OFF=all) *PASS" $R
 LLM_EMU_STREAMS=ahead build/emu/gpu/gpu_check --tiny --only xfer --seed 1 >"$TMP/xfer.log" 2>&1
 rc=$?
 sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$TMP/xfer.log")

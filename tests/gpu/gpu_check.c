@@ -654,9 +654,15 @@ int main(int argc, char **argv)
         /* --device cpu: run the whole table with a CPU backend in place of cuda, to test
          * this program itself where there is no GPU */
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
+        /* --off-names: the parts LLM_CUDA_OFF takes, one a line (scripts/gpu-check.sh) */
+        else if (!strcmp(argv[i], "--off-names")) {
+            for (int k = 0; llm_backend_cuda_off_name(k); k++) puts(llm_backend_cuda_off_name(k));
+            return 0;
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: gpu_check [--seed N] [--out FILE] [--tiny] [--bench] [--bench-batch B]\n"
-                   "                 [--device cuda|cpu|cpu-ref] [--only attention|xfer|argmax]\n");
+                   "                 [--device cuda|cpu|cpu-ref] [--only attention|xfer|argmax]\n"
+                   "       gpu_check --off-names\n");
             return 0;
         } else {
             fprintf(stderr, "gpu_check: unknown argument '%s'\n", argv[i]);
@@ -664,6 +670,12 @@ int main(int argc, char **argv)
         }
     }
     char err[256];
+    /* the table calls every op of the backend: none may be taken out */
+    if (getenv("LLM_CUDA_OFF") || getenv("LLM_CUDA_FAULT")) {
+        fprintf(stderr, "gpu_check: LLM_CUDA_OFF and LLM_CUDA_FAULT ignored (every op is checked)\n");
+        unsetenv("LLM_CUDA_OFF");
+        unsetenv("LLM_CUDA_FAULT");
+    }
     x.cuda = !strcmp(device, "cuda");
     if (!x.cuda) {
         if (llm_backend_init(&x.g, device, 2, err, sizeof err)) {
@@ -762,6 +774,7 @@ int main(int argc, char **argv)
     check_optim(&x, 1, 1);
     check_optim(&x, 4099, 7);
     gpu_check_adamw_segs(&x, tiny);
+    gpu_check_off(&x);
     if (x.cuda) check_gemm_lo(&x, 37, 61, 83);
     if (!tiny) {
         if (x.cuda) check_gemm_lo(&x, 129, 257, 768);

@@ -111,6 +111,8 @@ void row_bits(gc *x, const char *op, const char *shape, const void *a, const voi
  * (gpu_check_lo.c).  tiny: small shapes only. */
 void gpu_check_lo(gc *x, int tiny);
 void gpu_check_device_stats(gc *x, int tiny);
+/* LLM_CUDA_OFF: each part off, "all", an unknown name (gpu_check_off.c; cuda only). */
+void gpu_check_off(gc *x);
 /* attention_forward_lse / attention_backward_lse (gpu_check_att_lo.c). */
 void gpu_check_attention_lse(gc *x, int tiny);
 /* layernorm_forward_lo, gelu_forward_lo / gelu_backward_lo, xent_forward_lo /
