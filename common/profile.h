@@ -237,6 +237,11 @@ typedef struct {
  * "memory"; "-" when a peak is unknown or the op moves no bytes. */
 const char *llm_profile_bound(double flop, double bytes, const llm_profile_peaks *pk);
 
+/* The share (percent) of the roofline an op reached: its time at the peaks, the larger
+ * of flop / peak.gflops and bytes / peak.gbs, over the seconds it took; -1 when a peak
+ * is unknown or it took no time. */
+double llm_profile_roof_pct(double flop, double bytes, double seconds, const llm_profile_peaks *pk);
+
 /* Table: op, site, layer, calls, total ms, % of the total, GFLOP, GFLOP/s, GB, GB/s, bound.
  * Ops that were never called are left out. */
 int llm_profile_write_table(const llm_profile *p, FILE *f, int fold, const llm_profile_peaks *pk,

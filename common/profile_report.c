@@ -58,6 +58,20 @@ static double ratio(double a, double b)
     return b > 0 ? a / b : 0;
 }
 
+double llm_profile_roof_pct(double flop, double bytes, double seconds, const llm_profile_peaks *pk)
+{
+    if (!pk || pk->gflops <= 0 || pk->gbs <= 0 || !(seconds > 0)) return -1;
+    double tf = flop / (pk->gflops * 1e9), tb = bytes / (pk->gbs * 1e9);
+    return 100 * (tf > tb ? tf : tb) / seconds;
+}
+
+/* roof% as the table prints it: "-" when unknown */
+static void roof_str(char *b, size_t n, double pct)
+{
+    if (pct < 0) snprintf(b, n, "-");
+    else snprintf(b, n, "%.1f", pct);
+}
+
 int llm_profile_write_table(const llm_profile *p, FILE *f, int fold, const llm_profile_peaks *pk,
                             llm_status *st)
 {
@@ -65,9 +79,10 @@ int llm_profile_write_table(const llm_profile *p, FILE *f, int fold, const llm_p
     int n;
     if (llm_profile_entries(p, fold, &v, &n, st)) return st->code;
     double total = p->total_s;
-    fprintf(f, "%-26s %-13s %5s %7s %10s %6s %9s %9s %9s %8s %-7s\n", "op", "site", "layer",
-            "calls", "total_ms", "%", "GFLOP", "GFLOP/s", "GB", "GB/s", "bound");
-    double tf = 0, tb = 0;
+    fprintf(f, "%-26s %-13s %5s %7s %10s %6s %9s %9s %9s %8s %-7s %6s\n", "op", "site", "layer",
+            "calls", "total_ms", "%", "GFLOP", "GFLOP/s", "GB", "GB/s", "bound", "roof%");
+    double tf = 0, tb = 0, troof = 0;
+    char roof[16];
     for (int i = 0; i < n; i++) {
         const llm_profile_entry *e = &v[i];
         char layer[16] = "all";
@@ -75,17 +90,22 @@ int llm_profile_write_table(const llm_profile *p, FILE *f, int fold, const llm_p
             if (e->layer >= 0) snprintf(layer, sizeof layer, "%d", e->layer);
             else snprintf(layer, sizeof layer, "-");
         }
-        fprintf(f, "%-26s %-13s %5s %7ld %10.3f %6.2f %9.4f %9.2f %9.4f %8.2f %-7s\n",
+        double rp = llm_profile_roof_pct(e->flop, e->bytes, e->seconds, pk);
+        roof_str(roof, sizeof roof, rp);
+        fprintf(f, "%-26s %-13s %5s %7ld %10.3f %6.2f %9.4f %9.2f %9.4f %8.2f %-7s %6s\n",
                 llm_op_name(e->op), e->site[0] ? e->site : "-", layer, e->calls,
                 1e3 * e->seconds, 100 * ratio(e->seconds, total), 1e-9 * e->flop,
                 1e-9 * ratio(e->flop, e->seconds), 1e-9 * e->bytes,
-                1e-9 * ratio(e->bytes, e->seconds), llm_profile_bound(e->flop, e->bytes, pk));
+                1e-9 * ratio(e->bytes, e->seconds), llm_profile_bound(e->flop, e->bytes, pk), roof);
         tf += e->flop;
         tb += e->bytes;
+        if (rp >= 0) troof += rp / 100 * e->seconds;   /* the op's time at the peaks */
     }
-    fprintf(f, "%-26s %-13s %5s %7s %10.3f %6.2f %9.4f %9.2f %9.4f %8.2f\n", "total", "", "", "",
+    /* the whole: the ops' times at the peaks, summed, over the profiled time */
+    roof_str(roof, sizeof roof, pk && pk->gflops > 0 && pk->gbs > 0 && total > 0 ? 100 * troof / total : -1);
+    fprintf(f, "%-26s %-13s %5s %7s %10.3f %6.2f %9.4f %9.2f %9.4f %8.2f %-7s %6s\n", "total", "", "", "",
             1e3 * total, total > 0 ? 100.0 : 0.0, 1e-9 * tf, 1e-9 * ratio(tf, total), 1e-9 * tb,
-            1e-9 * ratio(tb, total));
+            1e-9 * ratio(tb, total), "", roof);
     free(v);
     if (ferror(f)) return llm_err(st, LLM_EIO, "write failed: %s", strerror(errno));
     return 0;
@@ -116,6 +136,8 @@ int llm_profile_write_json_ops(const llm_profile *p, llm_json *j, int fold,
         llm_json_knum(j, "gbs", 1e-9 * ratio(e->bytes, e->seconds));
         llm_json_knum(j, "intensity", ratio(e->flop, e->bytes));
         llm_json_kstr(j, "bound", llm_profile_bound(e->flop, e->bytes, pk));
+        double rp = llm_profile_roof_pct(e->flop, e->bytes, e->seconds, pk);
+        if (rp >= 0) llm_json_knum(j, "roof_pct", rp);
         llm_json_obj_end(j);
     }
     llm_json_arr_end(j);

@@ -264,6 +264,16 @@ else
   fi
 fi
 
+# the four ops of an llm-profile table (file $1) whose time exceeds their time at the
+# peaks by the most: "op site +X ms (roof Y%)", and the whole table's roof%
+roof_lost() {
+  awk 'NF >= 12 && $1 != "op" && $1 != "total" && $12 ~ /^[0-9.]+$/ {
+         printf "%.3f %s %s %.1f\n", $5 * (1 - $12 / 100), $1, $2, $12 }
+       $1 == "total" && $NF ~ /^[0-9.]+$/ { print "total", $NF > "/dev/stderr" }' "$1" 2>"$1.roof" |
+    sort -gr | head -4 | awk '{printf "%s%s %s +%s ms (roof %s%%)", (NR > 1 ? ", " : ""), $2, $3, $1, $4}'
+  awk '{printf "; whole step at %s%% of its roofline", $2}' "$1.roof" 2>/dev/null; rm -f "$1.roof"
+}
+
 # helpers for llm-train / llm-infer ------------------------------------------------
 have() { [ -x "$BIN/$1" ]; }
 # losses from JSON metric lines (one per step), in step order
@@ -572,6 +582,10 @@ Y
     top=$(awk '$1 != "op" && $1 !~ /^#/ && NF >= 6 && $1 != "total" {printf "%s%s %s%%", (n ? ", " : ""), $1, $6; if (++n == 4) exit}' "$REP_DIR/profile-bf16.txt")
     if [ -n "$ms" ]; then row "GPT-2 124M bf16 B16 per-op profile" INFO "$ms/step: $top (profile-bf16.txt)"
     else row "GPT-2 124M bf16 B16 per-op profile" FAIL "no profile (profile-bf16.txt)"; fi
+    # where the step is furthest from the roofline (989 TFLOP/s, 4.8 TB/s): each op's
+    # time less its time at the peaks (roof%), the four largest
+    lost=$(roof_lost "$REP_DIR/profile-bf16.txt")
+    [ -n "$lost" ] && row "bf16 B16 ms over the roofline" INFO "$lost"
   fi
   # decode tokens/s at batch 1 and 32 from the GPT-2 run's checkpoint
   G=$(ls "$REP_DIR"/gpt2run/*.llmk 2>/dev/null | sort | tail -1)

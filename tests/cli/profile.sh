@@ -43,6 +43,12 @@ N, C = 32, 32
 assert fc["calls"] == 2
 assert abs(fc["gflop"] * 1e9 - 2 * (2 * N * C * 4 * C + N * 4 * C)) < 1e-3, fc
 assert all(o["bound"] in ("compute", "memory") for o in ops)
+# roof%: the op's time at the peaks (50 GFLOP/s, 10 GB/s: $PK) over its time
+for o in ops:
+    if o["total_ms"] > 0:
+        want = 100 * max(o["gflop"] / 50, o["gb"] / 10) / (o["total_ms"] / 1e3)
+        assert abs(o["roof_pct"] - want) <= 1e-6 * max(want, 1e-3), (o, want)
+assert sum(1 for o in ops if "roof_pct" in o) >= 10
 assert abs(sum(o["pct"] for o in ops) - 100) < 1e-6
 m = d["memory"]
 assert abs(m["error_pct"]) < 10, m
