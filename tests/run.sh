@@ -3,7 +3,8 @@
 #   unit tests: $UNITDIR/test_* (cmocka, TAP output)
 #   CLI tests:  tests/cli/*.sh (TAP lines via tests/cli/lib.sh), with $BIN on PATH
 # Environment: BIN, UNITDIR (set by make), TESTS=pattern to run a subset,
-#              LLM_SAN=1 under sanitizers, TEST_TIMEOUT seconds per file (default 900).
+#              LLM_SAN=1 under sanitizers, TEST_TIMEOUT seconds per file (default 900; a
+#              script's "# test-timeout: N" line among its first five raises it for it).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 : "${BIN:=$PWD/bin}" "${UNITDIR:=$PWD/build/tests}" "${TEST_TIMEOUT:=900}"
@@ -18,8 +19,11 @@ log=$(mktemp -d /tmp/llmkit-tests.XXXXXX)
 run_one() { # name cmd...
   local name=$1; shift
   case "$name" in *${TESTS:-}*) ;; *) return;; esac
-  local out="$log/$(basename "$name").out" t0=$SECONDS
-  timeout "$TEST_TIMEOUT" "$@" >"$out" 2>&1; local rc=$?
+  local out="$log/$(basename "$name").out" t0=$SECONDS tmo=$TEST_TIMEOUT
+  # a script may ask for longer than TEST_TIMEOUT in a "# test-timeout: N" line (never less)
+  local own=$([ "$1" = bash ] && sed -n '2,5s/^# test-timeout: \([0-9]\{1,5\}\)$/\1/p' "$2" | head -1)
+  [ -n "$own" ] && [ "$own" -gt "$tmo" ] && tmo=$own
+  timeout "$tmo" "$@" >"$out" 2>&1; local rc=$?
   local p f s
   # TAP: "ok N - name", "not ok N - name"; a "# SKIP" directive on either is a skip
   # (cmocka writes skipped tests as "not ok N # SKIP").
