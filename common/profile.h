@@ -242,7 +242,8 @@ const char *llm_profile_bound(double flop, double bytes, const llm_profile_peaks
  * is unknown or it took no time. */
 double llm_profile_roof_pct(double flop, double bytes, double seconds, const llm_profile_peaks *pk);
 
-/* Table: op, site, layer, calls, total ms, % of the total, GFLOP, GFLOP/s, GB, GB/s, bound.
+/* Table: op, site, layer, calls, total ms, % of the total, GFLOP, GFLOP/s, GB, GB/s, bound,
+ * roof% (llm_profile_roof_pct; the total row: the ops' times at the peaks over the total).
  * Ops that were never called are left out. */
 int llm_profile_write_table(const llm_profile *p, FILE *f, int fold, const llm_profile_peaks *pk,
                             llm_status *st);
