@@ -268,10 +268,9 @@ fi
 # peaks by the most: "op site +X ms (roof Y%)", and the whole table's roof%
 roof_lost() {
   awk 'NF >= 12 && $1 != "op" && $1 != "total" && $12 ~ /^[0-9.]+$/ {
-         printf "%.3f %s %s %.1f\n", $5 * (1 - $12 / 100), $1, $2, $12 }
-       $1 == "total" && $NF ~ /^[0-9.]+$/ { print "total", $NF > "/dev/stderr" }' "$1" 2>"$1.roof" |
+         printf "%.3f %s %s %.1f\n", $5 * (1 - $12 / 100), $1, $2, $12 }' "$1" |
     sort -gr | head -4 | awk '{printf "%s%s %s +%s ms (roof %s%%)", (NR > 1 ? ", " : ""), $2, $3, $1, $4}'
-  awk '{printf "; whole step at %s%% of its roofline", $2}' "$1.roof" 2>/dev/null; rm -f "$1.roof"
+  awk '$1 == "total" && $NF ~ /^[0-9.]+$/ {printf "; whole step at %s%% of its roofline", $NF}' "$1"
 }
 
 # helpers for llm-train / llm-infer ------------------------------------------------
