@@ -20,6 +20,8 @@
 #   test            build and run every test that needs no GPU; last line "N passed, N failed"
 #   check           test under SAN=1, mandoc -Tlint on every page, --help vs man-page check
 #   sample          regenerate tests/data/sample.llmk
+#   cuda-res        (CUDA=1) ptxas's registers/shared memory per kernel, for
+#                   tests/gpu/launch_limits.py
 #   fuzz            libFuzzer targets tests/fuzz/fuzz_*.c (clang), each for FUZZ_SECONDS
 #   demo            the README's main job
 #   install, clean
@@ -239,6 +241,25 @@ $(GPU_CHECK): $(GPU_OBJ) $(LIB)
 all: $(GPU_CHECK)
 gpu-check: $(GPU_CHECK)
 .PHONY: gpu-check
+endif
+
+# cuda-res (CUDA=1): what ptxas gives each kernel, per architecture (registers, static
+# shared memory, spills: `-Xptxas -v`), and its __launch_bounds__ (.maxntid of the PTX),
+# one build/cuda-res/<source>.txt per .cu: the hardware limits tests/gpu/launch_limits.py
+# holds the emulator's launches to.  Outside $(B), with no mode stamp: tests run it as
+# `make CUDA=1 B=build/cuda-res/b cuda-res`, which leaves the tree's own build alone.
+ifeq ($(CUDA),1)
+RES_DIR  := build/cuda-res
+CUDA_RES := $(patsubst %.cu,$(RES_DIR)/%.txt,$(wildcard kernels/cuda/*.cu tests/gpu/*.cu))
+$(RES_DIR)/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -Xptxas -v -c $< -o $@ >$(@:.o=.ptxas) 2>&1 || { cat $(@:.o=.ptxas); exit 1; }
+$(RES_DIR)/%.txt: $(RES_DIR)/%.o
+	$(NVCC) $(filter-out -MMD -MP -gencode arch=%,$(NVFLAGS)) -arch=compute_80 -ptx $*.cu -o $(@:.txt=.ptx)
+	{ cat $(<:.o=.ptxas); awk '/^[.]visible .entry|^[.]entry/{n=$$NF; sub(/\(.*/,"",n)} \
+	  /^[.]maxntid/{print "maxntid", n, $$2}' $(@:.txt=.ptx) | tr -d ','; } >$@.tmp && mv $@.tmp $@
+cuda-res: $(CUDA_RES)
+.PHONY: cuda-res
 endif
 
 # The test command of the README.  Installs missing Debian packages first (see

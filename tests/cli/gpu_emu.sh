@@ -41,7 +41,8 @@ fi
 if [ ! -x "$ROOT/build/emu/gpu/gpu_check" ]; then
   skip "emulated CUDA backend" "not built (make CUDA=emu all; make test builds it unless EMU=0)"; exit 0
 fi
-GPU_CHECK_SEED=1 LLM_DATA=$DATA LLM_EMU_STREAMS=late bash scripts/gpu-check.sh --emu >"$TMP/out" 2>&1
+GPU_CHECK_SEED=1 LLM_DATA=$DATA LLM_EMU_STREAMS=late LLM_EMU_LAUNCH_LOG=$TMP/launches.txt \
+  bash scripts/gpu-check.sh --emu >"$TMP/out" 2>&1
 rc=$?
 R=build/gpu-check-emu/report.txt
 check "gpu-check.sh --emu exits 0 (rc=$rc)" test $rc = 0
@@ -57,6 +58,26 @@ for r in "ops vs reference" "ops, warps skewed (emu)" "train 4 steps cuda=cpu (f
   else notok "$r: ${line:-missing} $(grep -m3 'FAIL\|emu:' "$TMP/out" | tr '\n' ' ')"; fi
 done
 check "no FAIL row" bash -c "! grep -q ' FAIL ' $R"
+# llm-bench's own kernels on the emulated device (fills, the GEMM's sampled check, the
+# STREAM copies): every result checked, at odd shapes too
+LLM_EMU_LAUNCH_LOG=$TMP/launches.txt build/emu/bin/llm-bench gemm -d cuda -s 64,33x17x45 \
+  -t f32,tf32,bf16,f16 -r 1 -w 0 -F jsonl >"$TMP/bgemm.jsonl" 2>"$TMP/bgemm.err"
+LLM_EMU_LAUNCH_LOG=$TMP/launches.txt build/emu/bin/llm-bench mem -d cuda -s 64K -r 1 -w 0 \
+  -F jsonl >"$TMP/bmem.jsonl" 2>"$TMP/bmem.err"
+python3 - "$TMP/bgemm.jsonl" "$TMP/bmem.jsonl" <<'PY' && ok "llm-bench gemm (4 dtypes, 2 shapes) and mem (5 ops) on cuda, results checked (emu)" || notok "llm-bench gemm/mem on cuda (emu): $(head -c 300 "$TMP/bgemm.err" "$TMP/bmem.err")"
+import json, sys
+g = [json.loads(l) for l in open(sys.argv[1])]
+m = [json.loads(l) for l in open(sys.argv[2])]
+assert len(g) == 8 and len(m) == 5, (len(g), len(m))
+for r in g:
+    assert r["device"] == "cuda" and "output checked" in r["note"], r
+    assert 0 <= r["check_err"] <= r["check_bound"], r
+assert sorted(r["op"] for r in m) == ["copy", "d2h", "h2d", "memcpy", "triad"], m
+assert all("output checked" in r["note"] and r["rate"] > 0 for r in m), m
+PY
+# every kernel those runs launched, at the block size and shared memory it was launched
+# with, within what ptxas gave it (registers, static shared memory, __launch_bounds__)
+launch_limits "launch limits of the --emu run's kernels (ptxas)" "$TMP/launches.txt"
 # the bisection of a failed comparison: with a part broken on purpose
 # (LLM_CUDA_FAULT=xent_fused: its losses come out zero) every training comparison fails,
 # and its bisection names that part alone of those tried

@@ -538,10 +538,66 @@ cudaError_t cudaDeviceSynchronize(void)
     return cudaSuccess;
 }
 
+/* LLM_EMU_LAUNCH_LOG=FILE: at exit, one line per kernel (by its name as written at the
+ * launch) appended to FILE: "launch NAME THREADS SMEM", the most threads per block and
+ * the most dynamic shared memory of its launches in this process, and "optin NAME BYTES",
+ * the largest shared-memory opt-in it was given.  tests/gpu/launch_limits.py holds them
+ * against what ptxas says each kernel needs (registers, static shared memory,
+ * __launch_bounds__), the limits the emulator cannot know. */
+namespace {
+struct LaunchMax {
+    size_t threads = 0, smem = 0, optin = 0;
+    bool launched = false;
+};
+std::mutex launch_mu;
+std::map<std::string, LaunchMax> &launch_log()
+{
+    static std::map<std::string, LaunchMax> m;
+    return m;
+}
+void launch_log_write(void)
+{
+    const char *path = getenv("LLM_EMU_LAUNCH_LOG");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    std::lock_guard<std::mutex> g(launch_mu);
+    for (auto &kv : launch_log()) {
+        if (kv.second.launched)
+            fprintf(f, "launch %s %zu %zu\n", kv.first.c_str(), kv.second.threads, kv.second.smem);
+        if (kv.second.optin) fprintf(f, "optin %s %zu\n", kv.first.c_str(), kv.second.optin);
+    }
+    fclose(f);
+}
+void launch_note(const char *kernel, size_t threads, size_t smem, size_t optin)
+{
+    static bool on = [] {
+        const char *p = getenv("LLM_EMU_LAUNCH_LOG");
+        launch_log();   /* made before the handler is registered, so destroyed after it runs */
+        if (p && *p) atexit(launch_log_write);
+        return p && *p;
+    }();
+    if (!on) return;
+    std::string n(kernel);
+    for (char &ch : n)
+        if (ch == ' ') ch = '_';   /* one field: "k<LO, 64>" -> "k<LO,_64>" */
+    std::lock_guard<std::mutex> g(launch_mu);
+    LaunchMax &m = launch_log()[n];
+    if (optin) {
+        if (optin > m.optin) m.optin = optin;
+        return;
+    }
+    m.launched = true;
+    if (threads > m.threads) m.threads = threads;
+    if (smem > m.smem) m.smem = smem;
+}
+}  // namespace
+
 cudaError_t cudaFuncSetAttribute(emu_named kernel, cudaFuncAttribute a, int bytes)
 {
     if (a != cudaFuncAttributeMaxDynamicSharedMemorySize || bytes < 0 || bytes > smem_optin_max())
         return fail(cudaErrorInvalidValue);
+    if (bytes) launch_note(kernel.name, 0, 0, (size_t)bytes);
     std::lock_guard<std::mutex> g(rt().mu);
     rt().smem_optin[{cur_dev, kernel.name}] = bytes;
     return cudaSuccess;
@@ -602,6 +658,7 @@ void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block,
                     const std::function<void()> &body, cudaStream_t stream)
 {
     int dev = stream ? stream->dev : cur_dev;
+    launch_note(kernel, (size_t)block.x * block.y * block.z, smem, 0);
     if (dev != cur_dev) {
         fprintf(stderr, "emu: launch of %s on a stream of device %d while device %d is current\n",
                 kernel, dev, cur_dev);

@@ -1,7 +1,8 @@
 /* gpu_check_off.c — gpu_check's rows for LLM_CUDA_OFF (kernels/cuda/cuda_off.cu): for
  * every part it names, a backend started with it off lacks exactly that part (its op
  * pointers NULL, every other op as in the default backend), the parts inside the backend
- * take their other path (the lse attention by GEMMs, the lo GEMMs by cublasGemmEx,
+ * take their other path (the lse attention by GEMMs, the lo GEMMs by cublasGemmEx, the
+ * fp32 bias GEMM by cuBLAS and a bias kernel,
  * uploads synchronous), and what it computes is still right; "all" takes every part,
  * an unknown name stops the start. */
 #include <math.h>
@@ -126,6 +127,33 @@ static int lo_gemm_runs(gc *x, llm_backend *b, long runs[2], float **out)
     return ok;
 }
 
+/* matmul_forward on b (N37 C64 OC48, fp32, with a bias: cuBLASLt's bias epilogue, or,
+ * with cuBLASLt off, cuBLAS and the bias kernel) and its output. */
+static int f32_bias_run(gc *x, llm_backend *b, float **out)
+{
+    enum { N = 37, C = 64, OC = 48 };
+    float *a = rnd(x, (size_t)N * C, -1, 1), *w = rnd(x, (size_t)OC * C, -1, 1),
+          *bias = rnd(x, OC, -1, 1);
+    float *da = b->alloc(b, (size_t)N * C * sizeof(float)), *dw = b->alloc(b, (size_t)OC * C * sizeof(float)),
+          *db = b->alloc(b, OC * sizeof(float)), *dout = b->alloc(b, (size_t)N * OC * sizeof(float));
+    int ok = da && dw && db && dout;
+    if (ok) {
+        b->to_device(b, da, a, (size_t)N * C * sizeof(float));
+        b->to_device(b, dw, w, (size_t)OC * C * sizeof(float));
+        b->to_device(b, db, bias, OC * sizeof(float));
+        b->matmul_forward(b, dout, da, dw, db, N, C, OC);
+        *out = xmalloc((size_t)N * OC * sizeof(float));
+        b->to_host(b, *out, dout, (size_t)N * OC * sizeof(float));
+        ok = llm_backend_cuda_status(b, NULL, 0) == 0;
+    }
+    b->free(b, da);
+    b->free(b, dw);
+    b->free(b, db);
+    b->free(b, dout);
+    free(a), free(w), free(bias);
+    return ok;
+}
+
 /* max |a - b| over max |b| (INFINITY when a has a non-finite value): the two forms
  * of the lse attention round their partial sums differently (a lo rounding a term, up
  * to a few lo spacings of the largest output); a wrong path is off by O(1) */
@@ -159,9 +187,9 @@ void gpu_check_off(gc *x)
     }
     /* the default's lse attention and lo GEMM, to compare the other paths with */
     long dr[2], dg[2];
-    float *dlse = NULL, *dgemm = NULL;
+    float *dlse = NULL, *dgemm = NULL, *dbias = NULL;
     uint64_t seed = x->rng;   /* the same inputs again for each part's paths */
-    int dok = lse_runs(x, &d, dr, &dlse) & lo_gemm_runs(x, &d, dg, &dgemm);
+    int dok = lse_runs(x, &d, dr, &dlse) & lo_gemm_runs(x, &d, dg, &dgemm) & f32_bias_run(x, &d, &dbias);
     char shape[96];
     for (int i = -1;; i++) {
         const char *off = i < 0 ? "all" : llm_backend_cuda_off_name(i);
@@ -186,27 +214,31 @@ void gpu_check_off(gc *x)
                   rt && sync == want_sync);
         if (all || !strcmp(off, "flash") || !strcmp(off, "cublaslt")) {
             long r[2], g[2];
-            float *o = NULL, *og = NULL;
+            float *o = NULL, *og = NULL, *ob = NULL;
             uint64_t now = x->rng;
             x->rng = seed;
-            int ok = lse_runs(x, &b, r, &o) & lo_gemm_runs(x, &b, g, &og) && dok;
+            int ok = lse_runs(x, &b, r, &o) & lo_gemm_runs(x, &b, g, &og) & f32_bias_run(x, &b, &ob) && dok;
             /* the default: fused, cuBLASLt; each part off: the other form, same values
              * within the lo rounding (the lse forms round differently) */
             int fl = all || !strcmp(off, "flash"), lt = all || !strcmp(off, "cublaslt");
             ok = ok && dr[0] == 1 && dg[0] == 1;
             ok = ok && r[fl ? 1 : 0] == 1 && g[lt ? 1 : 0] == 1;
             double e1 = ok ? errmax(o, dlse, 64 * 128) : 1, e2 = ok ? errmax(og, dgemm, 37 * 48) : 1;
+            /* the fp32 bias GEMM: the epilogue, or (cuBLASLt off) GEMM then bias kernel */
+            double e3 = ok ? errmax(ob, dbias, 37 * 48) : 1;
             snprintf(shape, sizeof shape, "%s: paths, vs default", off);
-            row_check(x, "LLM_CUDA_OFF paths", shape, fmax(e1, e2), 2e-2,
-                      ok && e1 <= 2e-2 && e2 <= 1e-5);
+            row_check(x, "LLM_CUDA_OFF paths", shape, fmax(e1, fmax(e2, e3)), 2e-2,
+                      ok && e1 <= 2e-2 && e2 <= 1e-5 && e3 <= 1e-5);
             free(o);
             free(og);
+            free(ob);
             x->rng = now;
         }
         llm_backend_cuda_free(&b);
     }
     free(dlse);
     free(dgemm);
+    free(dbias);
     llm_backend_cuda_free(&d);
     /* a misspelt part: no backend, the name in the message */
     llm_backend b;
