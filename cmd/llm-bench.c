@@ -161,7 +161,7 @@ static int run_gemm(int argc, char **argv)
     };
     const llm_cli cli = {prog, "[options]",
                          "Time C = A B with OpenBLAS (cpu) or cuBLASLt (cuda) for each size and dtype.",
-                         table, 0, 0};
+                         table, 0, 0, NULL};
     llm_bench_format fmt;
     int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_GPU);
     if (r >= 0) return r;
@@ -218,7 +218,7 @@ static int run_mem(int argc, char **argv)
     };
     const llm_cli cli = {prog, "[options]",
                          "STREAM-style copy and triad bandwidth; on cuda also cudaMemcpy and pinned host<->device.",
-                         table, 0, 0};
+                         table, 0, 0, NULL};
     llm_bench_format fmt;
     int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_GPU);
     if (r >= 0) return r;
@@ -272,7 +272,7 @@ static int run_coll(const char *coll, int argc, char **argv)
                          "MPI on host memory; cuda over NCCL on device memory, one process per GPU "
                          "(mpirun -np N, srun, or --dist-init), out-of-place and in-place rows, the "
                          "result checked.",
-                         table, 0, 0};
+                         table, 0, 0, NULL};
     llm_bench_format fmt;
     int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_NCCL);
     if (r >= 0) return r;
@@ -361,7 +361,7 @@ static int run_model(int train, int argc, char **argv)
     const llm_cli cli = {prog, train ? "MODEL.llmk | --config FILE [options]" : "MODEL.llmk [options]",
                          train ? "Training throughput: tokens/s, ms/step and MFU per batch size."
                                : "Prefill and decode tokens/s, time to first token and per output token.",
-                         train ? table_train : table_infer, 0, 1};
+                         train ? table_train : table_infer, 0, 1, NULL};
     llm_strlist pos = {0};
     llm_bench_format fmt;
     int r = start(&cli, argc, argv, &pos, &o, &fmt, DEV_MODEL);

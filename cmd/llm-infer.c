@@ -134,9 +134,16 @@ int main(int argc, char **argv)
         {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
         {0},
     };
+    static const llm_env env[] = {
+        {"LLM_CUDA_DEVICE", "GPU ordinal of --device cuda"},
+        {"LLM_CUDA_GRAPHS", "0: launch every kernel of a decode step (no CUDA graphs)"},
+        {"LLM_CUDA_OFF", "optional CUDA parts to leave out, as in llm-train(1)"},
+        {"LLM_Q4_REPACK", "0: never repack q4_0 weights at load; 1: whenever AVX2"},
+        {0},
+    };
     const llm_cli cli = {"llm-infer", "MODEL.llmk|--shards PREFIX [options]",
                          "Generate text, score perplexity or serve requests from a model file.",
-                         opts, 0, 1};
+                         opts, 0, 1, env};
     int r = llm_cli_parse(&cli, argc, argv, &pos);
     if (r != LLM_CLI_RUN) {
         llm_strlist_free(&stops);

@@ -56,7 +56,7 @@ static int run_plan(int argc, char **argv)
         {0},
     };
     const llm_cli cli = {prog, "--config FILE [options]",
-                         "Predict per-device memory for a model, batch and parallel layout.", table, 0, 0};
+                         "Predict per-device memory for a model, batch and parallel layout.", table, 0, 0, NULL};
     int r = llm_cli_parse(&cli, argc, argv, NULL);
     if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
     llm_log lg = llm_log_make(prog, quiet, verbose);
@@ -138,7 +138,7 @@ static int run_profile(int argc, char **argv)
     };
     const llm_cli cli = {prog, "MODEL.llmk | --config FILE [options]\n       llm-profile plan --config FILE [options]",
                          "Time every kernel call of training steps, a prefill or decode tokens; "
-                         "memory predicted and measured.", table, 0, 1};
+                         "memory predicted and measured.", table, 0, 1, NULL};
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             llm_cli_help(&cli, stdout);

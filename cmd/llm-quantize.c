@@ -26,7 +26,7 @@ int main(int argc, char **argv)
     };
     const llm_cli cli = {"llm-quantize", "IN.llmk OUT.llmk --type TYPE [options]",
                          "Rewrite a model file's weights in a smaller format and report the error.",
-                         opts, 2, 2};
+                         opts, 2, 2, NULL};
     int r = llm_cli_parse(&cli, argc, argv, &pos);
     if (r != LLM_CLI_RUN) {
         llm_strlist_free(&keep);

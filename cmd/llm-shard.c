@@ -46,7 +46,7 @@ static int cmd_info(int argc, char **argv)
         {"json", 'j', LLM_OPT_FLAG, &json, NULL, "print one JSON document instead of text"},
         {0}};
     const llm_cli cli = {"llm-shard info", "[options] FILE|-",
-                         "Print the header sections and the tensor table of a .llmk checkpoint.", opts, 1, 1};
+                         "Print the header sections and the tensor table of a .llmk checkpoint.", opts, 1, 1, NULL};
     llm_strlist pos = {0};
     int ret;
     if (!parse(&cli, argc, argv, &pos, &ret))
@@ -63,7 +63,7 @@ static int cmd_verify(int argc, char **argv)
         {"quiet", 'q', LLM_OPT_FLAG, &quiet, NULL, "print nothing when the file is sound"},
         {0}};
     const llm_cli cli = {"llm-shard verify", "[options] FILE|-",
-                         "Check the structure and every crc32 of a .llmk checkpoint.", opts, 1, 1};
+                         "Check the structure and every crc32 of a .llmk checkpoint.", opts, 1, 1, NULL};
     llm_strlist pos = {0};
     int ret;
     if (!parse(&cli, argc, argv, &pos, &ret))
@@ -82,7 +82,7 @@ static int cmd_convert(int argc, char **argv)
         {"output", 'o', LLM_OPT_STR, &out, "OUT", "output file, - for stdout (required)"},
         {0}};
     const llm_cli cli = {"llm-shard convert", "--from llmc|safetensors|--to llmc [options] FILE|DIR -o OUT",
-                         "Convert llm.c and Hugging Face GPT-2 checkpoints to and from .llmk.", opts, 1, 1};
+                         "Convert llm.c and Hugging Face GPT-2 checkpoints to and from .llmk.", opts, 1, 1, NULL};
     llm_strlist pos = {0};
     int ret;
     if (!parse(&cli, argc, argv, &pos, &ret))
@@ -113,7 +113,7 @@ static int cmd_export(int argc, char **argv)
         {"output", 'o', LLM_OPT_STR, &out, "OUT", "the GGUF file or the Hugging Face directory (required)"},
         {0}};
     const llm_cli cli = {"llm-shard export", "--to gguf|safetensors FILE -o OUT",
-                         "Export a GPT-2 checkpoint for llama.cpp (GGUF) or Hugging Face (safetensors).", opts, 1, 1};
+                         "Export a GPT-2 checkpoint for llama.cpp (GGUF) or Hugging Face (safetensors).", opts, 1, 1, NULL};
     llm_strlist pos = {0};
     int ret;
     if (!parse(&cli, argc, argv, &pos, &ret))
@@ -142,7 +142,7 @@ static int cmd_split(int argc, char **argv)
         {"output", 'o', LLM_OPT_STR, &out, "PREFIX", "write PREFIX-tp{i}-pp{j}.llmk (required)"},
         {0}};
     const llm_cli cli = {"llm-shard split", "--tp N [--pp M] [--pp-layers L,...] FILE -o PREFIX",
-                         "Split a checkpoint into tensor- and pipeline-parallel shards.", opts, 1, 1};
+                         "Split a checkpoint into tensor- and pipeline-parallel shards.", opts, 1, 1, NULL};
     llm_strlist pos = {0};
     if (!parse(&cli, argc, argv, &pos, &ret))
         return ret;
@@ -164,7 +164,7 @@ static int cmd_merge(int argc, char **argv)
     const llm_opt opts[] = {
         {"output", 'o', LLM_OPT_STR, &out, "OUT", "the merged checkpoint, - for stdout (required)"},
         {0}};
-    const llm_cli cli = {"llm-shard merge", "SHARD... -o OUT", "Reassemble the shards of a split.", opts, 1, -1};
+    const llm_cli cli = {"llm-shard merge", "SHARD... -o OUT", "Reassemble the shards of a split.", opts, 1, -1, NULL};
     llm_strlist pos = {0};
     if (!parse(&cli, argc, argv, &pos, &ret))
         return ret;

@@ -494,9 +494,13 @@ int main(int argc, char **argv)
         {"verbose", 'v', LLM_OPT_COUNT, &o.verbose, NULL, "print more (timings with -v)"},
         {0},
     };
+    static const llm_env env[] = {
+        {"LLMKIT_DATA", "data folder: the GPT-2 vocabulary is looked for in its gpt2/"},
+        {0},
+    };
     const llm_cli cli = {PROG, "[options] [FILE|-]...",
                          "Encode text into token files (GPT-2 BPE or bytes), or decode them back.",
-                         table, 0, -1};
+                         table, 0, -1, env};
     int r = llm_cli_parse(&cli, argc, argv, &o.files);
     if (r != LLM_CLI_RUN) {
         llm_strlist_free(&o.files);

@@ -54,8 +54,21 @@ int main(int argc, char **argv)
         {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
         {0},
     };
+    static const llm_env env[] = {
+        {"LLMKIT_DATA", "data folder searched first for gpt2/encoder.json and vocab.bpe"},
+        {"LLM_DATA", "data folder searched next (then ./data)"},
+        {"LLM_TRAIN_MEMSTAT", "1: print the peak memory allocated and RSS at the end"},
+        {"LLM_CUDA_DEVICE", "GPU ordinal (default: the local rank modulo the GPUs)"},
+        {"LLM_CUDA_TF32", "1: fp32 matrix products on TF32 tensor cores"},
+        {"LLM_CUDA_FLASH", "0: attention as batched GEMMs; wmma: the WMMA kernels"},
+        {"LLM_CUDA_OFF", "optional CUDA parts to leave out, comma-separated, or all"},
+        {"LLM_TRAIN_FAULT_NAN", "test hook: losses from this step on are not finite"},
+        {"LLM_FAULT_WRITE_LIMIT", "test hook: checkpoint writes fail past this many bytes"},
+        {"LLM_CUDA_FAULT", "test hook: xent_fused breaks that CUDA operation"},
+        {0},
+    };
     const llm_cli cli = {"llm-train", "--config FILE [options]",
-                         "Train a GPT-2 style model as a YAML config describes.", opts, 0, 0};
+                         "Train a GPT-2 style model as a YAML config describes.", opts, 0, 0, env};
     int r = llm_cli_parse(&cli, argc, argv, NULL);
     if (r != LLM_CLI_RUN) {
         llm_strlist_free(&sets);

@@ -92,6 +92,15 @@ void llm_cli_help(const llm_cli *cli, FILE *f)
     }
     fprintf(f, "  %-26s  %s\n", "-h, --help", "show this help and exit");
     fprintf(f, "  %-26s  %s\n", "    --version", "show the version and exit");
+    if (cli->env && cli->env->name) {
+        fprintf(f, "\nenvironment (details in the man page):\n");
+        for (const llm_env *e = cli->env; e->name; e++) {
+            if (strlen(e->name) > 26)
+                fprintf(f, "  %s\n  %-26s  %s\n", e->name, "", e->help);
+            else
+                fprintf(f, "  %-26s  %s\n", e->name, e->help);
+        }
+    }
 }
 
 static int usage_error(const llm_cli *cli, const char *fmt, const char *a, const char *b)

@@ -43,6 +43,13 @@ typedef struct {
                                 (same name and dest; --name finds the first) */
 } llm_opt;
 
+/* An environment variable a program reads, for --help (the man page's ENVIRONMENT
+ * section says the rest). */
+typedef struct {
+    const char *name;   /* NULL ends the table */
+    const char *help;   /* one line */
+} llm_env;
+
 typedef struct {
     const char    *prog;      /* "llm-shard info" */
     const char    *synopsis;  /* "[options] FILE|-" */
@@ -50,6 +57,7 @@ typedef struct {
     const llm_opt *opts;      /* table ending in {0}; --help and --version are implicit */
     int            min_pos;   /* positional arguments required */
     int            max_pos;   /* -1: unlimited */
+    const llm_env *env;       /* NULL or a table ending in {0}: --help's "environment:" */
 } llm_cli;
 
 enum { LLM_CLI_RUN = 0, LLM_CLI_EXIT = 1, LLM_CLI_ERROR = -1 };

@@ -2,7 +2,8 @@
 # Man pages: every page passes `mandoc -Tlint -Werror`; every bin/llm-* program has a
 # page in man/man1, and the long options its --help prints (and those of each subcommand,
 # for programs whose --help has a "commands:" list) are exactly the options the page
-# documents as list items (lines of the rendered page that start with "-").
+# documents as list items (lines of the rendered page that start with "-"), and the
+# environment variables its --help lists are those the page's ENVIRONMENT section names.
 # --help and --version are implicit in every program: a page may document them or not.
 . "$(dirname "$0")/lib.sh"
 
@@ -46,8 +47,17 @@ for p in "$BIN"/llm-*; do
   extra=$(comm -13 "$TMP/hs" "$TMP/ms" | tr '\n' ' ')
   [ -n "$undoc" ] && fail="$fail; in --help but not in the page: $undoc"
   [ -n "$extra" ] && fail="$fail; in the page but not in --help: $extra"
-  n=$(wc -l <"$TMP/hs")
-  if [ -z "$fail" ]; then ok "$prog: --help and man page agree ($n options${subs:+, subcommands: $(echo $subs)})"
+  # the environment variables: --help's "environment" lines and the page's ENVIRONMENT
+  # section tags (.It Ev NAME [, NAME]) name the same ones
+  awk '/^environment/{on=1; next} on && /^  [A-Z]/{print $1}' "$TMP/help" | sort -u >"$TMP/he"
+  awk '/^\.Sh ENVIRONMENT/{on=1; next} /^\.Sh/{on=0} on && /^\.It Ev /{for (i = 3; i <= NF; i++) if ($i ~ /^[A-Z][A-Z0-9_]+$/) print $i}' \
+    "$page" | sort -u >"$TMP/me"
+  undoc=$(comm -23 "$TMP/he" "$TMP/me" | tr '\n' ' ')
+  extra=$(comm -13 "$TMP/he" "$TMP/me" | tr '\n' ' ')
+  [ -n "$undoc" ] && fail="$fail; environment in --help but not in the page: $undoc"
+  [ -n "$extra" ] && fail="$fail; environment in the page but not in --help: $extra"
+  n=$(wc -l <"$TMP/hs") ne=$(wc -l <"$TMP/he")
+  if [ -z "$fail" ]; then ok "$prog: --help and man page agree ($n options, $ne environment variables${subs:+, subcommands: $(echo $subs)})"
   else notok "$prog:${fail#;}"; fi
 done
 [ $progs -gt 0 ] || notok "no programs in $BIN"

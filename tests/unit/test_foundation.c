@@ -79,7 +79,7 @@ static void test_cli_parse(void **state)
         {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more"},
         {0},
     };
-    llm_cli cli = {"prog", "[options] FILE", "test", opts, 1, 2};
+    llm_cli cli = {"prog", "[options] FILE", "test", opts, 1, 2, NULL};
     char *argv1[] = {"prog", "-f", "--num=7", "in", "-oout", "--set", "a=1", "--set", "b=2",
                      "-v", "-v", "--x", "2.5", "-", NULL};
     llm_strlist pos = {0};
@@ -111,6 +111,23 @@ static void test_cli_parse(void **state)
     assert_null(strstr(help, "-k"));
     /* listed once */
     assert_null(strstr(strstr(help, "--num") + 1, "--num"));
+    /* no environment table: no such section */
+    assert_null(strstr(help, "environment"));
+    /* with one: after the options, a line per variable, a long name on a line of its own */
+    const llm_env env[] = {{"PROG_THREADS", "threads to use"},
+                           {"PROG_A_VERY_LONG_VARIABLE_NAME", "long"}, {0}};
+    cli.env = env;
+    memset(help, 0, sizeof help);
+    hf = fmemopen(help, sizeof help - 1, "w");
+    assert_non_null(hf);
+    llm_cli_help(&cli, hf);
+    fclose(hf);
+    const char *sec = strstr(help, "\nenvironment (details in the man page):\n");
+    assert_non_null(sec);
+    assert_true(sec > strstr(help, "--version"));
+    assert_non_null(strstr(sec, "\n  PROG_THREADS                threads to use\n"));
+    assert_non_null(strstr(sec, "\n  PROG_A_VERY_LONG_VARIABLE_NAME\n                              long\n"));
+    cli.env = NULL;
 
     /* errors: unknown, malformed number, missing value, too many/few positionals */
     FILE *saved = stderr;
