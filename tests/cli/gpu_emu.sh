@@ -76,8 +76,10 @@ assert sorted(r["op"] for r in m) == ["copy", "d2h", "h2d", "memcpy", "triad"], 
 assert all("output checked" in r["note"] and r["rate"] > 0 for r in m), m
 PY
 # every kernel those runs launched, at the block size and shared memory it was launched
-# with, within what ptxas gave it (registers, static shared memory, __launch_bounds__)
-launch_limits "launch limits of the --emu run's kernels (ptxas)" "$TMP/launches.txt"
+# with, within what ptxas gave it (registers, static shared memory, __launch_bounds__);
+# and every kernel of kernels/cuda among them (one no emulated run reaches is unchecked)
+launch_limits "launch limits of the --emu run's kernels (ptxas), all of kernels/cuda ran" \
+  --all-launched kernels/cuda "$TMP/launches.txt"
 # the bisection of a failed comparison: with a part broken on purpose
 # (LLM_CUDA_FAULT=xent_fused: its losses come out zero) every training comparison fails,
 # and its bisection names that part alone of those tried

@@ -63,4 +63,10 @@ check "no launches at all: exit 1 (nothing joined)" test $? = 1
 printf 'launch k_ok 64 0\n' >one.log
 run one.log
 check "kernels never launched are listed" grep -q '^compiled, never launched by these runs (3): k_bound k_regs k_smem$' out.txt
+check "... and pass without --all-launched" bash -c "python3 '$L' res one.log >/dev/null"
+python3 "$L" --all-launched kernels res one.log >out.txt 2>&1
+check "--all-launched kernels: those never launched from there fail" \
+  bash -c "test $? = 1 && grep -q '^FAIL k_regs (kernels/k.cu): compiled, never launched' out.txt && test \$(grep -c '^FAIL' out.txt) = 3"
+python3 "$L" --all-launched elsewhere res one.log >out.txt 2>&1
+check "--all-launched of another folder: exit 0" test $? = 0
 echo "1..$_n"

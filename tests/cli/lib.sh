@@ -30,18 +30,20 @@ no_leak_checks() {
   if [ $# = 0 ]; then export ASAN_OPTIONS=$o; else ASAN_OPTIONS=$o "$@"; fi
 }
 
-# launch_limits NAME LOG...: the emulated launches in LOG (LLM_EMU_LAUNCH_LOG) against
-# what ptxas made of each kernel (tests/gpu/launch_limits.py), built by `make cuda-res`
-# in its own directory; skipped without nvcc.  The table goes to $TMP/limits.txt.
+# launch_limits NAME [--all-launched SRCDIR] LOG...: the emulated launches in LOG
+# (LLM_EMU_LAUNCH_LOG) against what ptxas made of each kernel (tests/gpu/launch_limits.py),
+# built by `make cuda-res` in its own directory; skipped without nvcc.  The table goes to
+# $TMP/limits.txt.
 launch_limits() {
-  local name=$1; shift
+  local name=$1 opt=(); shift
+  [ "${1:-}" = --all-launched ] && { opt=(--all-launched "$2"); shift 2; }
   if [ -z "$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)" ]; then
     skip "$name" "no nvcc"; return 0
   fi
   if ! make -s -C "$ROOT" CUDA=1 B=build/cuda-res/b cuda-res >"$TMP/res.log" 2>&1; then
     notok "$name: make cuda-res failed: $(tail -c 300 "$TMP/res.log")"; return 0
   fi
-  python3 "$ROOT/tests/gpu/launch_limits.py" "$ROOT/build/cuda-res" "$@" >"$TMP/limits.txt" 2>&1
+  python3 "$ROOT/tests/gpu/launch_limits.py" "${opt[@]}" "$ROOT/build/cuda-res" "$@" >"$TMP/limits.txt" 2>&1
   local rc=$? last
   last=$(tail -1 "$TMP/limits.txt")
   if [ $rc = 0 ]; then ok "$name: $last"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""launch_limits.py RESDIR LOG [LOG...] — the emulator's kernel launches held to the limits
-of the hardware that only the real compiler knows.
+"""launch_limits.py [--all-launched SRCDIR] RESDIR LOG [LOG...] — the emulator's kernel
+launches held to the limits of the hardware that only the real compiler knows.
 
 tests/emu runs every launch through the checks it can make by itself (threads per block,
 grid, dynamic shared memory against 48 KiB or the opt-in).  What it cannot know is what
@@ -21,8 +21,10 @@ For every launched kernel and architecture it checks
     kernel opted in to at least the dynamic size, and static + opt-in <= 227 KiB (an
     opt-in that a GPU refuses);
 and prints a table: registers, spills, shared memory and resident blocks per SM on sm_90.
-Kernels compiled but never launched by the logs are listed.  Exit 1 when a limit is broken
-or nothing was joined, 0 otherwise."""
+Kernels compiled but never launched by the logs are listed; with --all-launched SRCDIR
+(e.g. kernels/cuda) one compiled from a source under SRCDIR that never ran is a failure:
+a kernel the emulated tests never reach is a kernel nothing has checked.  Exit 1 when a
+limit is broken or nothing was joined, 0 otherwise."""
 import glob
 import os
 import re
@@ -52,15 +54,18 @@ def demangle(names):
 
 
 def read_res(resdir):
-    """{base: {arch: [regs, static smem, spill bytes]}}, {base: min maxntid}"""
-    ents, bounds = [], []
+    """{base: {arch: [regs, static smem, spill bytes]}}, {base: min maxntid}, the number of
+    files, {base: the sources (relative to resdir, .txt for .cu) it was compiled from}"""
+    ents, bounds, srcs = [], [], {}
     files = glob.glob(os.path.join(resdir, '**', '*.txt'), recursive=True)
     for path in files:
         cur = None
+        rel = os.path.relpath(path, resdir)
         for line in open(path, encoding='utf-8', errors='replace'):
             m = re.search(r"Compiling entry function '(\S+)' for '(sm_\d+)'", line)
             if m:
                 cur = [m.group(1), m.group(2), 0, 0, 0]
+                srcs.setdefault(m.group(1), set()).add(rel)
                 continue
             m = re.search(r'(\d+) bytes spill stores, (\d+) bytes spill loads', line)
             if m and cur:
@@ -83,7 +88,10 @@ def read_res(resdir):
     for mangled, n in bounds:
         b = base_name(dem[mangled])
         maxntid[b] = min(maxntid.get(b, n), n)
-    return res, maxntid, len(files)
+    where = {}
+    for mangled, rels in srcs.items():
+        where.setdefault(base_name(dem[mangled]), set()).update(rels)
+    return res, maxntid, len(files), where
 
 
 def read_logs(paths):
@@ -114,10 +122,15 @@ def blocks_per_sm(arch, regs, threads, smem):
 
 
 def main(argv):
+    argv = list(argv)
+    need = None
+    if len(argv) > 2 and argv[1] == '--all-launched':
+        need = os.path.normpath(argv[2])
+        del argv[1:3]
     if len(argv) < 3:
         sys.stderr.write(__doc__)
         return 2
-    res, maxntid, nfiles = read_res(argv[1])
+    res, maxntid, nfiles, where = read_res(argv[1])
     launch, optin = read_logs(argv[2:])
     fails = []
     rows = []
@@ -152,6 +165,12 @@ def main(argv):
         print(r)
     unused = sorted(set(res) - set(launch))
     print('compiled, never launched by these runs (%d): %s' % (len(unused), ' '.join(unused) or '-'))
+    if need:
+        for k in unused:
+            mine = sorted(r for r in where.get(k, ()) if os.path.dirname(r) == need)
+            if mine:
+                fails.append('%s (%s): compiled, never launched by these runs'
+                             % (k, ', '.join(m[:-4] + '.cu' for m in mine)))
     for f in fails:
         print('FAIL ' + f)
     if not rows:
