@@ -418,10 +418,19 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
         int all_greedy = 1;
         for (int k = 0; k < n && all_greedy; k++)
             all_greedy = greedy(&sl[r.rows[k].slot]);
-        if ((rc = llm_infer_forward(c, r.rows, n, st)) ||
-            (rc = all_greedy ? llm_infer_argmax(c, r.which, n, r.tok, st)
-                             : llm_infer_logits(c, r.which, n, r.logits, st)))
-            goto out;
+        /* each request's row computed exactly as it would be alone: on a backend whose
+         * matmul_rows changes method past rows_invariant rows (the cpu's sgemm, at
+         * prefill sizes), the step runs as groups of at most that many, of equal sizes */
+        int lim = m->be->rows_invariant > 0 ? m->be->rows_invariant : n;
+        int ng = (n + lim - 1) / lim, per = (n + ng - 1) / ng;
+        for (int g0 = 0; g0 < n; g0 += per) {
+            int k = n - g0 < per ? n - g0 : per;
+            if ((rc = llm_infer_forward(c, r.rows + g0, k, st)) ||
+                (rc = all_greedy ? llm_infer_argmax(c, r.which, k, r.tok + g0, st)
+                                 : llm_infer_logits(c, r.which, k,
+                                                    r.logits + (size_t)g0 * m->cfg.padded_vocab, st)))
+                goto out;
+        }
         /* row k of the logits is the k-th active slot's (in slot order, as rows) */
         int V = m->cfg.vocab_size, nt = r.nscratch;
         if (!all_greedy) {

@@ -533,6 +533,7 @@ void llm_profile_backend(llm_profile *p, llm_backend *be)
         .ctx = p,
         .threads = p->inner->threads,
         .host_memory = p->inner->host_memory,
+        .rows_invariant = p->inner->rows_invariant,
         .alloc = w_alloc,
         .free = w_free,
         .to_device = w_to_device,

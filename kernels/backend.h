@@ -31,6 +31,10 @@ struct llm_backend {
     int threads;        /* CPU threads the backend uses (BLAS x OpenMP <= this) */
     int host_memory;    /* 1: alloc'd memory is host memory the CPU may read and ops may
                            take host pointers (the CPU backends); 0: device memory */
+    int rows_invariant; /* matmul_rows computes each row exactly as alone (below) only
+                           for N up to this; 0: for every N.  The cpu backend switches
+                           to sgemm (and, for quantized weights, unquantized
+                           activations) at prefill-sized N: 63 there */
 
     /* ---- memory (bytes); alloc returns zeroed memory or NULL ---- */
     void *(*alloc)(llm_backend *be, size_t bytes);
@@ -141,7 +145,9 @@ struct llm_backend {
      * pos[i].  KV caches are one layer's (S,maxT,C) fp32 (S slots).  Weight pointers
      * carry a dtype (llm_dtype values from common/ckpt.h: f32 now; bf16/f16/q8_0/q4_0
      * later) and may point straight into an mmap'd checkpoint.  For a given row, the
-     * result must not depend on N or on the other rows (batched == one at a time). */
+     * result must not depend on N or on the other rows (batched == one at a time) while
+     * N <= rows_invariant (every N when that is 0): a caller that needs a row computed
+     * exactly as alone (a decode step's requests) runs at most that many at once. */
 
     /* 1 when embed_rows / matmul_rows accept weights of dtype dt (an llm_dtype). */
     int (*infer_dtype_ok)(llm_backend *be, int dt);

@@ -163,7 +163,7 @@ int main(int argc, char **argv)
         {0},
     };
     const llm_cli cli = {"bench_infer", "[MODEL.llmk] [options]",
-                         "Time GPT-2 124M prefill and decode.", opts, 0, 1};
+                         "Time GPT-2 124M prefill and decode.", opts, 0, 1, NULL};
     int r = llm_cli_parse(&cli, argc, argv, &pos);
     if (r != LLM_CLI_RUN)
         return r == LLM_CLI_EXIT ? 0 : 64;

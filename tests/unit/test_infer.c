@@ -437,6 +437,59 @@ static void test_batched_equals_single(void **state)
     tiu_io_free(&other);
 }
 
+/* The cpu backend's matmul_rows changes method past rows_invariant rows (sgemm; for
+ * quantized weights, unquantized activations), so a decode step of more requests than
+ * that runs in groups: each request still gets the tokens it gets alone.  A wrapper
+ * negates every result of a call past the limit, so a step run whole changes every
+ * token and fails here. */
+static void (*inner_matmul_rows)(llm_backend *, float *, const float *, const void *, int,
+                                 const float *, int, int, int);
+static int calls_past_limit;
+
+static void negated_past_limit(llm_backend *be, float *out, const float *inp, const void *w,
+                               int w_dt, const float *bias, int N, int C, int OC)
+{
+    inner_matmul_rows(be, out, inp, w, w_dt, bias, N, C, OC);
+    if (be->rows_invariant > 0 && N > be->rows_invariant) {
+        calls_past_limit++;
+        for (size_t i = 0; i < (size_t)N * OC; i++)
+            out[i] = -out[i];
+    }
+}
+
+static void test_decode_step_within_invariant_rows(void **state)
+{
+    fixture *f = *state;
+    assert_string_equal(f->m->be->name, "cpu");
+    assert_int_equal(f->m->be->rows_invariant, 63);   /* sgemm from 64 rows on */
+    enum { NR = 70 };
+    uint32_t prompts[NR][4];
+    llm_infer_request reqs[NR];
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < NR; i++) {
+            for (int j = 0; j < 4; j++)
+                prompts[i][j] = (uint32_t)((i * 37 + j * 11 + 3) % 300);
+            /* pass 0: all greedy (the ids-only step); pass 1: sampled ones among them */
+            float temp = pass == 1 && i % 3 == 0 ? 0.9f : 0.0f;
+            reqs[i] = req_of(i, prompts[i], 1 + i % 4, 10, temp, 0, 1.0f, 100 + (uint64_t)i);
+        }
+        tiu_io one, all;
+        run_reqs(f, 1, reqs, NR, &one);
+        inner_matmul_rows = f->m->be->matmul_rows;
+        f->m->be->matmul_rows = negated_past_limit;
+        calls_past_limit = 0;
+        run_reqs(f, NR, reqs, NR, &all);   /* 70 requests decode together: 2 x 35 rows */
+        f->m->be->matmul_rows = inner_matmul_rows;
+        assert_int_equal(calls_past_limit, 0);
+        for (int i = 0; i < NR; i++) {
+            assert_int_equal(one.ntok[i], all.ntok[i]);
+            assert_memory_equal(one.toks[i], all.toks[i], (size_t)one.ntok[i] * sizeof(uint32_t));
+        }
+        tiu_io_free(&one);
+        tiu_io_free(&all);
+    }
+}
+
 static void test_context_and_errors(void **state)
 {
     fixture *f = *state;
@@ -521,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_greedy_is_training_argmax),
         cmocka_unit_test(test_argmax_equals_logits),
         cmocka_unit_test(test_batched_equals_single),
+        cmocka_unit_test(test_decode_step_within_invariant_rows),
         cmocka_unit_test(test_context_and_errors),
         cmocka_unit_test(test_bad_model_files),
         cmocka_unit_test(test_refuses_backend_without_kernels),
