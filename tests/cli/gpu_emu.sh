@@ -4,7 +4,8 @@
 # scripts/gpu-check.sh --emu runs its GPU steps there, and every row must pass: each op
 # against the double reference and cpu-ref (also with one warp running ahead of the
 # others, which a missing barrier does not survive), training cuda=cpu in fp32, bf16,
-# fp16 and bf16 without the fused attention, decode and eval cuda=cpu.  All of it with
+# fp16 and bf16 without the fused attention, decode and eval cuda=cpu (and the full
+# table on the cpu device, the CPU backends' contracts at GPT-2 shapes).  All of it with
 # the copies of every stream lagging (LLM_EMU_STREAMS=late, tests/emu/cuda_rt.cpp), as a
 # GPU may run them, so a missing stream wait shows; then the upload rows with the copy
 # stream running ahead of the compute stream (LLM_EMU_STREAMS=ahead).
@@ -58,6 +59,13 @@ for r in "ops vs reference" "ops, warps skewed (emu)" "train 4 steps cuda=cpu (f
   else notok "$r: ${line:-missing} $(grep -m3 'FAIL\|emu:' "$TMP/out" | tr '\n' ' ')"; fi
 done
 check "no FAIL row" bash -c "! grep -q ' FAIL ' $R"
+# the full table on the cpu device: the same contracts of the CPU backends at GPT-2's
+# shapes (it found the cpu's matmul_rows giving a row other bits at 32 rows than alone)
+build/emu/gpu/gpu_check --device cpu --seed 1 >"$TMP/cpu.log" 2>&1
+rc=$?
+sum=$(grep -m1 '^gpu_check: [0-9]* checks' "$TMP/cpu.log")
+if [ $rc = 0 ] && [ -n "$sum" ]; then ok "full gpu_check on the cpu device: ${sum#gpu_check: }"
+else notok "full gpu_check on the cpu device: rc=$rc ${sum#gpu_check: } $(grep -m5 'FAIL' "$TMP/cpu.log" | tr '\n' ' ')"; fi
 # llm-bench's own kernels on the emulated device (fills, the GEMM's sampled check, the
 # STREAM copies): every result checked, at odd shapes too
 LLM_EMU_LAUNCH_LOG=$TMP/launches.txt build/emu/bin/llm-bench gemm -d cuda -s 64,33x17x45 \
