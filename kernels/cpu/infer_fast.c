@@ -50,46 +50,21 @@ __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v)
  * cases), C floats each, written out with named accumulators so they stay in registers.
  * Every (weight row, input row) pair accumulates the same lanes in the same order in all
  * five variants, which keeps results independent of how rows are grouped. */
-#define FIN(acc, wr, xr)                                                                  \
-    do {                                                                                  \
-        float s_ = hsum8(acc);                                                            \
-        for (int k = c; k < C; k++)                                                       \
-            s_ += (wr)[k] * (xr)[k];                                                      \
-        *(outp) = s_;                                                                     \
-    } while (0)
 
+/* r[m * ldr + n] = the lanes of acc[m * NR + n] summed, then the tail columns c..C-1 of
+ * weight row m and input row n, in that order (every tile ends the same way) */
 __attribute__((target("avx2,fma"))) static void
-tile4x2(const float *w, const float *x, int C, float r[4][2])
+tile_fin(const __m256 *acc, int MR, int NR, const float *w, const float *x, int C, int c,
+         float *r, int ldr)
 {
-    const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
-    const float *x0 = x, *x1 = x + C;
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
-           a30 = a00, a31 = a00;
-    int c = 0;
-    for (; c + 8 <= C; c += 8) {
-        __m256 v0 = _mm256_loadu_ps(x0 + c), v1 = _mm256_loadu_ps(x1 + c);
-        __m256 u = _mm256_loadu_ps(w0 + c);
-        a00 = _mm256_fmadd_ps(u, v0, a00);
-        a01 = _mm256_fmadd_ps(u, v1, a01);
-        u = _mm256_loadu_ps(w1 + c);
-        a10 = _mm256_fmadd_ps(u, v0, a10);
-        a11 = _mm256_fmadd_ps(u, v1, a11);
-        u = _mm256_loadu_ps(w2 + c);
-        a20 = _mm256_fmadd_ps(u, v0, a20);
-        a21 = _mm256_fmadd_ps(u, v1, a21);
-        u = _mm256_loadu_ps(w3 + c);
-        a30 = _mm256_fmadd_ps(u, v0, a30);
-        a31 = _mm256_fmadd_ps(u, v1, a31);
-    }
-    float *outp;
-    outp = &r[0][0]; FIN(a00, w0, x0);
-    outp = &r[0][1]; FIN(a01, w0, x1);
-    outp = &r[1][0]; FIN(a10, w1, x0);
-    outp = &r[1][1]; FIN(a11, w1, x1);
-    outp = &r[2][0]; FIN(a20, w2, x0);
-    outp = &r[2][1]; FIN(a21, w2, x1);
-    outp = &r[3][0]; FIN(a30, w3, x0);
-    outp = &r[3][1]; FIN(a31, w3, x1);
+    for (int m = 0; m < MR; m++)
+        for (int n = 0; n < NR; n++) {
+            const float *wr = w + (size_t)m * C, *xr = x + (size_t)n * C;
+            float s = hsum8(acc[m * NR + n]);
+            for (int k = c; k < C; k++)
+                s += wr[k] * xr[k];
+            r[m * ldr + n] = s;
+        }
 }
 
 /* 4 weight rows x 3 input rows: 12 accumulators, 7 loads per 12 FMAs (4x2: 6 per 8) */
@@ -121,19 +96,35 @@ tile4x3(const float *w, const float *x, int C, float r[4][3])
         a31 = _mm256_fmadd_ps(u, v1, a31);
         a32 = _mm256_fmadd_ps(u, v2, a32);
     }
-    float *outp;
-    outp = &r[0][0]; FIN(a00, w0, x0);
-    outp = &r[0][1]; FIN(a01, w0, x1);
-    outp = &r[0][2]; FIN(a02, w0, x2);
-    outp = &r[1][0]; FIN(a10, w1, x0);
-    outp = &r[1][1]; FIN(a11, w1, x1);
-    outp = &r[1][2]; FIN(a12, w1, x2);
-    outp = &r[2][0]; FIN(a20, w2, x0);
-    outp = &r[2][1]; FIN(a21, w2, x1);
-    outp = &r[2][2]; FIN(a22, w2, x2);
-    outp = &r[3][0]; FIN(a30, w3, x0);
-    outp = &r[3][1]; FIN(a31, w3, x1);
-    outp = &r[3][2]; FIN(a32, w3, x2);
+    const __m256 acc[12] = {a00, a01, a02, a10, a11, a12, a20, a21, a22, a30, a31, a32};
+    tile_fin(acc, 4, 3, w, x, C, c, &r[0][0], 3);
+}
+
+__attribute__((target("avx2,fma"))) static void
+tile4x2(const float *w, const float *x, int C, float r[4][2])
+{
+    const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
+    const float *x0 = x, *x1 = x + C;
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
+           a30 = a00, a31 = a00;
+    int c = 0;
+    for (; c + 8 <= C; c += 8) {
+        __m256 v0 = _mm256_loadu_ps(x0 + c), v1 = _mm256_loadu_ps(x1 + c);
+        __m256 u = _mm256_loadu_ps(w0 + c);
+        a00 = _mm256_fmadd_ps(u, v0, a00);
+        a01 = _mm256_fmadd_ps(u, v1, a01);
+        u = _mm256_loadu_ps(w1 + c);
+        a10 = _mm256_fmadd_ps(u, v0, a10);
+        a11 = _mm256_fmadd_ps(u, v1, a11);
+        u = _mm256_loadu_ps(w2 + c);
+        a20 = _mm256_fmadd_ps(u, v0, a20);
+        a21 = _mm256_fmadd_ps(u, v1, a21);
+        u = _mm256_loadu_ps(w3 + c);
+        a30 = _mm256_fmadd_ps(u, v0, a30);
+        a31 = _mm256_fmadd_ps(u, v1, a31);
+    }
+    const __m256 acc[8] = {a00, a01, a10, a11, a20, a21, a30, a31};
+    tile_fin(acc, 4, 2, w, x, C, c, &r[0][0], 2);
 }
 
 __attribute__((target("avx2,fma"))) static void
@@ -149,11 +140,8 @@ tile4x1(const float *w, const float *x, int C, float r[4][2])
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c), v, a2);
         a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), v, a3);
     }
-    float *outp;
-    outp = &r[0][0]; FIN(a0, w0, x);
-    outp = &r[1][0]; FIN(a1, w1, x);
-    outp = &r[2][0]; FIN(a2, w2, x);
-    outp = &r[3][0]; FIN(a3, w3, x);
+    const __m256 acc[4] = {a0, a1, a2, a3};
+    tile_fin(acc, 4, 1, w, x, C, c, &r[0][0], 2);
 }
 
 __attribute__((target("avx2,fma"))) static void
@@ -167,9 +155,8 @@ tile1x2(const float *w, const float *x, int C, float r[2])
         a0 = _mm256_fmadd_ps(u, _mm256_loadu_ps(x0 + c), a0);
         a1 = _mm256_fmadd_ps(u, _mm256_loadu_ps(x1 + c), a1);
     }
-    float *outp;
-    outp = &r[0]; FIN(a0, w, x0);
-    outp = &r[1]; FIN(a1, w, x1);
+    const __m256 acc[2] = {a0, a1};
+    tile_fin(acc, 1, 2, w, x, C, c, r, 2);
 }
 
 __attribute__((target("avx2,fma"))) static float tile1x1(const float *w, const float *x, int C)
@@ -178,11 +165,10 @@ __attribute__((target("avx2,fma"))) static float tile1x1(const float *w, const f
     int c = 0;
     for (; c + 8 <= C; c += 8)
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), a0);
-    float res, *outp = &res;
-    FIN(a0, w, x);
+    float res;
+    tile_fin(&a0, 1, 1, w, x, C, c, &res, 1);
     return res;
 }
-#undef FIN
 
 __attribute__((target("avx2,fma"))) static void
 block_rows(float *out, const float *inp, const float *W, const float *bias, int N, int C,
