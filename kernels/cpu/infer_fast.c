@@ -79,22 +79,19 @@ tile4x3(const float *w, const float *x, int C, float r[4][3])
     for (; c + 8 <= C; c += 8) {
         __m256 v0 = _mm256_loadu_ps(x0 + c), v1 = _mm256_loadu_ps(x1 + c),
                v2 = _mm256_loadu_ps(x2 + c);
-        __m256 u = _mm256_loadu_ps(w0 + c);
-        a00 = _mm256_fmadd_ps(u, v0, a00);
-        a01 = _mm256_fmadd_ps(u, v1, a01);
-        a02 = _mm256_fmadd_ps(u, v2, a02);
-        u = _mm256_loadu_ps(w1 + c);
-        a10 = _mm256_fmadd_ps(u, v0, a10);
-        a11 = _mm256_fmadd_ps(u, v1, a11);
-        a12 = _mm256_fmadd_ps(u, v2, a12);
-        u = _mm256_loadu_ps(w2 + c);
-        a20 = _mm256_fmadd_ps(u, v0, a20);
-        a21 = _mm256_fmadd_ps(u, v1, a21);
-        a22 = _mm256_fmadd_ps(u, v2, a22);
-        u = _mm256_loadu_ps(w3 + c);
-        a30 = _mm256_fmadd_ps(u, v0, a30);
-        a31 = _mm256_fmadd_ps(u, v1, a31);
-        a32 = _mm256_fmadd_ps(u, v2, a32);
+        /* weight row wr's 8 columns times the 3 input rows, into p, q, t */
+#define ROW3(wr, p, q, t)                                                                 \
+    do {                                                                                  \
+        __m256 u_ = _mm256_loadu_ps((wr) + c);                                            \
+        p = _mm256_fmadd_ps(u_, v0, p);                                                   \
+        q = _mm256_fmadd_ps(u_, v1, q);                                                   \
+        t = _mm256_fmadd_ps(u_, v2, t);                                                   \
+    } while (0)
+        ROW3(w0, a00, a01, a02);
+        ROW3(w1, a10, a11, a12);
+        ROW3(w2, a20, a21, a22);
+        ROW3(w3, a30, a31, a32);
+#undef ROW3
     }
     const __m256 acc[12] = {a00, a01, a02, a10, a11, a12, a20, a21, a22, a30, a31, a32};
     tile_fin(acc, 4, 3, w, x, C, c, &r[0][0], 3);
