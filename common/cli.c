@@ -70,6 +70,15 @@ void llm_cli_version(const char *prog, FILE *f)
     fprintf(f, "%s (llmkit) %s\n", prog, llm_version());
 }
 
+/* One --help line: lhs in a 26-column field, then text; a longer lhs on a line of its own */
+static void help_row(FILE *f, const char *lhs, const char *text)
+{
+    if (strlen(lhs) > 26)
+        fprintf(f, "  %s\n  %-26s  %s\n", lhs, "", text);
+    else
+        fprintf(f, "  %-26s  %s\n", lhs, text);
+}
+
 void llm_cli_help(const llm_cli *cli, FILE *f)
 {
     fprintf(f, "usage: %s %s\n\n%s\n\noptions:\n", cli->prog, cli->synopsis ? cli->synopsis : "",
@@ -85,21 +94,14 @@ void llm_cli_help(const llm_cli *cli, FILE *f)
         else
             snprintf(lhs, sizeof lhs, "    --%s%s%s", o->name, takes ? " " : "",
                      takes ? (o->metavar ? o->metavar : "VALUE") : "");
-        if (strlen(lhs) > 26)
-            fprintf(f, "  %s\n  %-26s  %s\n", lhs, "", o->help);
-        else
-            fprintf(f, "  %-26s  %s\n", lhs, o->help);
+        help_row(f, lhs, o->help);
     }
-    fprintf(f, "  %-26s  %s\n", "-h, --help", "show this help and exit");
-    fprintf(f, "  %-26s  %s\n", "    --version", "show the version and exit");
+    help_row(f, "-h, --help", "show this help and exit");
+    help_row(f, "    --version", "show the version and exit");
     if (cli->env && cli->env->name) {
         fprintf(f, "\nenvironment (details in the man page):\n");
-        for (const llm_env *e = cli->env; e->name; e++) {
-            if (strlen(e->name) > 26)
-                fprintf(f, "  %s\n  %-26s  %s\n", e->name, "", e->help);
-            else
-                fprintf(f, "  %-26s  %s\n", e->name, e->help);
-        }
+        for (const llm_env *e = cli->env; e->name; e++)
+            help_row(f, e->name, e->help);
     }
 }
 
