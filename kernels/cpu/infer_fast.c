@@ -52,7 +52,8 @@ __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v)
  * five variants, which keeps results independent of how rows are grouped. */
 
 /* r[m * ldr + n] = the lanes of acc[m * NR + n] summed, then the tail columns c..C-1 of
- * weight row m and input row n, in that order (every tile ends the same way) */
+ * weight row m and input row n, in that order (every tile ends the same way); each tile
+ * writes its results there, ldr apart per weight row */
 __attribute__((target("avx2,fma"))) static void
 tile_fin(const __m256 *acc, int MR, int NR, const float *w, const float *x, int C, int c,
          float *r, int ldr)
@@ -69,7 +70,7 @@ tile_fin(const __m256 *acc, int MR, int NR, const float *w, const float *x, int 
 
 /* 4 weight rows x 3 input rows: 12 accumulators, 7 loads per 12 FMAs (4x2: 6 per 8) */
 __attribute__((target("avx2,fma"))) static void
-tile4x3(const float *w, const float *x, int C, float r[4][3])
+tile4x3(const float *w, const float *x, int C, float *r, int ldr)
 {
     const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
     const float *x0 = x, *x1 = x + C, *x2 = x + 2 * (size_t)C;
@@ -94,11 +95,11 @@ tile4x3(const float *w, const float *x, int C, float r[4][3])
 #undef ROW3
     }
     const __m256 acc[12] = {a00, a01, a02, a10, a11, a12, a20, a21, a22, a30, a31, a32};
-    tile_fin(acc, 4, 3, w, x, C, c, &r[0][0], 3);
+    tile_fin(acc, 4, 3, w, x, C, c, r, ldr);
 }
 
 __attribute__((target("avx2,fma"))) static void
-tile4x2(const float *w, const float *x, int C, float r[4][2])
+tile4x2(const float *w, const float *x, int C, float *r, int ldr)
 {
     const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
     const float *x0 = x, *x1 = x + C;
@@ -121,11 +122,11 @@ tile4x2(const float *w, const float *x, int C, float r[4][2])
         a31 = _mm256_fmadd_ps(u, v1, a31);
     }
     const __m256 acc[8] = {a00, a01, a10, a11, a20, a21, a30, a31};
-    tile_fin(acc, 4, 2, w, x, C, c, &r[0][0], 2);
+    tile_fin(acc, 4, 2, w, x, C, c, r, ldr);
 }
 
 __attribute__((target("avx2,fma"))) static void
-tile4x1(const float *w, const float *x, int C, float r[4][2])
+tile4x1(const float *w, const float *x, int C, float *r, int ldr)
 {
     const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -138,11 +139,11 @@ tile4x1(const float *w, const float *x, int C, float r[4][2])
         a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), v, a3);
     }
     const __m256 acc[4] = {a0, a1, a2, a3};
-    tile_fin(acc, 4, 1, w, x, C, c, &r[0][0], 2);
+    tile_fin(acc, 4, 1, w, x, C, c, r, ldr);
 }
 
 __attribute__((target("avx2,fma"))) static void
-tile1x2(const float *w, const float *x, int C, float r[2])
+tile1x2(const float *w, const float *x, int C, float *r)
 {
     const float *x0 = x, *x1 = x + C;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
@@ -153,7 +154,7 @@ tile1x2(const float *w, const float *x, int C, float r[2])
         a1 = _mm256_fmadd_ps(u, _mm256_loadu_ps(x1 + c), a1);
     }
     const __m256 acc[2] = {a0, a1};
-    tile_fin(acc, 1, 2, w, x, C, c, r, 2);
+    tile_fin(acc, 1, 2, w, x, C, c, r, 0);
 }
 
 __attribute__((target("avx2,fma"))) static float tile1x1(const float *w, const float *x, int C)
@@ -176,28 +177,15 @@ block_rows(float *out, const float *inp, const float *W, const float *bias, int 
     for (int n = 0; n < N; n += 3) {
         int NR = N - n >= 3 ? 3 : N - n;
         const float *x = inp + (size_t)n * C;
-        if (MR == 4 && NR == 3) tile4x3(w, x, C, res);
-        else if (MR == 4 && NR == 2) {
-            float r2[4][2];
-            tile4x2(w, x, C, r2);
-            for (int m = 0; m < 4; m++) res[m][0] = r2[m][0], res[m][1] = r2[m][1];
-        } else if (MR == 4) {
-            float r1[4][2];
-            tile4x1(w, x, C, r1);
-            for (int m = 0; m < 4; m++) res[m][0] = r1[m][0];
-        }
+        if (MR == 4 && NR == 3) tile4x3(w, x, C, &res[0][0], 3);
+        else if (MR == 4 && NR == 2) tile4x2(w, x, C, &res[0][0], 3);
+        else if (MR == 4) tile4x1(w, x, C, &res[0][0], 3);
         else {   /* the last weight rows, fewer than 4 */
             for (int m = 0; m < MR; m++) {
                 const float *wm = w + (size_t)m * C;
-                if (NR >= 2) {
-                    float r2[2];
-                    tile1x2(wm, x, C, r2);
-                    res[m][0] = r2[0];
-                    res[m][1] = r2[1];
-                    if (NR == 3) res[m][2] = tile1x1(wm, x + 2 * (size_t)C, C);
-                } else {
-                    res[m][0] = tile1x1(wm, x, C);
-                }
+                if (NR >= 2) tile1x2(wm, x, C, res[m]);
+                if (NR == 3) res[m][2] = tile1x1(wm, x + 2 * (size_t)C, C);
+                if (NR == 1) res[m][0] = tile1x1(wm, x, C);
             }
         }
         for (int r = 0; r < NR; r++)
