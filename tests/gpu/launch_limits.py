@@ -25,6 +25,7 @@ Kernels compiled but never launched by the logs are listed; with --all-launched 
 (e.g. kernels/cuda) one compiled from a source under SRCDIR that never ran is a failure:
 a kernel the emulated tests never reach is a kernel nothing has checked.  Exit 1 when a
 limit is broken or nothing was joined, 0 otherwise."""
+import argparse
 import glob
 import os
 import re
@@ -122,16 +123,16 @@ def blocks_per_sm(arch, regs, threads, smem):
 
 
 def main(argv):
-    argv = list(argv)
-    need = None
-    if len(argv) > 2 and argv[1] == '--all-launched':
-        need = os.path.normpath(argv[2])
-        del argv[1:3]
-    if len(argv) < 3:
-        sys.stderr.write(__doc__)
-        return 2
-    res, maxntid, nfiles, where = read_res(argv[1])
-    launch, optin = read_logs(argv[2:])
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--all-launched', metavar='SRCDIR',
+                    help='fail on kernels compiled from SRCDIR that no run launched')
+    ap.add_argument('resdir', help='make cuda-res output (build/cuda-res)')
+    ap.add_argument('logs', nargs='+', metavar='LOG', help='LLM_EMU_LAUNCH_LOG files')
+    a = ap.parse_args(argv[1:])
+    need = os.path.normpath(a.all_launched) if a.all_launched else None
+    res, maxntid, nfiles, where = read_res(a.resdir)
+    launch, optin = read_logs(a.logs)
     fails = []
     rows = []
     for k in sorted(launch):
