@@ -123,9 +123,8 @@ static inline float llm_qk_half_dot(float s, const uint16_t *h, int dt, const fl
 #define LLM_QK_Q4_0R8 0x108
 
 /* The dtype to repack weights of dtype dt to for the decode kernels of this CPU, or dt
- * itself (no repack).  mode < 0 (auto): LLM_QK_Q4_0R8 for q4_0 when the best ISA is AVX2
- * (AVX-512 hosts keep their own q4_0 kernels); mode 0: never; mode > 0: LLM_QK_Q4_0R8 for
- * q4_0 whenever the CPU has AVX2. */
+ * itself (no repack).  mode 0: never; otherwise (auto, < 0, or on, > 0) LLM_QK_Q4_0R8 for
+ * q4_0 whenever the CPU has AVX2 (AVX-512 hosts included: measured faster there too). */
 int llm_qk_repack_dtype(int dt, int mode);
 /* Bytes of a (OC,C) matrix in dtype rdt (the padding of a repacked one included). */
 size_t llm_qk_matrix_bytes(int rdt, int64_t OC, int C);
@@ -198,8 +197,22 @@ void llm_qk_rows_r8_avx2(float *out, int ldo, const void *w, const llm_block_q8_
 void llm_qk_dequantize_r8_avx2(const void *w, int C, int64_t o0, int n, float *y);
 /* llm_qk_dequantize_wrows for LLM_QK_Q8_0 with AVX2, the same floats. */
 void llm_qk_dequantize_q8_0_avx2(const void *w, int C, int64_t o0, int n, float *y);
-void llm_qk_rows_avx512(float *out, int ldo, const void *w, int dt, const llm_block_q8_0 *xq,
-                        const float *xf, int R, int C, int o0, int o1, int vnni);
+/* AVX-512, f16/bf16 weights: rows o0..o1 against R <= 4 f32 input rows. */
+void llm_qk_rows_avx512(float *out, int ldo, const void *w, int dt, const float *xf, int R,
+                        int C, int o0, int o1);
+/* AVX-512, q8_0/q4_0 weights: the q8_0 input rows prepared once per matmul, per row and
+ * pair of blocks (2p, 2p+1): their 64 quants (zeros past the last block) and their 16
+ * scales as floats (each block's 8 times; 0 past the last block).  N rows of nb blocks
+ * take N * ((nb + 1) / 2) entries, row n's from n * ((nb + 1) / 2) on. */
+typedef struct {
+    _Alignas(64) int8_t q[64];
+    float d[16];
+} llm_qk_x512;
+void llm_qk_pack_x512(llm_qk_x512 *px, const llm_block_q8_0 *xq, int N, int nb);
+/* rows o0..o1 of w against R <= 8 packed input rows (px: the first of them); VNNI's
+ * vpdpbusd when vnni, else maddubs + madd: the same bits as llm_qk_rows_avx2. */
+void llm_qk_qrows_avx512(float *out, int ldo, const void *w, int dt, const llm_qk_x512 *px,
+                         int R, int nb, int o0, int o1, int vnni);
 
 /* Inference-op adapters (kernels/cpu/infer_ref.c and infer_fast.c dispatch here for
  * non-f32 weights). */

@@ -53,7 +53,7 @@ static void rows(int isa, float *out, int ldo, const void *w, int dt, const llm_
     else if (isa == LLM_QK_ISA_AVX2)
         llm_qk_rows_avx2(out, ldo, w, dt, xq, xf, R, C, o0, o1);
     else
-        llm_qk_rows_avx512(out, ldo, w, dt, xq, xf, R, C, o0, o1, isa == LLM_QK_ISA_AVX512VNNI);
+        llm_qk_rows_avx512(out, ldo, w, dt, xf, R, C, o0, o1);
 }
 
 /* Prefill: dequantize GEMM_COLS weight rows at a time into per-thread scratch and let
@@ -106,13 +106,25 @@ int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const flo
     llm_block_q8_0 *xq = NULL;
     int32_t *xs = NULL;
     float *xd = NULL;
+    llm_qk_x512 *px = NULL;
     int nb = C / 32, r8 = dt == LLM_QK_Q4_0R8 && isa != LLM_QK_ISA_SCALAR;
+    /* AVX-512 q8_0/q4_0: the input rows prepared once (llm_qk_pack_x512), then groups of
+     * up to 8 rows share each weight load; the other kernels take groups of 4 */
+    int x512 = q && !r8 && isa >= LLM_QK_ISA_AVX512, G = x512 ? 8 : 4;
     if (q) {
         xq = malloc((size_t)N * nb * sizeof *xq);
         if (!xq)
             return -1;
         for (int n = 0; n < N; n++)
             llm_qk_quantize_row_q8_0(inp + (size_t)n * C, xq + (size_t)n * nb, C);
+    }
+    if (x512) {
+        px = aligned_alloc(64, (size_t)N * ((nb + 1) / 2) * sizeof *px);
+        if (!px) {
+            free(xq);
+            return -1;
+        }
+        llm_qk_pack_x512(px, xq, N, nb);
     }
     if (r8) {   /* per activation block: 8 * the sum of its quants, and its scale */
         xs = malloc((size_t)N * nb * sizeof *xs);
@@ -133,10 +145,15 @@ int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const flo
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int it = 0; it < nitems; it++) {
         int o0 = it * COLS_PER_ITEM, o1 = o0 + COLS_PER_ITEM < OC ? o0 + COLS_PER_ITEM : OC;
-        /* row groups of 4 share each weight load; the order of a dot product never
+        /* row groups of G share each weight load; the order of a dot product never
          * depends on the group, so a row's result does not depend on N */
-        for (int n = 0; n < N; n += 4) {
-            int R = N - n < 4 ? N - n : 4;
+        for (int n = 0; n < N; n += G) {
+            int R = N - n < G ? N - n : G;
+            if (x512) {
+                llm_qk_qrows_avx512(out + (size_t)n * OC, OC, w, dt, px + (size_t)n * ((nb + 1) / 2),
+                                    R, nb, o0, o1, isa == LLM_QK_ISA_AVX512VNNI);
+                continue;
+            }
             if (r8) {   /* any ISA from AVX2 up (the caller checked it) */
                 llm_qk_rows_r8_avx2(out + (size_t)n * OC, OC, w, xq + (size_t)n * nb,
                                     xs + (size_t)n * nb, xd + (size_t)n * nb, R, nb, o0, o1);
@@ -153,5 +170,6 @@ int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const flo
     free(xq);
     free(xs);
     free(xd);
+    free(px);
     return 0;
 }

@@ -350,8 +350,9 @@ static float avx2_order_dot(const void *wrow, int dt, const llm_block_q8_0 *xq, 
     return u0 + u1;
 }
 
-/* The AVX2 decode kernels bit for bit against avx2_order_dot, batches of 1, 2, 3 and 7
- * rows: output rows that are and are not multiples of 4, block counts below, at and above
+/* The AVX2 and AVX-512 decode kernels bit for bit against avx2_order_dot, batches of
+ * 1, 2, 3, 7, 8, 9 and 17 rows (the AVX-512 kernels take groups of 8, the others of 4):
+ * output rows that are and are not multiples of 4, block counts below, at and above
  * multiples of 8 (the q4_0 scale chunks) and odd, rows at and past the q4_0 batched
  * kernel's table size (C 4096 / 4128), f16 scales of every magnitude (denormals
  * included) and extreme nibbles and activations. */
@@ -362,6 +363,10 @@ static void test_kernels_exact(void **state)
         fprintf(stderr, "# AVX2 kernels not tested: this CPU lacks AVX2\n");
         return;
     }
+    int isas = 0;
+    for (int isa = LLM_QK_ISA_AVX2; isa <= LLM_QK_ISA_AVX512VNNI; isa++)
+        isas += llm_qk_isa_ok(isa);
+    fprintf(stderr, "# bit-exact decode kernels: %d of avx2, avx512, avx512vnni\n", isas);
     tu_rng r = {21};
     int Cs[] = {32, 64, 224, 256, 288, 512, 768, 800, 4096, 4128};
     int OCs[] = {1, 3, 4, 5, 37, 64};
@@ -369,7 +374,7 @@ static void test_kernels_exact(void **state)
     for (int d = 0; d < 2; d++)
         for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++)
             for (size_t oi = 0; oi < sizeof OCs / sizeof OCs[0]; oi++) {
-                int dt = dts[d], C = Cs[ci], OC = OCs[oi], nb = C / 32, N = 7;
+                int dt = dts[d], C = Cs[ci], OC = OCs[oi], nb = C / 32, N = 17;
                 if (C > 800 && OC > 5)
                     continue;
                 float *wf, *x = malloc((size_t)N * C * 4), *bias = malloc((size_t)OC * 4);
@@ -397,16 +402,22 @@ static void test_kernels_exact(void **state)
                 float *got = malloc((size_t)N * OC * 4);
                 for (int n = 0; n < N; n++)
                     llm_qk_quantize_row_q8_0(x + (size_t)n * C, xq + (size_t)n * nb, C);
-                for (int NN = 1; NN <= N; NN += NN < 3 ? 1 : 4)   /* 1, 2, 3, 7 */
+                static const int NNs[] = {1, 2, 3, 7, 8, 9, 17};
+                for (int isa = LLM_QK_ISA_AVX2; isa <= LLM_QK_ISA_AVX512VNNI; isa++)
+                for (size_t ni = 0; ni < sizeof NNs / sizeof NNs[0]; ni++)
                     for (int th = 1; th <= 2; th++) {
-                        assert_int_equal(llm_qk_matmul(got, x, w, dt, bias, NN, C, OC, LLM_QK_ISA_AVX2, th), 0);
+                        int NN = NNs[ni];
+                        if (!llm_qk_isa_ok(isa))
+                            continue;
+                        assert_int_equal(llm_qk_matmul(got, x, w, dt, bias, NN, C, OC, isa, th), 0);
                         for (int n = 0; n < NN; n++)
                             for (int o = 0; o < OC; o++) {
                                 float want = avx2_order_dot(w + (size_t)o * rb, dt, xq + (size_t)n * nb, nb) + bias[o];
                                 float g = got[(size_t)n * OC + o];
                                 if (memcmp(&g, &want, 4))
-                                    fail_msg("avx2 dtype %d N %d C %d OC %d [%d,%d]: %.9g vs %.9g",
-                                             dt, NN, C, OC, n, o, (double)g, (double)want);
+                                    fail_msg("%s dtype %d N %d C %d OC %d [%d,%d]: %.9g vs %.9g",
+                                             llm_qk_isa_name(isa), dt, NN, C, OC, n, o, (double)g,
+                                             (double)want);
                             }
                     }
                 free(wf); free(w); free(x); free(bias); free(xq); free(got);
@@ -429,8 +440,7 @@ static void test_repack_q4_0r8(void **state)
     assert_int_equal(llm_qk_repack_dtype(LLM_QK_Q8_0, 1), LLM_QK_Q8_0);
     assert_int_equal(llm_qk_repack_dtype(LLM_QK_Q4_0, 0), LLM_QK_Q4_0);
     assert_int_equal(llm_qk_repack_dtype(LLM_QK_Q4_0, 1), avx2 ? LLM_QK_Q4_0R8 : LLM_QK_Q4_0);
-    if (avx2 && !llm_qk_isa_ok(LLM_QK_ISA_AVX512))
-        assert_int_equal(llm_qk_repack_dtype(LLM_QK_Q4_0, -1), LLM_QK_Q4_0R8);
+    assert_int_equal(llm_qk_repack_dtype(LLM_QK_Q4_0, -1), avx2 ? LLM_QK_Q4_0R8 : LLM_QK_Q4_0);
     for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++)
         for (size_t oi = 0; oi < sizeof OCs / sizeof OCs[0]; oi++) {
             int C = Cs[ci], OC = OCs[oi], nb = C / 32, N = 33;
