@@ -10,6 +10,7 @@
  * attributes; callers check the CPU first.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "kernels/cpu/quant_x86.h"
 
@@ -285,5 +286,45 @@ TGT void llm_qk_dequantize_q8_0_avx2(const void *w, int C, int64_t o0, int n, fl
             __m128i q8 = _mm_loadl_epi64((const __m128i *)(blk->q + k));
             _mm256_storeu_ps(y + k, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8))));
         }
+    }
+}
+
+/* llm_qk_quantize_row_q8_0 with AVX2, the scalar function's bytes: the same block maximum
+ * (max_ps(v, m) keeps m for a NaN v, as fmaxf does), the same scalar scale and inverse,
+ * the same products x * id, clamped as fmaxf/fminf do (a NaN product becomes -127), then
+ * rounded half away from zero as roundf: the truncation plus one step away from zero
+ * where the fraction (exact) is at least one half. */
+TGT void llm_qk_quantize_row_q8_0_avx2(const float *x, llm_block_q8_0 *y, int64_t n)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            m = _mm256_max_ps(_mm256_and_ps(v[k], absmask), m);
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float amax = _mm_cvtss_f32(m4);
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (!isfinite(id))
+            id = 0.0f;
+        y[b].d = llm_f32_to_f16(d);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            __m256 p = _mm256_mul_ps(v[k], _mm256_set1_ps(id));
+            p = _mm256_min_ps(_mm256_max_ps(p, lo), hi);
+            __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m256 f = _mm256_and_ps(_mm256_sub_ps(p, t), absmask);
+            __m256 step = _mm256_and_ps(_mm256_cmp_ps(f, half, _CMP_GE_OQ),
+                                        _mm256_or_ps(_mm256_andnot_ps(absmask, p), one));
+            q[k] = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+        }
+        __m256i s = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *)y[b].q, _mm256_permutevar8x32_epi32(s, order));
     }
 }

@@ -149,6 +149,10 @@ static inline void llm_qk_r8_block(const void *w, int nb, int64_t o, int b, llm_
  * q = round(x/d) (halves away from zero).  Used for weights and, on the fly, for
  * activations.  Inputs must be finite (callers check). */
 void llm_qk_quantize_row_q8_0(const float *x, llm_block_q8_0 *y, int64_t n);
+/* The same in portable C, and with AVX2 (the same bytes; llm_qk_quantize_row_q8_0 takes
+ * the AVX2 one when the CPU has it). */
+void llm_qk_quantize_row_q8_0_scalar(const float *x, llm_block_q8_0 *y, int64_t n);
+void llm_qk_quantize_row_q8_0_avx2(const float *x, llm_block_q8_0 *y, int64_t n);
 /* q4_0: the value of largest magnitude m (with its sign) maps to -8: d = m/-8,
  * q = clamp(floor(x/d + 8.5), 0, 15). */
 void llm_qk_quantize_row_q4_0(const float *x, llm_block_q4_0 *y, int64_t n);
@@ -171,7 +175,9 @@ const char *llm_qk_isa_name(int isa);
  * q8_0 first and the dot products are integer per block, so every (n, o) value is the
  * same whatever N is.  threads <= 1 runs on the caller's thread.  With isa >= AVX2 and
  * N >= LLM_QK_GEMM_MIN_ROWS (prefill), slices of w are dequantized to f32 and multiplied
- * with sgemm instead (compute-bound there; exact weights, unquantized activations).
+ * with sgemm instead (compute-bound there; exact weights, unquantized activations),
+ * except the q formats from AVX-512 up, whose integer kernels are the faster at every N
+ * (there a row's result never depends on N).
  * Returns 0, or -1 (nothing written) for an unsupported dtype, a bad C, an isa the CPU
  * lacks, or no memory for the scratch buffers. */
 /* (64, as infer_fast.c's SGEMM_MIN_ROWS: below it a row's result does not depend on N,
@@ -193,6 +199,11 @@ void llm_qk_rows_avx2(float *out, int ldo, const void *w, int dt, const llm_bloc
  * scale as float.  The same results bit for bit as llm_qk_rows_scalar on the q4_0 rows. */
 void llm_qk_rows_r8_avx2(float *out, int ldo, const void *w, const llm_block_q8_0 *xq,
                          const int32_t *xs, const float *xd, int R, int nb, int o0, int o1);
+/* The same with AVX-512 (vpdpbusd when vnni) for R <= 8 input rows, 16 weight rows per
+ * register: the same results bit for bit. */
+void llm_qk_rows_r8_avx512(float *out, int ldo, const void *w, const llm_block_q8_0 *xq,
+                           const int32_t *xs, const float *xd, int R, int nb, int o0, int o1,
+                           int vnni);
 /* llm_qk_dequantize_wrows for LLM_QK_Q4_0R8 with AVX2, the same floats. */
 void llm_qk_dequantize_r8_avx2(const void *w, int C, int64_t o0, int n, float *y);
 /* llm_qk_dequantize_wrows for LLM_QK_Q8_0 with AVX2, the same floats. */

@@ -7,6 +7,17 @@
 
 void llm_qk_quantize_row_q8_0(const float *x, llm_block_q8_0 *y, int64_t n)
 {
+    static int avx2 = -1;
+    if (avx2 < 0)
+        avx2 = llm_qk_isa_ok(LLM_QK_ISA_AVX2);
+    if (avx2)
+        llm_qk_quantize_row_q8_0_avx2(x, y, n);
+    else
+        llm_qk_quantize_row_q8_0_scalar(x, y, n);
+}
+
+void llm_qk_quantize_row_q8_0_scalar(const float *x, llm_block_q8_0 *y, int64_t n)
+{
     for (int64_t b = 0; b < n / 32; b++, x += 32) {
         float amax = 0.0f;
         for (int j = 0; j < 32; j++)

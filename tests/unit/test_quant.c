@@ -351,7 +351,8 @@ static float avx2_order_dot(const void *wrow, int dt, const llm_block_q8_0 *xq, 
 }
 
 /* The AVX2 and AVX-512 decode kernels bit for bit against avx2_order_dot, batches of
- * 1, 2, 3, 7, 8, 9 and 17 rows (the AVX-512 kernels take groups of 8, the others of 4):
+ * 1, 2, 3, 7, 8, 9 and 17 rows (the AVX-512 kernels take groups of 8, the others of 4),
+ * and 70 on AVX-512, which keeps its integer kernels past LLM_QK_GEMM_MIN_ROWS:
  * output rows that are and are not multiples of 4, block counts below, at and above
  * multiples of 8 (the q4_0 scale chunks) and odd, rows at and past the q4_0 batched
  * kernel's table size (C 4096 / 4128), f16 scales of every magnitude (denormals
@@ -374,7 +375,7 @@ static void test_kernels_exact(void **state)
     for (int d = 0; d < 2; d++)
         for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++)
             for (size_t oi = 0; oi < sizeof OCs / sizeof OCs[0]; oi++) {
-                int dt = dts[d], C = Cs[ci], OC = OCs[oi], nb = C / 32, N = 17;
+                int dt = dts[d], C = Cs[ci], OC = OCs[oi], nb = C / 32, N = 70;
                 if (C > 800 && OC > 5)
                     continue;
                 float *wf, *x = malloc((size_t)N * C * 4), *bias = malloc((size_t)OC * 4);
@@ -402,12 +403,12 @@ static void test_kernels_exact(void **state)
                 float *got = malloc((size_t)N * OC * 4);
                 for (int n = 0; n < N; n++)
                     llm_qk_quantize_row_q8_0(x + (size_t)n * C, xq + (size_t)n * nb, C);
-                static const int NNs[] = {1, 2, 3, 7, 8, 9, 17};
+                static const int NNs[] = {1, 2, 3, 7, 8, 9, 17, 70};
                 for (int isa = LLM_QK_ISA_AVX2; isa <= LLM_QK_ISA_AVX512VNNI; isa++)
                 for (size_t ni = 0; ni < sizeof NNs / sizeof NNs[0]; ni++)
                     for (int th = 1; th <= 2; th++) {
                         int NN = NNs[ni];
-                        if (!llm_qk_isa_ok(isa))
+                        if (!llm_qk_isa_ok(isa) || (NN >= LLM_QK_GEMM_MIN_ROWS && isa < LLM_QK_ISA_AVX512))
                             continue;
                         assert_int_equal(llm_qk_matmul(got, x, w, dt, bias, NN, C, OC, isa, th), 0);
                         for (int n = 0; n < NN; n++)
@@ -422,6 +423,65 @@ static void test_kernels_exact(void **state)
                     }
                 free(wf); free(w); free(x); free(bias); free(xq); free(got);
             }
+}
+
+/* The AVX2 q8_0 quantization (every activation row of the q kernels goes through it)
+ * against the scalar one, byte for byte: random rows at several scales, exact ties
+ * (x * id = k + 0.5 in both signs), values around the ties, NaN and infinite
+ * activations, denormal and huge blocks, zeros and negative zeros. */
+static void test_quantize_q8_0_avx2(void **state)
+{
+    (void)state;
+    if (!llm_qk_isa_ok(LLM_QK_ISA_AVX2)) {
+        fprintf(stderr, "# AVX2 quantization not tested: this CPU lacks AVX2\n");
+        return;
+    }
+    tu_rng r = {41};
+    enum { NB = 64, N = NB * 32 };
+    float *x = malloc(N * sizeof *x);
+    llm_block_q8_0 a[NB], b[NB];
+    int ties = 0;
+    for (int round = 0; round < 200; round++) {
+        float scale = powf(10.0f, (float)(round % 13) - 6.0f);
+        tu_fill(&r, x, N, -scale, scale);
+        for (int blk = 0; blk < NB; blk++) {
+            float *xb = x + 32 * blk;
+            switch ((round + blk) % 8) {
+            case 0:   /* max 127 exactly: id = 1, ties at k + 0.5 */
+                for (int j = 0; j < 32; j++)
+                    xb[j] = (float)((int)(tu_next(&r) % 254) - 127) + ((j & 1) ? 0.5f : 0.0f);
+                xb[0] = 127.0f;
+                ties++;
+                break;
+            case 1:   /* one step either side of the ties */
+                for (int j = 1; j < 32; j++)
+                    xb[j] = nextafterf((float)(j % 7) + 0.5f, j & 2 ? 0.0f : 200.0f) * (j & 4 ? -1.0f : 1.0f);
+                xb[0] = -127.0f;
+                break;
+            case 2: xb[(int)(tu_next(&r) % 32)] = NAN; break;
+            case 3: xb[(int)(tu_next(&r) % 32)] = (tu_next(&r) & 1) ? INFINITY : -INFINITY; break;
+            case 4:
+                for (int j = 0; j < 32; j++)
+                    xb[j] *= 1e-38f;   /* denormal and tiny */
+                break;
+            case 5:
+                for (int j = 0; j < 32; j++)
+                    xb[j] = j & 1 ? -0.0f : 0.0f;
+                break;
+            case 6: xb[3] = 3e38f; break;
+            default: break;
+            }
+        }
+        memset(a, 0x55, sizeof a);
+        memset(b, 0xaa, sizeof b);
+        llm_qk_quantize_row_q8_0_scalar(x, a, N);
+        llm_qk_quantize_row_q8_0_avx2(x, b, N);
+        for (int blk = 0; blk < NB; blk++)
+            if (memcmp(&a[blk], &b[blk], sizeof a[blk]))
+                fail_msg("q8_0 quantization round %d block %d: avx2 differs from scalar", round, blk);
+    }
+    fprintf(stderr, "# q8_0 quantization: 200 x %d blocks, %d with ties, avx2 == scalar\n", NB, ties);
+    free(x);
 }
 
 /* q4_0 repacked in groups of 8 rows (LLM_QK_Q4_0R8): the layout gives back every row's
@@ -443,7 +503,7 @@ static void test_repack_q4_0r8(void **state)
     assert_int_equal(llm_qk_repack_dtype(LLM_QK_Q4_0, -1), avx2 ? LLM_QK_Q4_0R8 : LLM_QK_Q4_0);
     for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++)
         for (size_t oi = 0; oi < sizeof OCs / sizeof OCs[0]; oi++) {
-            int C = Cs[ci], OC = OCs[oi], nb = C / 32, N = 33;
+            int C = Cs[ci], OC = OCs[oi], nb = C / 32, N = 70;
             if (C > 800 && OC > 9)
                 continue;
             float *wf, *x = malloc((size_t)N * C * 4), *bias = malloc((size_t)OC * 4);
@@ -493,14 +553,20 @@ static void test_repack_q4_0r8(void **state)
                 free(yb);
             }
             float *ref = malloc((size_t)N * OC * 4), *got = malloc((size_t)N * OC * 4);
-            for (int NN = 1; NN <= N; NN += NN < 7 ? 1 : N - 7) {   /* 1..7 and 33 */
-                int isa0 = NN >= LLM_QK_GEMM_MIN_ROWS ? LLM_QK_ISA_AVX2 : LLM_QK_ISA_SCALAR;
-                if (isa0 == LLM_QK_ISA_AVX2 && !avx2)
+            /* 1..7, 33 and 70: from LLM_QK_GEMM_MIN_ROWS rows AVX2 takes the dequantized
+             * sgemm (the q4_0 one's results), AVX-512 its integer kernels (the scalar
+             * kernel's) */
+            static const int NNs[] = {1, 2, 3, 4, 5, 6, 7, 33, 70};
+            for (size_t ni = 0; ni < sizeof NNs / sizeof NNs[0]; ni++) {
+                int NN = NNs[ni];
+                if (NN > N || (C > 800 && NN == 70 && OC > 5))
                     continue;
-                assert_int_equal(llm_qk_matmul(ref, x, w, LLM_QK_Q4_0, bias, NN, C, OC, isa0, 1), 0);
                 for (int isa = LLM_QK_ISA_SCALAR; isa <= LLM_QK_ISA_AVX512VNNI; isa++) {
                     if (!llm_qk_isa_ok(isa) || (isa == LLM_QK_ISA_SCALAR && NN >= LLM_QK_GEMM_MIN_ROWS))
                         continue;
+                    int isa0 = NN >= LLM_QK_GEMM_MIN_ROWS && isa == LLM_QK_ISA_AVX2 ? LLM_QK_ISA_AVX2
+                                                                                   : LLM_QK_ISA_SCALAR;
+                    assert_int_equal(llm_qk_matmul(ref, x, w, LLM_QK_Q4_0, bias, NN, C, OC, isa0, 1), 0);
                     for (int th = 1; th <= 2; th++) {
                         memset(got, 0xff, (size_t)NN * OC * 4);
                         assert_int_equal(llm_qk_matmul(got, x, rw, LLM_QK_Q4_0R8, bias, NN, C, OC, isa, th), 0);
@@ -528,16 +594,23 @@ static void test_repack_q4_0r8(void **state)
                     xd[i] = llm_f16_to_f32(xq[i].d);
                 }
                 assert_int_equal(llm_qk_matmul(ref, x, w, LLM_QK_Q4_0, NULL, R, C, OC, LLM_QK_ISA_SCALAR, 1), 0);
-                for (int i = 0; i < R * OC; i++)
-                    got[i] = -7.0f;
-                llm_qk_rows_r8_avx2(got, OC, rw, xq, xs, xd, R, nb, o0, o1);
-                for (int n = 0; n < R; n++)
-                    for (int o = 0; o < OC; o++) {
-                        float g = got[n * OC + o], want = o >= o0 && o < o1 ? ref[n * OC + o] : -7.0f;
-                        if (memcmp(&g, &want, 4))
-                            fail_msg("q4_0r8 rows %d..%d C %d OC %d [%d,%d]: %.9g vs %.9g", o0, o1, C, OC,
-                                     n, o, (double)g, (double)want);
-                    }
+                for (int k = 0; k < 3; k++) {   /* avx2, avx512, avx512 with vnni */
+                    if (k && !llm_qk_isa_ok(k == 1 ? LLM_QK_ISA_AVX512 : LLM_QK_ISA_AVX512VNNI))
+                        continue;
+                    for (int i = 0; i < R * OC; i++)
+                        got[i] = -7.0f;
+                    if (k)
+                        llm_qk_rows_r8_avx512(got, OC, rw, xq, xs, xd, R, nb, o0, o1, k == 2);
+                    else
+                        llm_qk_rows_r8_avx2(got, OC, rw, xq, xs, xd, R, nb, o0, o1);
+                    for (int n = 0; n < R; n++)
+                        for (int o = 0; o < OC; o++) {
+                            float g = got[n * OC + o], want = o >= o0 && o < o1 ? ref[n * OC + o] : -7.0f;
+                            if (memcmp(&g, &want, 4))
+                                fail_msg("q4_0r8 kernel %d rows %d..%d C %d OC %d [%d,%d]: %.9g vs %.9g",
+                                         k, o0, o1, C, OC, n, o, (double)g, (double)want);
+                        }
+                }
                 free(xq); free(xs); free(xd);
             }
             free(wf); free(w); free(rw); free(x); free(bias); free(a); free(b); free(ref); free(got);
@@ -633,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_ggml_layout),
         cmocka_unit_test(test_kernels),
         cmocka_unit_test(test_kernels_exact),
+        cmocka_unit_test(test_quantize_q8_0_avx2),
         cmocka_unit_test(test_repack_q4_0r8),
         cmocka_unit_test(test_dequant_q8_0_avx2),
         cmocka_unit_test(test_backend_ops),
