@@ -22,6 +22,8 @@ PY=/usr/bin/python3
 mkdir -p "$WORK"
 M=$WORK/gpt2_124m.llmk
 if [ ! -f "$M" ]; then
+  "$PY" -c "import numpy" 2>/dev/null ||
+    { echo "$0: needs numpy for $PY (Debian: apt-get install python3-numpy)" >&2; exit 69; }
   "$PY" - "$WORK/gpt2_124m.bin" <<'PY'
 import sys, numpy as np
 L, NH, C, V, Vp, maxT = 12, 12, 768, 50257, 50304, 1024
