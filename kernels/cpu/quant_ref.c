@@ -7,10 +7,7 @@
 
 void llm_qk_quantize_row_q8_0(const float *x, llm_block_q8_0 *y, int64_t n)
 {
-    static int avx2 = -1;
-    if (avx2 < 0)
-        avx2 = llm_qk_isa_ok(LLM_QK_ISA_AVX2);
-    if (avx2)
+    if (llm_qk_isa_ok(LLM_QK_ISA_AVX2))   /* a few loads of the CPU model's flags */
         llm_qk_quantize_row_q8_0_avx2(x, y, n);
     else
         llm_qk_quantize_row_q8_0_scalar(x, y, n);
