@@ -1,5 +1,6 @@
-/* infer_fast.c — fast CPU kernels for inference: AVX2/FMA matmul tiles for decode-sized
- * N (each weight row is read once for all rows), OpenBLAS sgemm for prefill-sized N,
+/* infer_fast.c — fast CPU kernels for inference: AVX2/FMA or AVX-512 matmul tiles for
+ * decode-sized N (each weight row is read once for all rows; infer_tiles.h), OpenBLAS
+ * sgemm for prefill-sized N,
  * attention over the KV cache parallel over (row, head).  Threads: be->threads (OpenMP).
  *
  * Determinism: the value of out[n][o] is computed by the same sequence of operations
@@ -46,165 +47,58 @@ __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* Dot products of 4 weight rows with 3 input rows (and the 4x2, 4x1, 1x2, 1x1 edge
- * cases), C floats each, written out with named accumulators so they stay in registers.
- * Every (weight row, input row) pair accumulates the same lanes in the same order in all
- * five variants, which keeps results independent of how rows are grouped. */
+/* The tiles, once per instruction set (infer_tiles.h); block_rows_avx512 on CPUs with
+ * AVX-512 (F, BW, VL): 16 lanes per FMA, the same structure. */
+#define TILE_SFX avx2
+#define TILE_TGT __attribute__((target("avx2,fma")))
+#define TILE_V __m256
+#define TILE_W 8
+#define TILE_ZERO() _mm256_setzero_ps()
+#define TILE_LOAD(p) _mm256_loadu_ps(p)
+#define TILE_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define TILE_HSUM(v) hsum8(v)
+#include "kernels/cpu/infer_tiles.h"
+#undef TILE_SFX
+#undef TILE_TGT
+#undef TILE_V
+#undef TILE_W
+#undef TILE_ZERO
+#undef TILE_LOAD
+#undef TILE_FMA
+#undef TILE_HSUM
 
-/* r[m * ldr + n] = the lanes of acc[m * NR + n] summed, then the tail columns c..C-1 of
- * weight row m and input row n, in that order (every tile ends the same way); each tile
- * writes its results there, ldr apart per weight row */
-__attribute__((target("avx2,fma"))) static void
-tile_fin(const __m256 *acc, int MR, int NR, const float *w, const float *x, int C, int c,
-         float *r, int ldr)
-{
-    for (int m = 0; m < MR; m++)
-        for (int n = 0; n < NR; n++) {
-            const float *wr = w + (size_t)m * C, *xr = x + (size_t)n * C;
-            float s = hsum8(acc[m * NR + n]);
-            for (int k = c; k < C; k++)
-                s += wr[k] * xr[k];
-            r[m * ldr + n] = s;
-        }
-}
-
-/* 4 weight rows x 3 input rows: 12 accumulators, 7 loads per 12 FMAs (4x2: 6 per 8) */
-__attribute__((target("avx2,fma"))) static void
-tile4x3(const float *w, const float *x, int C, float *r, int ldr)
-{
-    const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
-    const float *x0 = x, *x1 = x + C, *x2 = x + 2 * (size_t)C;
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00,
-           a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
-    int c = 0;
-    for (; c + 8 <= C; c += 8) {
-        __m256 v0 = _mm256_loadu_ps(x0 + c), v1 = _mm256_loadu_ps(x1 + c),
-               v2 = _mm256_loadu_ps(x2 + c);
-        /* weight row wr's 8 columns times the 3 input rows, into p, q, t */
-#define ROW3(wr, p, q, t)                                                                 \
-    do {                                                                                  \
-        __m256 u_ = _mm256_loadu_ps((wr) + c);                                            \
-        p = _mm256_fmadd_ps(u_, v0, p);                                                   \
-        q = _mm256_fmadd_ps(u_, v1, q);                                                   \
-        t = _mm256_fmadd_ps(u_, v2, t);                                                   \
-    } while (0)
-        ROW3(w0, a00, a01, a02);
-        ROW3(w1, a10, a11, a12);
-        ROW3(w2, a20, a21, a22);
-        ROW3(w3, a30, a31, a32);
-#undef ROW3
-    }
-    const __m256 acc[12] = {a00, a01, a02, a10, a11, a12, a20, a21, a22, a30, a31, a32};
-    tile_fin(acc, 4, 3, w, x, C, c, r, ldr);
-}
-
-__attribute__((target("avx2,fma"))) static void
-tile4x2(const float *w, const float *x, int C, float *r, int ldr)
-{
-    const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
-    const float *x0 = x, *x1 = x + C;
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
-           a30 = a00, a31 = a00;
-    int c = 0;
-    for (; c + 8 <= C; c += 8) {
-        __m256 v0 = _mm256_loadu_ps(x0 + c), v1 = _mm256_loadu_ps(x1 + c);
-        __m256 u = _mm256_loadu_ps(w0 + c);
-        a00 = _mm256_fmadd_ps(u, v0, a00);
-        a01 = _mm256_fmadd_ps(u, v1, a01);
-        u = _mm256_loadu_ps(w1 + c);
-        a10 = _mm256_fmadd_ps(u, v0, a10);
-        a11 = _mm256_fmadd_ps(u, v1, a11);
-        u = _mm256_loadu_ps(w2 + c);
-        a20 = _mm256_fmadd_ps(u, v0, a20);
-        a21 = _mm256_fmadd_ps(u, v1, a21);
-        u = _mm256_loadu_ps(w3 + c);
-        a30 = _mm256_fmadd_ps(u, v0, a30);
-        a31 = _mm256_fmadd_ps(u, v1, a31);
-    }
-    const __m256 acc[8] = {a00, a01, a10, a11, a20, a21, a30, a31};
-    tile_fin(acc, 4, 2, w, x, C, c, r, ldr);
-}
-
-__attribute__((target("avx2,fma"))) static void
-tile4x1(const float *w, const float *x, int C, float *r, int ldr)
-{
-    const float *w0 = w, *w1 = w + C, *w2 = w + 2 * (size_t)C, *w3 = w + 3 * (size_t)C;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int c = 0;
-    for (; c + 8 <= C; c += 8) {
-        __m256 v = _mm256_loadu_ps(x + c);
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c), v, a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c), v, a1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c), v, a2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), v, a3);
-    }
-    const __m256 acc[4] = {a0, a1, a2, a3};
-    tile_fin(acc, 4, 1, w, x, C, c, r, ldr);
-}
-
-__attribute__((target("avx2,fma"))) static void
-tile1x2(const float *w, const float *x, int C, float *r)
-{
-    const float *x0 = x, *x1 = x + C;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-    int c = 0;
-    for (; c + 8 <= C; c += 8) {
-        __m256 u = _mm256_loadu_ps(w + c);
-        a0 = _mm256_fmadd_ps(u, _mm256_loadu_ps(x0 + c), a0);
-        a1 = _mm256_fmadd_ps(u, _mm256_loadu_ps(x1 + c), a1);
-    }
-    const __m256 acc[2] = {a0, a1};
-    tile_fin(acc, 1, 2, w, x, C, c, r, 0);
-}
-
-__attribute__((target("avx2,fma"))) static float tile1x1(const float *w, const float *x, int C)
-{
-    __m256 a0 = _mm256_setzero_ps();
-    int c = 0;
-    for (; c + 8 <= C; c += 8)
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), a0);
-    float res;
-    tile_fin(&a0, 1, 1, w, x, C, c, &res, 1);
-    return res;
-}
-
-__attribute__((target("avx2,fma"))) static void
-block_rows(float *out, const float *inp, const float *W, const float *bias, int N, int C,
-           int OC, int o0, int MR)
-{
-    float res[4][3];
-    const float *w = W + (size_t)o0 * C;
-    for (int n = 0; n < N; n += 3) {
-        int NR = N - n >= 3 ? 3 : N - n;
-        const float *x = inp + (size_t)n * C;
-        if (MR == 4 && NR == 3) tile4x3(w, x, C, &res[0][0], 3);
-        else if (MR == 4 && NR == 2) tile4x2(w, x, C, &res[0][0], 3);
-        else if (MR == 4) tile4x1(w, x, C, &res[0][0], 3);
-        else {   /* the last weight rows, fewer than 4 */
-            for (int m = 0; m < MR; m++) {
-                const float *wm = w + (size_t)m * C;
-                if (NR >= 2) tile1x2(wm, x, C, res[m]);
-                if (NR == 3) res[m][2] = tile1x1(wm, x + 2 * (size_t)C, C);
-                if (NR == 1) res[m][0] = tile1x1(wm, x, C);
-            }
-        }
-        for (int r = 0; r < NR; r++)
-            for (int m = 0; m < MR; m++)
-                out[(size_t)(n + r) * OC + o0 + m] = res[m][r] + (bias ? bias[o0 + m] : 0.0f);
-    }
-}
+#define TILE_SFX avx512
+#define TILE_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
+#define TILE_V __m512
+#define TILE_W 16
+#define TILE_ZERO() _mm512_setzero_ps()
+#define TILE_LOAD(p) _mm512_loadu_ps(p)
+#define TILE_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define TILE_HSUM(v) _mm512_reduce_add_ps(v)
+#include "kernels/cpu/infer_tiles.h"
+#undef TILE_SFX
+#undef TILE_TGT
+#undef TILE_V
+#undef TILE_W
+#undef TILE_ZERO
+#undef TILE_LOAD
+#undef TILE_FMA
+#undef TILE_HSUM
 
 static void matmul_tiles(llm_backend *be, float *out, const float *inp, const float *W,
                          const float *bias, int N, int C, int OC)
 {
-    int nblk = (OC + 3) / 4;
+    int nblk = (OC + 3) / 4, w512 = llm_qk_isa_ok(LLM_QK_ISA_AVX512);
     /* tiny products are not worth waking threads for */
     int par = (double)N * OC * C >= PAR_MIN_WORK;
 #pragma omp parallel for schedule(static) num_threads(nthreads(be)) if (par)
     for (int b = 0; b < nblk; b++) {
         int o0 = b * 4;
         int MR = OC - o0 >= 4 ? 4 : OC - o0;
-        block_rows(out, inp, W, bias, N, C, OC, o0, MR);
+        if (w512)
+            block_rows_avx512(out, inp, W, bias, N, C, OC, o0, MR);
+        else
+            block_rows_avx2(out, inp, W, bias, N, C, OC, o0, MR);
     }
 }
 
