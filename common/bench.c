@@ -10,6 +10,11 @@
 
 #include "common/json.h"
 #include "common/version.h"
+#include "kernels/cpu/quant_kern.h"
+
+/* OpenBLAS's name of the kernel set it chose (OPENBLAS_CORETYPE can force one); declared
+ * here: <cblas.h> may be another vendor's. */
+char *openblas_get_corename(void);
 
 
 int llm_bench_format_parse(const char *name, llm_bench_format *out)
@@ -39,6 +44,9 @@ void llm_bench_row_init(llm_bench_row *r, const char *bench, const char *op)
     r->ranks = 1;
     r->peak_pct = -1;
     if (gethostname(r->host, sizeof r->host) != 0) copy_str(r->host, sizeof r->host, "unknown");
+    const char *core = openblas_get_corename();
+    snprintf(r->cpu, sizeof r->cpu, "%s openblas=%s", llm_qk_isa_name(llm_qk_isa_best()),
+             core && *core ? core : "?");
     r->host[sizeof r->host - 1] = 0;
     time_t now = time(NULL);
     struct tm tm;
@@ -168,6 +176,7 @@ static void json_row(llm_json *j, const llm_bench_row *r)
     llm_json_kstr(j, "note", r->note);
     llm_json_kstr(j, "commit", r->commit);
     llm_json_kstr(j, "host", r->host);
+    llm_json_kstr(j, "cpu", r->cpu);
     llm_json_kstr(j, "date", r->date);
     llm_json_obj_end(j);
 }
@@ -211,7 +220,7 @@ static void write_csv(FILE *f, const llm_bench_row *rows, int n)
     fputs("threads,ranks,warmup,reps,time_min_s,"
           "time_median_s,time_max_s,work,rate,unit,peak_pct", f);
     for (int k = 0; k < nk; k++) fprintf(f, ",%s", keys[k]);
-    fputs(",note,commit,host,date\n", f);
+    fputs(",note,commit,host,cpu,date\n", f);
     for (int i = 0; i < n; i++) {
         const llm_bench_row *r = &rows[i];
         csv_field(f, r->bench); fputc(',', f);
@@ -236,6 +245,7 @@ static void write_csv(FILE *f, const llm_bench_row *rows, int n)
         fputc(',', f); csv_field(f, r->note);
         fputc(',', f); csv_field(f, r->commit);
         fputc(',', f); csv_field(f, r->host);
+        fputc(',', f); csv_field(f, r->cpu);
         fputc(',', f); csv_field(f, r->date);
         fputc('\n', f);
     }
@@ -244,7 +254,8 @@ static void write_csv(FILE *f, const llm_bench_row *rows, int n)
 static void write_table(FILE *f, const llm_bench_row *rows, int n)
 {
     if (n == 0) return;
-    fprintf(f, "# commit %s  host %s  date %s\n", rows[0].commit, rows[0].host, rows[0].date);
+    fprintf(f, "# commit %s  host %s  cpu %s  date %s\n", rows[0].commit, rows[0].host, rows[0].cpu,
+            rows[0].date);
     fprintf(f, "%-13s %-12s %-5s %-5s %-22s %4s %5s %10s %10s %10s %12s %-9s %6s\n", "benchmark",
             "op", "dev", "dtype", "shape", "thr", "reps", "min_ms", "median_ms", "max_ms",
             "rate", "unit", "%peak");

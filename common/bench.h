@@ -41,6 +41,8 @@ typedef struct {
     llm_bench_kv kv[LLM_BENCH_MAX_KV];
     char note[120];     /* free text, e.g. "1 rank: local copy path" */
     char commit[48], host[64], date[32];
+    char cpu[48];       /* the CPU kernels' instruction set and OpenBLAS's kernel set:
+                           "avx512vnni openblas=Cooperlake" */
 } llm_bench_row;
 
 typedef enum { LLM_BENCH_TABLE, LLM_BENCH_CSV, LLM_BENCH_JSON, LLM_BENCH_JSONL } llm_bench_format;
@@ -48,7 +50,7 @@ typedef enum { LLM_BENCH_TABLE, LLM_BENCH_CSV, LLM_BENCH_JSON, LLM_BENCH_JSONL }
 /* "table", "csv", "json", "jsonl" -> *out; 0, or -1 for an unknown name. */
 int llm_bench_format_parse(const char *name, llm_bench_format *out);
 
-/* Fill r's commit (the build's git describe), host (gethostname) and date (UTC,
+/* Fill r's commit (the build's git describe), host (gethostname), cpu and date (UTC,
  * ISO 8601) and zero the rest; peak_pct starts at -1. */
 void llm_bench_row_init(llm_bench_row *r, const char *bench, const char *op);
 

@@ -167,6 +167,8 @@ enum { LLM_QK_ISA_BEST = -1, LLM_QK_ISA_SCALAR = 0, LLM_QK_ISA_AVX2 = 1,
        LLM_QK_ISA_AVX512 = 2, LLM_QK_ISA_AVX512VNNI = 3 };
 /* 1 when the running CPU supports isa. */
 int llm_qk_isa_ok(int isa);
+/* The best of them on this CPU (what LLM_QK_ISA_BEST picks). */
+int llm_qk_isa_best(void);
 const char *llm_qk_isa_name(int isa);
 
 /* out(N,OC) = inp(N,C) @ w(OC,C)^T + bias, w of dtype dt in {f16, bf16, q8_0, q4_0,

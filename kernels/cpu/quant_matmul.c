@@ -37,7 +37,7 @@ const char *llm_qk_isa_name(int isa)
     return isa >= 0 && isa <= 3 ? n[isa] : "?";
 }
 
-static int best_isa(void)
+int llm_qk_isa_best(void)
 {
     for (int i = LLM_QK_ISA_AVX512VNNI; i > LLM_QK_ISA_SCALAR; i--)
         if (llm_qk_isa_ok(i))
@@ -94,7 +94,7 @@ int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const flo
     if (N < 1 || C < 1 || OC < 1 || (q && C % 32))
         return -1;
     if (isa == LLM_QK_ISA_BEST)
-        isa = best_isa();
+        isa = llm_qk_isa_best();
     if (!llm_qk_isa_ok(isa))
         return -1;
     int nt = threads > 1 ? threads : 1;

@@ -14,7 +14,7 @@ txt = open(path).read()
 rows = json.loads(txt)["results"] if fmt == "json" else [json.loads(l) for l in txt.splitlines()]
 need = ["benchmark", "op", "device", "dtype", "shape", "threads", "ranks", "warmup", "reps",
         "time_min_s", "time_median_s", "time_max_s", "work", "rate", "unit", "peak_pct",
-        "note", "commit", "host", "date"]
+        "note", "commit", "host", "cpu", "date"]
 assert rows, "no rows"
 for r in rows:
     miss = [k for k in need if k not in r]
@@ -64,7 +64,8 @@ n=$(schema "$TMP/m.json" json 'r["unit"]=="GB/s" and r["work"]==(2 if r["op"]=="
 "$PY" - "$TMP/g.json" "$TMP/m.json" <<'P' && ok "cpu gemm and mem rows: the same fields as before" || notok "cpu row fields changed"
 import json, sys
 base = ["benchmark", "op", "device", "dtype", "shape", "threads", "ranks", "warmup", "reps", "time_min_s",
-        "time_median_s", "time_max_s", "work", "rate", "unit", "peak_pct", "note", "commit", "host", "date"]
+        "time_median_s", "time_max_s", "work", "rate", "unit", "peak_pct", "note", "commit", "host", "cpu",
+        "date"]
 for path, extra in ((sys.argv[1], ["peak_gflops"]), (sys.argv[2], [])):
     for r in json.load(open(path))["results"]:
         assert sorted(r) == sorted(base + extra), sorted(r)

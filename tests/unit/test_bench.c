@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/bench.h"
+#include "kernels/cpu/quant_kern.h"
 #include "common/bench_model.h"
 
 static void test_parse(void **state)
@@ -46,6 +47,11 @@ static void test_times_and_kv(void **state)
     assert_true(r.peak_pct < 0);
     assert_true(strlen(r.date) == 20 && r.date[19] == 'Z');
     assert_true(r.host[0] && r.commit[0]);
+    /* the kernels' instruction set, then OpenBLAS's kernel set */
+    char isa[16];
+    snprintf(isa, sizeof isa, "%s ", llm_qk_isa_name(llm_qk_isa_best()));
+    assert_true(strncmp(r.cpu, isa, strlen(isa)) == 0);
+    assert_non_null(strstr(r.cpu, " openblas="));
     double t[5] = {0.5, 0.1, 0.3, 0.2, 0.4};
     llm_bench_row_times(&r, t, 5, 3e9, 1e9, "GFLOP/s");
     assert_true(r.t_min == 0.1 && r.t_med == 0.3 && r.t_max == 0.5);
@@ -90,7 +96,7 @@ static char *write_rows(llm_bench_format fmt, const llm_bench_row *rows, int n)
 static const char *fields[] = {"benchmark", "op", "device", "dtype", "shape", "threads",
                                "ranks", "warmup", "reps", "time_min_s", "time_median_s",
                                "time_max_s", "work", "rate", "unit", "peak_pct", "note",
-                               "commit", "host", "date"};
+                               "commit", "host", "cpu", "date"};
 
 static void check_schema(json_t *row)
 {
