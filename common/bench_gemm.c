@@ -17,50 +17,42 @@
 #define PEAK_CHAINS 10
 
 #if defined(__x86_64__)
-/* Named accumulators, not an array: the compiler must keep all ten in registers. */
-__attribute__((target("avx2,fma"))) static float fma_loop_avx2(long iters)
-{
-    __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-    __m256 c0 = _mm256_set1_ps(0), c1 = _mm256_set1_ps(1), c2 = _mm256_set1_ps(2),
-           c3 = _mm256_set1_ps(3), c4 = _mm256_set1_ps(4), c5 = _mm256_set1_ps(5),
-           c6 = _mm256_set1_ps(6), c7 = _mm256_set1_ps(7), c8 = _mm256_set1_ps(8),
-           c9 = _mm256_set1_ps(9);
-    for (long it = 0; it < iters; it++) {
-        c0 = _mm256_fmadd_ps(c0, a, b); c1 = _mm256_fmadd_ps(c1, a, b);
-        c2 = _mm256_fmadd_ps(c2, a, b); c3 = _mm256_fmadd_ps(c3, a, b);
-        c4 = _mm256_fmadd_ps(c4, a, b); c5 = _mm256_fmadd_ps(c5, a, b);
-        c6 = _mm256_fmadd_ps(c6, a, b); c7 = _mm256_fmadd_ps(c7, a, b);
-        c8 = _mm256_fmadd_ps(c8, a, b); c9 = _mm256_fmadd_ps(c9, a, b);
+/* fma_loop_avx2 and fma_loop_avx512: the same loop on 8 and 16 lanes (two 512-bit FMA
+ * pipes, Zen 5 or a Xeon, double the AVX2 rate; one, or 512-bit ops split in two, match
+ * it).  Named accumulators, not an array: the compiler must keep all ten in registers. */
+#define PCAT(a, b) PCAT2(a, b)
+#define PCAT2(a, b) a##b
+#define POP(bits, op) PCAT(PCAT(_mm, bits), op)
+#define FMA_LOOP(name, tgt, bits)                                                           \
+    __attribute__((target(tgt))) static float name(long iters)                              \
+    {                                                                                       \
+        PCAT(__m, bits) a = POP(bits, _set1_ps)(0.999999f), b = POP(bits, _set1_ps)(1e-7f); \
+        PCAT(__m, bits) c0 = POP(bits, _set1_ps)(0), c1 = POP(bits, _set1_ps)(1),           \
+            c2 = POP(bits, _set1_ps)(2), c3 = POP(bits, _set1_ps)(3),                       \
+            c4 = POP(bits, _set1_ps)(4), c5 = POP(bits, _set1_ps)(5),                       \
+            c6 = POP(bits, _set1_ps)(6), c7 = POP(bits, _set1_ps)(7),                       \
+            c8 = POP(bits, _set1_ps)(8), c9 = POP(bits, _set1_ps)(9);                       \
+        for (long it = 0; it < iters; it++) {                                               \
+            c0 = POP(bits, _fmadd_ps)(c0, a, b); c1 = POP(bits, _fmadd_ps)(c1, a, b);       \
+            c2 = POP(bits, _fmadd_ps)(c2, a, b); c3 = POP(bits, _fmadd_ps)(c3, a, b);       \
+            c4 = POP(bits, _fmadd_ps)(c4, a, b); c5 = POP(bits, _fmadd_ps)(c5, a, b);       \
+            c6 = POP(bits, _fmadd_ps)(c6, a, b); c7 = POP(bits, _fmadd_ps)(c7, a, b);       \
+            c8 = POP(bits, _fmadd_ps)(c8, a, b); c9 = POP(bits, _fmadd_ps)(c9, a, b);       \
+        }                                                                                   \
+        PCAT(__m, bits) s = POP(bits, _add_ps)(POP(bits, _add_ps)(c0, c1), c2);             \
+        s = POP(bits, _add_ps)(POP(bits, _add_ps)(s, c3), POP(bits, _add_ps)(c4, c5));      \
+        s = POP(bits, _add_ps)(POP(bits, _add_ps)(s, c6), POP(bits, _add_ps)(c7, c8));      \
+        s = POP(bits, _add_ps)(s, c9);                                                      \
+        float out[bits / 32];                                                               \
+        POP(bits, _storeu_ps)(out, s);                                                      \
+        return out[0] + out[bits / 32 - 1];                                                 \
     }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
-                             _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(c8, c9));
-    float out[8];
-    _mm256_storeu_ps(out, s);
-    return out[0] + out[7];
-}
-
-/* The same with 16 lanes: CPUs with two 512-bit FMA pipes (Zen 5, Xeon) double the
- * AVX2 loop's rate; with one (or 512-bit ops split in two) it matches it. */
-__attribute__((target("avx512f"))) static float fma_loop_avx512(long iters)
-{
-    __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-    __m512 c0 = _mm512_set1_ps(0), c1 = _mm512_set1_ps(1), c2 = _mm512_set1_ps(2),
-           c3 = _mm512_set1_ps(3), c4 = _mm512_set1_ps(4), c5 = _mm512_set1_ps(5),
-           c6 = _mm512_set1_ps(6), c7 = _mm512_set1_ps(7), c8 = _mm512_set1_ps(8),
-           c9 = _mm512_set1_ps(9);
-    for (long it = 0; it < iters; it++) {
-        c0 = _mm512_fmadd_ps(c0, a, b); c1 = _mm512_fmadd_ps(c1, a, b);
-        c2 = _mm512_fmadd_ps(c2, a, b); c3 = _mm512_fmadd_ps(c3, a, b);
-        c4 = _mm512_fmadd_ps(c4, a, b); c5 = _mm512_fmadd_ps(c5, a, b);
-        c6 = _mm512_fmadd_ps(c6, a, b); c7 = _mm512_fmadd_ps(c7, a, b);
-        c8 = _mm512_fmadd_ps(c8, a, b); c9 = _mm512_fmadd_ps(c9, a, b);
-    }
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
-                             _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(c8, c9));
-    return _mm512_reduce_add_ps(s);
-}
+FMA_LOOP(fma_loop_avx2, "avx2,fma", 256)
+FMA_LOOP(fma_loop_avx512, "avx512f", 512)
+#undef FMA_LOOP
+#undef POP
+#undef PCAT2
+#undef PCAT
 #endif
 
 static float fma_loop_scalar(long iters)

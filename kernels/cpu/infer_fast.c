@@ -50,40 +50,16 @@ __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v)
 /* The tiles, once per instruction set (infer_tiles.h); block_rows_avx512 on CPUs with
  * AVX-512 (F, BW, VL): 16 lanes per FMA, the same structure. */
 #define TILE_SFX avx2
+#define TILE_BITS 256
 #define TILE_TGT __attribute__((target("avx2,fma")))
-#define TILE_V __m256
-#define TILE_W 8
-#define TILE_ZERO() _mm256_setzero_ps()
-#define TILE_LOAD(p) _mm256_loadu_ps(p)
-#define TILE_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define TILE_HSUM(v) hsum8(v)
 #include "kernels/cpu/infer_tiles.h"
-#undef TILE_SFX
-#undef TILE_TGT
-#undef TILE_V
-#undef TILE_W
-#undef TILE_ZERO
-#undef TILE_LOAD
-#undef TILE_FMA
-#undef TILE_HSUM
 
 #define TILE_SFX avx512
+#define TILE_BITS 512
 #define TILE_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
-#define TILE_V __m512
-#define TILE_W 16
-#define TILE_ZERO() _mm512_setzero_ps()
-#define TILE_LOAD(p) _mm512_loadu_ps(p)
-#define TILE_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define TILE_HSUM(v) _mm512_reduce_add_ps(v)
 #include "kernels/cpu/infer_tiles.h"
-#undef TILE_SFX
-#undef TILE_TGT
-#undef TILE_V
-#undef TILE_W
-#undef TILE_ZERO
-#undef TILE_LOAD
-#undef TILE_FMA
-#undef TILE_HSUM
 
 static void matmul_tiles(llm_backend *be, float *out, const float *inp, const float *W,
                          const float *bias, int N, int C, int OC)

@@ -1,10 +1,10 @@
 /* infer_tiles.h — the f32 matmul tiles of infer_fast.c, written once for a vector type
  * and included once per instruction set (AVX2 and AVX-512).  The includer defines:
  *   TILE_SFX   suffix of the functions made here (tile4x3_SFX, ..., block_rows_SFX)
- *   TILE_TGT   their target attribute
- *   TILE_V, TILE_W, TILE_ZERO(), TILE_LOAD(p), TILE_FMA(a, b, c), TILE_HSUM(v)
- *              the vector type, its lanes, and its zero, load, fused multiply-add and
- *              horizontal sum (a fixed order)
+ *   TILE_BITS  the vector width, 256 or 512 (__m256 and _mm256_* ...)
+ *   TILE_TGT   the functions' target attribute
+ *   TILE_HSUM(v)  the horizontal sum of a vector (a fixed order)
+ * and this file undefines them at its end.
  * Every tile of one instruction set accumulates a (weight row, input row) pair in the
  * same lanes in the same order, so within a process a row's result never depends on how
  * rows are grouped (the instruction set is chosen per CPU, not per call).  No include
@@ -12,6 +12,13 @@
 #define TF(name) TF2(name, TILE_SFX)
 #define TF2(a, b) TF3(a, b)
 #define TF3(a, b) a##_##b
+#define TCAT(a, b) TCAT2(a, b)
+#define TCAT2(a, b) a##b
+#define TILE_V TCAT(__m, TILE_BITS)
+#define TILE_W (TILE_BITS / 32)
+#define TILE_ZERO() TCAT(TCAT(_mm, TILE_BITS), _setzero_ps)()
+#define TILE_LOAD(p) TCAT(TCAT(_mm, TILE_BITS), _loadu_ps)(p)
+#define TILE_FMA(a, b, c) TCAT(TCAT(_mm, TILE_BITS), _fmadd_ps)(a, b, c)
 
 /* Dot products of 4 weight rows with 3 input rows (and the 4x2, 4x1, 1x2, 1x1 edge
  * cases), C floats each, written out with named accumulators so they stay in registers.
@@ -165,3 +172,14 @@ TF(block_rows)(float *out, const float *inp, const float *W, const float *bias, 
 #undef TF
 #undef TF2
 #undef TF3
+#undef TCAT
+#undef TCAT2
+#undef TILE_V
+#undef TILE_W
+#undef TILE_ZERO
+#undef TILE_LOAD
+#undef TILE_FMA
+#undef TILE_SFX
+#undef TILE_BITS
+#undef TILE_TGT
+#undef TILE_HSUM
