@@ -44,10 +44,10 @@ void llm_bench_row_init(llm_bench_row *r, const char *bench, const char *op)
     r->ranks = 1;
     r->peak_pct = -1;
     if (gethostname(r->host, sizeof r->host) != 0) copy_str(r->host, sizeof r->host, "unknown");
+    r->host[sizeof r->host - 1] = 0;
     const char *core = openblas_get_corename();
     snprintf(r->cpu, sizeof r->cpu, "%s openblas=%s", llm_qk_isa_name(llm_qk_isa_best()),
              core && *core ? core : "?");
-    r->host[sizeof r->host - 1] = 0;
     time_t now = time(NULL);
     struct tm tm;
     if (gmtime_r(&now, &tm)) strftime(r->date, sizeof r->date, "%Y-%m-%dT%H:%M:%SZ", &tm);

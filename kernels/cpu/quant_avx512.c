@@ -109,24 +109,22 @@ TGTVNNI static void qrows_vnni(float *out, int ldo, const void *w, int dt, const
     QROWS(qrow_vnni);
 }
 
-TGT512 void llm_qk_pack_x512(llm_qk_x512 *px, const llm_block_q8_0 *xq, int N, int nb)
+TGT512 void llm_qk_pack_x512(llm_qk_x512 *px, const llm_block_q8_0 *xq, int nb)
 {
-    int np = (nb + 1) / 2;
-    for (int n = 0; n < N; n++)
-        for (int p = 0; p < np; p++) {
-            const llm_block_q8_0 *xb = xq + (size_t)n * nb + 2 * p;
-            uint16_t h0, h1;
-            memcpy(&h0, &xb[0].d, 2);
-            __m256i x0 = _mm256_loadu_si256((const __m256i *)xb[0].q), x1 = _mm256_setzero_si256();
-            float d1 = 0.0f;
-            if (2 * p + 1 < nb) {
-                memcpy(&h1, &xb[1].d, 2);
-                x1 = _mm256_loadu_si256((const __m256i *)xb[1].q);
-                d1 = _cvtsh_ss(h1);
-            }
-            _mm512_store_si512(px[(size_t)n * np + p].q, join(x0, x1));
-            _mm512_store_ps(px[(size_t)n * np + p].d, join_ps(_cvtsh_ss(h0), d1));
+    for (int p = 0; p < (nb + 1) / 2; p++) {
+        const llm_block_q8_0 *xb = xq + 2 * p;
+        uint16_t h0, h1;
+        memcpy(&h0, &xb[0].d, 2);
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)xb[0].q), x1 = _mm256_setzero_si256();
+        float d1 = 0.0f;
+        if (2 * p + 1 < nb) {
+            memcpy(&h1, &xb[1].d, 2);
+            x1 = _mm256_loadu_si256((const __m256i *)xb[1].q);
+            d1 = _cvtsh_ss(h1);
         }
+        _mm512_store_si512(px[p].q, join(x0, x1));
+        _mm512_store_ps(px[p].d, join_ps(_cvtsh_ss(h0), d1));
+    }
 }
 
 void llm_qk_qrows_avx512(float *out, int ldo, const void *w, int dt, const llm_qk_x512 *px,

@@ -215,13 +215,13 @@ void llm_qk_rows_avx512(float *out, int ldo, const void *w, int dt, const float 
                         int C, int o0, int o1);
 /* AVX-512, q8_0/q4_0 weights: the q8_0 input rows prepared once per matmul, per row and
  * pair of blocks (2p, 2p+1): their 64 quants (zeros past the last block) and their 16
- * scales as floats (each block's 8 times; 0 past the last block).  N rows of nb blocks
- * take N * ((nb + 1) / 2) entries, row n's from n * ((nb + 1) / 2) on. */
+ * scales as floats (each block's 8 times; 0 past the last block).  A row of nb blocks
+ * takes (nb + 1) / 2 entries; llm_qk_pack_x512 prepares one. */
 typedef struct {
     _Alignas(64) int8_t q[64];
     float d[16];
 } llm_qk_x512;
-void llm_qk_pack_x512(llm_qk_x512 *px, const llm_block_q8_0 *xq, int N, int nb);
+void llm_qk_pack_x512(llm_qk_x512 *px, const llm_block_q8_0 *xq, int nb);
 /* rows o0..o1 of w against R <= 8 packed input rows (px: the first of them); VNNI's
  * vpdpbusd when vnni, else maddubs + madd: the same bits as llm_qk_rows_avx2. */
 void llm_qk_qrows_avx512(float *out, int ldo, const void *w, int dt, const llm_qk_x512 *px,

@@ -126,21 +126,21 @@ int llm_qk_matmul(float *out, const float *inp, const void *w, int dt, const flo
             free(xq); free(px); free(xs); free(xd);
             return -1;
         }
-    }
-    /* the input rows quantized (and prepared for their kernels) in parallel: one thread
-     * alone took a quarter of a 128-row prefill's quantized products */
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N > 1 && q)
-    for (int n = 0; n < (q ? N : 0); n++) {
-        llm_block_q8_0 *xr = xq + (size_t)n * nb;
-        llm_qk_quantize_row_q8_0(inp + (size_t)n * C, xr, C);
-        if (x512)
-            llm_qk_pack_x512(px + (size_t)n * ((nb + 1) / 2), xr, 1, nb);
-        for (int b = 0; r8 && b < nb; b++) {   /* 8 * the sum of its quants, its scale */
-            int32_t t = 0;
-            for (int j = 0; j < 32; j++)
-                t += xr[b].q[j];
-            xs[(size_t)n * nb + b] = 8 * t;
-            xd[(size_t)n * nb + b] = llm_f16_to_f32(xr[b].d);
+        /* the input rows quantized (and prepared for their kernels) in parallel: one
+         * thread alone took a quarter of a 128-row prefill's quantized products */
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N > 1)
+        for (int n = 0; n < N; n++) {
+            llm_block_q8_0 *xr = xq + (size_t)n * nb;
+            llm_qk_quantize_row_q8_0(inp + (size_t)n * C, xr, C);
+            if (x512)
+                llm_qk_pack_x512(px + (size_t)n * ((nb + 1) / 2), xr, nb);
+            for (int b = 0; r8 && b < nb; b++) {   /* 8 * the sum of its quants, its scale */
+                int32_t t = 0;
+                for (int j = 0; j < 32; j++)
+                    t += xr[b].q[j];
+                xs[(size_t)n * nb + b] = 8 * t;
+                xd[(size_t)n * nb + b] = llm_f16_to_f32(xr[b].d);
+            }
         }
     }
     int nitems = (OC + COLS_PER_ITEM - 1) / COLS_PER_ITEM;
