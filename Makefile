@@ -80,8 +80,11 @@ ifeq ($(CUDA),1)
   NVFLAGS   := -O3 -std=c++17 -I. -DLLM_CUDA=1 -MMD -MP \
                -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                -gencode arch=compute_90,code=compute_90
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+  # cuBLAS/cuBLASLt are not linked: kernels/cuda/cublas_dl.c opens them when the backend
+  # starts (found through the run path below, or LD_LIBRARY_PATH)
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
   CU_SRC    := $(wildcard kernels/cuda/*.cu)
+  CU_C_SRC  := kernels/cuda/cublas_dl.c
 else ifeq ($(CUDA),emu)
   CPPFLAGS  += -DLLM_CUDA=1 -DLLM_CUDA_EMU=1
   CU_SRC    := $(wildcard kernels/cuda/*.cu)
@@ -116,7 +119,7 @@ ifeq ($(NCCL),1)
   LDLIBS    += -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl
 endif
 
-LIB_SRC  := $(wildcard common/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
+LIB_SRC  := $(wildcard common/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c) $(CU_C_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(CU_SRC:%.cu=$(B)/%.cu.o)
 ifeq ($(CUDA),emu)
   LIB_OBJ += $(B)/tests/emu/cuda_emu.o $(B)/tests/emu/cuda_rt.o $(B)/tests/emu/cublas_emu.o
@@ -154,6 +157,7 @@ endif
 $(B)/%.o: %.c $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+$(CU_C_SRC:%.c=$(B)/%.o) $(B)/tests/unit/test_cublas_dl.o: CPPFLAGS += $(if $(CU_C_SRC),-I$(CUDA_HOME)/include)
 
 ifeq ($(CUDA),emu)
 # every CUDA source rewritten (launches -> emu_call) into $(B)/emu-src, which comes first

@@ -206,17 +206,29 @@ else
   cp build/gpu/gpu_check build/tests/test_quant "$BIN/" 2>/dev/null
   for p in bin/llm-*; do [ -x "$p" ] && cp "$p" "$BIN/"; done
 fi
-# CUDA libraries: rpath /usr/local/cuda/lib64; otherwise look for them
-if [ -x "$BIN/gpu_check" ] && LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -q 'libcublas.*not found'; then
+# CUDA libraries: rpath /usr/local/cuda/lib64; otherwise look for them.  cuBLAS is not
+# linked (kernels/cuda/cublas_dl.c opens it when the backend starts), so ldd does not
+# name it: look for the file the binaries ask for.
+BLAS_SO=$(grep -ao 'libcublasLt\.so\.[0-9][0-9]*' "$BIN/gpu_check" 2>/dev/null | head -1)
+libs_found() {
+  LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -q 'libcu.*not found' && return 1
+  [ -n "$BLAS_SO" ] || return 0
+  ldconfig -p 2>/dev/null | grep -q " $BLAS_SO " && return 0
+  local d IFS=:
+  for d in $LDP /usr/local/cuda/lib64; do [ -n "$d" ] && [ -e "$d/$BLAS_SO" ] && return 0; done
+  return 1
+}
+if [ -x "$BIN/gpu_check" ] && ! libs_found; then
   for d in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib \
            $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
     [ -d "$d" ] && ls "$d"/libcu* >/dev/null 2>&1 && LDP=$LDP:$d
   done
-  if LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -q 'libcublas.*not found'; then
-    d=$(find /usr /opt -name 'libcublasLt.so.1*' 2>/dev/null | head -1)
+  if ! libs_found; then
+    d=$(find /usr /opt -name "${BLAS_SO:-libcublasLt.so.1*}" 2>/dev/null | head -1)
     [ -n "$d" ] && LDP=$LDP:$(dirname "$d")
   fi
   LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep 'not found' | tee -a "$LOG" >&2
+  libs_found || echo "gpu-check: ${BLAS_SO:-cuBLAS} not found" | tee -a "$LOG" >&2
 fi
 [ $EMU = 1 ] || DATA=$CARRY/data
 [ -f "$DATA/ts_byte.bin" ] || DATA=

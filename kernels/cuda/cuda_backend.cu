@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_internal.h"
 extern "C" {
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cublas_dl.h"
 #include "kernels/cuda/cuda_ext.h"
 }
 
@@ -469,6 +470,8 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     memset(be, 0, sizeof *be);
     int dev = 0;
     if (llm_cuda_select_device(-1, &dev, err, errlen))
+        return -1;
+    if (llm_cuda_blas_load(err, errlen))   /* cublas_dl.c: opened now, not at exec */
         return -1;
     lc_ctx *c = (lc_ctx *)calloc(1, sizeof *c);
     if (!c) { snprintf(err, errlen, "out of memory"); return -1; }

@@ -95,7 +95,7 @@ const char *llm_backend_cuda_off_name(int i);
  * driver). */
 enum {
     LLM_CUDA_OK = 0,
-    LLM_CUDA_ENODEV = -1,   /* no GPU, no driver, or LLM_CUDA_DEVICE names no device */
+    LLM_CUDA_ENODEV = -1,   /* no GPU, no driver, no cuBLAS, or LLM_CUDA_DEVICE names none */
     LLM_CUDA_ENOMEM = -2,   /* device or pinned host memory exhausted */
     LLM_CUDA_EUNSUP = -3,   /* cuBLASLt has no algorithm for this shape and dtype here */
     LLM_CUDA_EFAIL = -4,    /* a CUDA or cuBLAS call failed */
