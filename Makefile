@@ -2,7 +2,9 @@
 #
 # Knobs (make VAR=value):
 #   CUDA=auto|0|1|emu  build the CUDA backend (kernels/cuda/*.cu, cuBLAS(Lt)).  auto: when
-#                   nvcc is on PATH or in /usr/local/cuda/bin.  Default: auto.
+#                   nvcc is on PATH or in /usr/local/cuda/bin.  Default: auto.  The CUDA
+#                   runtime is linked statically; cuBLAS and NCCL are opened at run time
+#                   (kernels/cuda/cublas_dl.c, common/nccl_dl.c), not linked.
 #   DEBUG=1         -O0 -g3, assertions kept.
 #   MPI=auto|0|1    MPI collectives for multi-rank CPU training (common/dist_mpi.c); flags from
 #                   `mpicc --showme:compile/link`, else `pkg-config ompi-c`.  auto: when
@@ -82,7 +84,7 @@ ifeq ($(CUDA),1)
                -gencode arch=compute_90,code=compute_90
   # cuBLAS/cuBLASLt are not linked: kernels/cuda/cublas_dl.c opens them when the backend
   # starts (found through the run path below, or LD_LIBRARY_PATH)
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -lrt -lstdc++
   CU_SRC    := $(wildcard kernels/cuda/*.cu)
   CU_C_SRC  := kernels/cuda/cublas_dl.c
 else ifeq ($(CUDA),emu)
@@ -116,7 +118,8 @@ endif
 ifeq ($(NCCL),1)
   NCCL_HOME ?= $(CUDA_HOME)
   CPPFLAGS  += -DLLM_NCCL=1 -I$(NCCL_HOME)/include -I$(CUDA_HOME)/include
-  LDLIBS    += -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl
+  # not linked: common/nccl_dl.c opens libnccl when a run needs it (run path below)
+  LDLIBS    += -Wl,-rpath,$(NCCL_HOME)/lib64
 endif
 
 LIB_SRC  := $(wildcard common/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c) $(CU_C_SRC)
@@ -157,7 +160,7 @@ endif
 $(B)/%.o: %.c $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
-$(CU_C_SRC:%.c=$(B)/%.o) $(B)/tests/unit/test_cublas_dl.o: CPPFLAGS += $(if $(CU_C_SRC),-I$(CUDA_HOME)/include)
+$(CU_C_SRC:%.c=$(B)/%.o) $(B)/tests/unit/test_dlsyms.o: CPPFLAGS += $(if $(CU_C_SRC),-I$(CUDA_HOME)/include)
 
 ifeq ($(CUDA),emu)
 # every CUDA source rewritten (launches -> emu_call) into $(B)/emu-src, which comes first

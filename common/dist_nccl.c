@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/nccl_dl.h"
 #include "kernels/cuda/cuda_ext.h"
 
 typedef struct {
@@ -239,6 +240,10 @@ static int pick_gpu(const llm_dist *d, llm_status *st)
     int dev = 0;
     if (llm_cuda_select_device(d->local_rank, &dev, err, sizeof err)) {
         llm_err(st, LLM_ENODEV, "nccl: %s", err);
+        return -1;
+    }
+    if (llm_nccl_load(err, sizeof err)) {   /* opened now, not at exec (nccl_dl.c) */
+        llm_err(st, LLM_ENODEV, "%s", err);
         return -1;
     }
     return dev;

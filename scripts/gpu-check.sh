@@ -206,29 +206,38 @@ else
   cp build/gpu/gpu_check build/tests/test_quant "$BIN/" 2>/dev/null
   for p in bin/llm-*; do [ -x "$p" ] && cp "$p" "$BIN/"; done
 fi
-# CUDA libraries: rpath /usr/local/cuda/lib64; otherwise look for them.  cuBLAS is not
-# linked (kernels/cuda/cublas_dl.c opens it when the backend starts), so ldd does not
-# name it: look for the file the binaries ask for.
-BLAS_SO=$(grep -ao 'libcublasLt\.so\.[0-9][0-9]*' "$BIN/gpu_check" 2>/dev/null | head -1)
+# CUDA libraries: rpath /usr/local/cuda/lib64; otherwise look for them.  The programs link
+# the CUDA runtime statically and open cuBLAS and NCCL when they start using them
+# (kernels/cuda/cublas_dl.c, common/nccl_dl.c), so ldd names none of them: look for the
+# files the binaries ask for.
+OPENED=$(grep -aoE 'lib(cublasLt|nccl)\.so\.[0-9]+' "$BIN/gpu_check" "$BIN/llm-train" 2>/dev/null |
+         sed 's/.*://' | sort -u | tr '\n' ' ')
 libs_found() {
   LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -q 'libcu.*not found' && return 1
-  [ -n "$BLAS_SO" ] || return 0
-  ldconfig -p 2>/dev/null | grep -q " $BLAS_SO " && return 0
-  local d IFS=:
-  for d in $LDP /usr/local/cuda/lib64; do [ -n "$d" ] && [ -e "$d/$BLAS_SO" ] && return 0; done
-  return 1
+  local so d ok IFS=' '
+  for so in $OPENED; do
+    ok=0
+    ldconfig -p 2>/dev/null | grep -q " $so " && ok=1
+    IFS=:
+    for d in $LDP /usr/local/cuda/lib64; do [ -n "$d" ] && [ -e "$d/$so" ] && ok=1; done
+    IFS=' '
+    [ $ok = 1 ] || return 1
+  done
+  return 0
 }
 if [ -x "$BIN/gpu_check" ] && ! libs_found; then
   for d in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib \
            $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
-    [ -d "$d" ] && ls "$d"/libcu* >/dev/null 2>&1 && LDP=$LDP:$d
+    [ -d "$d" ] && ls "$d"/libcu* "$d"/libnccl* 2>/dev/null | grep -q . && LDP=$LDP:$d
   done
   if ! libs_found; then
-    d=$(find /usr /opt -name "${BLAS_SO:-libcublasLt.so.1*}" 2>/dev/null | head -1)
-    [ -n "$d" ] && LDP=$LDP:$(dirname "$d")
+    for so in $OPENED; do
+      d=$(find /usr /opt -name "$so" 2>/dev/null | head -1)
+      [ -n "$d" ] && LDP=$LDP:$(dirname "$d")
+    done
   fi
   LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep 'not found' | tee -a "$LOG" >&2
-  libs_found || echo "gpu-check: ${BLAS_SO:-cuBLAS} not found" | tee -a "$LOG" >&2
+  libs_found || echo "gpu-check: one of $OPENED not found" | tee -a "$LOG" >&2
 fi
 [ $EMU = 1 ] || DATA=$CARRY/data
 [ -f "$DATA/ts_byte.bin" ] || DATA=

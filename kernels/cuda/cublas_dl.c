@@ -10,7 +10,6 @@
  * from the link), then the system's.  Built with CUDA=1 only; the emulator (CUDA=emu)
  * has its own stand-ins.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include "common/dlsyms.h"
 #include "kernels/cuda/cublas_dl.h"
 
 #define LC_STR2(x) #x
@@ -106,52 +106,24 @@ typedef struct {
 } lc_blas_fns;
 
 static lc_blas_fns lc_fn;
-
 static pthread_once_t lc_once = PTHREAD_ONCE_INIT;
 static int lc_loaded;            /* 1: every pointer in lc_fn is set */
 static char lc_why[512];         /* why not, when not */
 
-/* Open both libraries and resolve every symbol into *fn; 0, or -1 with the reason in why.
- * keep 0: close them again (a probe).  RTLD_LOCAL: the libraries' symbols stay out of the
- * global scope, and the programs do not export ours, so neither side interposes. */
+/* Open both libraries and resolve every function into *fn (common/dlsyms.h). */
 static int lc_blas_open(const char *lt_name, const char *blas_name, lc_blas_fns *fn, int keep,
                         char *why, size_t whylen)
 {
-    void *h[2] = { NULL, NULL };
-    const char *names[2] = { lt_name, blas_name };
-    for (int i = 0; i < 2; i++) {
-        dlerror();
-        h[i] = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!h[i]) {
-            const char *e = dlerror();
-            snprintf(why, whylen, "cannot load %s: %s", names[i], e ? e : "dlopen failed");
-            goto fail;
-        }
-    }
-    void *sym;
-#define LC_SYM(lib, name, field)                                                              \
-    if (!(sym = dlsym(h[lib], name))) {                                                       \
-        snprintf(why, whylen, "%s has no %s", names[lib], name);                              \
-        goto fail;                                                                            \
-    }                                                                                         \
-    memcpy(&fn->field, &sym, sizeof sym);
-#define LC_RESOLVE(lib, R, name, params, args) LC_SYM(LC_IDX_##lib, #name, name)
+    const char *const libs[2] = { lt_name, blas_name };
 #define LC_IDX_lt 0
 #define LC_IDX_blas 1
-    LC_BLAS_FUNCS(LC_RESOLVE)
-    LC_SYM(1, "cublasGetStatusString", cublasGetStatusString)
-#undef LC_RESOLVE
-#undef LC_SYM
-    if (keep)
-        return 0;   /* open for the life of the process */
-    dlclose(h[1]);
-    dlclose(h[0]);
-    return 0;
-fail:
-    for (int i = 0; i < 2; i++)
-        if (h[i])
-            dlclose(h[i]);
-    return -1;
+#define LC_ENTRY(lib, R, name, params, args) { LC_IDX_##lib, #name, &fn->name },
+    const llm_dlsym syms[] = {
+        LC_BLAS_FUNCS(LC_ENTRY)
+        { LC_IDX_blas, "cublasGetStatusString", &fn->cublasGetStatusString },
+    };
+#undef LC_ENTRY
+    return llm_dlsyms_open(libs, 2, syms, (int)(sizeof syms / sizeof *syms), keep, why, whylen);
 }
 
 static void lc_load(void)

@@ -1,14 +1,18 @@
 #!/bin/bash
-# A CUDA build's programs open cuBLAS when the cuda device starts (kernels/cuda/
-# cublas_dl.c), not at exec: CPU runs neither load it nor need it installed.
+# A CUDA build's programs link the CUDA runtime statically and open cuBLAS (kernels/cuda/
+# cublas_dl.c) and NCCL (common/nccl_dl.c) when a run first needs them, not at exec: CPU
+# runs neither load them nor need them installed.
 . "$(dirname "$0")/lib.sh"
-if ! ldd "$BIN/llm-train" 2>/dev/null | grep -q libcudart; then
-  skip "cuBLAS opened at run time" "not a CUDA=1 build"; exit 0
+if ! grep -aq 'libcublasLt\.so\.[0-9]' "$BIN/llm-train"; then
+  skip "CUDA libraries opened at run time" "not a CUDA=1 build"; exit 0
 fi
 for p in llm-train llm-infer llm-bench llm-profile; do
-  check "$p does not link cuBLAS" bash -c "! ldd '$BIN/$p' | grep -q libcublas"
+  check "$p links no CUDA library (cudart static; cuBLAS, NCCL opened)" \
+    bash -c "! ldd '$BIN/$p' | grep -E 'libcu|libnccl'"
 done
-check "... names the library it opens" grep -aq 'libcublasLt\.so\.[0-9]' "$BIN/llm-train"
+if [ "$BIN" = "$ROOT/bin" ] && grep -q 'NCCL=1' "$ROOT/build/dist.flags" 2>/dev/null; then
+  check "... llm-train names the NCCL library it opens" grep -aq 'libnccl\.so\.[0-9]' "$BIN/llm-train"
+fi
 # linked, libcublasLt alone put ~210 MB in the resident set at exec (llm-infer --version:
 # 225 MB); opened on demand the program starts with its own few MB
 rss=$(python3 - "$BIN/llm-infer" <<'PY'

@@ -1,0 +1,27 @@
+/* dlsyms.h — a library's functions resolved at run time into a table of pointers.
+ *
+ * For the libraries a CUDA build uses only on a GPU (cuBLAS, NCCL): the programs do not
+ * link them, so CPU runs neither load them nor need them installed.  Each user (kernels/
+ * cuda/cublas_dl.c, common/nccl_dl.c) defines the library's functions it calls with the
+ * header's signatures and forwards them through its table.
+ */
+#ifndef LLM_DLSYMS_H
+#define LLM_DLSYMS_H
+
+#include <stddef.h>
+
+typedef struct {
+    int lib;            /* index into the libraries */
+    const char *name;   /* the symbol */
+    void *slot;         /* the address of the function pointer to set */
+} llm_dlsym;
+
+/* dlopen libs[0..nlib) (RTLD_NOW | RTLD_LOCAL: their symbols stay out of the global
+ * scope, so they never interpose on the forwarding functions of the same names, which
+ * the programs do not export either) and set every slot.  keep 0: close them again (a
+ * probe; the slots are then dangling).  0, or -1 with "cannot load LIB: <dlerror>" or
+ * "LIB has no NAME" in why (cut to whylen). */
+int llm_dlsyms_open(const char *const *libs, int nlib, const llm_dlsym *syms, int nsym,
+                    int keep, char *why, size_t whylen);
+
+#endif
