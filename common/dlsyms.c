@@ -44,3 +44,12 @@ out:
             dlclose(h[i]);
     return rc;
 }
+
+int llm_dlsyms_status(int ok, const char *what, const char *why, char *err, size_t errlen)
+{
+    if (ok)
+        return 0;
+    if (err && errlen)
+        snprintf(err, errlen, "%s: %s", what, why);
+    return -1;
+}

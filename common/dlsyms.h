@@ -8,6 +8,7 @@
 #ifndef LLM_DLSYMS_H
 #define LLM_DLSYMS_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 typedef struct {
@@ -23,5 +24,22 @@ typedef struct {
  * "LIB has no NAME" in why (cut to whylen). */
 int llm_dlsyms_open(const char *const *libs, int nlib, const llm_dlsym *syms, int nsym,
                     int keep, char *why, size_t whylen);
+
+/* A table's state: opened once per process (pthread_once), whether that worked, why not. */
+typedef struct {
+    pthread_once_t once;
+    int loaded;
+    char why[512];
+} llm_dlonce;
+#define LLM_DLONCE_INIT { PTHREAD_ONCE_INIT, 0, "" }
+
+/* The definition of function name, forwarding to the pointer of the same name in table
+ * once ready() says the library is open, else returning fail.  For X-macro lists. */
+#define LLM_DLSYMS_FORWARD(ready, table, fail, R, name, params, args)                        \
+    R name params { return ready() ? table.name args : fail; }
+
+/* The caller's answer after an open: 0 when ok, else -1 with "what: why" in err (when
+ * err is not NULL). */
+int llm_dlsyms_status(int ok, const char *what, const char *why, char *err, size_t errlen);
 
 #endif

@@ -12,7 +12,6 @@
 
 #ifdef LLM_NCCL
 #include <nccl.h>
-#include <pthread.h>
 
 #include "common/dlsyms.h"
 
@@ -63,9 +62,7 @@ typedef struct {
 } ln_fns;
 
 static ln_fns ln_fn;
-static pthread_once_t ln_once = PTHREAD_ONCE_INIT;
-static int ln_loaded;
-static char ln_why[512];
+static llm_dlonce ln_state = LLM_DLONCE_INIT;
 
 static int ln_open(const char *name, ln_fns *fn, int keep, char *why, size_t whylen)
 {
@@ -80,40 +77,31 @@ static int ln_open(const char *name, ln_fns *fn, int keep, char *why, size_t why
 
 static void ln_load(void)
 {
-    ln_loaded = ln_open(LN_NAME, &ln_fn, 1, ln_why, sizeof ln_why) == 0;
+    ln_state.loaded = ln_open(LN_NAME, &ln_fn, 1, ln_state.why, sizeof ln_state.why) == 0;
 }
 
 static int ln_ready(void)
 {
-    pthread_once(&ln_once, ln_load);
-    return ln_loaded;
+    pthread_once(&ln_state.once, ln_load);
+    return ln_state.loaded;
 }
 
 int llm_nccl_load(char *err, size_t errlen)
 {
-    if (ln_ready())
-        return 0;
-    if (err && errlen)
-        snprintf(err, errlen, "NCCL: %s", ln_why);
-    return -1;
+    return llm_dlsyms_status(ln_ready(), "NCCL", ln_state.why, err, errlen);
 }
 
 int llm_nccl_probe(const char *name, char *err, size_t errlen)
 {
     ln_fns fn;
     char why[512];
-    if (ln_open(name ? name : LN_NAME, &fn, 0, why, sizeof why) == 0)
-        return 0;
-    if (err && errlen)
-        snprintf(err, errlen, "NCCL: %s", why);
-    return -1;
+    int ok = ln_open(name ? name : LN_NAME, &fn, 0, why, sizeof why) == 0;
+    return llm_dlsyms_status(ok, "NCCL", why, err, errlen);
 }
 
+/* before a successful load every function fails as a failed system call */
 #define LN_DEF(R, name, params, args)                                                         \
-    R name params                                                                             \
-    {                                                                                         \
-        return ln_ready() ? ln_fn.name args : ncclSystemError;                                \
-    }
+    LLM_DLSYMS_FORWARD(ln_ready, ln_fn, ncclSystemError, R, name, params, args)
 LN_FUNCS(LN_DEF)
 #undef LN_DEF
 

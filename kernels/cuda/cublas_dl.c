@@ -10,7 +10,6 @@
  * from the link), then the system's.  Built with CUDA=1 only; the emulator (CUDA=emu)
  * has its own stand-ins.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,9 +105,7 @@ typedef struct {
 } lc_blas_fns;
 
 static lc_blas_fns lc_fn;
-static pthread_once_t lc_once = PTHREAD_ONCE_INIT;
-static int lc_loaded;            /* 1: every pointer in lc_fn is set */
-static char lc_why[512];         /* why not, when not */
+static llm_dlonce lc_state = LLM_DLONCE_INIT;   /* loaded: every pointer in lc_fn is set */
 
 /* Open both libraries and resolve every function into *fn (common/dlsyms.h). */
 static int lc_blas_open(const char *lt_name, const char *blas_name, lc_blas_fns *fn, int keep,
@@ -128,46 +125,34 @@ static int lc_blas_open(const char *lt_name, const char *blas_name, lc_blas_fns 
 
 static void lc_load(void)
 {
-    lc_loaded = lc_blas_open(LC_LT_NAME, LC_BLAS_NAME, &lc_fn, 1, lc_why, sizeof lc_why) == 0;
+    lc_state.loaded = lc_blas_open(LC_LT_NAME, LC_BLAS_NAME, &lc_fn, 1, lc_state.why,
+                                   sizeof lc_state.why) == 0;
 }
 
 static int lc_ready(void)
 {
-    pthread_once(&lc_once, lc_load);
-    return lc_loaded;
+    pthread_once(&lc_state.once, lc_load);
+    return lc_state.loaded;
 }
 
 int llm_cuda_blas_load(char *err, size_t errlen)
 {
-    if (lc_ready())
-        return 0;
-    if (err && errlen)
-        snprintf(err, errlen, "cuBLAS: %s", lc_why);
-    return -1;
+    return llm_dlsyms_status(lc_ready(), "cuBLAS", lc_state.why, err, errlen);
 }
 
 int llm_cuda_blas_probe(const char *lt_name, const char *blas_name, char *err, size_t errlen)
 {
     lc_blas_fns fn;
     char why[512];
-    if (!lt_name)
-        lt_name = LC_LT_NAME;
-    if (!blas_name)
-        blas_name = LC_BLAS_NAME;
-    if (lc_blas_open(lt_name, blas_name, &fn, 0, why, sizeof why) == 0)
-        return 0;
-    if (err && errlen)
-        snprintf(err, errlen, "cuBLAS: %s", why);
-    return -1;
+    int ok = lc_blas_open(lt_name ? lt_name : LC_LT_NAME, blas_name ? blas_name : LC_BLAS_NAME,
+                          &fn, 0, why, sizeof why) == 0;
+    return llm_dlsyms_status(ok, "cuBLAS", why, err, errlen);
 }
 
 /* The forwarding definitions.  Before a successful load every one fails as cuBLAS does
  * when it has not been initialised. */
 #define LC_DEF(lib, R, name, params, args)                                                    \
-    R name params                                                                             \
-    {                                                                                         \
-        return lc_ready() ? lc_fn.name args : CUBLAS_STATUS_NOT_INITIALIZED;                  \
-    }
+    LLM_DLSYMS_FORWARD(lc_ready, lc_fn, CUBLAS_STATUS_NOT_INITIALIZED, R, name, params, args)
 LC_BLAS_FUNCS(LC_DEF)
 #undef LC_DEF
 
