@@ -31,5 +31,24 @@ else
   tiny_model 2
   ok "llm-train on a CUDA build's cpu path"
   expect_exit "llm-infer on a CUDA build's cpu path" 0 llm-infer "$M" -p "ab" -n 4 --temperature 0
+  # on a node without the toolkit: its library directories (the run path) hidden under
+  # empty ones in a private mount namespace (root and unshare(1) needed)
+  rp=$(readelf -d "$BIN/llm-train" 2>/dev/null | sed -n 's/.*R[UN]*PATH.*\[\(.*\)\].*/\1/p')
+  if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null || [ -z "$rp" ]; then
+    skip "a CUDA build on a node without the CUDA toolkit" "needs root and unshare -m"
+  else
+    mkdir -p "$TMP/empty"
+    cat >hide.sh <<EOF
+IFS=:; for d in $rp; do [ -d "\$d" ] && mount --bind "$TMP/empty" "\$d" || exit 3; done; unset IFS
+[ -z "\$(ls $rp 2>/dev/null)" ] || exit 4
+"\$@"
+EOF
+    expect_exit "toolkit hidden: llm-train trains on the cpu" 0 \
+      unshare -m bash hide.sh llm-train --config m.yaml -o hidden --set train.max_steps=1
+    expect_exit "toolkit hidden: llm-infer generates on the cpu" 0 \
+      unshare -m bash hide.sh llm-infer "$M" -p "ab" -n 4 --temperature 0
+    expect_exit "toolkit hidden: --device cuda fails cleanly (69, unavailable)" 69 \
+      unshare -m bash hide.sh llm-infer "$M" -p "ab" -n 4 --device cuda
+  fi
 fi
 echo "1..$_n"
