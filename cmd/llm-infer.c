@@ -84,11 +84,14 @@ static int shard_path(char *buf, size_t cap, const char *model, const char *shar
     return LLM_OK;
 }
 
-static int backend(llm_backend *be, const char *device, int threads, llm_status *st)
+static int backend(llm_backend *be, const char *device, int threads, const llm_log *lg,
+                   llm_status *st)
 {
     char err[256];
     if (llm_backend_init(be, device, threads, err, sizeof err) != 0)
         return llm_err(st, LLM_ENODEV, "device '%s': %s", device, err);
+    if (err[0])   /* auto, and the GPU there could not be used */
+        llm_warn(lg, "device auto: the GPU is not usable (%s); running on cpu", err);
     if (strcmp(device, "auto") == 0 && llm_infer_backend_ready(be, st) != LLM_OK) {
         /* a GPU backend without inference kernels: the CPU can still serve */
         llm_status_clear(st);
@@ -208,7 +211,7 @@ int main(int argc, char **argv)
         rc = shard_path(model_path, sizeof model_path, model_arg, shards, rank, &st);
     int have_be = 0, exit_code = 0;
     if (!rc) {
-        rc = backend(&be, device, threads, &st);
+        rc = backend(&be, device, threads, &lg, &st);
         have_be = rc == LLM_OK;
     }
     if (!rc) {
@@ -218,7 +221,7 @@ int main(int argc, char **argv)
             llm_info(&lg, "device auto: %s; running on cpu", st.msg);
             llm_status_clear(&st);
             llm_backend_free(&be);
-            rc = backend(&be, "cpu", threads, &st);
+            rc = backend(&be, "cpu", threads, &lg, &st);
             have_be = rc == LLM_OK;
             if (!rc)
                 rc = llm_infer_model_open(&m, model_path, &be, 1, &st);

@@ -36,9 +36,13 @@ int llm_backend_init(llm_backend *be, const char *device, int threads, char *err
 #endif
         if (strcmp(device, "cuda") == 0)
             return -1;
-        /* auto: fall back to the CPU, forgetting why CUDA was not usable */
+        /* auto: fall back to the CPU, keeping why CUDA was not usable only when a GPU is
+         * there (a missing cuBLAS, a bad LLM_CUDA_DEVICE): worth a warning, unlike none */
+#ifdef LLM_CUDA
+        if (!llm_backend_cuda_available())
+#endif
+            err[0] = '\0';
         memset(be, 0, sizeof *be);
-        err[0] = '\0';
         if (llm_backend_cpu_init(be, threads, 0) != 0) {
             snprintf(err, errlen, "device 'cpu': out of memory");
             return -1;

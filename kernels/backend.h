@@ -375,7 +375,9 @@ struct llm_device_stats {
 /* Fill be for device "cpu" (fast kernels), "cpu-ref" (reference kernels) or "cuda"
  * ("auto": cuda when a GPU is usable, else cpu).  threads <= 0: all cores.
  * Returns 0, or -1 with a message in err (size errlen) when the device is unavailable
- * (e.g. "no CUDA device: ..." in a build without a GPU). */
+ * (e.g. "no CUDA device: ..." in a build without a GPU).  "auto" falls back to "cpu"
+ * and returns 0, with err empty, or, when a GPU is present but the cuda backend could
+ * not start on it (cuBLAS missing, LLM_CUDA_DEVICE naming none), saying why. */
 int  llm_backend_init(llm_backend *be, const char *device, int threads, char *err, size_t errlen);
 
 /* The device "auto" stands for here: "cuda" in a CUDA build that sees a GPU, else

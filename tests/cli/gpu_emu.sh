@@ -153,4 +153,11 @@ check "auto: a q8_0 model falls back to the cpu (rc=$rc)" test $rc = 0
 check "... saying so on stderr" grep -q "q8_0 not supported for inference on device 'cuda'; running on cpu" c.err
 check "... its text equal to the cpu's" bash -c "test -s c.txt && cmp -s c.txt d.txt"
 expect_exit "--device cuda refuses a q8_0 model" 69 "$E/llm-infer" q8.llmk -p "ROMEO:" -n 4 --device cuda
+# a GPU present but not usable: auto runs on the cpu and says why; --device cuda refuses
+LLM_CUDA_DEVICE=5 "$E/llm-infer" "$M" -p "ROMEO:" -n 12 --temperature 0 >e.txt 2>e.err
+rc=$?
+check "auto: an unusable GPU (LLM_CUDA_DEVICE=5) leaves llm-infer on the cpu (rc=$rc)" \
+  bash -c "test $rc = 0 && cmp -s e.txt b.txt"
+check "... warning why" grep -q "device auto: the GPU is not usable (no CUDA device: LLM_CUDA_DEVICE '5' is not a device in 0..0); running on cpu" e.err
+expect_exit "--device cuda with LLM_CUDA_DEVICE=5 is refused" 69 env LLM_CUDA_DEVICE=5 "$E/llm-infer" "$M" -p "ROMEO:" -n 4 --device cuda
 echo "1..$_n"
