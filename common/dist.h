@@ -9,7 +9,9 @@
  *   nccl    NCCL on device memory (GPU runs; built when NCCL=1 with CUDA=1); ranks from
  *           MPI when launched by it, else from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID or
  *           RANK/WORLD_SIZE/LOCAL_RANK, with NCCL's unique id exchanged through
- *           --dist-init file:PATH or tcp://HOST:PORT (rank 0 writes / serves it)
+ *           --dist-init file:PATH or tcp://HOST:PORT (rank 0 writes / serves it).  The
+ *           blocking collectives also take host memory (the small agreements: a step,
+ *           a loss), copied through a device buffer; llm_dist_iallreduce does not.
  * Shards: the collectives that split a buffer of n elements give rank r the elements
  * [n*r/world, n*(r+1)/world) (llm_dist_shard), so shards differ by at most one element
  * and any n works on any world size.

@@ -25,6 +25,8 @@ typedef struct {
     float *scratch;   /* one float for the barrier */
     cudaEvent_t ready; /* non-blocking all-reduce: recorded on the compute stream */
     int aborted;
+    void *stage;       /* device copy of host buffers (below), grown on demand */
+    size_t stage_bytes;
 } nccl_state;
 
 static ncclDataType_t ty(llm_dist_type t)
@@ -76,12 +78,76 @@ static int wait_done(llm_dist *d, const char *what, llm_status *st)
     return wait_event(d, what, NULL, st);
 }
 
+/* ---- host buffers ----
+ * NCCL reads and writes only memory the GPU can address; the small agreements of
+ * common/train_dist.c (the start step, a skipped step, the loss, the gradient norm,
+ * checkpoint checksums) and of infer_tp.c are host memory.  Such a buffer goes through
+ * s->stage: copied in on the communicator's stream, reduced there, copied back after the
+ * collective completed (wait_done, so the timeout still applies). */
+static int on_host(const void *p)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;   /* memory the runtime does not know: plain host memory */
+    }
+    return a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged;
+}
+
+/* s->stage of at least bytes, holding a copy of host[0, in) when in > 0; 0 or an error */
+static int stage_in(llm_dist *d, const void *host, size_t in, size_t bytes, llm_status *st)
+{
+    nccl_state *s = d->impl;
+    cudaError_t e = cudaSuccess;
+    if (bytes > s->stage_bytes) {
+        if (s->stage)
+            cudaFree(s->stage);   /* no collective holds it: each waits before returning */
+        s->stage = NULL;
+        s->stage_bytes = 0;
+        if ((e = cudaMalloc(&s->stage, bytes)) != cudaSuccess)
+            s->stage = NULL;
+        else
+            s->stage_bytes = bytes;
+    }
+    if (e == cudaSuccess && in)
+        e = cudaMemcpyAsync(s->stage, host, in, cudaMemcpyHostToDevice, s->stream);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return llm_err(st, e == cudaErrorMemoryAllocation ? LLM_ENOMEM : LLM_EIO,
+                       "nccl: staging %zu bytes of host memory: %s", bytes, cudaGetErrorString(e));
+    }
+    return 0;
+}
+
+/* After the collective: wait for it, then copy dev[0, bytes) back to host when staged. */
+static int finish(llm_dist *d, const char *what, void *host, const void *dev, size_t bytes,
+                  llm_status *st)
+{
+    if (wait_done(d, what, st))
+        return st->code;
+    if (host && bytes) {
+        cudaError_t e = cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess)
+            return llm_err(st, LLM_EIO, "nccl: %s: copying the result back: %s", what,
+                           cudaGetErrorString(e));
+    }
+    return 0;
+}
+
 static int n_allreduce(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_dist_op op,
                        llm_status *st)
 {
     nccl_state *s = d->impl;
-    ncclResult_t r = ncclAllReduce(buf, buf, n, ty(t), rop(op), s->comm, s->stream);
-    return r != ncclSuccess ? nerr(st, "allreduce", r) : wait_done(d, "allreduce", st);
+    size_t bytes = n * llm_dist__tsize(t);
+    void *host = n && on_host(buf) ? buf : NULL, *dev = buf;
+    if (host) {
+        if (stage_in(d, host, bytes, bytes, st))
+            return st->code;
+        dev = s->stage;
+    }
+    ncclResult_t r = ncclAllReduce(dev, dev, n, ty(t), rop(op), s->comm, s->stream);
+    return r != ncclSuccess ? nerr(st, "allreduce", r)
+                            : finish(d, "allreduce", host, dev, bytes, st);
 }
 
 /* Shards of unequal size: one reduce per rank (rooted at the shard's owner) in a group,
@@ -90,12 +156,22 @@ static int n_reduce_scatter(llm_dist *d, const void *send, void *recv, size_t n,
                             llm_dist_type t, llm_dist_op op, llm_status *st)
 {
     nccl_state *s = d->impl;
-    size_t es = llm_dist__tsize(t);
+    size_t es = llm_dist__tsize(t), mlo, mhi;
+    llm_dist_shard(n, d->world, d->rank, &mlo, &mhi);
+    size_t rbytes = (mhi - mlo) * es;
+    /* host memory on either side: send staged whole, this rank's shard received after it */
+    void *host = n && (on_host(send) || on_host(recv)) ? recv : NULL, *dev = recv;
+    if (host) {
+        if (stage_in(d, send, n * es, n * es + rbytes, st))
+            return st->code;
+        send = s->stage;
+        dev = (char *)s->stage + n * es;
+    }
     ncclGroupStart();
     for (int r = 0; r < d->world; r++) {
         size_t lo, hi;
         llm_dist_shard(n, d->world, r, &lo, &hi);
-        ncclResult_t e = ncclReduce((const char *)send + lo * es, recv, hi - lo, ty(t), rop(op),
+        ncclResult_t e = ncclReduce((const char *)send + lo * es, dev, hi - lo, ty(t), rop(op),
                                     r, s->comm, s->stream);
         if (e != ncclSuccess) {
             ncclGroupEnd();
@@ -103,7 +179,8 @@ static int n_reduce_scatter(llm_dist *d, const void *send, void *recv, size_t n,
         }
     }
     ncclResult_t e = ncclGroupEnd();
-    return e != ncclSuccess ? nerr(st, "reduce_scatter", e) : wait_done(d, "reduce_scatter", st);
+    return e != ncclSuccess ? nerr(st, "reduce_scatter", e)
+                            : finish(d, "reduce_scatter", host, dev, rbytes, st);
 }
 
 /* In place: the reduce rooted at this rank reads and writes its own shard of buf
@@ -120,11 +197,17 @@ static int n_allgather(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_st
 {
     nccl_state *s = d->impl;
     size_t es = llm_dist__tsize(t);
+    void *host = n && on_host(buf) ? buf : NULL, *dev = buf;
+    if (host) {
+        if (stage_in(d, host, n * es, n * es, st))
+            return st->code;
+        dev = s->stage;
+    }
     ncclGroupStart();
     for (int r = 0; r < d->world; r++) {
         size_t lo, hi;
         llm_dist_shard(n, d->world, r, &lo, &hi);
-        char *p = (char *)buf + lo * es;
+        char *p = (char *)dev + lo * es;
         ncclResult_t e = ncclBroadcast(p, p, hi - lo, ty(t), r, s->comm, s->stream);
         if (e != ncclSuccess) {
             ncclGroupEnd();
@@ -132,15 +215,24 @@ static int n_allgather(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_st
         }
     }
     ncclResult_t e = ncclGroupEnd();
-    return e != ncclSuccess ? nerr(st, "allgather", e) : wait_done(d, "allgather", st);
+    return e != ncclSuccess ? nerr(st, "allgather", e)
+                            : finish(d, "allgather", host, dev, n * es, st);
 }
 
 static int n_broadcast(llm_dist *d, void *buf, size_t n, llm_dist_type t, int root,
                        llm_status *st)
 {
     nccl_state *s = d->impl;
-    ncclResult_t e = ncclBroadcast(buf, buf, n, ty(t), root, s->comm, s->stream);
-    return e != ncclSuccess ? nerr(st, "broadcast", e) : wait_done(d, "broadcast", st);
+    size_t bytes = n * llm_dist__tsize(t);
+    void *host = n && on_host(buf) ? buf : NULL, *dev = buf;
+    if (host) {
+        if (stage_in(d, host, d->rank == root ? bytes : 0, bytes, st))
+            return st->code;
+        dev = s->stage;
+    }
+    ncclResult_t e = ncclBroadcast(dev, dev, n, ty(t), root, s->comm, s->stream);
+    return e != ncclSuccess ? nerr(st, "broadcast", e)
+                            : finish(d, "broadcast", host, dev, bytes, st);
 }
 
 static int n_barrier(llm_dist *d, llm_status *st)
@@ -156,6 +248,8 @@ static int n_iallreduce(llm_dist *d, llm_dist_req *q, llm_status *st)
 {
     nccl_state *s = d->impl;
     cudaError_t e;
+    if (q->n && on_host(q->buf))   /* no staging here: it would wait for the reduce */
+        return llm_err(st, LLM_EUSAGE, "nccl: iallreduce needs device memory");
     if (d->stream) {
         if ((e = cudaEventRecord(s->ready, (cudaStream_t)d->stream)) != cudaSuccess ||
             (e = cudaStreamWaitEvent(s->stream, s->ready, 0)) != cudaSuccess)
@@ -215,6 +309,8 @@ static void n_fini(llm_dist *d)
         ncclCommDestroy(s->comm);
     if (s->scratch)
         cudaFree(s->scratch);
+    if (s->stage)
+        cudaFree(s->stage);
     if (s->ready)
         cudaEventDestroy(s->ready);
     if (s->stream)
