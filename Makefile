@@ -9,8 +9,10 @@
 #   MPI=auto|0|1    MPI collectives for multi-rank CPU training (common/dist_mpi.c); flags from
 #                   `mpicc --showme:compile/link`, else `pkg-config ompi-c`.  auto: when
 #                   mpicc is on PATH.  MPI=0 builds everything single-process.  Default: auto.
-#   NCCL=auto|0|1   NCCL collectives for multi-GPU training (common/dist_nccl.c); needs CUDA=1.
-#                   auto: when CUDA=1 and nccl.h is found.  NCCL_HOME=DIR if not with CUDA.
+#   NCCL=auto|0|1|emu  NCCL collectives for multi-GPU training (common/dist_nccl.c); needs
+#                   CUDA=1.  auto: when CUDA=1 and nccl.h is found; with CUDA=emu and MPI=1,
+#                   emu (NCCL emulated over MPI, tests/emu/nccl_emu.cpp).  NCCL_HOME=DIR if
+#                   not with CUDA.
 #   SAN=1           AddressSanitizer + UndefinedBehaviorSanitizer (objects go to build/san).
 #   EMU=0|1         make test (check) also builds the emulated CUDA backend (CUDA=emu, in
 #                   build/emu, build/san/emu) that tests/cli/gpu_emu.sh checks.  Default: 1.
@@ -114,6 +116,10 @@ ifeq ($(NCCL),auto)
     NCCL_HOME ?= $(CUDA_HOME)
     NCCL := $(if $(wildcard $(NCCL_HOME)/include/nccl.h /usr/include/nccl.h),1,0)
   endif
+  # the emulated build emulates NCCL over MPI (tests/emu/nccl_emu.cpp) when it has MPI
+  ifeq ($(CUDA)$(MPI),emu1)
+    NCCL := emu
+  endif
 endif
 ifeq ($(NCCL),1)
   NCCL_HOME ?= $(CUDA_HOME)
@@ -126,6 +132,12 @@ LIB_SRC  := $(wildcard common/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cp
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(CU_SRC:%.cu=$(B)/%.cu.o)
 ifeq ($(CUDA),emu)
   LIB_OBJ += $(B)/tests/emu/cuda_emu.o $(B)/tests/emu/cuda_rt.o $(B)/tests/emu/cublas_emu.o
+endif
+ifeq ($(NCCL),emu)
+  CPPFLAGS += -DLLM_NCCL=1
+  LIB_OBJ  += $(B)/tests/emu/nccl_emu.o
+  # the C sources that call NCCL and the CUDA runtime, against the emulator's headers
+  $(B)/common/dist_nccl.o $(B)/common/bench_nccl.o $(B)/common/nccl_dl.o: CPPFLAGS += -Itests/emu/include
 endif
 LIB      := $(B)/libllmkit.a
 CMD_SRC  := $(wildcard cmd/llm-*.c)
@@ -146,7 +158,8 @@ all: $(PROGS) $(LIB)
 
 # the dist objects depend on MPI=/NCCL=: rebuild them when those change
 $(shell mkdir -p $(B) && { echo 'MPI=$(MPI) NCCL=$(NCCL)' | cmp -s - $(B)/dist.flags || echo 'MPI=$(MPI) NCCL=$(NCCL)' >$(B)/dist.flags; })
-$(patsubst %.c,$(B)/%.o,$(wildcard common/dist*.c)): $(B)/dist.flags
+$(patsubst %.c,$(B)/%.o,$(wildcard common/dist*.c) common/bench_nccl.c common/nccl_dl.c \
+    cmd/llm-bench.c tests/unit/test_dlsyms.c tests/unit/test_dist.c): $(B)/dist.flags
 
 
 # CUDA=0 and CUDA=1 share $(B): a stamp per mode makes a switch rebuild every object
@@ -219,9 +232,11 @@ $(B)/tests/emu/%.o: tests/emu/%.cpp $(BUILD_STAMP)
 $(B)/tests/unit/%.o: tests/unit/%.cpp $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) -Itests/emu/include $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+# (In a CUDA=1 build the library's backend objects come along: they take the shared CUDA
+# runtime here, whose functions the emulator's, linked first, stand in for.)
 $(UNITS_CXX): $(B)/tests/%: $(B)/tests/unit/%.o $(EMU_OBJ) $(TESTUTIL) $(LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(LDFLAGS) $< $(EMU_OBJ) $(TESTUTIL) $(LIB) $(LDLIBS) -lcmocka -o $@
+	$(CXX) $(LDFLAGS) $< $(EMU_OBJ) $(TESTUTIL) $(LIB) $(subst -lcudart_static,-lcudart,$(LDLIBS)) -lcmocka -o $@
 
 units: $(UNITS) $(UNITS_CXX)
 

@@ -10,7 +10,7 @@
 
 #include <stdio.h>
 
-#ifdef LLM_NCCL
+#if defined(LLM_NCCL) && !defined(LLM_CUDA_EMU)
 #include <nccl.h>
 
 #include "common/dlsyms.h"
@@ -108,6 +108,23 @@ LN_FUNCS(LN_DEF)
 const char *ncclGetErrorString(ncclResult_t result)
 {
     return ln_ready() ? ln_fn.ncclGetErrorString(result) : "NCCL not loaded";
+}
+
+#elif defined(LLM_NCCL)   /* the emulated build: tests/emu/nccl_emu.cpp is linked in */
+
+int llm_nccl_load(char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+int llm_nccl_probe(const char *name, char *err, size_t errlen)
+{
+    (void)name;
+    if (err && errlen)
+        snprintf(err, errlen, "NCCL: the emulated build links its stand-in, it opens no library");
+    return -1;
 }
 
 #else   /* no NCCL in this build */

@@ -41,49 +41,6 @@ if ! "${MPIRUN[@]}" -np 2 llm-train --config run.yaml -o probe --set train.max_s
   notok "2 ranks start ($(tail -c 300 probe.err))"; echo "1..$_n"; exit 0; fi
 one() { llm-train --config run.yaml "$@"; }
 mp() { local n=$1; shift; "${MPIRUN[@]}" -np "$n" llm-train --config run.yaml "$@"; }
-# close A B [TOL]: same steps, losses within TOL relative (default 1e-5)
-close() { $PY - "$@" <<'PY'
-import json, sys
-tol = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-5
-def L(p):
-    d = {}
-    for l in open(p):
-        j = json.loads(l)
-        if 'loss' in j: d[j['step']] = j['loss']
-    return d
-a, b = L(sys.argv[1]), L(sys.argv[2])
-if not a or sorted(a) != sorted(b): print('# steps differ', sorted(a), sorted(b)); sys.exit(1)
-w = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
-print('# worst relative loss difference %.1e' % w)
-sys.exit(w > tol)
-PY
-}
-# wclose A B: the tensors of two checkpoints agree: weights within 1e-5 absolute (they are
-# O(0.01..1)); AdamW moments within 1e-5 of each tensor's largest value.  Not relative per
-# weight: the attention key bias has a zero gradient up to rounding, which AdamW scales to
-# full-size steps, so its few elements differ by ~1e-6 between summation orders.
-wclose() { $PY - "$1" "$2" <<'PY'
-import sys, array, re
-def tensors(p):
-    b = open(p, 'rb').read(); h = int.from_bytes(b[12:20], 'little')
-    head = b[20:20 + h].decode(); base = (20 + h + 63) // 64 * 64
-    out = {}
-    for m in re.finditer(r'name: (\S+)\n\s*dtype: f32\n(?:.*\n)*?\s*offset: (\d+)\n\s*nbytes: (\d+)', head):
-        o, n = int(m.group(2)), int(m.group(3))
-        out[m.group(1)] = array.array('f', b[base + o:base + o + n])
-    return out
-A, B = tensors(sys.argv[1]), tensors(sys.argv[2])
-if not A or A.keys() != B.keys(): print('# tensor sets differ', len(A), len(B)); sys.exit(1)
-ww = wm = 0
-for k in A:
-    d = max(abs(x - y) for x, y in zip(A[k], B[k]))
-    if k.startswith('opt.'): wm = max(wm, d / max(max(abs(x) for x in A[k]), 1e-30))
-    else: ww = max(ww, d)
-print('# %d tensors: weights differ by %.1e at most, moments by %.1e of their max' % (len(A), ww, wm))
-sys.exit(ww > 1e-5 or wm > 1e-5)
-PY
-}
-
 # ---- equivalence: 2 ranks x B4 == 1 x B8 == 1 x B4 x 2 accumulation, ZeRO-1 too ----
 expect_exit "1 rank, B=8" 0 one -o s8 --set train.batch_size=8 --metrics s8.jsonl
 expect_exit "1 rank, B=4 x 2 accumulation" 0 one -o s4 --set train.total_batch_tokens=$((8 * T)) --metrics s4.jsonl

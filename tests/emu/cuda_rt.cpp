@@ -255,6 +255,7 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorIllegalState: return "the operation is not permitted in the current state";
@@ -376,6 +377,31 @@ cudaError_t cudaFreeHost(void *p)
     }
     free(p);
     return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
+{
+    if (!a) return fail(cudaErrorInvalidValue);
+    memset(a, 0, sizeof *a);
+    int d = 0;
+    cudaGetDevice(&d);
+    a->device = d;
+    if (is_device(p)) {
+        a->type = cudaMemoryTypeDevice;
+        a->devicePointer = (void *)p;
+    } else if (is_pinned(p)) {
+        a->type = cudaMemoryTypeHost;
+        a->devicePointer = a->hostPointer = (void *)p;
+    } else {
+        a->type = cudaMemoryTypeUnregistered;
+        a->device = -2;
+        a->hostPointer = (void *)p;
+    }
+    return cudaSuccess;
+}
+void emu_stream_issue(cudaStream_t s, const std::function<void()> &op)
+{
+    std::function<void()> f = op;
+    issue(s, [f] { f(); });
 }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
 {
@@ -518,6 +544,11 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
     if (!e) return fail(cudaErrorInvalidValue);
     run_to(e->sid, e->seq);
     return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t s)
+{
+    /* as cudaEventQuery: the queued work finishes when asked */
+    return cudaStreamSynchronize(s);
 }
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {

@@ -11,7 +11,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The runtime API has C linkage and compiles as C too (common/dist_nccl.c and
+ * bench_nccl.c include it in the emulated build with NCCL, tests/emu/nccl_emu.cpp);
+ * the launch machinery below the API is C++ only. */
+#ifdef __cplusplus
 #include "tests/emu/cuda_emu.h"
+#define EMU_DEFAULT(v) = v
+extern "C" {
+#else
+#define EMU_DEFAULT(v)
+#endif
 
 typedef enum cudaError {
     cudaSuccess = 0,
@@ -22,6 +31,7 @@ typedef enum cudaError {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorIllegalState = 401,
+    cudaErrorNotReady = 600,
     cudaErrorLaunchFailure = 719,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
@@ -31,37 +41,50 @@ typedef struct emu_stream *cudaStream_t;
 typedef struct emu_event *cudaEvent_t;
 typedef struct emu_graph *cudaGraph_t;
 typedef struct emu_graph_exec *cudaGraphExec_t;
-enum cudaStreamCaptureMode {
+typedef enum cudaStreamCaptureMode {
     cudaStreamCaptureModeGlobal = 0,
     cudaStreamCaptureModeThreadLocal = 1,
     cudaStreamCaptureModeRelaxed = 2,
-};
+} cudaStreamCaptureMode;
 
-enum cudaMemcpyKind {
+typedef enum cudaMemcpyKind {
     cudaMemcpyHostToHost = 0,
     cudaMemcpyHostToDevice = 1,
     cudaMemcpyDeviceToHost = 2,
     cudaMemcpyDeviceToDevice = 3,
     cudaMemcpyDefault = 4,
-};
-enum cudaDeviceAttr {
+} cudaMemcpyKind;
+typedef enum cudaDeviceAttr {
     cudaDevAttrClockRate = 13,
     cudaDevAttrMultiProcessorCount = 16,
     cudaDevAttrMemoryClockRate = 36,
     cudaDevAttrGlobalMemoryBusWidth = 37,
     cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
-};
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+} cudaDeviceAttr;
+typedef enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 } cudaFuncAttribute;
+/* cudaPointerGetAttributes: device memory of cudaMalloc, page-locked host memory of
+ * cudaHostAlloc/cudaMallocHost, else unregistered (ordinary host memory) */
+typedef enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3,
+} cudaMemoryType;
+typedef struct cudaPointerAttributes {
+    enum cudaMemoryType type;
+    int device;
+    void *devicePointer, *hostPointer;
+} cudaPointerAttributes;
 
 #define cudaStreamNonBlocking 0x01
 #define cudaEventDisableTiming 0x02
 #define cudaHostAllocDefault 0x00
 
-struct cudaDeviceProp {
+typedef struct cudaDeviceProp {
     char name[256];
     size_t totalGlobalMem;
     int major, minor, multiProcessorCount;
-};
+} cudaDeviceProp;
 
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetLastError(void);
@@ -81,21 +104,23 @@ cudaError_t cudaFreeHost(void *p);
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k,
-                            cudaStream_t s = 0);
+                            cudaStream_t s EMU_DEFAULT(0));
 cudaError_t cudaMemset(void *p, int v, size_t n);
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s = 0);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s EMU_DEFAULT(0));
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
+cudaError_t cudaStreamQuery(cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags EMU_DEFAULT(0));
 cudaError_t cudaEventCreate(cudaEvent_t *e);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s EMU_DEFAULT(0));
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p);
 
 /* Stream capture (CUDA graphs), as the thread-local mode has it: while a stream is
  * recorded, its kernel launches and device/pinned copies and memsets are stored, not run
@@ -106,12 +131,16 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
  * launched graph runs its operations in order, at once, after its stream's queue. */
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags = 0);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g,
+                                 unsigned long long flags EMU_DEFAULT(0));
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
 /* graphs and executable graphs alive now (for tests: a leak shows) */
 long emu_graphs_alive(void);
+
+#ifdef __cplusplus
+}   /* extern "C" */
 
 /* The dynamic shared memory a kernel may use beyond 48 KiB, per device (the current one
  * when set; the launch's stream's when launched) and kernel, keyed by the kernel's name
@@ -168,5 +197,9 @@ static inline emu_launcher<F> emu_call(const char *name, F f, dim3 grid, dim3 bl
 {
     return emu_launcher<F>{name, f, grid, block, smem, stream};
 }
+
+/* Run op on s in stream order, as a copy would (tests/emu/nccl_emu.cpp's collectives). */
+void emu_stream_issue(cudaStream_t s, const std::function<void()> &op);
+#endif   /* __cplusplus */
 
 #endif

@@ -1,0 +1,71 @@
+#!/bin/bash
+# Multi-GPU training on the CPU: the emulated build (make CUDA=emu, tests/emu) with NCCL
+# emulated over MPI (tests/emu/nccl_emu.cpp: each mpirun rank one process with its
+# emulated device, NCCL's collectives MPI's, and, as NCCL_CHECK_POINTERS=1 would, every
+# buffer required to be device memory).  So common/dist_nccl.c and the device-memory paths
+# of common/train_dist.c run: 2 ranks x B4 on nccl == 1 rank x B8 on cuda, with ZeRO-1,
+# with the gradient buckets overlapped with the backward, with the copies of every stream
+# lagging (LLM_EMU_STREAMS=late); a ZeRO-1 checkpoint of 2 nccl ranks resumes on 1 cuda
+# rank; llm-bench's collectives on nccl under mpirun and on one rank.
+. "$(dirname "$0")/lib.sh"
+no_leak_checks
+E=$ROOT/build/emu/bin
+if ! have_data tinyshakespeare/input.txt; then skip "emulated NCCL" "no $DATA/tinyshakespeare"; exit 0; fi
+if ! command -v mpirun >/dev/null; then skip "emulated NCCL" "mpirun not installed"; exit 0; fi
+if [ ! -x "$E/llm-train" ] || ! grep -q 'NCCL=emu' "$ROOT/build/emu/dist.flags" 2>/dev/null; then
+  skip "emulated NCCL" "not built (make CUDA=emu with MPI; make test builds it unless EMU=0)"; exit 0
+fi
+cd "$TMP" || exit 1
+MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+tiny_data 200000
+cat >run.yaml <<Y
+model: {n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
+data: {train: $TMP/train.bin, tokenizer: byte}
+train: {batch_size: 4, seq_len: 32, max_steps: 8, lr: 0.003, warmup_steps: 2, save_every: 1000,
+        keep_last: 0, seed: 5, threads: 1, grad_clip: 0.5, device: cuda}
+Y
+T=32
+one() { "$E/llm-train" --config run.yaml "$@"; }
+mp() { local n=$1; shift; "${MPIRUN[@]}" -np "$n" "$E/llm-train" --config run.yaml "$@"; }
+
+expect_exit "1 rank on cuda, B=8" 0 one -o s8 --set train.batch_size=8 --metrics s8.jsonl
+expect_exit "2 ranks on nccl, B=4" 0 mp 2 -o dp -v --metrics dp.jsonl
+check "... the collectives are nccl's" grep -q "2 ranks (nccl)" "$TMP/err"
+check "2 ranks nccl == 1 rank cuda (losses 1e-5)" close s8.jsonl dp.jsonl
+expect_exit "2 ranks on nccl, ZeRO-1" 0 mp 2 -o z1 --set train.zero=1 --metrics z1.jsonl
+check "ZeRO-1 == 1 rank (losses 1e-5)" close s8.jsonl z1.jsonl
+check "... its gathered checkpoint == ZeRO-0's (weights and moments)" wclose dp/step-00000008.llmk z1/step-00000008.llmk
+# one bucket per layer, all-reduced on NCCL's stream while the backward goes on
+expect_exit "2 ranks, gradient buckets of 0.02 MiB" 0 mp 2 -o bk --set train.bucket_mb=0.02 --metrics bk.jsonl
+check "bucketed == 1 rank (losses 1e-5)" close s8.jsonl bk.jsonl
+expect_exit "2 ranks, buckets, copies lagging (LLM_EMU_STREAMS=late)" 0 \
+  env LLM_EMU_STREAMS=late "${MPIRUN[@]}" -x LLM_EMU_STREAMS -np 2 "$E/llm-train" --config run.yaml \
+  -o late --set train.bucket_mb=0.02 --metrics late.jsonl
+check "... == 1 rank (losses 1e-5)" close s8.jsonl late.jsonl
+expect_exit "2 ranks, bf16" 0 mp 2 -o b2 --precision bf16 --metrics b2.jsonl
+expect_exit "1 rank, bf16, B=8" 0 one -o b1 --precision bf16 --set train.batch_size=8 --metrics b1.jsonl
+check "bf16: 2 ranks == 1 rank (losses 1e-3: other summation orders, bf16 roundings)" close b1.jsonl b2.jsonl 1e-3
+# a ZeRO-1 checkpoint of 2 nccl ranks (moments gathered from device memory), resumed on 1
+expect_exit "2 ranks ZeRO-1 stop after 4 steps" 0 mp 2 -o half --set train.zero=1 --set train.exit_after=4 --metrics half.jsonl
+expect_exit "... resumed on 1 cuda rank, B=4 x 2 accumulation" 0 one -o half \
+  --set train.total_batch_tokens=$((8 * T)) --resume auto --metrics rest.jsonl
+cat half.jsonl rest.jsonl >cont.jsonl
+check "... the loss curve continues (1e-5)" close s8.jsonl cont.jsonl
+# llm-bench's collectives on nccl: 2 ranks, and one rank (a communicator of one device)
+expect_exit "llm-bench allreduce on nccl, 2 ranks" 0 "${MPIRUN[@]}" -np 2 "$E/llm-bench" allreduce \
+  -d cuda -b 4K -e 1M -f 16 -r 2 -w 1 -F jsonl
+cp "$TMP/out" ar2.jsonl
+expect_exit "llm-bench allreduce on nccl, 1 rank" 0 "$E/llm-bench" allreduce -d cuda -b 4K -e 4K -r 2 -w 1 -F jsonl
+cp "$TMP/out" ar1.jsonl
+"${PY:-python3}" - ar2.jsonl ar1.jsonl <<'PY' && ok "... their rows: nccl, 2 and 1 ranks, in- and out-of-place, results checked" || notok "llm-bench allreduce rows on nccl (emu)"
+import json, sys
+for path, world, n in ((sys.argv[1], 2, 6), (sys.argv[2], 1, 2)):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    assert len(rows) == n, (path, len(rows))
+    assert sorted(set(r['op'] for r in rows)) == ['in-place', 'out-of-place'], rows
+    for r in rows:
+        assert r['device'] == 'cuda' and r['ranks'] == world and r['wrong'] == 0, r
+        assert 'nccl' in r['note'] and 'result checked' in r['note'], r
+PY
+echo "1..$_n"
