@@ -11,6 +11,7 @@
 #ifdef LLM_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,15 @@ static int nerr(llm_status *st, const char *what, ncclResult_t r)
     return llm_err(st, LLM_EIO, "nccl: %s failed: %s", what, ncclGetErrorString(r));
 }
 
+/* Abort the communicator once, whoever asks first (the watchdog thread, a wait below,
+ * llm_dist_abort): aborted is set before the abort, atomically. */
+static void n_abort(llm_dist *d)
+{
+    nccl_state *s = d->impl;
+    if (s && !__atomic_exchange_n(&s->aborted, 1, __ATOMIC_ACQ_REL))
+        ncclCommAbort(s->comm);
+}
+
 /* Wait for the stream (ev NULL) or for the event ev, watching for NCCL errors and the
  * timeout. */
 static int wait_event(llm_dist *d, const char *what, cudaEvent_t ev, llm_status *st)
@@ -56,19 +66,23 @@ static int wait_event(llm_dist *d, const char *what, cudaEvent_t ev, llm_status 
             return 0;
         if (e != cudaErrorNotReady)
             return llm_err(st, LLM_EIO, "nccl: %s: %s", what, cudaGetErrorString(e));
+        /* under d->mu: the watchdog (dist.c) aborts holding it, so the communicator is
+         * neither aborted twice nor asked after it was (n_abort sets aborted first) */
+        int rc = 0;
+        pthread_mutex_lock(&d->mu);
         ncclResult_t ae = ncclSuccess;
-        ncclCommGetAsyncError(s->comm, &ae);
-        if (ae != ncclSuccess && ae != ncclInProgress) {
-            ncclCommAbort(s->comm);
-            s->aborted = 1;
-            return nerr(st, what, ae);
-        }
-        if (llm_dist__now() - t0 > d->timeout_s) {
-            ncclCommAbort(s->comm);
-            s->aborted = 1;
-            return llm_err(st, LLM_EIO, "nccl: %s did not complete within %.0f s "
-                           "(--dist-timeout): communicator aborted", what, d->timeout_s);
-        }
+        if (__atomic_load_n(&s->aborted, __ATOMIC_ACQUIRE))
+            rc = llm_err(st, LLM_EIO, "nccl: %s: the communicator was aborted", what);
+        else if (ncclCommGetAsyncError(s->comm, &ae), ae != ncclSuccess && ae != ncclInProgress)
+            rc = nerr(st, what, ae);
+        else if (llm_dist__now() - t0 > d->timeout_s)
+            rc = llm_err(st, LLM_EIO, "nccl: %s did not complete within %.0f s "
+                         "(--dist-timeout): communicator aborted", what, d->timeout_s);
+        if (rc)
+            n_abort(d);
+        pthread_mutex_unlock(&d->mu);
+        if (rc)
+            return rc;
         usleep(50);
     }
 }
@@ -291,14 +305,6 @@ static int n_wait(llm_dist *d, llm_dist_req *q, llm_status *st)
     return rc;   /* AVG: ncclAvg did it */
 }
 
-static void n_abort(llm_dist *d)
-{
-    nccl_state *s = d->impl;
-    if (s && !s->aborted) {
-        s->aborted = 1;
-        ncclCommAbort(s->comm);
-    }
-}
 
 static void n_fini(llm_dist *d)
 {

@@ -149,15 +149,6 @@ else
   skip "memory: ZeRO-1 peak RSS saving" "RSS under sanitizers"
 fi
 
-# rank PID of a running job started from this shell: pid_of JOB_PID RANK (the job is a
-# subshell running mpirun running the ranks: walk its descendants)
-pid_of() { local q=("$1") p c
-  while [ ${#q[@]} -gt 0 ]; do p=${q[0]}; q=("${q[@]:1}")
-    for c in $(pgrep -P "$p"); do
-      tr '\0' '\n' </proc/$c/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$c"; return; }
-      q+=("$c"); done; done; }
-# wait_steps FILE N: until FILE has N step lines (at most 60 s)
-wait_steps() { for _ in $(seq 600); do [ -f "$1" ] && [ "$(grep -c '"loss"' "$1")" -ge "$2" ] && return 0; sleep 0.1; done; return 1; }
 LONG=(--set train.max_steps=100000 --set train.save_every=5 --set train.keep_last=2)
 
 # ---- a rank dies: the job ends non-zero within the timeout; resume auto continues ----

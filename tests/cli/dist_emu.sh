@@ -6,7 +6,8 @@
 # of common/train_dist.c run: 2 ranks x B4 on nccl == 1 rank x B8 on cuda, with ZeRO-1,
 # with the gradient buckets overlapped with the backward, with the copies of every stream
 # lagging (LLM_EMU_STREAMS=late); a ZeRO-1 checkpoint of 2 nccl ranks resumes on 1 cuda
-# rank; llm-bench's collectives on nccl under mpirun and on one rank.
+# rank; llm-bench's collectives on nccl under mpirun and on one rank; a hung rank ends
+# the job through the watchdog.
 . "$(dirname "$0")/lib.sh"
 no_leak_checks
 E=$ROOT/build/emu/bin
@@ -68,4 +69,17 @@ for path, world, n in ((sys.argv[1], 2, 6), (sys.argv[2], 1, 2)):
         assert r['device'] == 'cuda' and r['ranks'] == world and r['wrong'] == 0, r
         assert 'nccl' in r['note'] and 'result checked' in r['note'], r
 PY
+# a rank that hangs (SIGSTOP) while the other waits in a NCCL collective: the watchdog
+# aborts the communicator (once: n_abort) and ends the job within the timeout
+LONG=(--set train.max_steps=100000 --set train.save_every=100000 --set train.bucket_mb=0.02)
+mp 2 -o hang "${LONG[@]}" --dist-timeout 3 --metrics hang.jsonl >/dev/null 2>hang.err & job=$!
+if wait_steps hang.jsonl 3 && r1=$(pid_of $job 1) && [ -n "$r1" ]; then
+  t0=$(date +%s); kill -STOP "$r1"; wait $job; rc=$?; dt=$(( $(date +%s) - t0 ))
+  kill -9 "$r1" 2>/dev/null
+  check "nccl: hung rank 1: the job exits non-zero (rc $rc)" [ "$rc" != 0 ]
+  check "... the watchdog names the collective" grep -q "did not complete within 3 s" hang.err
+  check "... within the 3 s timeout (+ slack): ${dt}s" [ "$dt" -le 15 ]
+else
+  kill $job 2>/dev/null; wait $job; notok "nccl hang test: run did not start ($(tail -c 300 hang.err))"
+fi
 echo "1..$_n"

@@ -157,3 +157,12 @@ print('# %d tensors: weights differ by %.1e at most, moments by %.1e of their ma
 sys.exit(ww > 1e-5 or wm > 1e-5)
 PY
 }
+# rank PID of a running job started from this shell: pid_of JOB_PID RANK (the job is a
+# subshell running mpirun running the ranks: walk its descendants)
+pid_of() { local q=("$1") p c
+  while [ ${#q[@]} -gt 0 ]; do p=${q[0]}; q=("${q[@]:1}")
+    for c in $(pgrep -P "$p"); do
+      tr '\0' '\n' </proc/$c/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$c"; return; }
+      q+=("$c"); done; done; }
+# wait_steps FILE N: until FILE has N step lines (at most 60 s)
+wait_steps() { for _ in $(seq 600); do [ -f "$1" ] && [ "$(grep -c '"loss"' "$1")" -ge "$2" ] && return 0; sleep 0.1; done; return 1; }
