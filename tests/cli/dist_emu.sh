@@ -47,6 +47,9 @@ check "... == 1 rank (losses 1e-5)" close s8.jsonl late.jsonl
 expect_exit "2 ranks, bf16" 0 mp 2 -o b2 --precision bf16 --metrics b2.jsonl
 expect_exit "1 rank, bf16, B=8" 0 one -o b1 --precision bf16 --set train.batch_size=8 --metrics b1.jsonl
 check "bf16: 2 ranks == 1 rank (losses 1e-3: other summation orders, bf16 roundings)" close b1.jsonl b2.jsonl 1e-3
+expect_exit "2 ranks, fp16 (dynamic loss scale)" 0 mp 2 -o h2 --precision fp16 --metrics h2.jsonl
+expect_exit "1 rank, fp16, B=8" 0 one -o h1 --precision fp16 --set train.batch_size=8 --metrics h1.jsonl
+check "fp16: 2 ranks == 1 rank (losses 1e-3)" close h1.jsonl h2.jsonl 1e-3
 # a ZeRO-1 checkpoint of 2 nccl ranks (moments gathered from device memory), resumed on 1
 expect_exit "2 ranks ZeRO-1 stop after 4 steps" 0 mp 2 -o half --set train.zero=1 --set train.exit_after=4 --metrics half.jsonl
 expect_exit "... resumed on 1 cuda rank, B=4 x 2 accumulation" 0 one -o half \
