@@ -19,7 +19,7 @@ fi
 cd "$TMP" || exit 1
 MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
-tiny_data 200000
+tiny_data 200000 0 ev.bin:2048
 cat >run.yaml <<Y
 model: {n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
 data: {train: $TMP/train.bin, tokenizer: byte}
@@ -71,6 +71,17 @@ for path, world, n in ((sys.argv[1], 2, 6), (sys.argv[2], 1, 2)):
     for r in rows:
         assert r['device'] == 'cuda' and r['ranks'] == world and r['wrong'] == 0, r
         assert 'nccl' in r['note'] and 'result checked' in r['note'], r
+PY
+# tensor-parallel inference on 2 emulated devices (its collectives: MPI on host copies)
+llm-shard split --tp 2 s8/step-00000008.llmk -o tp >/dev/null 2>&1
+"$E/llm-infer" s8/step-00000008.llmk --device cuda --eval ev.bin --ctx 32 --stride 32 >e1 2>/dev/null
+"${MPIRUN[@]}" -np 2 "$E/llm-infer" --shards tp --device cuda --eval ev.bin --ctx 32 --stride 32 >e2 2>e2.err
+"${PY:-python3}" - e1 e2 <<'PY' && ok "TP=2 on cuda: --eval nll == the unsharded model's (1e-5)" || notok "TP=2 on cuda --eval ($(tail -c 200 e2.err))"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+print('# nll', a['nll'], b['nll'], 'tokens', a['tokens'])
+assert a["tokens"] == b["tokens"] > 0, (a, b)
+assert abs(a["nll"] - b["nll"]) <= 1e-5 * abs(a["nll"]), (a["nll"], b["nll"])
 PY
 # a rank that hangs (SIGSTOP) while the other waits in a NCCL collective: the watchdog
 # aborts the communicator (once: n_abort) and ends the job within the timeout
