@@ -5,7 +5,7 @@
 # buffer required to be device memory).  So common/dist_nccl.c and the device-memory paths
 # of common/train_dist.c run: 2 ranks x B4 on nccl == 1 rank x B8 on cuda, with ZeRO-1,
 # with the gradient buckets overlapped with the backward, with the copies of every stream
-# lagging (LLM_EMU_STREAMS=late); a ZeRO-1 checkpoint of 2 nccl ranks resumes on 1 cuda
+# lagging (LLM_EMU_STREAMS=late), 3 ranks with unequal shards; a ZeRO-1 checkpoint of 2 nccl ranks resumes on 1 cuda
 # rank; llm-bench's collectives on nccl under mpirun and on one rank; a hung rank ends
 # the job through the watchdog.
 . "$(dirname "$0")/lib.sh"
@@ -37,6 +37,10 @@ check "2 ranks nccl == 1 rank cuda (losses 1e-5)" close s8.jsonl dp.jsonl
 expect_exit "2 ranks on nccl, ZeRO-1" 0 mp 2 -o z1 --set train.zero=1 --metrics z1.jsonl
 check "ZeRO-1 == 1 rank (losses 1e-5)" close s8.jsonl z1.jsonl
 check "... its gathered checkpoint == ZeRO-0's (weights and moments)" wclose dp/step-00000008.llmk z1/step-00000008.llmk
+# 3 ranks: shards of unequal size (the reduce-scatter as grouped ncclReduce calls)
+expect_exit "3 ranks on nccl, ZeRO-1" 0 mp 3 -o z3 --set train.zero=1 --metrics z3.jsonl
+expect_exit "1 rank on cuda, B=12" 0 one -o s12 --set train.batch_size=12 --metrics s12.jsonl
+check "3 ranks ZeRO-1 == 1 rank (losses 1e-5)" close s12.jsonl z3.jsonl
 # one bucket per layer, all-reduced on NCCL's stream while the backward goes on
 expect_exit "2 ranks, gradient buckets of 0.02 MiB" 0 mp 2 -o bk --set train.bucket_mb=0.02 --metrics bk.jsonl
 check "bucketed == 1 rank (losses 1e-5)" close s8.jsonl bk.jsonl
