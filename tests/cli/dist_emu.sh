@@ -2,12 +2,12 @@
 # Multi-GPU training on the CPU: the emulated build (make CUDA=emu, tests/emu) with NCCL
 # emulated over MPI (tests/emu/nccl_emu.cpp: each mpirun rank one process with its
 # emulated device, NCCL's collectives MPI's, and, as NCCL_CHECK_POINTERS=1 would, every
-# buffer required to be device memory).  So common/dist_nccl.c and the device-memory paths
-# of common/train_dist.c run: 2 ranks x B4 on nccl == 1 rank x B8 on cuda, with ZeRO-1,
-# with the gradient buckets overlapped with the backward, with the copies of every stream
-# lagging (LLM_EMU_STREAMS=late), 3 ranks with unequal shards; a ZeRO-1 checkpoint of 2 nccl ranks resumes on 1 cuda
-# rank; llm-bench's collectives on nccl under mpirun and on one rank; a hung rank ends
-# the job through the watchdog.
+# buffer required to be device memory).  So common/dist_nccl.c and the device-memory
+# paths of common/train_dist.c run, compared with one emulated device: 2 nccl ranks x B4
+# == 1 cuda rank x B8 (ZeRO-0, ZeRO-1, gradient buckets overlapped with the backward,
+# copies lagging: LLM_EMU_STREAMS=late, bf16, fp16); 3 ranks with unequal shards; a
+# ZeRO-1 checkpoint of 2 ranks resumed on 1; tensor-parallel --eval on 2 devices;
+# llm-bench's collectives on nccl; a hung rank ending the job through the watchdog.
 . "$(dirname "$0")/lib.sh"
 no_leak_checks
 E=$ROOT/build/emu/bin
