@@ -10,6 +10,7 @@
  * from the link), then the system's.  Built with CUDA=1 only; the emulator (CUDA=emu)
  * has its own stand-ins.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -102,6 +103,7 @@ typedef struct {
     LC_BLAS_FUNCS(LC_PTR)
 #undef LC_PTR
     const char *(*cublasGetStatusString)(cublasStatus_t);
+    size_t (*cublasLtGetVersion)(void);
 } lc_blas_fns;
 
 static lc_blas_fns lc_fn;
@@ -118,6 +120,7 @@ static int lc_blas_open(const char *lt_name, const char *blas_name, lc_blas_fns 
     const llm_dlsym syms[] = {
         LC_BLAS_FUNCS(LC_ENTRY)
         { LC_IDX_blas, "cublasGetStatusString", &fn->cublasGetStatusString },
+        { LC_IDX_lt, "cublasLtGetVersion", &fn->cublasLtGetVersion },
     };
 #undef LC_ENTRY
     return llm_dlsyms_open(libs, 2, syms, (int)(sizeof syms / sizeof *syms), keep, why, whylen);
@@ -147,6 +150,19 @@ int llm_cuda_blas_probe(const char *lt_name, const char *blas_name, char *err, s
     int ok = lc_blas_open(lt_name ? lt_name : LC_LT_NAME, blas_name ? blas_name : LC_BLAS_NAME,
                           &fn, 0, why, sizeof why) == 0;
     return llm_dlsyms_status(ok, "cuBLAS", why, err, errlen);
+}
+
+int llm_cuda_blas_info(char *buf, size_t n)
+{
+    if (!lc_ready())
+        return llm_dlsyms_status(0, "cuBLAS", lc_state.why, buf, n);
+    Dl_info di;
+    void *f;
+    memcpy(&f, &lc_fn.cublasLtMatmul, sizeof f);
+    const char *path = dladdr(f, &di) && di.dli_fname ? di.dli_fname : LC_LT_NAME;
+    size_t v = lc_fn.cublasLtGetVersion();   /* major*10000 + minor*100 + patch */
+    snprintf(buf, n, "cuBLAS %zu.%zu.%zu (%s)", v / 10000, v / 100 % 100, v % 100, path);
+    return 0;
 }
 
 /* The forwarding definitions.  Before a successful load every one fails as cuBLAS does

@@ -15,6 +15,10 @@ extern "C" {
  * libraries cannot be opened.  Under the emulator (CUDA=emu) it always succeeds. */
 int llm_cuda_blas_load(char *err, size_t errlen);
 
+/* "cuBLAS MAJOR.MINOR.PATCH (path of libcublasLt)" in buf, opening it first: 0, or -1
+ * with why not (as llm_cuda_blas_load).  The emulator: "cuBLAS: emulated". */
+int llm_cuda_blas_info(char *buf, size_t n);
+
 /* Open the named libraries (NULL: the defaults above), resolve every function the
  * backend uses, close them again: 0, or -1 with the reason.  For tests. */
 int llm_cuda_blas_probe(const char *lt_name, const char *blas_name, char *err, size_t errlen);

@@ -478,6 +478,12 @@ extern "C" __attribute__((weak)) int llm_cuda_blas_load(char *err, size_t errlen
     (void)errlen;
     return 0;
 }
+extern "C" __attribute__((weak)) int llm_cuda_blas_info(char *buf, size_t n)
+{
+    if (buf && n)
+        snprintf(buf, n, "cuBLAS: emulated (tests/emu)");
+    return 0;
+}
 extern "C" __attribute__((weak)) int llm_cuda_blas_probe(const char *lt_name, const char *blas_name, char *err,
                                    size_t errlen)
 {

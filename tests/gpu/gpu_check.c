@@ -20,6 +20,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_bucket.h"
+#include "kernels/cuda/cublas_dl.h"
 #include "kernels/cuda/cuda_ext.h"
 #include "tests/gpu/gpu_check.h"
 #include "tests/gpu/ref64.h"
@@ -699,15 +700,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "gpu_check: cannot open '%s'\n", outpath);
         return 74;
     }
-    char name[128] = "?";
+    char name[128] = "?", blas[600] = "";
     size_t used = 0, total = 0;
-    if (x.cuda) llm_backend_cuda_device_info(&x.g, name, sizeof name, &used, &total);
-    else snprintf(name, sizeof name, "backend '%s' (harness self-test)", device);
-    char hdr[512];
+    if (x.cuda) {
+        llm_backend_cuda_device_info(&x.g, name, sizeof name, &used, &total);
+        llm_cuda_blas_info(blas, sizeof blas);   /* which library the backend opened */
+    } else {
+        snprintf(name, sizeof name, "backend '%s' (harness self-test)", device);
+    }
+    char hdr[1024];
     snprintf(hdr, sizeof hdr,
-             "gpu_check: device %s (%.1f GiB), seed %llu, cpu-ref %s\n"
+             "gpu_check: device %s (%.1f GiB), seed %llu, cpu-ref %s%s%s\n"
              "%-26s %-22s %10s %10s %10s %9s  %s\n",
              name, total / 1073741824.0, (unsigned long long)x.rng, x.have_ref ? "yes" : "no",
+             blas[0] ? ", " : "", blas,
              "op", "shape", "cuda/ref64", "cuda/cpu", "cpu/ref64", "bound", "result");
     fputs(hdr, stdout);
     if (x.out) fputs(hdr, x.out);

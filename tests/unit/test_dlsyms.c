@@ -100,6 +100,11 @@ static void test_calls_reach_the_library(void **state)
     char err[600] = "";
     assert_int_equal(llm_cuda_blas_load(err, sizeof err), 0);
     assert_int_equal(llm_cuda_blas_load(NULL, 0), 0);   /* once per process */
+    char info[600] = "";
+    assert_int_equal(llm_cuda_blas_info(info, sizeof info), 0);
+    static const char want[] = "cuBLAS " STR(CUBLAS_VER_MAJOR) ".";
+    assert_true(strncmp(info, want, sizeof want - 1) == 0);
+    assert_non_null(strstr(info, "/libcublasLt.so." STR(CUBLAS_VER_MAJOR) ")"));
     const char *s = cublasGetStatusString(CUBLAS_STATUS_SUCCESS);
     assert_non_null(s);
     assert_string_not_equal(s, "cuBLAS not loaded");
