@@ -60,15 +60,19 @@ expect_exit "... resumed on 1 cuda rank, B=4 x 2 accumulation" 0 one -o half \
   --set train.total_batch_tokens=$((8 * T)) --resume auto --metrics rest.jsonl
 cat half.jsonl rest.jsonl >cont.jsonl
 check "... the loss curve continues (1e-5)" close s8.jsonl cont.jsonl
-# llm-bench's collectives on nccl: 2 ranks, and one rank (a communicator of one device)
-expect_exit "llm-bench allreduce on nccl, 2 ranks" 0 "${MPIRUN[@]}" -np 2 "$E/llm-bench" allreduce \
-  -d cuda -b 4K -e 1M -f 16 -r 2 -w 1 -F jsonl
-cp "$TMP/out" ar2.jsonl
+# llm-bench's collectives on nccl: the four on 2 ranks, and allreduce on one rank (a
+# communicator of one device); every row's result checked by llm-bench
+for c in allreduce allgather reducescatter broadcast; do
+  expect_exit "llm-bench $c on nccl, 2 ranks" 0 "${MPIRUN[@]}" -np 2 "$E/llm-bench" $c \
+    -d cuda -b 4K -e 1M -f 16 -r 2 -w 1 -F jsonl
+  cp "$TMP/out" $c.jsonl
+done
 expect_exit "llm-bench allreduce on nccl, 1 rank" 0 "$E/llm-bench" allreduce -d cuda -b 4K -e 4K -r 2 -w 1 -F jsonl
 cp "$TMP/out" ar1.jsonl
-"${PY:-python3}" - ar2.jsonl ar1.jsonl <<'PY' && ok "... their rows: nccl, 2 and 1 ranks, in- and out-of-place, results checked" || notok "llm-bench allreduce rows on nccl (emu)"
+"${PY:-python3}" - allreduce.jsonl allgather.jsonl reducescatter.jsonl broadcast.jsonl ar1.jsonl <<'PY' && ok "... their rows: nccl, in- and out-of-place, results checked" || notok "llm-bench rows on nccl (emu)"
 import json, sys
-for path, world, n in ((sys.argv[1], 2, 6), (sys.argv[2], 1, 2)):
+for path in sys.argv[1:]:
+    world, n = (1, 2) if path == 'ar1.jsonl' else (2, 6)
     rows = [json.loads(l) for l in open(path) if l.strip()]
     assert len(rows) == n, (path, len(rows))
     assert sorted(set(r['op'] for r in rows)) == ['in-place', 'out-of-place'], rows
