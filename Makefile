@@ -2,9 +2,8 @@
 #
 # Knobs (make VAR=value):
 #   CUDA=auto|0|1|emu  build the CUDA backend (kernels/cuda/*.cu, cuBLAS(Lt)).  auto: when
-#                   nvcc is on PATH or in /usr/local/cuda/bin.  Default: auto.  The CUDA
-#                   runtime is linked statically; cuBLAS and NCCL are opened at run time
-#                   (kernels/cuda/cublas_dl.c, common/nccl_dl.c), not linked.
+#                   nvcc is on PATH or in /usr/local/cuda/bin.  Default: auto.  NCCL is
+#                   opened at run time (common/nccl_dl.c), not linked.
 #   DEBUG=1         -O0 -g3, assertions kept.
 #   MPI=auto|0|1    MPI collectives for multi-rank CPU training (common/dist_mpi.c); flags from
 #                   `mpicc --showme:compile/link`, else `pkg-config ompi-c`.  auto: when
@@ -84,11 +83,8 @@ ifeq ($(CUDA),1)
   NVFLAGS   := -O3 -std=c++17 -I. -DLLM_CUDA=1 -MMD -MP \
                -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                -gencode arch=compute_90,code=compute_90
-  # cuBLAS/cuBLASLt are not linked: kernels/cuda/cublas_dl.c opens them when the backend
-  # starts (found through the run path below, or LD_LIBRARY_PATH)
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -lrt -lstdc++
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
   CU_SRC    := $(wildcard kernels/cuda/*.cu)
-  CU_C_SRC  := kernels/cuda/cublas_dl.c
 else ifeq ($(CUDA),emu)
   CPPFLAGS  += -DLLM_CUDA=1 -DLLM_CUDA_EMU=1
   CU_SRC    := $(wildcard kernels/cuda/*.cu)
@@ -128,7 +124,7 @@ ifeq ($(NCCL),1)
   LDLIBS    += -Wl,-rpath,$(NCCL_HOME)/lib64
 endif
 
-LIB_SRC  := $(wildcard common/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c) $(CU_C_SRC)
+LIB_SRC  := $(wildcard common/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(CU_SRC:%.cu=$(B)/%.cu.o)
 ifeq ($(CUDA),emu)
   LIB_OBJ += $(B)/tests/emu/cuda_emu.o $(B)/tests/emu/cuda_rt.o $(B)/tests/emu/cublas_emu.o
@@ -173,7 +169,7 @@ endif
 $(B)/%.o: %.c $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
-$(CU_C_SRC:%.c=$(B)/%.o) $(B)/tests/unit/test_dlsyms.o: CPPFLAGS += $(if $(CU_C_SRC),-I$(CUDA_HOME)/include)
+$(B)/tests/unit/test_dlsyms.o: CPPFLAGS += $(if $(filter 1,$(CUDA)),-I$(CUDA_HOME)/include)
 
 ifeq ($(CUDA),emu)
 # every CUDA source rewritten (launches -> emu_call) into $(B)/emu-src, which comes first
@@ -232,11 +228,11 @@ $(B)/tests/emu/%.o: tests/emu/%.cpp $(BUILD_STAMP)
 $(B)/tests/unit/%.o: tests/unit/%.cpp $(BUILD_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) -Itests/emu/include $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
-# (In a CUDA=1 build the library's backend objects come along: they take the shared CUDA
-# runtime here, whose functions the emulator's, linked first, stand in for.)
+# (In a CUDA=1 build the library's backend objects come along: their CUDA runtime calls
+# resolve to the emulator's, linked first, ahead of the shared runtime.)
 $(UNITS_CXX): $(B)/tests/%: $(B)/tests/unit/%.o $(EMU_OBJ) $(TESTUTIL) $(LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(LDFLAGS) $< $(EMU_OBJ) $(TESTUTIL) $(LIB) $(subst -lcudart_static,-lcudart,$(LDLIBS)) -lcmocka -o $@
+	$(CXX) $(LDFLAGS) $< $(EMU_OBJ) $(TESTUTIL) $(LIB) $(LDLIBS) -lcmocka -o $@
 
 units: $(UNITS) $(UNITS_CXX)
 

@@ -138,7 +138,6 @@ int main(int argc, char **argv)
         {0},
     };
     static const llm_env env[] = {
-        {"LD_LIBRARY_PATH", "searched first for cuBLAS, opened when --device cuda starts"},
         {"LLM_CUDA_DEVICE", "GPU ordinal of --device cuda"},
         {"LLM_CUDA_GRAPHS", "0: launch every kernel of a decode step (no CUDA graphs)"},
         {"LLM_CUDA_OFF", "optional CUDA parts to leave out, as in llm-train(1)"},

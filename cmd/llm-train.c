@@ -58,7 +58,7 @@ int main(int argc, char **argv)
         {"LLMKIT_DATA", "data folder searched first for gpt2/encoder.json and vocab.bpe"},
         {"LLM_DATA", "data folder searched next (then ./data)"},
         {"LLM_TRAIN_MEMSTAT", "1: print the peak memory allocated and RSS at the end"},
-        {"LD_LIBRARY_PATH", "searched first for cuBLAS, opened when --device cuda starts"},
+        {"LD_LIBRARY_PATH", "searched first for libnccl, opened when a multi-GPU run starts"},
         {"LLM_CUDA_DEVICE", "GPU ordinal (default: the local rank modulo the GPUs)"},
         {"LLM_CUDA_TF32", "1: fp32 matrix products on TF32 tensor cores"},
         {"LLM_CUDA_FLASH", "0: attention as batched GEMMs; wmma: the WMMA kernels"},

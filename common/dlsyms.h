@@ -1,9 +1,8 @@
 /* dlsyms.h — a library's functions resolved at run time into a table of pointers.
  *
- * For the libraries a CUDA build uses only on a GPU (cuBLAS, NCCL): the programs do not
- * link them, so CPU runs neither load them nor need them installed.  Each user (kernels/
- * cuda/cublas_dl.c, common/nccl_dl.c) defines the library's functions it calls with the
- * header's signatures and forwards them through its table.
+ * For a library the programs use only in some runs and do not link, so that they start
+ * where it is not installed (NCCL: common/nccl_dl.c).  The user defines the library's
+ * functions it calls with the header's signatures and forwards them through its table.
  */
 #ifndef LLM_DLSYMS_H
 #define LLM_DLSYMS_H

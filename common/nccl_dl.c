@@ -1,7 +1,8 @@
 /* nccl_dl.c — NCCL, opened when a run first needs it (common/nccl_dl.h).
  *
- * As cuBLAS (kernels/cuda/cublas_dl.c): the programs of a build with NCCL do not link
- * libnccl, so they start where it is not installed and CPU runs never load it.  This file
+ * NCCL is a package of its own, often missing where the CUDA toolkit is installed: the
+ * programs of a build with NCCL do not link libnccl, so they start where it is not
+ * installed and only a run of several GPU ranks needs it.  This file
  * defines the NCCL functions the distributed layer and llm-bench call, with nccl.h's
  * signatures, and forwards them to the library opened by dlopen (LD_LIBRARY_PATH, the
  * program's run path $(NCCL_HOME)/lib64, the system's).

@@ -37,7 +37,7 @@ int llm_backend_init(llm_backend *be, const char *device, int threads, char *err
         if (strcmp(device, "cuda") == 0)
             return -1;
         /* auto: fall back to the CPU, keeping why CUDA was not usable only when a GPU is
-         * there (a missing cuBLAS, a bad LLM_CUDA_DEVICE): worth a warning, unlike none */
+         * there (a bad LLM_CUDA_DEVICE, a failed CUDA call): worth a warning, unlike none */
 #ifdef LLM_CUDA
         if (!llm_backend_cuda_available())
 #endif

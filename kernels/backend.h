@@ -377,7 +377,7 @@ struct llm_device_stats {
  * Returns 0, or -1 with a message in err (size errlen) when the device is unavailable
  * (e.g. "no CUDA device: ..." in a build without a GPU).  "auto" falls back to "cpu"
  * and returns 0, with err empty, or, when a GPU is present but the cuda backend could
- * not start on it (cuBLAS missing, LLM_CUDA_DEVICE naming none), saying why. */
+ * not start on it (LLM_CUDA_DEVICE naming none, a failed CUDA call), saying why. */
 int  llm_backend_init(llm_backend *be, const char *device, int threads, char *err, size_t errlen);
 
 /* The device "auto" stands for here: "cuda" in a CUDA build that sees a GPU, else

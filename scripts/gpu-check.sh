@@ -207,10 +207,9 @@ else
   for p in bin/llm-*; do [ -x "$p" ] && cp "$p" "$BIN/"; done
 fi
 # CUDA libraries: rpath /usr/local/cuda/lib64; otherwise look for them.  The programs link
-# the CUDA runtime statically and open cuBLAS and NCCL when they start using them
-# (kernels/cuda/cublas_dl.c, common/nccl_dl.c), so ldd names none of them: look for the
-# files the binaries ask for.
-OPENED=$(grep -aoE 'lib(cublasLt|nccl)\.so\.[0-9]+' "$BIN/gpu_check" "$BIN/llm-train" 2>/dev/null |
+# cuBLAS and the CUDA runtime (ldd names them) and open NCCL when a multi-GPU run starts
+# (common/nccl_dl.c), which ldd does not name: look for the file the binaries ask for.
+OPENED=$(grep -aoE 'libnccl\.so\.[0-9]+' "$BIN/gpu_check" "$BIN/llm-train" 2>/dev/null |
          sed 's/.*://' | sort -u | tr '\n' ' ')
 libs_found() {
   LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | grep -q 'libcu.*not found' && return 1
@@ -230,8 +229,8 @@ if [ -x "$BIN/gpu_check" ] && ! libs_found; then
            $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
     [ -d "$d" ] && ls "$d"/libcu* "$d"/libnccl* 2>/dev/null | grep -q . && LDP=$LDP:$d
   done
-  if ! libs_found; then
-    for so in $OPENED; do
+  if ! libs_found; then   # what ldd misses and what the programs open, anywhere
+    for so in $(LD_LIBRARY_PATH=$LDP ldd "$BIN/gpu_check" | awk '/not found/{print $1}') $OPENED; do
       d=$(find /usr /opt -name "$so" 2>/dev/null | head -1)
       [ -n "$d" ] && LDP=$LDP:$(dirname "$d")
     done

@@ -1,4 +1,5 @@
 /* cuda_backend.cu — the "cuda" backend: init/free, device memory, errors, scratch. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +7,6 @@
 #include "kernels/cuda/cuda_internal.h"
 extern "C" {
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cublas_dl.h"
 #include "kernels/cuda/cuda_ext.h"
 }
 
@@ -455,6 +455,21 @@ extern "C" int llm_cuda_select_device(int local_rank, int *dev, char *err, size_
     return LLM_CUDA_OK;
 }
 
+/* Which cuBLAS the programs run with (cuda_ext.h). */
+extern "C" int llm_cuda_blas_info(char *buf, size_t n)
+{
+#ifdef LLM_CUDA_EMU
+    snprintf(buf, n, "cuBLAS: emulated (tests/emu)");
+#else
+    Dl_info di;
+    void *f = (void *)&cublasLtMatmul;
+    const char *path = dladdr(f, &di) && di.dli_fname ? di.dli_fname : "?";
+    size_t v = cublasLtGetVersion();   /* major*10000 + minor*100 + patch */
+    snprintf(buf, n, "cuBLAS %zu.%zu.%zu (%s)", v / 10000, v / 100 % 100, v % 100, path);
+#endif
+    return 0;
+}
+
 extern "C" int llm_backend_cuda_available(void)
 {
     int n = 0;
@@ -470,8 +485,6 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     memset(be, 0, sizeof *be);
     int dev = 0;
     if (llm_cuda_select_device(-1, &dev, err, errlen))
-        return -1;
-    if (llm_cuda_blas_load(err, errlen))   /* cublas_dl.c: opened now, not at exec */
         return -1;
     lc_ctx *c = (lc_ctx *)calloc(1, sizeof *c);
     if (!c) { snprintf(err, errlen, "out of memory"); return -1; }

@@ -11,7 +11,6 @@
 #include <string.h>
 
 extern "C" {
-#include "kernels/cuda/cublas_dl.h"
 #include "kernels/cuda/cuda_ext.h"
 }
 
@@ -272,8 +271,6 @@ extern "C" int llm_cuda_bench_gemm(llm_cuda_gemm_args *a, char *err, size_t errl
     }
     int dev, rc = lcb_device(&dev, err, errlen);
     if (rc) return rc;
-    if (llm_cuda_blas_load(err, errlen))
-        return LLM_CUDA_ENODEV;
     size_t esz = dt >= 2 ? 2 : 4;
     cudaDataType_t io = dt == 2 ? CUDA_R_16BF : dt == 3 ? CUDA_R_16F : CUDA_R_32F;
     cublasComputeType_t ct = dt == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;

@@ -95,7 +95,7 @@ const char *llm_backend_cuda_off_name(int i);
  * driver). */
 enum {
     LLM_CUDA_OK = 0,
-    LLM_CUDA_ENODEV = -1,   /* no GPU, no driver, no cuBLAS, or LLM_CUDA_DEVICE names none */
+    LLM_CUDA_ENODEV = -1,   /* no GPU, no driver, or LLM_CUDA_DEVICE names no device */
     LLM_CUDA_ENOMEM = -2,   /* device or pinned host memory exhausted */
     LLM_CUDA_EUNSUP = -3,   /* cuBLASLt has no algorithm for this shape and dtype here */
     LLM_CUDA_EFAIL = -4,    /* a CUDA or cuBLAS call failed */
@@ -111,6 +111,10 @@ enum {
  * the first that is set) modulo the visible devices, else 0.  *dev = the ordinal.
  * LLM_CUDA_OK, or LLM_CUDA_ENODEV with "no CUDA device: ..." in err. */
 int llm_cuda_select_device(int local_rank, int *dev, char *err, size_t errlen);
+
+/* "cuBLAS MAJOR.MINOR.PATCH (path of libcublasLt)" in buf (n bytes): the library the
+ * programs were loaded with; "cuBLAS: emulated (tests/emu)" under the emulator.  0. */
+int llm_cuda_blas_info(char *buf, size_t n);
 
 /* What cudaGetDeviceProperties / cudaDeviceGetAttribute say about the device. */
 typedef struct {

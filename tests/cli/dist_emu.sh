@@ -11,9 +11,12 @@
 . "$(dirname "$0")/lib.sh"
 no_leak_checks
 E=$ROOT/build/emu/bin
+# under make check (LLM_SAN): the sanitized emulated build, where ASan sees every access
+# of the emulated NCCL and of the staging of host buffers
+[ "${LLM_SAN:-0}" = 1 ] && E=$ROOT/build/san/emu/bin
 if ! have_data tinyshakespeare/input.txt; then skip "emulated NCCL" "no $DATA/tinyshakespeare"; exit 0; fi
 if ! command -v mpirun >/dev/null; then skip "emulated NCCL" "mpirun not installed"; exit 0; fi
-if [ ! -x "$E/llm-train" ] || ! grep -q 'NCCL=emu' "$ROOT/build/emu/dist.flags" 2>/dev/null; then
+if [ ! -x "$E/llm-train" ] || ! grep -q 'NCCL=emu' "$E/../dist.flags" 2>/dev/null; then
   skip "emulated NCCL" "not built (make CUDA=emu with MPI; make test builds it unless EMU=0)"; exit 0
 fi
 cd "$TMP" || exit 1

@@ -11,7 +11,6 @@
 #include <cublasLt.h>
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -467,29 +466,4 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
     return emu_gemm(d->ta, d->tb, (int)m, (int)n, (int)k, *(const float *)alpha, A, al->t,
                     (int)al->ld, 0, B, bl->t, (int)bl->ld, 0, b, D, dl->t, (int)dl->ld, 0, 1,
                     d->epi == CUBLASLT_EPILOGUE_BIAS ? d->bias : nullptr, d->bias_t, tf);
-}
-
-/* kernels/cuda/cublas_dl.h: the stand-ins above are linked in, nothing to open.  Weak:
- * the C++ unit tests of a CUDA=1 build link these beside kernels/cuda/cublas_dl.c, which
- * the real backend (pulled in through kernels/backend.c) brings along. */
-extern "C" __attribute__((weak)) int llm_cuda_blas_load(char *err, size_t errlen)
-{
-    (void)err;
-    (void)errlen;
-    return 0;
-}
-extern "C" __attribute__((weak)) int llm_cuda_blas_info(char *buf, size_t n)
-{
-    if (buf && n)
-        snprintf(buf, n, "cuBLAS: emulated (tests/emu)");
-    return 0;
-}
-extern "C" __attribute__((weak)) int llm_cuda_blas_probe(const char *lt_name, const char *blas_name, char *err,
-                                   size_t errlen)
-{
-    (void)lt_name;
-    (void)blas_name;
-    if (err && errlen)
-        snprintf(err, errlen, "cuBLAS: the emulator links its stand-ins, it opens no library");
-    return -1;
 }

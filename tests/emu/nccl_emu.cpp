@@ -79,19 +79,35 @@ void avg(void *p, size_t n, ncclDataType_t t, int size)
         for (size_t i = 0; i < n; i++) ((float *)p)[i] /= (float)size;
 }
 
-/* the checks every collective makes; its MPI type in *m */
-ncclResult_t check(const char *op, ncclComm_t c, size_t n, ncclDataType_t t, MPI_Datatype *m)
+/* what a collective of n elements works with: the MPI type, n's bytes, whether this rank
+ * is the root */
+struct call {
+    MPI_Datatype m;
+    size_t b;
+    bool me;
+};
+
+/* the checks every collective makes (root -1: none; total: the elements of the whole
+ * buffer), filling *k */
+ncclResult_t check(const char *op, ncclComm_t c, size_t n, size_t total, ncclDataType_t t,
+                   int root, call *k)
 {
     if (!c) {
         fprintf(stderr, "emu: nccl %s: no communicator\n", op);
         return ncclInvalidArgument;
     }
-    if (!mpi_type(t, m)) {
+    if (root < -1 || root >= c->size) {
+        fprintf(stderr, "emu: nccl %s: root %d of %d ranks\n", op, root, c->size);
+        return ncclInvalidArgument;
+    }
+    k->b = n * tsize(t);
+    k->me = c->rank == root;
+    if (!mpi_type(t, &k->m)) {
         fprintf(stderr, "emu: nccl %s: only float32 and float64 are emulated\n", op);
         return ncclInvalidArgument;
     }
-    if (n > INT_MAX) {
-        fprintf(stderr, "emu: nccl %s: %zu elements (MPI counts are int)\n", op, n);
+    if (total > INT_MAX) {
+        fprintf(stderr, "emu: nccl %s: %zu elements (MPI counts are int)\n", op, total);
         return ncclInvalidArgument;
     }
     if (c->mc != MPI_COMM_NULL && !mpi_up()) {
@@ -217,17 +233,16 @@ ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t n, ncclDataType_t t,
                            ncclRedOp_t op, ncclComm_t c, cudaStream_t s)
 {
-    MPI_Datatype m;
-    ncclResult_t r = check("allreduce", c, n, t, &m);
+    call k;
+    ncclResult_t r = check("allreduce", c, n, n, t, -1, &k);
     if (r) return r;
-    size_t b = n * tsize(t);
-    if (!device_mem("allreduce", "send", send, b) || !device_mem("allreduce", "recv", recv, b))
+    if (!device_mem("allreduce", "send", send, k.b) || !device_mem("allreduce", "recv", recv, k.b))
         return ncclInvalidArgument;
     emu_stream_issue(s, [=] {
         if (c->mc == MPI_COMM_NULL) {
-            if (send != recv) memmove(recv, send, b);
+            if (send != recv) memmove(recv, send, k.b);
         } else {
-            MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)n, m, mpi_op(op), c->mc);
+            MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)n, k.m, mpi_op(op), c->mc);
         }
         if (op == ncclAvg) avg(recv, n, t, c->size);
     });
@@ -237,22 +252,19 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t n, ncclDataType_
 ncclResult_t ncclReduce(const void *send, void *recv, size_t n, ncclDataType_t t, ncclRedOp_t op,
                         int root, ncclComm_t c, cudaStream_t s)
 {
-    MPI_Datatype m;
-    ncclResult_t r = check("reduce", c, n, t, &m);
+    call k;
+    ncclResult_t r = root < 0 ? ncclInvalidArgument : check("reduce", c, n, n, t, root, &k);
     if (r) return r;
-    if (root < 0 || root >= c->size) return ncclInvalidArgument;
-    size_t b = n * tsize(t);
-    bool me = c->rank == root;
-    if (!device_mem("reduce", "send", send, b) || (me && !device_mem("reduce", "recv", recv, b)))
+    if (!device_mem("reduce", "send", send, k.b) || (k.me && !device_mem("reduce", "recv", recv, k.b)))
         return ncclInvalidArgument;
     emu_stream_issue(s, [=] {
         if (c->mc == MPI_COMM_NULL) {
-            if (send != recv) memmove(recv, send, b);
+            if (send != recv) memmove(recv, send, k.b);
         } else {
-            MPI_Reduce(me && send == recv ? MPI_IN_PLACE : send, me ? recv : NULL, (int)n, m,
+            MPI_Reduce(k.me && send == recv ? MPI_IN_PLACE : send, k.me ? recv : NULL, (int)n, k.m,
                        mpi_op(op), root, c->mc);
         }
-        if (me && op == ncclAvg) avg(recv, n, t, c->size);
+        if (k.me && op == ncclAvg) avg(recv, n, t, c->size);
     });
     return ncclSuccess;
 }
@@ -260,17 +272,14 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t n, ncclDataType_t t
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t n, ncclDataType_t t, int root,
                            ncclComm_t c, cudaStream_t s)
 {
-    MPI_Datatype m;
-    ncclResult_t r = check("broadcast", c, n, t, &m);
+    call k;
+    ncclResult_t r = root < 0 ? ncclInvalidArgument : check("broadcast", c, n, n, t, root, &k);
     if (r) return r;
-    if (root < 0 || root >= c->size) return ncclInvalidArgument;
-    size_t b = n * tsize(t);
-    bool me = c->rank == root;
-    if ((me && !device_mem("broadcast", "send", send, b)) || !device_mem("broadcast", "recv", recv, b))
+    if ((k.me && !device_mem("broadcast", "send", send, k.b)) || !device_mem("broadcast", "recv", recv, k.b))
         return ncclInvalidArgument;
     emu_stream_issue(s, [=] {
-        if (me && send != recv) memmove(recv, send, b);
-        if (c->mc != MPI_COMM_NULL) MPI_Bcast(recv, (int)n, m, root, c->mc);
+        if (k.me && send != recv) memmove(recv, send, k.b);
+        if (c->mc != MPI_COMM_NULL) MPI_Bcast(recv, (int)n, k.m, root, c->mc);
     });
     return ncclSuccess;
 }
@@ -278,21 +287,20 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t n, ncclDataType_
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t n, ncclDataType_t t,
                                ncclRedOp_t op, ncclComm_t c, cudaStream_t s)
 {
-    MPI_Datatype m;
-    ncclResult_t r = check("reducescatter", c, n * (c ? (size_t)c->size : 1), t, &m);
+    call k;
+    ncclResult_t r = check("reducescatter", c, n, n * (c ? (size_t)c->size : 1), t, -1, &k);
     if (r) return r;
-    size_t b = n * tsize(t);
-    if (!device_mem("reducescatter", "send", send, b * c->size) ||
-        !device_mem("reducescatter", "recv", recv, b))
+    if (!device_mem("reducescatter", "send", send, k.b * c->size) ||
+        !device_mem("reducescatter", "recv", recv, k.b))
         return ncclInvalidArgument;
     emu_stream_issue(s, [=] {
         if (c->mc == MPI_COMM_NULL) {
-            if (send != recv) memmove(recv, send, b);
+            if (send != recv) memmove(recv, send, k.b);
         } else {
             /* in place when recv is this rank's part of send: reduce from a copy */
-            char *tmp = (char *)malloc(b * c->size);
-            memcpy(tmp, send, b * c->size);
-            MPI_Reduce_scatter_block(tmp, recv, (int)n, m, mpi_op(op), c->mc);
+            char *tmp = (char *)malloc(k.b * c->size);
+            memcpy(tmp, send, k.b * c->size);
+            MPI_Reduce_scatter_block(tmp, recv, (int)n, k.m, mpi_op(op), c->mc);
             free(tmp);
         }
         if (op == ncclAvg) avg(recv, n, t, c->size);
@@ -303,18 +311,17 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t n, ncclDataT
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t n, ncclDataType_t t, ncclComm_t c,
                            cudaStream_t s)
 {
-    MPI_Datatype m;
-    ncclResult_t r = check("allgather", c, n * (c ? (size_t)c->size : 1), t, &m);
+    call k;
+    ncclResult_t r = check("allgather", c, n, n * (c ? (size_t)c->size : 1), t, -1, &k);
     if (r) return r;
-    size_t b = n * tsize(t);
-    if (!device_mem("allgather", "send", send, b) || !device_mem("allgather", "recv", recv, b * c->size))
+    if (!device_mem("allgather", "send", send, k.b) || !device_mem("allgather", "recv", recv, k.b * c->size))
         return ncclInvalidArgument;
     emu_stream_issue(s, [=] {
-        char *mine = (char *)recv + b * c->rank;
+        char *mine = (char *)recv + k.b * c->rank;
         if (c->mc == MPI_COMM_NULL) {
-            if (send != mine) memmove(mine, send, b);
+            if (send != mine) memmove(mine, send, k.b);
         } else {
-            MPI_Allgather(send == mine ? MPI_IN_PLACE : send, (int)n, m, recv, (int)n, m, c->mc);
+            MPI_Allgather(send == mine ? MPI_IN_PLACE : send, (int)n, k.m, recv, (int)n, k.m, c->mc);
         }
     });
     return ncclSuccess;

@@ -20,7 +20,6 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_bucket.h"
-#include "kernels/cuda/cublas_dl.h"
 #include "kernels/cuda/cuda_ext.h"
 #include "tests/gpu/gpu_check.h"
 #include "tests/gpu/ref64.h"
@@ -704,7 +703,7 @@ int main(int argc, char **argv)
     size_t used = 0, total = 0;
     if (x.cuda) {
         llm_backend_cuda_device_info(&x.g, name, sizeof name, &used, &total);
-        llm_cuda_blas_info(blas, sizeof blas);   /* which library the backend opened */
+        llm_cuda_blas_info(blas, sizeof blas);   /* which cuBLAS the run has */
     } else {
         snprintf(name, sizeof name, "backend '%s' (harness self-test)", device);
     }
