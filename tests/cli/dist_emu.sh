@@ -84,7 +84,7 @@ for path in sys.argv[1:]:
         assert 'nccl' in r['note'] and 'result checked' in r['note'], r
 PY
 # tensor-parallel inference on 2 emulated devices (its collectives: MPI on host copies)
-llm-shard split --tp 2 s8/step-00000008.llmk -o tp >/dev/null 2>&1
+"$E/llm-shard" split --tp 2 s8/step-00000008.llmk -o tp >/dev/null 2>&1
 "$E/llm-infer" s8/step-00000008.llmk --device cuda --eval ev.bin --ctx 32 --stride 32 >e1 2>/dev/null
 "${MPIRUN[@]}" -np 2 "$E/llm-infer" --shards tp --device cuda --eval ev.bin --ctx 32 --stride 32 >e2 2>e2.err
 "${PY:-python3}" - e1 e2 <<'PY' && ok "TP=2 on cuda: --eval nll == the unsharded model's (1e-5)" || notok "TP=2 on cuda --eval ($(tail -c 200 e2.err))"
