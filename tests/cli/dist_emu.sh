@@ -7,7 +7,8 @@
 # == 1 cuda rank x B8 (ZeRO-0, ZeRO-1, gradient buckets overlapped with the backward,
 # copies lagging: LLM_EMU_STREAMS=late, bf16, fp16); 3 ranks with unequal shards; a
 # ZeRO-1 checkpoint of 2 ranks resumed on 1; tensor-parallel --eval on 2 devices;
-# llm-bench's collectives on nccl; a hung rank ending the job through the watchdog.
+# llm-bench's collectives on nccl; SIGTERM to rank 0 stopping both ranks at one step; a
+# hung rank ending the job through the watchdog.
 . "$(dirname "$0")/lib.sh"
 no_leak_checks
 E=$ROOT/build/emu/bin
@@ -94,6 +95,20 @@ print('# nll', a['nll'], b['nll'], 'tokens', a['tokens'])
 assert a["tokens"] == b["tokens"] > 0, (a, b)
 assert abs(a["nll"] - b["nll"]) <= 1e-5 * abs(a["nll"]), (a["nll"], b["nll"])
 PY
+# SIGTERM to rank 0 only, ZeRO-1 on nccl: both ranks agree to stop at the same step and
+# write one checkpoint (the moments gathered from device memory), exit 0
+LONG=(--set train.max_steps=100000 --set train.save_every=100000)
+mp 2 -o term "${LONG[@]}" --set train.zero=1 --metrics term.jsonl >/dev/null 2>term.err & job=$!
+if wait_steps term.jsonl 3 && r0=$(pid_of $job 0) && [ -n "$r0" ]; then
+  kill -TERM "$r0"; wait $job; rc=$?
+  check "nccl: SIGTERM to rank 0: exit 0 (rc $rc)" [ "$rc" = 0 ]
+  n=$(ls term | wc -l); last=$(ls term | tail -1); step=$(grep '"loss"' term.jsonl | tail -1 | sed 's/.*"step": *\([0-9]*\).*/\1/')
+  check "... one checkpoint ($n)" [ "$n" = 1 ]
+  check "... at the last logged step ($last, step $step)" [ "$last" = "$(printf 'step-%08d.llmk' "$step")" ]
+  check "... it verifies" "$E/llm-shard" verify -q "term/$last"
+else
+  kill $job 2>/dev/null; wait $job; notok "nccl SIGTERM test: run did not start ($(tail -c 300 term.err))"
+fi
 # a rank that hangs (SIGSTOP) while the other waits in a NCCL collective: the watchdog
 # aborts the communicator (once: n_abort) and ends the job within the timeout
 LONG=(--set train.max_steps=100000 --set train.save_every=100000 --set train.bucket_mb=0.02)
