@@ -133,6 +133,22 @@ static int stage_in(llm_dist *d, const void *host, size_t in, size_t bytes, llm_
     return 0;
 }
 
+/* The buffer a collective over buf (bytes, the first in of them its input) runs on: buf
+ * itself when it is device memory (*host NULL), else s->stage with buf's input copied in
+ * (*host = buf, for finish to copy the result back).  0 or an error. */
+static int view(llm_dist *d, void *buf, size_t in, size_t bytes, void **host, void **dev,
+                llm_status *st)
+{
+    *host = bytes && on_host(buf) ? buf : NULL;
+    *dev = buf;
+    if (*host) {
+        if (stage_in(d, buf, in, bytes, st))
+            return st->code;
+        *dev = ((nccl_state *)d->impl)->stage;
+    }
+    return 0;
+}
+
 /* After the collective: wait for it, then copy dev[0, bytes) back to host when staged. */
 static int finish(llm_dist *d, const char *what, void *host, const void *dev, size_t bytes,
                   llm_status *st)
@@ -153,12 +169,9 @@ static int n_allreduce(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_di
 {
     nccl_state *s = d->impl;
     size_t bytes = n * llm_dist__tsize(t);
-    void *host = n && on_host(buf) ? buf : NULL, *dev = buf;
-    if (host) {
-        if (stage_in(d, host, bytes, bytes, st))
-            return st->code;
-        dev = s->stage;
-    }
+    void *host, *dev;
+    if (view(d, buf, bytes, bytes, &host, &dev, st))
+        return st->code;
     ncclResult_t r = ncclAllReduce(dev, dev, n, ty(t), rop(op), s->comm, s->stream);
     return r != ncclSuccess ? nerr(st, "allreduce", r)
                             : finish(d, "allreduce", host, dev, bytes, st);
@@ -211,12 +224,9 @@ static int n_allgather(llm_dist *d, void *buf, size_t n, llm_dist_type t, llm_st
 {
     nccl_state *s = d->impl;
     size_t es = llm_dist__tsize(t);
-    void *host = n && on_host(buf) ? buf : NULL, *dev = buf;
-    if (host) {
-        if (stage_in(d, host, n * es, n * es, st))
-            return st->code;
-        dev = s->stage;
-    }
+    void *host, *dev;
+    if (view(d, buf, n * es, n * es, &host, &dev, st))
+        return st->code;
     ncclGroupStart();
     for (int r = 0; r < d->world; r++) {
         size_t lo, hi;
@@ -238,12 +248,9 @@ static int n_broadcast(llm_dist *d, void *buf, size_t n, llm_dist_type t, int ro
 {
     nccl_state *s = d->impl;
     size_t bytes = n * llm_dist__tsize(t);
-    void *host = n && on_host(buf) ? buf : NULL, *dev = buf;
-    if (host) {
-        if (stage_in(d, host, d->rank == root ? bytes : 0, bytes, st))
-            return st->code;
-        dev = s->stage;
-    }
+    void *host, *dev;
+    if (view(d, buf, d->rank == root ? bytes : 0, bytes, &host, &dev, st))
+        return st->code;
     ncclResult_t e = ncclBroadcast(dev, dev, n, ty(t), root, s->comm, s->stream);
     return e != ncclSuccess ? nerr(st, "broadcast", e)
                             : finish(d, "broadcast", host, dev, bytes, st);
