@@ -181,14 +181,5 @@ done
 
 # ---- SIGTERM to rank 0 only: every rank stops at the same step, one checkpoint, exit 0 ----
 mp 2 -o term "${LONG[@]}" --set train.save_every=100000 --set train.zero=1 --metrics term.jsonl >/dev/null 2>term.err & job=$!
-if wait_steps term.jsonl 3 && r0=$(pid_of $job 0) && [ -n "$r0" ]; then
-  kill -TERM "$r0"; wait $job; rc=$?
-  check "SIGTERM to rank 0: exit 0 (rc $rc)" [ "$rc" = 0 ]
-  n=$(ls term | wc -l); last=$(ls term | tail -1); step=$(grep '"loss"' term.jsonl | tail -1 | sed 's/.*"step": *\([0-9]*\).*/\1/')
-  check "one checkpoint ($n)" [ "$n" = 1 ]
-  check "at the last logged step ($last, step $step)" [ "$last" = "$(printf 'step-%08d.llmk' "$step")" ]
-  check "the checkpoint verifies" llm-shard verify -q "term/$last"
-else
-  kill $job 2>/dev/null; wait $job; notok "SIGTERM test: run did not start ($(tail -c 300 term.err))"
-fi
+sigterm_rank0 $job term term.jsonl llm-shard ""
 echo "1..$_n"

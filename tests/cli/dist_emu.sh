@@ -99,16 +99,7 @@ PY
 # write one checkpoint (the moments gathered from device memory), exit 0
 LONG=(--set train.max_steps=100000 --set train.save_every=100000)
 mp 2 -o term "${LONG[@]}" --set train.zero=1 --metrics term.jsonl >/dev/null 2>term.err & job=$!
-if wait_steps term.jsonl 3 && r0=$(pid_of $job 0) && [ -n "$r0" ]; then
-  kill -TERM "$r0"; wait $job; rc=$?
-  check "nccl: SIGTERM to rank 0: exit 0 (rc $rc)" [ "$rc" = 0 ]
-  n=$(ls term | wc -l); last=$(ls term | tail -1); step=$(grep '"loss"' term.jsonl | tail -1 | sed 's/.*"step": *\([0-9]*\).*/\1/')
-  check "... one checkpoint ($n)" [ "$n" = 1 ]
-  check "... at the last logged step ($last, step $step)" [ "$last" = "$(printf 'step-%08d.llmk' "$step")" ]
-  check "... it verifies" "$E/llm-shard" verify -q "term/$last"
-else
-  kill $job 2>/dev/null; wait $job; notok "nccl SIGTERM test: run did not start ($(tail -c 300 term.err))"
-fi
+sigterm_rank0 $job term term.jsonl "$E/llm-shard" "nccl: "
 # a rank that hangs (SIGSTOP) while the other waits in a NCCL collective: the watchdog
 # aborts the communicator (once: n_abort) and ends the job within the timeout
 LONG=(--set train.max_steps=100000 --set train.save_every=100000 --set train.bucket_mb=0.02)

@@ -166,3 +166,20 @@ pid_of() { local q=("$1") p c
       q+=("$c"); done; done; }
 # wait_steps FILE N: until FILE has N step lines (at most 60 s)
 wait_steps() { for _ in $(seq 600); do [ -f "$1" ] && [ "$(grep -c '"loss"' "$1")" -ge "$2" ] && return 0; sleep 0.1; done; return 1; }
+# sigterm_rank0 JOB DIR METRICS SHARD LABEL: SIGTERM to rank 0 of the running job JOB
+# (training into DIR, logging METRICS) once it logged 3 steps; every rank must stop at the
+# same step: exit 0, one checkpoint in DIR, at the last logged step, that SHARD (an
+# llm-shard) verifies.  LABEL starts the first check's name.
+sigterm_rank0() { local job=$1 dir=$2 met=$3 shard=$4 label=$5 r0 rc n last step
+  if wait_steps "$met" 3 && r0=$(pid_of "$job" 0) && [ -n "$r0" ]; then
+    kill -TERM "$r0"; wait "$job"; rc=$?
+    check "${label}SIGTERM to rank 0: exit 0 (rc $rc)" [ "$rc" = 0 ]
+    n=$(ls "$dir" | wc -l); last=$(ls "$dir" | tail -1)
+    step=$(grep '"loss"' "$met" | tail -1 | sed 's/.*"step": *\([0-9]*\).*/\1/')
+    check "... one checkpoint ($n)" [ "$n" = 1 ]
+    check "... at the last logged step ($last, step $step)" [ "$last" = "$(printf 'step-%08d.llmk' "$step")" ]
+    check "... the checkpoint verifies" "$shard" verify -q "$dir/$last"
+  else
+    kill "$job" 2>/dev/null; wait "$job"; notok "${label}SIGTERM test: run did not start ($(tail -c 300 "$dir.err"))"
+  fi
+}
