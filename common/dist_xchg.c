@@ -1,14 +1,17 @@
 /* dist_xchg.c — hand a small blob (NCCL's unique id) from rank 0 to every rank without
  * MPI: through a file on a shared filesystem or a TCP port rank 0 listens on. */
 #include "common/dist_impl.h"
+#include "common/fsutil.h"
 
 #include <errno.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static void nap(void)
@@ -16,13 +19,17 @@ static void nap(void)
     usleep(50 * 1000);
 }
 
-/* file:PATH — rank 0 writes PATH atomically (temp + rename); the others wait for it.
- * PATH must be new for each job (e.g. named after $SLURM_JOB_ID): a file left by an
+/* file:PATH — rank 0 writes PATH atomically (temp + rename), making its directory when
+ * missing (the first run of a job whose output directory holds it); the others wait for
+ * it.  PATH must be new for each job (e.g. named after $SLURM_JOB_ID): a file left by an
  * earlier job would hand out a stale id. */
 static int by_file(const char *path, int rank, void *blob, size_t n, double timeout_s,
                    llm_status *st)
 {
     if (rank == 0) {
+        int rc = llm_mkdirs_parent(path, st);
+        if (rc)
+            return rc;
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
         FILE *f = fopen(tmp, "wb");
@@ -72,7 +79,72 @@ static int full_io(int fd, void *p, size_t n, int wr)
     return 0;
 }
 
-/* tcp://HOST:PORT — rank 0 listens on PORT and sends the blob to world-1 connections. */
+/* The 8 bytes a rank sends rank 0 over TCP before it gets the blob: "LLMK" and its rank
+ * (little-endian), so that rank 0 counts each rank once and hands the id to no other
+ * connection (a port scanner, a rank of another job). */
+static void hello_pack(unsigned char h[8], int rank)
+{
+    memcpy(h, "LLMK", 4);
+    for (int i = 0; i < 4; i++)
+        h[4 + i] = (unsigned char)((unsigned)rank >> (8 * i));
+}
+
+static int hello_rank(const unsigned char h[8], int world)
+{
+    if (memcmp(h, "LLMK", 4))
+        return -1;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++)
+        r |= (unsigned)h[4 + i] << (8 * i);
+    return r >= 1 && r < (unsigned)world ? (int)r : -1;
+}
+
+/* rank 0's side: accept until every other rank has said hello and got the blob, or
+ * timeout_s after t0 */
+static int tcp_serve(int s, int world, const void *blob, size_t n, double t0, double timeout_s,
+                     const char *port, llm_status *st)
+{
+    char *seen = calloc((size_t)world, 1);
+    if (!seen)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    int got = 1, rc = 0;
+    while (got < world && !rc) {
+        double left = timeout_s - (llm_dist__now() - t0);
+        struct pollfd pf = {s, POLLIN, 0};
+        int k = left > 0 ? poll(&pf, 1, (int)(left * 1000) + 1) : 0;
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            char miss[96] = "";
+            size_t o = 0;
+            for (int r = 1; r < world && o + 12 < sizeof miss; r++)
+                if (!seen[r])
+                    o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", o ? ", " : "", r);
+            rc = llm_err(st, LLM_EIO, "dist-init: %d of %d ranks reached port %s within %.0f s "
+                         "(missing: %s%s)", got, world, port, timeout_s, miss,
+                         world - got > 8 ? ", ..." : "");
+            break;
+        }
+        int c = accept(s, NULL, NULL);
+        if (c < 0)
+            continue;
+        /* a peer that connects and stays silent costs at most 5 s */
+        struct timeval tv = {5, 0};
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        unsigned char h[8];
+        int r = full_io(c, h, sizeof h, 0) ? -1 : hello_rank(h, world);
+        if (r > 0 && !seen[r] && !full_io(c, (void *)blob, n, 1)) {
+            seen[r] = 1;
+            got++;
+        }
+        close(c);
+    }
+    free(seen);
+    return rc;
+}
+
+/* tcp://HOST:PORT — rank 0 listens on PORT and sends the blob to each other rank once. */
 static int by_tcp(const char *hostport, int rank, int world, void *blob, size_t n,
                   double timeout_s, llm_status *st)
 {
@@ -93,29 +165,24 @@ static int by_tcp(const char *hostport, int rank, int world, void *blob, size_t 
     double t0 = llm_dist__now();
     if (rank == 0) {
         int s = socket(ai->ai_family, ai->ai_socktype, 0), one = 1;
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (s < 0 || bind(s, ai->ai_addr, ai->ai_addrlen) || listen(s, world)) {
+        if (s >= 0)
+            setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (s < 0 || bind(s, ai->ai_addr, ai->ai_addrlen) || listen(s, world))
             rc = llm_err(st, LLM_EIO, "dist-init: cannot listen on port %s: %s", colon + 1,
                          strerror(errno));
-        } else {
-            for (int i = 1; i < world && !rc; i++) {
-                int c = accept(s, NULL, NULL);
-                if (c < 0 || full_io(c, blob, n, 1))
-                    rc = llm_err(st, LLM_EIO, "dist-init: sending the id failed: %s",
-                                 strerror(errno));
-                if (c >= 0)
-                    close(c);
-            }
-        }
+        else
+            rc = tcp_serve(s, world, blob, n, t0, timeout_s, colon + 1, st);
         if (s >= 0)
             close(s);
     } else {
+        unsigned char h[8];
+        hello_pack(h, rank);
         for (;;) {
             int s = socket(ai->ai_family, ai->ai_socktype, 0);
             if (s >= 0 && connect(s, ai->ai_addr, ai->ai_addrlen) == 0) {
-                if (full_io(s, blob, n, 0))
-                    rc = llm_err(st, LLM_EIO, "dist-init: receiving the id from %s failed",
-                                 hostport);
+                if (full_io(s, h, sizeof h, 1) || full_io(s, blob, n, 0))
+                    rc = llm_err(st, LLM_EIO, "dist-init: receiving the id from %s failed (is "
+                                 "another process rank %d?)", hostport, rank);
                 close(s);
                 break;
             }

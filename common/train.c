@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/bench_model.h"
+#include "common/fsutil.h"
 #include "common/loss_scale.h"
 #include "common/memtrack.h"
 #include "common/metrics.h"
@@ -43,25 +44,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int mkdirs(const char *path, llm_status *st)
-{
-    char buf[LLM_CFG_PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || !*p) {
-            char c = *p;
-            *p = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST)
-                return llm_err(st, LLM_EIO, "cannot create directory '%s': %s", buf,
-                               strerror(errno));
-            *p = c;
-            if (!c)
-                break;
-        }
-    }
-    return 0;
 }
 
 static int file_exists(const char *dir, const char *name)
@@ -372,7 +354,7 @@ static int setup(trainer *t, llm_status *st)
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = mkdirs(c->out_dir, st)))
+    if ((rc = llm_mkdirs(c->out_dir, st)))
         goto out;
     if (!t->rank)
         llm_train_clean_temps(c->out_dir, t->log);

@@ -9,6 +9,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -169,8 +172,87 @@ static void test_exchange(void **state)
     assert_int_equal(llm_dist__exchange(spec, 1, 2, b, 4, 0.3, &st), LLM_EIO);
     assert_int_equal(llm_dist__exchange("udp://x", 1, 2, b, 4, 0.3, &st), LLM_EUSAGE);
     assert_int_equal(llm_dist__exchange("tcp://nohostport", 1, 2, b, 4, 0.3, &st), LLM_EUSAGE);
+    /* file: in a directory that does not exist yet (a job's first run writes the id into
+     * its output directory): rank 0 makes it */
+    snprintf(spec, sizeof spec, "file:%s/runs/job/.nccl-id", dir);
+    exchange(spec, 2);
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/runs/job/.nccl-id", dir);
+    assert_int_equal(unlink(sub), 0);
+    snprintf(sub, sizeof sub, "%s/runs/job", dir);
+    assert_int_equal(rmdir(sub), 0);
+    snprintf(sub, sizeof sub, "%s/runs", dir);
+    assert_int_equal(rmdir(sub), 0);
     tu_rmdir(dir);
     free(dir);
+}
+
+/* connect to 127.0.0.1:port (retrying while rank 0 starts to listen); the socket or -1 */
+static int dial(int port)
+{
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((unsigned short)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < 200; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0)
+            return s;
+        if (s >= 0)
+            close(s);
+        usleep(10 * 1000);
+    }
+    return -1;
+}
+
+/* Rank 0 over TCP hands the id only to ranks that say who they are, each once, and gives
+ * up after the timeout naming the ranks that never came. */
+static void test_exchange_tcp_strangers(void **state)
+{
+    (void)state;
+    int port = 20000 + (int)((getpid() + 7919) % 20000);
+    char spec[64];
+    snprintf(spec, sizeof spec, "tcp://127.0.0.1:%d", port);
+    pid_t kid = fork();
+    assert_true(kid >= 0);
+    if (kid == 0) {
+        /* a stranger that stays silent, one that sends garbage, one claiming rank 7 of 3,
+         * then rank 1 for real; rank 2 never comes */
+        int ok = 1;
+        int quiet = dial(port);
+        int junk = dial(port);
+        ok &= quiet >= 0 && junk >= 0;
+        if (junk >= 0) {
+            ok &= write(junk, "GET / HT", 8) == 8;
+            char c;
+            ok &= read(junk, &c, 1) <= 0;   /* closed without the id */
+            close(junk);
+        }
+        int big = dial(port);
+        ok &= big >= 0;
+        if (big >= 0) {
+            unsigned char h[8] = {'L', 'L', 'M', 'K', 7, 0, 0, 0};
+            char c;
+            ok &= write(big, h, 8) == 8 && read(big, &c, 1) <= 0;
+            close(big);
+        }
+        unsigned char got[16] = {0};
+        llm_status st = {0};
+        ok &= llm_dist__exchange(spec, 1, 3, got, sizeof got, 10, &st) == 0 && got[5] == 5;
+        if (quiet >= 0)
+            close(quiet);
+        _exit(ok ? 0 : 1);
+    }
+    unsigned char blob[16];
+    for (int i = 0; i < 16; i++)
+        blob[i] = (unsigned char)i;
+    llm_status st = {0};
+    assert_int_equal(llm_dist__exchange(spec, 0, 3, blob, sizeof blob, 8, &st), LLM_EIO);
+    assert_non_null(strstr(st.msg, "2 of 3 ranks"));
+    assert_non_null(strstr(st.msg, "missing: 2"));
+    int ws = 0;
+    assert_int_equal(waitpid(kid, &ws, 0), kid);
+    assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 }
 
 /* Under an MPI launcher with several ranks (tests/cli/dist.sh runs this program on 3):
@@ -420,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_single),
         cmocka_unit_test(test_env_errors),
         cmocka_unit_test(test_exchange),
+        cmocka_unit_test(test_exchange_tcp_strangers),
         cmocka_unit_test(test_overlap_single),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
