@@ -10,8 +10,8 @@
 #                   mpicc is on PATH.  MPI=0 builds everything single-process.  Default: auto.
 #   NCCL=auto|0|1|emu  NCCL collectives for multi-GPU training (common/dist_nccl.c); needs
 #                   CUDA=1.  auto: when CUDA=1 and nccl.h is found; with CUDA=emu and MPI=1,
-#                   emu (NCCL emulated over MPI, tests/emu/nccl_emu.cpp).  NCCL_HOME=DIR if
-#                   not with CUDA.
+#                   emu (NCCL emulated over MPI or shared memory, tests/emu/nccl_emu.cpp).
+#                   NCCL_HOME=DIR if not with CUDA.
 #   SAN=1           AddressSanitizer + UndefinedBehaviorSanitizer (objects go to build/san).
 #   EMU=0|1         make test (check) also builds the emulated CUDA backend (CUDA=emu, in
 #                   build/emu, build/san/emu) that tests/cli/gpu_emu.sh checks.  Default: 1.

@@ -101,7 +101,7 @@ static void *watchdog(void *arg)
     return NULL;
 }
 
-static void busy(llm_dist *d, const char *what)
+void llm_dist__busy(llm_dist *d, const char *what)
 {
     if (!d->wd_running)
         return;
@@ -192,6 +192,15 @@ int llm_dist_init(llm_dist **out, const llm_dist_opts *o, llm_status *st)
     }
     if (!have_mpi && (rc = env_ranks(d, st)))
         goto fail;
+    /* the watchdog before NCCL's setup, which waits for every rank: one that never
+     * starts ends the others after --dist-timeout instead of leaving them hanging */
+    if (d->world > 1) {
+        if (pthread_create(&d->wd, NULL, watchdog, d)) {
+            rc = llm_err(st, LLM_ESOFTWARE, "dist: cannot start the watchdog thread");
+            goto fail;
+        }
+        d->wd_running = 1;
+    }
     if (o->device && (d->world > 1 || init)) {
 #ifdef LLM_NCCL
         if ((rc = llm_dist__nccl_init(d, init, have_mpi, st)))
@@ -216,13 +225,6 @@ int llm_dist_init(llm_dist **out, const llm_dist_opts *o, llm_status *st)
         goto fail;
     }
     d->device = o->device && d->ops != &single_ops;
-    if (d->world > 1) {
-        if (pthread_create(&d->wd, NULL, watchdog, d)) {
-            rc = llm_err(st, LLM_ESOFTWARE, "dist: cannot start the watchdog thread");
-            goto fail;
-        }
-        d->wd_running = 1;
-    }
     *out = d;
     return 0;
 fail:
@@ -272,9 +274,9 @@ int llm_dist_allreduce(llm_dist *d, void *buf, size_t n, llm_dist_type type, llm
 {
     if (!d || d->world == 1 || !n)
         return 0;
-    busy(d, "allreduce");
+    llm_dist__busy(d, "allreduce");
     int rc = d->ops->allreduce(d, buf, n, type, op, st);
-    busy(d, NULL);
+    llm_dist__busy(d, NULL);
     return rc;
 }
 
@@ -283,9 +285,9 @@ int llm_dist_reduce_scatter(llm_dist *d, const void *send, void *recv, size_t n,
 {
     if (!d || d->world == 1)
         return s_reduce_scatter(d ? d : &(llm_dist){.world = 1}, send, recv, n, type, op, st);
-    busy(d, "reduce_scatter");
+    llm_dist__busy(d, "reduce_scatter");
     int rc = d->ops->reduce_scatter(d, send, recv, n, type, op, st);
-    busy(d, NULL);
+    llm_dist__busy(d, NULL);
     return rc;
 }
 
@@ -294,9 +296,9 @@ int llm_dist_reduce_scatter_inplace(llm_dist *d, void *buf, size_t n, llm_dist_t
 {
     if (!d || d->world == 1 || !n)
         return 0;
-    busy(d, "reduce_scatter");
+    llm_dist__busy(d, "reduce_scatter");
     int rc = d->ops->reduce_scatter_inplace(d, buf, n, type, op, st);
-    busy(d, NULL);
+    llm_dist__busy(d, NULL);
     return rc;
 }
 
@@ -304,9 +306,9 @@ int llm_dist_allgather(llm_dist *d, void *buf, size_t n, llm_dist_type type, llm
 {
     if (!d || d->world == 1 || !n)
         return 0;
-    busy(d, "allgather");
+    llm_dist__busy(d, "allgather");
     int rc = d->ops->allgather(d, buf, n, type, st);
-    busy(d, NULL);
+    llm_dist__busy(d, NULL);
     return rc;
 }
 
@@ -317,9 +319,9 @@ int llm_dist_broadcast(llm_dist *d, void *buf, size_t n, llm_dist_type type, int
         return 0;
     if (root < 0 || root >= d->world)
         return llm_err(st, LLM_EUSAGE, "dist: broadcast root %d outside [0, %d)", root, d->world);
-    busy(d, "broadcast");
+    llm_dist__busy(d, "broadcast");
     int rc = d->ops->broadcast(d, buf, n, type, root, st);
-    busy(d, NULL);
+    llm_dist__busy(d, NULL);
     return rc;
 }
 
@@ -327,9 +329,9 @@ int llm_dist_barrier(llm_dist *d, llm_status *st)
 {
     if (!d || d->world == 1)
         return 0;
-    busy(d, "barrier");
+    llm_dist__busy(d, "barrier");
     int rc = d->ops->barrier(d, st);
-    busy(d, NULL);
+    llm_dist__busy(d, NULL);
     return rc;
 }
 
@@ -354,9 +356,9 @@ int llm_dist_iallreduce(llm_dist *d, void *buf, size_t n, llm_dist_type type, ll
         return llm_err(st, LLM_ENOMEM, "out of memory");
     *r = (llm_dist_req){buf, n, type, op, NULL};
     /* starting one is local (no peer needed), but NCCL may wait for its queue: watched */
-    busy(d, "allreduce (start)");
+    llm_dist__busy(d, "allreduce (start)");
     int rc = d->ops->iallreduce(d, r, st);
-    busy(d, NULL);
+    llm_dist__busy(d, NULL);
     if (rc) {
         free(r);
         return rc;
@@ -378,9 +380,9 @@ int llm_dist_wait(llm_dist *d, llm_dist_req *req, llm_status *st)
 {
     if (!req)
         return 0;
-    busy(d, "allreduce (bucket)");
+    llm_dist__busy(d, "allreduce (bucket)");
     int rc = d->ops->wait(d, req, st);
-    busy(d, NULL);
+    llm_dist__busy(d, NULL);
     free(req);
     return rc;
 }

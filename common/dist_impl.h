@@ -55,6 +55,10 @@ struct llm_dist_req {
 
 double llm_dist__now(void);
 size_t llm_dist__tsize(llm_dist_type t);
+/* Inside what (a collective, or the communicator's setup) from now on; NULL: done.  The
+ * watchdog (when it runs: world > 1) ends the process with exit 70 when one takes longer
+ * than timeout_s. */
+void llm_dist__busy(llm_dist *d, const char *what);
 
 #ifdef LLM_MPI
 /* 1 when the environment says an MPI launcher started this process. */

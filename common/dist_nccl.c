@@ -387,7 +387,10 @@ int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status 
         n_fini(d);
         return llm_err(st, LLM_ENODEV, "nccl: cannot create a stream");
     }
-    if ((r = ncclCommInitRank(&s->comm, d->world, id, d->rank)) != ncclSuccess) {
+    llm_dist__busy(d, "ncclCommInitRank (waits for every rank)");
+    r = ncclCommInitRank(&s->comm, d->world, id, d->rank);
+    llm_dist__busy(d, NULL);
+    if (r != ncclSuccess) {
         s->comm = NULL;
         d->impl = s;
         n_fini(d);

@@ -158,12 +158,26 @@ sys.exit(ww > 1e-5 or wm > 1e-5)
 PY
 }
 # rank PID of a running job started from this shell: pid_of JOB_PID RANK (the job is a
-# subshell running mpirun running the ranks: walk its descendants)
+# subshell running mpirun running the ranks, or ranks started with RANK or SLURM_PROCID
+# set: walk its descendants)
 pid_of() { local q=("$1") p c
   while [ ${#q[@]} -gt 0 ]; do p=${q[0]}; q=("${q[@]:1}")
     for c in $(pgrep -P "$p"); do
-      tr '\0' '\n' </proc/$c/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$c"; return; }
+      tr '\0' '\n' </proc/$c/environ 2>/dev/null | grep -qxE "(OMPI_COMM_WORLD_RANK|RANK|SLURM_PROCID)=$2" && { echo "$c"; return; }
       q+=("$c"); done; done; }
+# envrun N INIT CMD...: N ranks of CMD started without MPI, as torchrun or srun would
+# (RANK, WORLD_SIZE, LOCAL_RANK in the environment; NCCL's id handed on by --dist-init
+# INIT, appended to CMD).  As mpirun does, the others are killed when rank 0 fails; the
+# exit status is rank 0's, else the first other rank's that is not 0.
+envrun() { local n=$1 init=$2 r p x rc pids=(); shift 2
+  for ((r = 0; r < n; r++)); do
+    env RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r "$@" --dist-init "$init" & pids+=($!)
+  done
+  wait "${pids[0]}"; rc=$?
+  [ "$rc" != 0 ] && kill -9 "${pids[@]:1}" 2>/dev/null
+  for p in "${pids[@]:1}"; do wait "$p"; x=$?; [ "$rc" = 0 ] && rc=$x; done
+  return "$rc"
+}
 # wait_steps FILE N: until FILE has N step lines (at most 60 s)
 wait_steps() { for _ in $(seq 600); do [ -f "$1" ] && [ "$(grep -c '"loss"' "$1")" -ge "$2" ] && return 0; sleep 0.1; done; return 1; }
 # sigterm_rank0 JOB DIR METRICS SHARD LABEL: SIGTERM to rank 0 of the running job JOB

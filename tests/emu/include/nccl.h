@@ -1,7 +1,7 @@
-/* nccl.h for tests/emu: the part of NCCL's API llmkit uses, emulated over MPI
- * (tests/emu/nccl_emu.cpp), so that the multi-GPU paths (common/dist_nccl.c,
- * common/train_dist.c on device memory) run under mpirun on the CPU with emulated
- * devices.  The names, types and values are NCCL's. */
+/* nccl.h for tests/emu: the part of NCCL's API llmkit uses, emulated over MPI or, for
+ * ranks started without it, over shared memory (tests/emu/nccl_emu.cpp), so that the
+ * multi-GPU paths (common/dist_nccl.c, common/train_dist.c on device memory) run on the
+ * CPU with emulated devices.  The names, types and values are NCCL's. */
 #ifndef LLM_EMU_NCCL_H
 #define LLM_EMU_NCCL_H
 
