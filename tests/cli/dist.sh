@@ -6,8 +6,8 @@
 # in-place reduce-scatter on 3 ranks (test_dist under mpirun); ZeRO-0's gradient
 # all-reduce in buckets overlapped with the backward (train.bucket_mb) == one all-reduce
 # after it (1e-6) on 2 and 3 ranks; a killed rank or a hung one ends the job non-zero
-# within --dist-timeout, with and without buckets; SIGTERM to rank 0 only stops every
-# rank at the same step.
+# within --dist-timeout, with and without buckets; SIGTERM to rank 0 only, or to
+# scripts/mpirun-cpu.sh, stops every rank at the same step.
 . "$(dirname "$0")/lib.sh"
 no_leak_checks   # for the rest of this script: every run here is under mpirun (lib.sh)
 PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)  # the pyenv shim is slow to start
@@ -182,4 +182,18 @@ done
 # ---- SIGTERM to rank 0 only: every rank stops at the same step, one checkpoint, exit 0 ----
 mp 2 -o term "${LONG[@]}" --set train.save_every=100000 --set train.zero=1 --metrics term.jsonl >/dev/null 2>term.err & job=$!
 sigterm_rank0 $job term term.jsonl llm-shard ""
+# ---- scripts/mpirun-cpu.sh: SIGTERM to the script stops every rank with one checkpoint
+# (mpirun alone kills the ranks a second after a SIGTERM, mid-step: the script turns the
+# stop signals into SIGUSR1, which mpirun hands on) ----
+OMPI_MCA_btl=self,vader "$ROOT/scripts/mpirun-cpu.sh" 2 1 --config run.yaml -o wrap "${LONG[@]}" \
+  --set train.save_every=100000 --metrics wrap.jsonl >/dev/null 2>wrap.err & job=$!
+if wait_steps wrap.jsonl 3; then
+  kill -TERM $job; wait $job; rc=$?
+  step=$(grep '"loss"' wrap.jsonl | tail -1 | sed 's/.*"step": *\([0-9]*\).*/\1/')
+  check "mpirun-cpu.sh: SIGTERM to the script: exit 0 (rc $rc)" [ "$rc" = 0 ]
+  check "... one checkpoint, at the last logged step ($step)" [ "$(ls wrap | tr '\n' ' ')" = "$(printf 'step-%08d.llmk ' "$step")" ]
+  check "... stopped on the signal (rank 0 says so)" [ "$(grep -c 'stopping at step' wrap.err)" -ge 1 ]
+else
+  kill $job 2>/dev/null; wait $job; notok "mpirun-cpu.sh run did not start ($(tail -c 300 wrap.err))"
+fi
 echo "1..$_n"
