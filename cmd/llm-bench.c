@@ -393,7 +393,7 @@ static int run_model(int train, int argc, char **argv)
         /* the config's precision and loss scaling unless --precision says otherwise */
         if (!prec && llm_plan_precision_parse(tc.precision, &precision)) {
             llm_error(&lg, "%s: train.precision '%s': use fp32, bf16 or fp16", config, tc.precision);
-            return 78;
+            return 65;   /* a bad config, as in llm-train */
         }
         loss_scale = tc.loss_scale;
         ls_window = (long long)tc.loss_scale_window;

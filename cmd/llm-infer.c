@@ -16,6 +16,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/tokfile.h"
+#include "kernels/backend.h"
 
 #define MAX_PROMPT_FILE (64u << 20)
 
@@ -164,6 +165,7 @@ int main(int argc, char **argv)
     else if (max_tokens < 0) bad = "-n must be >= 0";
     else if (batch < 1 || batch > 1024) bad = "--batch must be in 1..1024";
     else if (threads < 0) bad = "--threads must be >= 0";
+    else if (!llm_backend_known(device)) bad = "--device must be cpu, cpu-ref, cuda or auto";
     else if (top_k < 0) bad = "--top-k must be >= 0";
     else if (!(top_p > 0 && top_p <= 1)) bad = "--top-p must be in (0, 1]";
     else if (!(temperature >= 0)) bad = "--temperature must be >= 0";

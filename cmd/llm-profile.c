@@ -10,6 +10,7 @@
 #include "common/plan.h"
 #include "common/plan_time.h"
 #include "common/profile_run.h"
+#include "kernels/backend.h"
 
 static int load_config(const char *prog, const char *path, llm_train_config *tc, llm_model_config *mc)
 {
@@ -116,7 +117,7 @@ static int run_profile(int argc, char **argv)
     long long seed = 1234;
     const llm_opt table[] = {
         {"config", 'c', LLM_OPT_STR, &config, "FILE", "profile a random-init model of this llm-train config"},
-        {"device", 'd', LLM_OPT_STR, &device, "DEV", "cpu, cpu-ref or cuda (default: cpu)"},
+        {"device", 'd', LLM_OPT_STR, &device, "DEV", "cpu, cpu-ref, cuda or auto (default: cpu)"},
         {"threads", 'j', LLM_OPT_INT, &threads, "N", "CPU threads (default: all cores)"},
         {"batch", 'b', LLM_OPT_INT, &B, "B", "batch size (default: 4)"},
         {"seq", 't', LLM_OPT_INT, &T, "T", "sequence length (default: max_seq_len)"},
@@ -167,6 +168,10 @@ static int run_profile(int argc, char **argv)
         return 64;
     }
     if (!!model == !!config) { llm_error(&lg, "give a model file or --config FILE (one of them)"); return 64; }
+    if (!llm_backend_known(device)) {
+        llm_error(&lg, "device '%s': use cpu, cpu-ref, cuda or auto", device);
+        return 64;
+    }
     if (B < 0 || T < 0 || steps < 0 || steps > 1000000 || warmup < 0 || warmup > 1000 || threads < 0) {
         llm_error(&lg, "-b, -t, --steps, --warmup and --threads must be >= 0");
         return 64;
@@ -182,7 +187,7 @@ static int run_profile(int argc, char **argv)
          * (profiling an inference mode keeps fp32: the precision is llm-train's) */
         if (!prec && o.mode == LLM_PROFILE_TRAIN && llm_plan_precision_parse(tc.precision, &o.precision)) {
             llm_error(&lg, "%s: train.precision '%s': use fp32, bf16 or fp16", config, tc.precision);
-            return 78;
+            return 65;   /* a bad config, as in llm-train */
         }
         o.loss_scale = tc.loss_scale;
         o.loss_scale_window = (long long)tc.loss_scale_window;

@@ -34,9 +34,9 @@ int llm_profile_config_model(const llm_train_config *tc, llm_model_config *mc, l
     mc->max_seq_len = tc->max_seq_len;
     mc->padded_vocab = tc->padded_vocab_size ? tc->padded_vocab_size : (tc->vocab_size + 127) / 128 * 128;
     if (mc->n_layer < 1 || mc->n_head < 1 || mc->n_embd < 1 || mc->vocab_size < 1 || mc->max_seq_len < 1)
-        return llm_err(st, LLM_ECONFIG, "model: n_layer, n_head, n_embd, vocab_size, max_seq_len must be >= 1");
+        return llm_err(st, LLM_EDATA, "model: n_layer, n_head, n_embd, vocab_size, max_seq_len must be >= 1");
     if (mc->n_embd % mc->n_head)
-        return llm_err(st, LLM_ECONFIG, "model: n_embd %d is not a multiple of n_head %d", mc->n_embd, mc->n_head);
+        return llm_err(st, LLM_EDATA, "model: n_embd %d is not a multiple of n_head %d", mc->n_embd, mc->n_head);
     return 0;
 }
 

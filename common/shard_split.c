@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include "common/ckpt.h"
+#include "common/fsutil.h"
 #include "common/model.h"
 #include "common/tree.h"
 
@@ -371,6 +372,10 @@ int llm_shard_split(const char *in, int tp, int pp, const int *layers, const cha
         if ((rc = classify(llm_ckpt_tensor(c, k)->name, &cfg, &rules[k], st)))
             goto out;
     if ((rc = check_cuts(c, rules, tp, st)))
+        goto out;
+    /* -o shards/m: the shards' directory is made when missing (a set of files, as
+     * llm-train's output directory and export's Hugging Face folder are) */
+    if ((rc = llm_mkdirs_parent(prefix, st)))
         goto out;
     split_ctx x = {c, &cfg, rules, tp, pp, lb, source_id(c), prefix};
     for (int j = 0; j < pp && !rc; j++)

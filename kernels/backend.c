@@ -53,6 +53,17 @@ int llm_backend_init(llm_backend *be, const char *device, int threads, char *err
     return -1;
 }
 
+int llm_backend_known(const char *device)
+{
+    static const char *const names[] = {"cpu", "cpu-ref", "cuda", "auto"};
+    if (!device)
+        return 1;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(device, names[i]))
+            return 1;
+    return 0;
+}
+
 const char *llm_backend_resolve(const char *device)
 {
     if (device && strcmp(device, "auto") != 0)

@@ -385,6 +385,11 @@ int  llm_backend_init(llm_backend *be, const char *device, int threads, char *er
  * start anything that depends on the device (NCCL ranks, the GPU each rank takes). */
 const char *llm_backend_resolve(const char *device);
 
+/* 1 when device is a name llm_backend_init knows (cpu, cpu-ref, cuda, auto; NULL is auto),
+ * whatever this build and machine have: for option checks (a bad name is a usage error,
+ * a missing device is not). */
+int llm_backend_known(const char *device);
+
 /* bytes of be's host_alloc memory, or malloc's where be has none (bytes 0: 1 byte);
  * NULL when out of memory.  Release with llm_backend_host_free (NULL: nothing). */
 void *llm_backend_host_alloc(llm_backend *be, size_t bytes);

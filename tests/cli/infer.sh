@@ -19,6 +19,7 @@ head -c 2000 "$M" >trunc.llmk
 expect_exit "truncated model: 65" 65 llm-infer trunc.llmk -p hi
 expect_exit "-p with -f: 64" 64 llm-infer "$M" -p a -f b
 expect_exit "bad --top-p: 64" 64 llm-infer "$M" -p a --top-p 0
+expect_exit "unknown --device: 64 (a bad value, not a missing device)" 64 llm-infer "$M" -p a --device tpu
 expect_exit "missing prompt file: 66" 66 llm-infer "$M" -f nope.txt
 expect_exit "--device cuda without inference kernels: 69" 69 llm-infer "$M" -p a --device cuda
 # the default device, auto, on this machine (no GPU; a CUDA build too): the cpu, silently

@@ -11,6 +11,7 @@ expect_exit "plan --help exits 0" 0 llm-profile plan --help
 expect_exit "no model exits 64" 64 llm-profile
 expect_exit "missing model exits 66" 66 llm-profile "$TMP/nope.llmk" $PK
 expect_exit "bad mode exits 64" 64 llm-profile --config /dev/null --mode sideways
+expect_exit "unknown device exits 64" 64 llm-profile "$TMP/nope.llmk" -d tpu
 
 cat >"$TMP/cfg.yaml" <<Y
 model: {arch: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
@@ -307,6 +308,11 @@ expect_exit "plan --mfu 2 exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml"
 expect_exit "plan --link-bw -1 exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --link-bw -1
 expect_exit "plan --global-batch not a multiple exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --gpus 2 --global-batch 7
 printf 'model: {n_layer: [1]}\n' >"$TMP/bad.yaml"
+printf 'model: {n_layer: 2}\ntrain: {lerning_rate: 1}\n' >"$TMP/bad2.yaml"
 llm-profile plan --config "$TMP/bad.yaml" >/dev/null 2>"$TMP/err"; rc=$?
-[ $rc = 65 ] || [ $rc = 78 ] && ok "plan malformed config exits 65/78" || notok "plan malformed config: exit $rc"
+[ $rc = 65 ] && ok "plan malformed config exits 65" || notok "plan malformed config: exit $rc"
+printf 'model: {n_layer: 2, n_head: 3, n_embd: 32, vocab_size: 64, max_seq_len: 16}\n' >"$TMP/bad.yaml"
+expect_exit "a model shape that does not fit (n_embd % n_head) exits 65, as llm-train" 65 \
+  llm-profile plan --config "$TMP/bad.yaml"
+expect_exit "llm-profile --config with an unknown key exits 65" 65 llm-profile --config "$TMP/bad2.yaml"
 echo "1..$_n"

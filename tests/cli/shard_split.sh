@@ -28,6 +28,10 @@ expect_exit "merge 8 shards to stdout" 0 sh -c "llm-shard merge $TMP/u-tp*-pp*.l
 check "tp 4 x pp 2 round trip through a pipe" cmp -s "$M" "$TMP/u.llmk"
 
 expect_exit "n_head not divisible: 64" 64 llm-shard split --tp 3 "$M" -o "$TMP/x"
+expect_exit "split into a directory that does not exist yet" 0 llm-shard split --tp 2 "$M" -o "$TMP/new/dir/t"
+check "... the directory made, both shards in it" [ "$(ls "$TMP/new/dir" | tr '\n' ' ')" = "t-tp0-pp0.llmk t-tp1-pp0.llmk " ]
+expect_exit "refused split (n_head): no directory made" 64 llm-shard split --tp 3 "$M" -o "$TMP/none/x"
+check "... none" [ ! -e "$TMP/none" ]
 grep -q "n_head 4 is not divisible by --tp 3" "$TMP/err" && ok "message names n_head" || notok "message names n_head: $(cat "$TMP/err")"
 expect_exit "--pp > n_layer: 64" 64 llm-shard split --pp 3 "$M" -o "$TMP/x"
 expect_exit "--pp-layers not adding up: 64" 64 llm-shard split --pp-layers 1,2 "$M" -o "$TMP/x"
