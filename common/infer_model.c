@@ -128,8 +128,10 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
     if (!m)
         return llm_err(st, LLM_ENOMEM, "out of memory");
     m->be = be;
-    if (llm_ckpt_open(&m->ck, path, verify ? 0 : LLM_CKPT_NOVERIFY, st))
+    if (llm_ckpt_open(&m->ck, path, verify ? 0 : LLM_CKPT_NOVERIFY, st)) {
+        path = NULL;   /* its messages name the file already */
         goto fail;
+    }
     const llm_node *sec = llm_ckpt_section(m->ck, "model");
     if (!sec) {
         llm_err(st, LLM_EDATA, "no 'model' section");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/bench_model.h"
 #include "common/fsutil.h"
@@ -296,6 +297,7 @@ static int setup(trainer *t, llm_status *st)
 {
     const llm_train_config *c = t->cfg;
     char err[256] = "";
+    int made_dir = 0;
     if (llm_backend_init(&t->raw, c->device, c->threads, err, sizeof err))
         return llm_err(st, LLM_ENODEV, "device '%s': %s", c->device, err);
     t->have_be = 1;
@@ -354,6 +356,8 @@ static int setup(trainer *t, llm_status *st)
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto out;
     }
+    struct stat od;
+    made_dir = stat(c->out_dir, &od) != 0;
     if ((rc = llm_mkdirs(c->out_dir, st)))
         goto out;
     if (!t->rank)
@@ -370,6 +374,8 @@ static int setup(trainer *t, llm_status *st)
                  : llm_metrics_open(&t->met, c->metrics, c->prom, t->o->progress, st);
 out:
     llm_ckpt_close(init);
+    if (rc && made_dir)
+        rmdir(c->out_dir);   /* a run refused at its start leaves no empty directory */
     return rc;
 }
 
@@ -564,13 +570,13 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         if (t.step % c->save_every == 0 || last || stop_now) {
             if (save(&t, res, st)) {
                 llm_metrics_progress_clear(t.met);
-                llm_error(t.log, "%s", st->msg);
                 save_failed = 1;
-                /* a failed periodic save is not the end: the next one may succeed */
-                if (last || stop_now) {
+                if (last || stop_now) {   /* the caller reports it */
                     rc = st->code;
                     break;
                 }
+                /* a failed periodic save is not the end: the next one may succeed */
+                llm_error(t.log, "%s", st->msg);
                 llm_status_clear(st);
             } else {
                 save_failed = 0;

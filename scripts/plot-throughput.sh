@@ -5,6 +5,7 @@
 set -eu
 [ $# -eq 2 ] || { echo "usage: $0 IN.json OUT.png" >&2; exit 64; }
 in=$1 out=$2
+[ -r "$in" ] || { echo "$0: cannot read '$in'" >&2; exit 66; }
 command -v gnuplot >/dev/null || { echo "$0: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 69; }
 tmp=$(mktemp -d /tmp/llmkit-plot.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT

@@ -164,6 +164,9 @@ if command -v gnuplot >/dev/null; then
     [ "$(head -c 4 "$TMP/loss.png" | od -An -c | tr -d ' ')" = '211PNG' ] && ok "plot-loss.sh writes a PNG" ||
     notok "plot-loss.sh: $(cat "$TMP/err")"
   "$ROOT/scripts/plot-loss.sh" "$TMP/g.json" "$TMP/x.png" >/dev/null 2>&1 && notok "plot-loss.sh refuses non-metrics" || ok "plot-loss.sh refuses non-metrics"
+  for s in plot-loss plot-throughput plot-roofline; do
+    expect_exit "$s.sh: a missing input exits 66" 66 "$ROOT/scripts/$s.sh" "$TMP/nope.json" "$TMP/x.png"
+  done
 else
   skip "plot scripts" "gnuplot not installed"
 fi

@@ -15,6 +15,7 @@ check "help" llm-infer --help
 expect_exit "missing model: 66" 66 llm-infer nope.llmk -p hi
 printf 'LLMK\0\r\n\032garbage' >bad.llmk
 expect_exit "corrupt model: 65" 65 llm-infer bad.llmk -p hi
+check "... the message names the file once" [ "$(grep -o bad.llmk "$TMP/err" | wc -l)" = 1 ]
 head -c 2000 "$M" >trunc.llmk
 expect_exit "truncated model: 65" 65 llm-infer trunc.llmk -p hi
 expect_exit "-p with -f: 64" 64 llm-infer "$M" -p a -f b

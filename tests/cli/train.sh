@@ -84,6 +84,8 @@ check "final weights and moments identical" weights a/step-00000012.llmk b/step-
 expect_exit "resume at the end does nothing" 0 llm-train --config run.yaml -o b --resume auto --metrics b3.jsonl
 check "nothing to do" grep -q "nothing to do" "$TMP/err"
 expect_exit "resume from a named file" 0 llm-train --config run.yaml -o b4 --resume a/step-00000008.llmk --metrics b4.jsonl
+expect_exit "resume from a missing file: 66" 66 llm-train --config run.yaml -o nr --resume nope.llmk
+check "... leaves no empty output directory behind" [ ! -e nr ]
 check "named-file resume continues the curve" diff <(losses a.jsonl | tail -4) <(losses b4.jsonl)
 expect_exit "resume auto in an empty dir starts fresh" 0 llm-train --config run.yaml -o fresh --resume auto --set train.max_steps=2 --metrics f.jsonl
 check "fresh start equals the straight run" diff <(losses a.jsonl 2>/dev/null | head -2) <(losses f.jsonl)
@@ -180,6 +182,7 @@ if [ $FULL = hook ]; then export LLM_FAULT_WRITE_LIMIT=100000; fi
 expect_exit "full disk ($FULL): the final save fails with exit 74" 74 llm-train --config run.yaml -o full --resume auto --set train.max_steps=8 --set train.save_every=2 --set train.keep_last=0 --metrics /dev/null
 unset LLM_FAULT_WRITE_LIMIT
 check "full disk: message says so" grep -q "checkpoint 'full/step-00000008.llmk' not written: .*no space left on device" "$TMP/err"
+check "... once" [ "$(grep -c "step-00000008.llmk' not written" "$TMP/err")" = 1 ]
 check "full disk: periodic failure did not stop the run" grep -q "step-00000006.llmk' not written" "$TMP/err"
 check "full disk: previous checkpoint intact" [ "$(cksum <full/step-00000004.llmk)" = "$sum1" ]
 check "full disk: it verifies" verify full/step-00000004.llmk
