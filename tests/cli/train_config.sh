@@ -68,4 +68,13 @@ if [ -z "$missing" ]; then ok "man page lists every config key"; else notok "man
 opts=$(llm-train --help | grep -oE -- '--[a-z][a-z-]*' | sort -u)
 mopts=$(grep -oE '^\.It Fl ([a-z] , )?-[a-z][a-z-]*' "$MAN" | grep -oE -- '-[a-z][a-z-]+$' | sed 's/^/-/' | sort -u)
 if [ "$opts" = "$mopts" ]; then ok "man page lists exactly the --help options"; else notok "options differ: help [$(echo $opts)] man [$(echo $mopts)]"; fi
+# the shipped configs (the man pages' examples use them): valid, the shapes they name
+for f in "$ROOT"/scripts/configs/*.yaml "$ROOT"/scripts/demo.yaml; do
+  expect_exit "shipped config $(basename "$f") loads" 0 llm-train --config "$f" --print-config
+done
+llm-train --config "$ROOT/scripts/configs/gpt2-124m.yaml" --print-config >"$TMP/g.yaml" 2>&1
+check "... gpt2-124m.yaml: 768 wide, 0.5M tokens per step" grep -q "total_batch_tokens: 524288" "$TMP/g.yaml"
+expect_exit "llm-profile plan on gpt2-xl.yaml (the llm-profile(1) example)" 0 \
+  llm-profile plan --config "$ROOT/scripts/configs/gpt2-xl.yaml" --gpus 8 --gpu-mem 80G --zero 1
+check "... 1557.7M parameters" grep -q "1557.7M params" "$TMP/out"
 echo "1..$_n"
