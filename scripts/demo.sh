@@ -89,7 +89,8 @@ say "5. quantize and compare perplexity on the held-out text"
 printf '  %-6s %10s %10s\n' format bytes ppl
 ppl() { "$BIN/llm-infer" "$1" --eval "$OUT/tokens_val.bin" --ctx 128 --stride 128 --threads 2 2>/dev/null |
         sed 's/.*"ppl": *\([0-9.eE+-]*\).*/\1/'; }
-printf '  %-6s %10d %10.4f\n' f32 "$(stat -c %s "$MODEL")" "$(ppl "$MODEL")"
+printf '  %-6s %10d %10.4f   (the training checkpoint: f32 weights and AdamW'"'"'s two moments)\n' \
+  f32 "$(stat -c %s "$MODEL")" "$(ppl "$MODEL")"
 if [ -x "$BIN/llm-quantize" ]; then
   for ty in q8_0 q4_0; do
     "$BIN/llm-quantize" -q "$MODEL" "$OUT/model-$ty.llmk" --type $ty 2>>"$OUT/quantize.log" ||

@@ -66,7 +66,7 @@ download() { # URL OUT: curl or wget, with a timeout; the tool's own message on 
   fi
 }
 
-status=0
+status=0 unwritable=
 fetch() { # REL URL
   local rel=$1 url=$2 out="$DIR/$1"
   if [ -e "$out" ]; then
@@ -74,8 +74,10 @@ fetch() { # REL URL
     err "$out exists but does not look like $rel (remove it to fetch it again)"
     status=65; return 1
   fi
-  mkdir -p "$(dirname "$out")" 2>/dev/null && [ -w "$(dirname "$out")" ] || {
-    err "cannot create or write the folder '$(dirname "$out")'"; status=73; return 1; }
+  local dir; dir=$(dirname "$out")
+  mkdir -p "$dir" 2>/dev/null && [ -w "$dir" ] || {
+    case " $unwritable " in *" $dir "*) ;; *) err "cannot create or write the folder '$dir'";; esac
+    unwritable="$unwritable $dir"; status=73; return 1; }
   local tmp="$out.part.$$"
   trap "rm -f '$tmp' '$tmp.log'" EXIT
   if [ -n "$SRC" ] && [ -s "$SRC/$rel" ] &&
@@ -87,6 +89,7 @@ fetch() { # REL URL
     if ! download "$url" "$tmp"; then
       err "cannot download $rel from $url: $(tail -n 1 "$tmp.log" | head -c 300)"
       rm -f "$tmp" "$tmp.log"
+      rmdir "$dir" "$DIR" 2>/dev/null   # the folders it made for nothing, if empty
       [ "$status" = 0 ] && status=69
       return 1
     fi

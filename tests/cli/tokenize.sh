@@ -122,6 +122,10 @@ rc=$?
 [ "$rc" = 69 ] && grep -q offline "$TMP/gd.err" && grep -q "resolve host" "$TMP/gd.err" &&
   ok "get-data offline: exit 69 with an explanation" || notok "get-data offline (rc $rc: $(head -c 300 "$TMP/gd.err"))"
 ls -R "$TMP/gd-off" 2>/dev/null | grep -q 'part\|json\|txt' && notok "offline leaves no files" || ok "offline leaves no files"
+check "... nor the folders it made" [ ! -e "$TMP/gd-off" ]
+(cd "$TMP" && env -u LLMKIT_DATA "$GD" /proc/llmkit-nope >/dev/null 2>"$TMP/gd.err"); rc=$?
+check "get-data to a folder it cannot make: exit 73 (rc $rc)" [ "$rc" = 73 ]
+check "... each folder named once" [ "$(grep -c "/proc/llmkit-nope/gpt2'" "$TMP/gd.err")" = 1 ]
 if have_data gpt2/encoder.json && have_data tinyshakespeare/input.txt; then
   LLMKIT_DATA=$DATA PATH="$TMP/fakebin:$PATH" "$GD" -q "$TMP/gd" 2>"$TMP/gd.err" &&
     cmp -s "$TMP/gd/gpt2/encoder.json" "$DATA/gpt2/encoder.json" &&
