@@ -88,27 +88,12 @@ int main(int argc, char **argv)
     for (int i = 0; !rc && i < sets.n; i++)
         rc = llm_config_set(&cfg, sets.v[i], &st);
     llm_strlist_free(&sets);
-    char a[LLM_CFG_PATH_MAX + 32];
-    if (!rc && out) {
-        snprintf(a, sizeof a, "output.dir=%s", out);
-        rc = llm_config_set(&cfg, a, &st);
-    }
-    if (!rc && metrics) {
-        snprintf(a, sizeof a, "output.metrics=%s", metrics);
-        rc = llm_config_set(&cfg, a, &st);
-    }
-    if (!rc && prom) {
-        snprintf(a, sizeof a, "output.prom=%s", prom);
-        rc = llm_config_set(&cfg, a, &st);
-    }
-    if (!rc && precision) {
-        snprintf(a, sizeof a, "train.precision=%s", precision);
-        rc = llm_config_set(&cfg, a, &st);
-    }
-    if (!rc && device) {
-        snprintf(a, sizeof a, "train.device=%s", device);
-        rc = llm_config_set(&cfg, a, &st);
-    }
+    const struct { const char *opt, *key, *value; } from[] = {
+        {"-o", "output.dir", out}, {"--metrics", "output.metrics", metrics},
+        {"--prom", "output.prom", prom}, {"--precision", "train.precision", precision},
+        {"--device", "train.device", device}};
+    for (size_t i = 0; !rc && i < sizeof from / sizeof *from; i++)
+        rc = llm_config_set_opt(&cfg, from[i].opt, from[i].key, from[i].value, &st);
     if (!rc && print) {
         llm_cli_quiet_sigpipe();
         rc = llm_config_print(&cfg, stdout, &st);

@@ -286,11 +286,10 @@ int llm_config_load(llm_train_config *cfg, const char *path, llm_status *st)
     return rc;
 }
 
-int llm_config_set(llm_train_config *cfg, const char *a, llm_status *st)
+/* key=value in a, errors said to come from where */
+static int set_at(llm_train_config *cfg, const char *a, const char *where, llm_status *st)
 {
     const char *eq = strchr(a, '=');
-    char where[300];
-    snprintf(where, sizeof where, "--set '%.250s'", a);
     if (!eq || eq == a)
         return llm_err(st, LLM_EUSAGE, "%s: want section.key=value", where);
     char key[256];
@@ -308,6 +307,25 @@ int llm_config_set(llm_train_config *cfg, const char *a, llm_status *st)
     cfg->given[idx] = 2;
     cfg->line[idx] = 0;
     return 0;
+}
+
+int llm_config_set(llm_train_config *cfg, const char *a, llm_status *st)
+{
+    char where[300];
+    snprintf(where, sizeof where, "--set '%.250s'", a);
+    return set_at(cfg, a, where, st);
+}
+
+int llm_config_set_opt(llm_train_config *cfg, const char *opt, const char *key,
+                       const char *value, llm_status *st)
+{
+    if (!value)
+        return 0;
+    char a[LLM_CFG_PATH_MAX + 300], where[300];
+    if ((size_t)snprintf(a, sizeof a, "%s=%s", key, value) >= sizeof a)
+        return llm_err(st, LLM_EUSAGE, "%s: value too long", opt);
+    snprintf(where, sizeof where, "%s '%.200s'", opt, value);
+    return set_at(cfg, a, where, st);
 }
 
 /* Where key got its value: "run.yaml:12", "--set", or the config file for a default. */

@@ -85,6 +85,10 @@ int llm_config_load(llm_train_config *cfg, const char *path, llm_status *st);
 
 /* Apply one override "section.key=value".  Errors: LLM_EUSAGE naming the override. */
 int llm_config_set(llm_train_config *cfg, const char *assignment, llm_status *st);
+/* The same for a program option that stands for key (value NULL: not given, nothing
+ * done); errors name the option: "--precision 'fp8': ...". */
+int llm_config_set_opt(llm_train_config *cfg, const char *opt, const char *key,
+                       const char *value, llm_status *st);
 
 /* Cross-key checks once everything is applied (data.train given, seq_len <= max_seq_len,
  * n_embd % n_head == 0, total_batch_tokens a multiple of batch_size*seq_len, min_lr <= lr,

@@ -68,6 +68,9 @@ if [ -z "$missing" ]; then ok "man page lists every config key"; else notok "man
 opts=$(llm-train --help | grep -oE -- '--[a-z][a-z-]*' | sort -u)
 mopts=$(grep -oE '^\.It Fl ([a-z] , )?-[a-z][a-z-]*' "$MAN" | grep -oE -- '-[a-z][a-z-]+$' | sed 's/^/-/' | sort -u)
 if [ "$opts" = "$mopts" ]; then ok "man page lists exactly the --help options"; else notok "options differ: help [$(echo $opts)] man [$(echo $mopts)]"; fi
+# an option that stands for a key is named in its error, not as a --set
+expect_exit "--precision fp8: exit 64" 64 llm-train --config "$ROOT/scripts/demo.yaml" --precision fp8 --print-config
+check "... the message names --precision" grep -q "^llm-train: --precision 'fp8': .*fp32|bf16|fp16" "$TMP/err"
 # the shipped configs (the man pages' examples use them): valid, the shapes they name
 for f in "$ROOT"/scripts/configs/*.yaml "$ROOT"/scripts/demo.yaml; do
   expect_exit "shipped config $(basename "$f") loads" 0 llm-train --config "$f" --print-config
