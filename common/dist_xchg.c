@@ -22,11 +22,16 @@ static void nap(void)
 /* file:PATH — rank 0 writes PATH atomically (temp + rename), making its directory when
  * missing (the first run of a job whose output directory holds it); the others wait for
  * it.  PATH must be new for each job (e.g. named after $SLURM_JOB_ID): a file left by an
- * earlier job would hand out a stale id. */
+ * earlier job would hand out a stale id, so rank 0 refuses one that exists, and removes
+ * its own once every rank has joined (llm_dist__nccl_init). */
 static int by_file(const char *path, int rank, void *blob, size_t n, double timeout_s,
                    llm_status *st)
 {
     if (rank == 0) {
+        struct stat old;
+        if (stat(path, &old) == 0)
+            return llm_err(st, LLM_EUSAGE, "dist-init: '%s' exists: an id from a job that did "
+                           "not finish? Use a path new for each job, or remove it", path);
         int rc = llm_mkdirs_parent(path, st);
         if (rc)
             return rc;

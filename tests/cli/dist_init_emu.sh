@@ -36,6 +36,11 @@ check "... the collectives are nccl's" grep -q "2 ranks (nccl)" "$TMP/err"
 check "... == 1 rank (losses 1e-5)" close s8.jsonl fi.jsonl
 check "... one checkpoint, which verifies" "$E/llm-shard" verify -q fi/step-00000008.llmk
 check "... no segment file left" leftovers
+check "... rank 0 removed the id file once every rank had joined" [ ! -e id1 ]
+: >stale.id
+expect_exit "an id file that exists (a stale one): rank 0 exits 64" 64 envrun 2 "file:$TMP/stale.id" \
+  "$E/llm-train" --config run.yaml -o st --dist-timeout 5
+check "... says why" grep -q "stale.id' exists" "$TMP/err"
 expect_exit "2 ranks, id over TCP, ZeRO-1" 0 envrun 2 "tcp://127.0.0.1:$(port)" "$E/llm-train" \
   --config run.yaml -o tz --set train.zero=1 --metrics tz.jsonl
 check "... == 1 rank (losses 1e-5)" close s8.jsonl tz.jsonl
@@ -44,6 +49,9 @@ expect_exit "3 ranks, ZeRO-1, buckets of 0.02 MiB" 0 envrun 3 "file:$TMP/id3" "$
   --config run.yaml -o z3 --set train.zero=1 --set train.bucket_mb=0.02 --metrics z3.jsonl
 expect_exit "1 rank on cuda, B=12" 0 one -o s12 --set train.batch_size=12 --metrics s12.jsonl
 check "... == 1 rank (losses 1e-5)" close s12.jsonl z3.jsonl
+LLM_EMU_STREAMS=late expect_exit "2 ranks, buckets on NCCL's stream, copies lagging (LLM_EMU_STREAMS=late)" 0 \
+  envrun 2 "file:$TMP/idl" "$E/llm-train" --config run.yaml -o late --set train.bucket_mb=0.02 --metrics late.jsonl
+check "... == 1 rank (losses 1e-5)" close s8.jsonl late.jsonl
 # llm-bench's collectives over the same launch (every result checked by llm-bench)
 for c in allreduce reducescatter; do
   expect_exit "llm-bench $c, 2 ranks without MPI" 0 envrun 2 "file:$TMP/b$c" "$E/llm-bench" $c \
