@@ -1,5 +1,6 @@
 /* llm-tokenize — text <-> token files (GPT-2 byte-level BPE, or raw bytes). */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/cli.h"
+#include "common/fsutil.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/tokenizer.h"
@@ -107,11 +109,13 @@ static void input_free(input *in)
 }
 
 /* An output: stdout, or a temp file beside path renamed over it by sink_commit (fsync
- * first), so that a failed run leaves nothing behind. */
+ * first), so that a failed run leaves nothing behind; a device or pipe at path is
+ * written in place (direct: a rename would replace it with a file). */
 typedef struct {
     const char *path;
     char *tmp;
-    int fd;
+    int fd, direct;
+    char target[PATH_MAX];
 } sink;
 
 static int sink_open(sink *k, const char *path, llm_status *st)
@@ -119,8 +123,19 @@ static int sink_open(sink *k, const char *path, llm_status *st)
     k->path = path;
     k->tmp = NULL;
     k->fd = 1;
+    k->direct = 0;
     if (!strcmp(path, "-"))
         return LLM_OK;
+    int direct;
+    if (llm_out_target(path, k->target, sizeof k->target, &direct, st))
+        return st->code;
+    if (direct) {   /* a device or pipe: written in place, like stdout */
+        if ((k->fd = open(k->target, O_WRONLY | O_CLOEXEC)) < 0)
+            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
+        k->direct = 1;
+        return LLM_OK;
+    }
+    k->path = path = k->target;
     size_t pl = strlen(path);
     if (!(k->tmp = malloc(pl + 16)))
         return llm_err(st, LLM_ENOMEM, "out of memory");
@@ -141,8 +156,8 @@ static int sink_write(sink *k, const char *buf, size_t n, llm_status *st)
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)
-            return llm_err(st, LLM_EIO, "cannot write %s'%s': %s", k->tmp ? "" : "to ",
-                           k->tmp ? k->path : "stdout", strerror(errno));
+            return llm_err(st, LLM_EIO, "cannot write %s'%s': %s", k->fd != 1 ? "" : "to ",
+                           k->fd != 1 ? k->path : "stdout", strerror(errno));
         buf += w;
         n -= (size_t)w;
     }
@@ -151,6 +166,10 @@ static int sink_write(sink *k, const char *buf, size_t n, llm_status *st)
 
 static void sink_abort(sink *k)
 {
+    if (k->direct) {
+        close(k->fd);
+        k->direct = 0;
+    }
     if (k->tmp) {
         close(k->fd);
         unlink(k->tmp);
@@ -161,6 +180,12 @@ static void sink_abort(sink *k)
 
 static int sink_commit(sink *k, llm_status *st)
 {
+    if (k->direct) {
+        k->direct = 0;
+        if (close(k->fd))
+            return llm_err(st, LLM_EIO, "cannot write '%s': %s", k->path, strerror(errno));
+        return LLM_OK;
+    }
     if (!k->tmp)
         return LLM_OK;
     int rc = LLM_OK;

@@ -2,6 +2,7 @@
  * one forward pass, atomically to a file or straight to a pipe. */
 #include "common/ckpt.h"
 #include "common/ckpt_internal.h"
+#include "common/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -411,6 +412,20 @@ int llm_ckpt_write(llm_ckpt_writer *w, const char *path, llm_status *st)
         return llm_err(st, LLM_EUSAGE, "no output path");
     if (!strcmp(path, "-"))
         return stream_out(w, STDOUT_FILENO, "<stdout>", st);
+    char target[PATH_MAX];
+    int direct;
+    if (llm_out_target(path, target, sizeof target, &direct, st))
+        return st ? st->code : LLM_EIO;
+    if (direct) {   /* a device or pipe: written in place */
+        int dfd = open(target, O_WRONLY | O_CLOEXEC);
+        if (dfd < 0)
+            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
+        int rc = stream_out(w, dfd, path, st);
+        if (close(dfd) != 0 && !rc)
+            rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
+        return rc;
+    }
+    path = target;
     char *tmp = NULL, *dir = NULL;
     if (st)
         llm_status_clear(st);

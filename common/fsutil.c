@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 int llm_mkdirs(const char *path, llm_status *st)
@@ -42,4 +43,39 @@ int llm_mkdirs_parent(const char *path, llm_status *st)
     memcpy(dir, path, n);
     dir[n] = 0;
     return llm_mkdirs(dir, st);
+}
+
+int llm_out_target(const char *path, char *target, size_t len, int *direct, llm_status *st)
+{
+    *direct = 0;
+    struct stat sb;
+    if (!path || !*path)
+        return llm_err(st, LLM_EUSAGE, "no output path");
+    if (lstat(path, &sb) != 0) {
+        if (errno != ENOENT)
+            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
+        if ((size_t)snprintf(target, len, "%s", path) >= len)
+            return llm_err(st, LLM_EUSAGE, "output path '%.200s' is too long", path);
+        return 0;   /* a new file */
+    }
+    if (S_ISLNK(sb.st_mode)) {
+        /* the file the link names is replaced, not the link: its temp file beside it */
+        char buf[PATH_MAX];
+        if (!realpath(path, buf))
+            return llm_err(st, LLM_EIO, "cannot write through the link '%s': %s", path,
+                           strerror(errno));
+        if (strlen(buf) >= len)
+            return llm_err(st, LLM_EUSAGE, "output path '%.200s' is too long", buf);
+        return llm_out_target(buf, target, len, direct, st);
+    }
+    if ((size_t)snprintf(target, len, "%s", path) >= len)
+        return llm_err(st, LLM_EUSAGE, "output path '%.200s' is too long", path);
+    if (S_ISREG(sb.st_mode))
+        return 0;
+    if (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode)) {
+        *direct = 1;   /* a device or pipe: written in place (a rename would replace it) */
+        return 0;
+    }
+    return llm_err(st, LLM_EIO, "cannot write '%s': %s", path,
+                   S_ISDIR(sb.st_mode) ? "is a directory" : "not a file, device or pipe");
 }

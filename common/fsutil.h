@@ -12,4 +12,13 @@ int llm_mkdirs(const char *path, llm_status *st);
 /* llm_mkdirs of the directory that holds file path (nothing for a bare file name). */
 int llm_mkdirs_parent(const char *path, llm_status *st);
 
+/* Where a writer that replaces path atomically (temp file beside it, rename) should
+ * write: 0 with target = path, or for a symbolic link the file it names (so the link
+ * stays and the temp file goes beside that file); *direct = 1 when path is an existing
+ * character device or FIFO (/dev/null, /dev/stdout's terminal, a named pipe), to be
+ * opened and written in place: a rename would replace the node with a file.  LLM_EIO for
+ * a directory, socket or block device, or a link that leads nowhere.  target: len bytes
+ * (PATH_MAX is enough). */
+int llm_out_target(const char *path, char *target, size_t len, int *direct, llm_status *st);
+
 #endif

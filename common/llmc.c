@@ -1,7 +1,9 @@
 /* llmc.c — llm.c GPT-2 checkpoints <-> .llmk (format notes in llmc.h). */
 #include "common/llmc.h"
+#include "common/fsutil.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -205,6 +207,8 @@ typedef struct {
     FILE *f;
     char *tmp;          /* temp path when writing a file */
     const char *path;
+    int direct;         /* a device or pipe, written in place (f is closed, not renamed) */
+    char target[PATH_MAX];
 } out_file;
 
 static int out_open(out_file *o, const char *path, llm_status *st)
@@ -215,6 +219,14 @@ static int out_open(out_file *o, const char *path, llm_status *st)
         o->f = stdout;
         return LLM_OK;
     }
+    if (llm_out_target(path, o->target, sizeof o->target, &o->direct, st))
+        return st->code;
+    if (o->direct) {
+        if (!(o->f = fopen(o->target, "wb")))
+            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
+        return LLM_OK;
+    }
+    path = o->path = o->target;
     size_t n = strlen(path);
     o->tmp = malloc(n + 16);
     if (!o->tmp)
@@ -247,7 +259,9 @@ static int out_close(out_file *o, int ok, llm_status *st)
         return LLM_OK;
     if (fflush(o->f) != 0 && ok)
         rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", o->path, strerror(errno));
-    if (!o->tmp) {   /* stdout */
+    if (!o->tmp) {   /* stdout, or a device or pipe */
+        if (o->direct && fclose(o->f) != 0 && ok && !rc)
+            rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", o->path, strerror(errno));
         o->f = NULL;
         return rc;
     }

@@ -6,6 +6,7 @@
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <omp.h>
@@ -229,13 +230,9 @@ int llm_quantize_file(const char *in, const char *out, const llm_quantize_opts *
         goto done;
     if ((rc = llm_ckpt_write(w, out, st)))
         goto done;
-    if (strcmp(out, "-") != 0) {
-        FILE *f = fopen(out, "rb");
-        if (f && fseek(f, 0, SEEK_END) == 0)
-            r->file_out = (uint64_t)ftell(f);
-        if (f)
-            fclose(f);
-    }
+    struct stat sb;   /* a file's size (a device or pipe written in place has none) */
+    if (strcmp(out, "-") != 0 && stat(out, &sb) == 0 && S_ISREG(sb.st_mode))
+        r->file_out = (uint64_t)sb.st_size;
 done:
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

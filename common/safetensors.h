@@ -50,9 +50,10 @@ int llm_st_dtype_size(const char *dtype);
 /* ---- an output file written atomically (temp file, fsync, rename, fsync of the dir) */
 typedef struct {
     FILE *f;
-    char *tmp, *path;
+    char *tmp, *path;   /* tmp NULL: path is a device or pipe, written in place */
 } llm_afile;
-/* Open a temp file beside path.  LLM_EIO when the directory is not writable. */
+/* Open a temp file beside path (beside the file a symbolic link names; a device or pipe
+ * is opened itself: llm_out_target).  LLM_EIO when the directory is not writable. */
 int llm_afile_open(llm_afile *a, const char *path, llm_status *st);
 /* Write n bytes (n may be 0).  LLM_EIO with the reason. */
 int llm_afile_put(llm_afile *a, const void *p, uint64_t n, llm_status *st);

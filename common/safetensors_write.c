@@ -1,8 +1,10 @@
 /* safetensors_write.c — the safetensors writer and the atomic output file the exporters
  * (safetensors, GGUF) share. */
 #include "common/safetensors.h"
+#include "common/fsutil.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -14,6 +16,21 @@
 int llm_afile_open(llm_afile *a, const char *path, llm_status *st)
 {
     memset(a, 0, sizeof *a);
+    char target[PATH_MAX];
+    int direct;
+    if (llm_out_target(path, target, sizeof target, &direct, st))
+        return st->code;
+    if (direct) {
+        if (!(a->path = strdup(target)))
+            return llm_err(st, LLM_ENOMEM, "out of memory");
+        if (!(a->f = fopen(target, "wb"))) {
+            int e = errno;
+            llm_afile_abort(a);
+            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(e));
+        }
+        return LLM_OK;
+    }
+    path = target;
     size_t n = strlen(path) + 32;
     a->tmp = malloc(n);
     a->path = strdup(path);
@@ -59,6 +76,15 @@ void llm_afile_abort(llm_afile *a)
 
 int llm_afile_commit(llm_afile *a, llm_status *st)
 {
+    if (!a->tmp) {   /* a device or pipe */
+        int bad = fclose(a->f) != 0;
+        int e = errno;
+        a->f = NULL;
+        if (bad)
+            llm_err(st, LLM_EIO, "writing '%s': %s", a->path, strerror(e));
+        llm_afile_abort(a);
+        return bad ? LLM_EIO : LLM_OK;
+    }
     int bad = fflush(a->f) != 0 || fsync(fileno(a->f)) != 0;
     int e = errno;
     bad |= fclose(a->f) != 0;

@@ -1,7 +1,9 @@
 /* tokfile.c — llm.c-compatible token files: validated reads, atomic writes. */
 #include "common/tokfile.h"
+#include "common/fsutil.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -236,6 +238,19 @@ int llm_tokfile_write(const char *path, const uint32_t *ids, uint64_t n, int ver
             return llm_err(st, LLM_EIO, "cannot write to stdout: %s", strerror(errno));
         return LLM_OK;
     }
+    char target[PATH_MAX];
+    int direct;
+    if (llm_out_target(path, target, sizeof target, &direct, st))
+        return st->code;
+    if (direct) {   /* a device or pipe: written in place */
+        int dfd = open(target, O_WRONLY | O_CLOEXEC);
+        int bad = dfd < 0 || write_body(dfd, ids, n, version);
+        int e = errno;
+        if (dfd >= 0 && close(dfd) && !bad)
+            bad = 1, e = errno;
+        return bad ? llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(e)) : LLM_OK;
+    }
+    path = target;
 
     /* Atomic: a temp file beside the target, fsync, rename, fsync the directory. */
     size_t plen = strlen(path);
