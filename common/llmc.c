@@ -68,6 +68,23 @@ int llm_llmc_parse_header(const void *buf, size_t len, uint64_t file_size, llm_l
 
 /* ---- whole-file input: mmap for regular files, read into memory for pipes ---- */
 
+/* How much of a stream whose first n bytes are b to read: what its header describes (+1,
+ * so that a longer stream shows as one), nothing more once it is not an llm.c header
+ * (the parse names what is wrong), else unbounded. */
+static uint64_t stream_limit(const unsigned char *b, size_t n)
+{
+    if (n >= 4 && rd_i32(b) != LLM_LLMC_MAGIC)
+        return n;
+    if (n < LLM_LLMC_HEADER_BYTES)
+        return UINT64_MAX;
+    llm_llmc_info info;
+    llm_status st = {0};   /* fails on the size (none given): info has the header's shape */
+    llm_llmc_parse_header(b, n, UINT64_MAX, &info, &st);
+    if (!info.nparams)
+        return n;
+    return LLM_LLMC_HEADER_BYTES + (uint64_t)info.nparams * info.elem_size + 1;
+}
+
 typedef struct {
     unsigned char *data;
     size_t size;
@@ -107,10 +124,13 @@ static int blob_read(blob *b, const char *path, llm_status *st)
             close(fd);
         return LLM_OK;
     }
-    /* A pipe: grow geometrically; the header check later bounds what is accepted. */
+    /* A pipe or device: grow geometrically up to what the header describes. */
     size_t cap = 1 << 16;
     b->data = malloc(cap);
     for (;;) {
+        uint64_t limit = b->data ? stream_limit(b->data, b->size) : UINT64_MAX;
+        if (b->size >= limit)
+            break;
         if (!b->data) {
             if (fd != STDIN_FILENO)
                 close(fd);
@@ -126,7 +146,10 @@ static int blob_read(blob *b, const char *path, llm_status *st)
             b->data = n;
             cap *= 2;
         }
-        ssize_t r = read(fd, b->data + b->size, cap - b->size);
+        size_t room = cap - b->size;
+        if (limit - b->size < room)
+            room = (size_t)(limit - b->size);
+        ssize_t r = read(fd, b->data + b->size, room);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {

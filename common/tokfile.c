@@ -26,7 +26,24 @@ static void wr32(unsigned char *p, uint32_t v)
     p[3] = (unsigned char)(v >> 24);
 }
 
-/* Read all of fd into a malloc'd buffer (pipes have no size to ask for). */
+/* The bytes a stream whose first n bytes are b may hold: the header's own count once the
+ * header is in (one byte more, so that a longer stream shows as one), nothing more when
+ * it is not a token file's header (validate names what is wrong), else unbounded. */
+static uint64_t stream_limit(const unsigned char *b, size_t n)
+{
+    if (n < 12)
+        return UINT64_MAX;
+    uint32_t version = rd32(b + 4);
+    if (rd32(b) != LLM_TOKFILE_MAGIC || (version != 1 && version != 2))
+        return n;
+    if (n < LLM_TOKFILE_HEADER_BYTES)
+        return UINT64_MAX;
+    return LLM_TOKFILE_HEADER_BYTES + (uint64_t)rd32(b + 8) * (version == 1 ? 2 : 4) + 1;
+}
+
+/* Read fd into a malloc'd buffer (pipes have no size to ask for), as much as its header
+ * says it holds: /dev/zero or an endless pipe is refused by its header, not read to the
+ * end of memory. */
 static int slurp_fd(int fd, const char *name, void **out, size_t *len, llm_status *st)
 {
     size_t cap = 1 << 16, n = 0;
@@ -34,6 +51,9 @@ static int slurp_fd(int fd, const char *name, void **out, size_t *len, llm_statu
     if (!buf)
         return llm_err(st, LLM_ENOMEM, "'%s': out of memory", name);
     for (;;) {
+        uint64_t limit = stream_limit((const unsigned char *)buf, n);
+        if (n >= limit)
+            break;
         if (n == cap) {
             if (cap > SIZE_MAX / 2) {
                 free(buf);
@@ -47,7 +67,10 @@ static int slurp_fd(int fd, const char *name, void **out, size_t *len, llm_statu
             buf = nb;
             cap *= 2;
         }
-        ssize_t r = read(fd, buf + n, cap - n);
+        size_t room = cap - n;
+        if (limit - n < room)
+            room = (size_t)(limit - n);
+        ssize_t r = read(fd, buf + n, room);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {

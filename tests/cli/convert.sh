@@ -35,6 +35,13 @@ PY
 mk "$TMP/m3.bin"
 expect_exit "v3 import" 0 llm-shard convert --from llmc "$TMP/m3.bin" -o "$TMP/m3.llmk"
 expect_exit "v3 import verifies" 0 llm-shard verify -q "$TMP/m3.llmk"
+expect_exit "v3 import from a pipe" 0 sh -c "cat '$TMP/m3.bin' | llm-shard convert --from llmc - -o '$TMP/m3p.llmk'"
+check "... the same file" cmp -s "$TMP/m3.llmk" "$TMP/m3p.llmk"
+# endless input is refused by its header, not read to the end of memory
+expect_exit "import of /dev/zero: bad magic, 65" 65 timeout 20 llm-shard convert --from llmc /dev/zero -o "$TMP/z.llmk"
+expect_exit "import of a valid header followed by endless bytes: 65" 65 timeout 20 \
+  sh -c "cat '$TMP/m3.bin' /dev/zero | llm-shard convert --from llmc - -o '$TMP/z.llmk'"
+check "... says there are trailing bytes" grep -q "trailing bytes" "$TMP/err"
 llm-shard info "$TMP/m3.llmk" >"$TMP/info" 2>&1
 check "v3 import: model section and f32 tensors" \
   grep -q "h.1.mlp.c_proj.weight.*f32" "$TMP/info"

@@ -11,6 +11,13 @@ expect_exit "version exits 0" 0 $T --version
 expect_exit "unknown option is 64" 64 $T --bogus
 expect_exit "bad --format is 64" 64 $T --vocab byte --format xml
 expect_exit "--val-fraction without -o is 64" 64 $T --vocab byte --val-fraction 0.1
+# endless token input is refused by its header, not read to the end of memory
+expect_exit "-d of /dev/zero: bad magic, 65" 65 timeout 20 $T -d --vocab byte --count /dev/zero
+expect_exit "-d of an endless pipe: 65" 65 timeout 20 sh -c "$T -d --vocab byte --count - </dev/zero"
+printf 'hi\n' | $T --vocab byte -o "$TMP/hi.bin" -
+expect_exit "-d of a valid header followed by endless bytes: 65" 65 timeout 20 \
+  sh -c "cat '$TMP/hi.bin' /dev/zero | $T -d --vocab byte --count -"
+check "... says the length does not match the header" grep -q "header says 3 tokens" "$TMP/err"
 expect_exit "--val-fraction 1 is 64" 64 $T --vocab byte --val-fraction 1 -o "$TMP/x"
 expect_exit "unknown vocabulary is 66" 66 $T --vocab gpt3 --count /dev/null
 
