@@ -20,9 +20,14 @@ int llm_mkdirs(const char *path, llm_status *st)
         if (*p == '/' || !*p) {
             char c = *p;
             *p = 0;
+            struct stat sb;
             if (mkdir(buf, 0777) && errno != EEXIST)
                 return llm_err(st, LLM_EIO, "cannot create directory '%s': %s", buf,
                                strerror(errno));
+            /* something there already: a directory (or a link to one), not a file */
+            if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
+                return llm_err(st, LLM_EIO, "cannot create directory '%s': %s", buf,
+                               strerror(ENOTDIR));
             *p = c;
             if (!c)
                 break;

@@ -170,13 +170,16 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
             llm_ckpt_close(ck);
             break;
         }
-        if (llm_node_i64(llm_node_get(tr, "step"), &step) || step < 0 ||
-            llm_node_i64(llm_node_get(tr, "skipped"), &skipped) ||
+        /* steps as max_steps bounds them (AdamW counts them in an int) */
+        if (llm_node_i64(llm_node_get(tr, "step"), &step) || step < 0 || step > 2147483647 ||
+            llm_node_i64(llm_node_get(tr, "skipped"), &skipped) || skipped < 0 ||
             llm_loss_scaler_load(&t->ls, tr, st) ||
             llm_data_pos_parse(llm_node_get(tr, "data"), &pos, st) ||
             llm_data_seek(t->train, &pos, st)) {
+            char why[LLM_MSG_MAX];   /* st->msg is the buffer llm_err writes */
+            snprintf(why, sizeof why, "%s", st->msg);
             rc = llm_err(st, LLM_EDATA, "checkpoint '%s': bad train section%s%s", path,
-                         st->msg[0] ? ": " : "", st->msg);
+                         why[0] ? ": " : "", why);
             llm_ckpt_close(ck);
             break;
         }
