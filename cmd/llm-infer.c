@@ -30,18 +30,24 @@ static int read_file(const char *path, char **out, llm_status *st)
     char *b = malloc(cap);
     int rc = LLM_OK;
     while (b) {
+        if (n > MAX_PROMPT_FILE) {   /* read one byte past the limit at most */
+            rc = llm_err(st, LLM_EDATA, "'%s': prompt file larger than 64 MiB", path);
+            break;
+        }
         if (n + 1 >= cap) {
-            if (cap > MAX_PROMPT_FILE) {
-                rc = llm_err(st, LLM_EDATA, "'%s': prompt file larger than 64 MiB", path);
+            char *p = realloc(b, cap * 2);
+            if (!p) {
+                free(b);
+                b = NULL;   /* out of memory, below: not a prompt cut short */
                 break;
             }
-            char *p = realloc(b, cap * 2);
-            if (!p)
-                break;
             b = p;
             cap *= 2;
         }
-        size_t r = fread(b + n, 1, cap - 1 - n, f);
+        size_t want = cap - 1 - n;
+        if (want > MAX_PROMPT_FILE + 1 - n)
+            want = MAX_PROMPT_FILE + 1 - n;
+        size_t r = fread(b + n, 1, want, f);
         n += r;
         if (r == 0)
             break;

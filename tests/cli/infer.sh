@@ -22,6 +22,11 @@ expect_exit "-p with -f: 64" 64 llm-infer "$M" -p a -f b
 expect_exit "bad --top-p: 64" 64 llm-infer "$M" -p a --top-p 0
 expect_exit "unknown --device: 64 (a bad value, not a missing device)" 64 llm-infer "$M" -p a --device tpu
 expect_exit "missing prompt file: 66" 66 llm-infer "$M" -f nope.txt
+# -f reads at most 64 MiB (one byte more shows a larger file)
+head -c 67108865 /dev/zero | tr '\0' a >big.txt
+expect_exit "-f of 64 MiB + 1 byte: 65" 65 llm-infer "$M" -f big.txt -n 1
+check "... says the limit" grep -q "larger than 64 MiB" "$TMP/err"
+rm -f big.txt
 expect_exit "--device cuda without inference kernels: 69" 69 llm-infer "$M" -p a --device cuda
 # the default device, auto, on this machine (no GPU; a CUDA build too): the cpu, silently
 llm-infer "$M" -p a -n 2 -v >/dev/null 2>dv.err
