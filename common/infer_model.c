@@ -43,6 +43,11 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
     if (f32only && t->dtype != LLM_DT_F32)
         return llm_err(st, LLM_EDATA, "tensor '%s': dtype %s not supported for inference "
                        "(must be f32)", name, llm_dtype_name(t->dtype));
+    /* not a weight dtype at all (i32, u8, ...): the file is wrong */
+    if (t->dtype != LLM_DT_F32 && t->dtype != LLM_DT_BF16 && t->dtype != LLM_DT_F16 &&
+        t->dtype != LLM_DT_Q8_0 && t->dtype != LLM_DT_Q4_0)
+        return llm_err(st, LLM_EDATA, "tensor '%s': dtype %s is not a weight dtype (f32, bf16, "
+                       "f16, q8_0 or q4_0)", name, llm_dtype_name(t->dtype));
     /* a dtype the device cannot compute with: the file is fine, the device is not */
     if (!f32only && !m->be->infer_dtype_ok(m->be, (int)t->dtype))
         return llm_err(st, LLM_ENODEV, "tensor '%s': dtype %s not supported for inference on "

@@ -22,6 +22,10 @@ expect_exit "-p with -f: 64" 64 llm-infer "$M" -p a -f b
 expect_exit "bad --top-p: 64" 64 llm-infer "$M" -p a --top-p 0
 expect_exit "unknown --device: 64 (a bad value, not a missing device)" 64 llm-infer "$M" -p a --device tpu
 expect_exit "missing prompt file: 66" 66 llm-infer "$M" -f nope.txt
+# a weight of a dtype no device computes with: the file is wrong (65), not the device (69)
+hedit "$M" i32.llmk '(?m)^(- name: wte\n  dtype: )f32$' '\g<1>i32'
+expect_exit "wte stored as i32: 65" 65 llm-infer i32.llmk -p a -n 1
+check "... names the dtype" grep -q "dtype i32 is not a weight dtype" "$TMP/err"
 # -f reads at most 64 MiB (one byte more shows a larger file)
 head -c 67108865 /dev/zero | tr '\0' a >big.txt
 expect_exit "-f of 64 MiB + 1 byte: 65" 65 llm-infer "$M" -f big.txt -n 1

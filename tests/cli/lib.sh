@@ -101,6 +101,23 @@ Y
   M=$(ls "$TMP"/run/*.llmk | tail -1)
 }
 
+# hedit SRC DST PATTERN REPLACEMENT: a copy of the .llmk file SRC with its YAML header
+# edited (Python re.sub, first match, which must change something) and the data moved to
+# the new data start, so the tensors' checksums still hold
+hedit() { "${PY:-python3}" - "$@" <<'PY'
+import re, struct, sys
+src, dst, pat, rep = sys.argv[1:5]
+d = open(src, 'rb').read()
+H = struct.unpack('<Q', d[12:20])[0]
+hdr = d[20:20 + H].decode()
+new = re.sub(pat, rep, hdr, count=1).encode()
+assert new != hdr.encode(), pat
+D0, D1 = (20 + H + 63) // 64 * 64, (20 + len(new) + 63) // 64 * 64
+out = d[:12] + struct.pack('<Q', len(new)) + new
+open(dst, 'wb').write(out + b'\0' * (D1 - len(out)) + d[D0:])
+PY
+}
+
 # losses FILE...: "step loss" lines of the step records of llm-train metrics files (later
 # files win), the loss as Python's repr (exact)
 losses() { "${PY:-python3}" - "$@" <<'PY'
