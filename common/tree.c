@@ -251,6 +251,8 @@ int llm_node_i64(const llm_node *n, int64_t *out)
         neg = *p++ == '-';
     if (!*p)
         return -1;
+    if (p[0] == '0' && p[1])
+        return -1;   /* 0384: YAML 1.1 reads a leading 0 as octal, so no reading is safe */
     uint64_t v = 0;
     for (; *p; p++) {
         if (*p < '0' || *p > '9')

@@ -96,7 +96,8 @@ static void test_conversions(void **state)
     (void)state;
     llm_status st;
     llm_node *n = parse("a: 9223372036854775807\nb: 9223372036854775808\nc: -9223372036854775808\n"
-                        "d: 0x10\ne: 1.5\nf: .inf\ng: 2147483648\nh: Off\n",
+                        "d: 0x10\ne: 1.5\nf: .inf\ng: 2147483648\nh: Off\ni: 0384\nj: 010\nk: 0\n"
+                        "l: +7\n",
                         &st);
     assert_non_null(n);
     int64_t v;
@@ -107,6 +108,13 @@ static void test_conversions(void **state)
     assert_true(v == INT64_MIN);
     assert_int_equal(llm_node_i64(llm_node_get(n, "d"), &v), -1);
     assert_int_equal(llm_node_i64(llm_node_get(n, "e"), &v), -1);
+    /* leading zeros: octal to YAML 1.1 readers (PyYAML reads 010 as 8): refused */
+    assert_int_equal(llm_node_i64(llm_node_get(n, "i"), &v), -1);
+    assert_int_equal(llm_node_i64(llm_node_get(n, "j"), &v), -1);
+    assert_int_equal(llm_node_i64(llm_node_get(n, "k"), &v), 0);
+    assert_true(v == 0);
+    assert_int_equal(llm_node_i64(llm_node_get(n, "l"), &v), 0);
+    assert_true(v == 7);
     double d;
     assert_int_equal(llm_node_double(llm_node_get(n, "f"), &d), -1);
     int i;
