@@ -54,8 +54,8 @@ int llm_parse_int(const char *s, int *out)
 
 int llm_parse_double(const char *s, double *out)
 {
-    if (!s || !*s)
-        return -1;
+    if (!s || !*s || s[strspn(s, "+-0123456789.eE")])
+        return -1;   /* decimal only: strtod also takes hex floats, spaces, "infinity" */
     char *end;
     errno = 0;
     double v = strtod(s, &end);

@@ -137,7 +137,9 @@ static int store(llm_train_config *cfg, const entry *e, const char *v, int quote
     switch (e->k) {
     case K_INT:
     case K_I64:
-        if (quoted || llm_parse_i64(v, &i))
+        /* a leading zero (010) is octal to YAML 1.1 readers: no reading of it is safe */
+        if (quoted || llm_parse_i64(v, &i) || (v[v[0] == '-' || v[0] == '+'] == '0' &&
+                                               v[(v[0] == '-' || v[0] == '+') + 1]))
             return llm_err(st, code, "%s: '%s' must be an integer, got '%s'", where, e->key, v);
         if ((double)i < e->lo && e->hi >= BIG)
             return llm_err(st, code, "%s: '%s' must be at least %.15g, got %s", where, e->key,

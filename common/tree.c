@@ -288,6 +288,10 @@ int llm_node_double(const llm_node *n, double *out)
     const char *s = plain_value(n);
     if (!s || !*s || s[0] == ' ' || s[0] == '\t')
         return -1;
+    /* decimal only: strtod also reads hex floats (0x1p-3) and locale forms, which YAML
+     * readers take as strings */
+    if (s[strspn(s, "+-0123456789.eE")])
+        return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);

@@ -117,6 +117,9 @@ static void test_conversions(void **state)
     assert_true(v == 7);
     double d;
     assert_int_equal(llm_node_double(llm_node_get(n, "f"), &d), -1);
+    assert_int_equal(llm_node_double(llm_node_get(n, "d"), &d), -1);   /* 0x10: not decimal */
+    assert_int_equal(llm_node_double(llm_node_get(n, "e"), &d), 0);
+    assert_true(d == 1.5);
     int i;
     assert_int_equal(llm_node_int(llm_node_get(n, "g"), &i), -1);
     assert_int_equal(llm_node_bool(llm_node_get(n, "h"), &i), 0);
