@@ -126,12 +126,11 @@ static int sink_open(sink *k, const char *path, llm_status *st)
     k->direct = 0;
     if (!strcmp(path, "-"))
         return LLM_OK;
-    int direct;
-    if (llm_out_target(path, k->target, sizeof k->target, &direct, st))
+    int dfd;
+    if (llm_out_target(path, k->target, sizeof k->target, &dfd, st))
         return st->code;
-    if (direct) {   /* a device or pipe: written in place, like stdout */
-        if ((k->fd = open(k->target, O_WRONLY | O_CLOEXEC)) < 0)
-            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
+    if (dfd >= 0) {   /* a device or pipe: written in place, like stdout */
+        k->fd = dfd;
         k->direct = 1;
         return LLM_OK;
     }

@@ -413,13 +413,10 @@ int llm_ckpt_write(llm_ckpt_writer *w, const char *path, llm_status *st)
     if (!strcmp(path, "-"))
         return stream_out(w, STDOUT_FILENO, "<stdout>", st);
     char target[PATH_MAX];
-    int direct;
-    if (llm_out_target(path, target, sizeof target, &direct, st))
+    int dfd;
+    if (llm_out_target(path, target, sizeof target, &dfd, st))
         return st ? st->code : LLM_EIO;
-    if (direct) {   /* a device or pipe: written in place */
-        int dfd = open(target, O_WRONLY | O_CLOEXEC);
-        if (dfd < 0)
-            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
+    if (dfd >= 0) {   /* a device or pipe: written in place */
         int rc = stream_out(w, dfd, path, st);
         if (close(dfd) != 0 && !rc)
             rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));

@@ -2,6 +2,7 @@
 #include "common/fsutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,13 +22,15 @@ int llm_mkdirs(const char *path, llm_status *st)
             char c = *p;
             *p = 0;
             struct stat sb;
-            if (mkdir(buf, 0777) && errno != EEXIST)
-                return llm_err(st, LLM_EIO, "cannot create directory '%s': %s", buf,
-                               strerror(errno));
-            /* something there already: a directory (or a link to one), not a file */
-            if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
-                return llm_err(st, LLM_EIO, "cannot create directory '%s': %s", buf,
-                               strerror(ENOTDIR));
+            if (mkdir(buf, 0777) != 0) {
+                int e = errno;
+                /* something there already: a directory (or a link to one), not a file */
+                if (e == EEXIST && (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+                    e = ENOTDIR;
+                if (e != EEXIST)
+                    return llm_err(st, LLM_EIO, "cannot create directory '%s': %s", buf,
+                                   strerror(e));
+            }
             *p = c;
             if (!c)
                 break;
@@ -50,9 +53,10 @@ int llm_mkdirs_parent(const char *path, llm_status *st)
     return llm_mkdirs(dir, st);
 }
 
-int llm_out_target(const char *path, char *target, size_t len, int *direct, llm_status *st)
+int llm_out_target(const char *path, char *target, size_t len, int *fd, llm_status *st)
 {
-    *direct = 0;
+    if (fd)
+        *fd = -1;
     struct stat sb;
     if (!path || !*path)
         return llm_err(st, LLM_EUSAGE, "no output path");
@@ -71,14 +75,19 @@ int llm_out_target(const char *path, char *target, size_t len, int *direct, llm_
                            strerror(errno));
         if (strlen(buf) >= len)
             return llm_err(st, LLM_EUSAGE, "output path '%.200s' is too long", buf);
-        return llm_out_target(buf, target, len, direct, st);
+        return llm_out_target(buf, target, len, fd, st);
     }
     if ((size_t)snprintf(target, len, "%s", path) >= len)
         return llm_err(st, LLM_EUSAGE, "output path '%.200s' is too long", path);
     if (S_ISREG(sb.st_mode))
         return 0;
     if (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode)) {
-        *direct = 1;   /* a device or pipe: written in place (a rename would replace it) */
+        /* a device or pipe: written in place (a rename would replace it) */
+        if (!fd)
+            return llm_err(st, LLM_EUSAGE, "'%s' is a device or pipe: it is replaced after "
+                           "every write, so give a file's path", path);
+        if ((*fd = open(target, O_WRONLY | O_CLOEXEC)) < 0)
+            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
         return 0;
     }
     return llm_err(st, LLM_EIO, "cannot write '%s': %s", path,

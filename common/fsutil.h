@@ -14,11 +14,13 @@ int llm_mkdirs_parent(const char *path, llm_status *st);
 
 /* Where a writer that replaces path atomically (temp file beside it, rename) should
  * write: 0 with target = path, or for a symbolic link the file it names (so the link
- * stays and the temp file goes beside that file); *direct = 1 when path is an existing
- * character device or FIFO (/dev/null, /dev/stdout's terminal, a named pipe), to be
- * opened and written in place: a rename would replace the node with a file.  LLM_EIO for
- * a directory, socket or block device, or a link that leads nowhere.  target: len bytes
+ * stays and the temp file goes beside that file), and *fd = -1; when path is an existing
+ * character device or FIFO (/dev/null, a terminal, a named pipe), *fd is it opened for
+ * writing, to be written in place and closed: a rename would replace the node with a
+ * file; fd NULL: a device or FIFO is refused (LLM_EUSAGE: for a file replaced again and
+ * again, which cannot be written in place).  LLM_EIO for a directory, socket or block
+ * device, a link that leads nowhere, or a device that does not open.  target: len bytes
  * (PATH_MAX is enough). */
-int llm_out_target(const char *path, char *target, size_t len, int *direct, llm_status *st);
+int llm_out_target(const char *path, char *target, size_t len, int *fd, llm_status *st);
 
 #endif

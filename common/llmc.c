@@ -242,11 +242,15 @@ static int out_open(out_file *o, const char *path, llm_status *st)
         o->f = stdout;
         return LLM_OK;
     }
-    if (llm_out_target(path, o->target, sizeof o->target, &o->direct, st))
+    int dfd;
+    if (llm_out_target(path, o->target, sizeof o->target, &dfd, st))
         return st->code;
-    if (o->direct) {
-        if (!(o->f = fopen(o->target, "wb")))
-            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
+    if (dfd >= 0) {   /* a device or pipe: written in place */
+        o->direct = 1;
+        if (!(o->f = fdopen(dfd, "wb"))) {
+            close(dfd);
+            return llm_err(st, LLM_ENOMEM, "out of memory");
+        }
         return LLM_OK;
     }
     path = o->path = o->target;

@@ -31,13 +31,9 @@ int llm_metrics_open(llm_metrics **out, const char *path, const char *prom, int 
     /* the Prometheus file is replaced by a rename every step: a regular file (or the one
      * a link names), never a device or pipe, which the rename would replace */
     char target[PATH_MAX];
-    int direct = 0;
     if (prom && *prom) {
-        if (llm_out_target(prom, target, sizeof target, &direct, st))
-            return st->code;
-        if (direct)
-            return llm_err(st, LLM_EUSAGE, "prom file '%s' is a device or pipe: it is "
-                           "replaced after every step, so give a file's path", prom);
+        if (llm_out_target(prom, target, sizeof target, NULL, st))
+            return llm_err_prefix(st, "prom file");
         prom = target;
     }
     llm_metrics *m = calloc(1, sizeof *m);

@@ -17,16 +17,14 @@ int llm_afile_open(llm_afile *a, const char *path, llm_status *st)
 {
     memset(a, 0, sizeof *a);
     char target[PATH_MAX];
-    int direct;
-    if (llm_out_target(path, target, sizeof target, &direct, st))
+    int dfd;
+    if (llm_out_target(path, target, sizeof target, &dfd, st))
         return st->code;
-    if (direct) {
-        if (!(a->path = strdup(target)))
-            return llm_err(st, LLM_ENOMEM, "out of memory");
-        if (!(a->f = fopen(target, "wb"))) {
-            int e = errno;
+    if (dfd >= 0) {   /* a device or pipe: written in place (tmp stays NULL) */
+        if (!(a->path = strdup(target)) || !(a->f = fdopen(dfd, "wb"))) {
+            close(dfd);
             llm_afile_abort(a);
-            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(e));
+            return llm_err(st, LLM_ENOMEM, "out of memory");
         }
         return LLM_OK;
     }

@@ -262,14 +262,13 @@ int llm_tokfile_write(const char *path, const uint32_t *ids, uint64_t n, int ver
         return LLM_OK;
     }
     char target[PATH_MAX];
-    int direct;
-    if (llm_out_target(path, target, sizeof target, &direct, st))
+    int dfd;
+    if (llm_out_target(path, target, sizeof target, &dfd, st))
         return st->code;
-    if (direct) {   /* a device or pipe: written in place */
-        int dfd = open(target, O_WRONLY | O_CLOEXEC);
-        int bad = dfd < 0 || write_body(dfd, ids, n, version);
+    if (dfd >= 0) {   /* a device or pipe: written in place */
+        int bad = write_body(dfd, ids, n, version) != 0;
         int e = errno;
-        if (dfd >= 0 && close(dfd) && !bad)
+        if (close(dfd) && !bad)
             bad = 1, e = errno;
         return bad ? llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(e)) : LLM_OK;
     }
