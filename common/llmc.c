@@ -127,8 +127,10 @@ static int blob_read(blob *b, const char *path, llm_status *st)
     /* A pipe or device: grow geometrically up to what the header describes. */
     size_t cap = 1 << 16;
     b->data = malloc(cap);
+    uint64_t limit = UINT64_MAX;   /* fixed once the header decides it (parsed once) */
     for (;;) {
-        uint64_t limit = b->data ? stream_limit(b->data, b->size) : UINT64_MAX;
+        if (limit == UINT64_MAX && b->data)
+            limit = stream_limit(b->data, b->size);
         if (b->size >= limit)
             break;
         if (!b->data) {

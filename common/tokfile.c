@@ -50,8 +50,10 @@ static int slurp_fd(int fd, const char *name, void **out, size_t *len, llm_statu
     char *buf = malloc(cap);
     if (!buf)
         return llm_err(st, LLM_ENOMEM, "'%s': out of memory", name);
+    uint64_t limit = UINT64_MAX;   /* fixed once the header decides it */
     for (;;) {
-        uint64_t limit = stream_limit((const unsigned char *)buf, n);
+        if (limit == UINT64_MAX)
+            limit = stream_limit((const unsigned char *)buf, n);
         if (n >= limit)
             break;
         if (n == cap) {
