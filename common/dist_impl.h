@@ -76,5 +76,8 @@ int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status 
 /* --dist-init exchange of a blob from rank 0 (file:PATH or tcp://HOST:PORT). */
 int llm_dist__exchange(const char *init, int rank, int world, void *blob, size_t n,
                        double timeout_s, llm_status *st);
+/* Once every rank holds the blob (NCCL's setup completed): rank 0 removes a file: blob,
+ * so that it is not left for the next job to trip on.  Nothing for tcp://. */
+void llm_dist__exchange_done(const char *init, int rank);
 
 #endif

@@ -390,9 +390,8 @@ int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status 
     llm_dist__busy(d, "ncclCommInitRank (waits for every rank)");
     r = ncclCommInitRank(&s->comm, d->world, id, d->rank);
     llm_dist__busy(d, NULL);
-    /* every rank has read the id: a file: id is not left for the next job to trip on */
-    if (r == ncclSuccess && !have_mpi && d->rank == 0 && init && !strncmp(init, "file:", 5))
-        unlink(init + 5);
+    if (r == ncclSuccess && !have_mpi)
+        llm_dist__exchange_done(init, d->rank);
     if (r != ncclSuccess) {
         s->comm = NULL;
         d->impl = s;

@@ -23,7 +23,7 @@ static void nap(void)
  * missing (the first run of a job whose output directory holds it); the others wait for
  * it.  PATH must be new for each job (e.g. named after $SLURM_JOB_ID): a file left by an
  * earlier job would hand out a stale id, so rank 0 refuses one that exists, and removes
- * its own once every rank has joined (llm_dist__nccl_init). */
+ * its own once every rank has joined (llm_dist__exchange_done). */
 static int by_file(const char *path, int rank, void *blob, size_t n, double timeout_s,
                    llm_status *st)
 {
@@ -203,6 +203,12 @@ static int by_tcp(const char *hostport, int rank, int world, void *blob, size_t 
     }
     freeaddrinfo(ai);
     return rc;
+}
+
+void llm_dist__exchange_done(const char *init, int rank)
+{
+    if (rank == 0 && init && !strncmp(init, "file:", 5) && init[5])
+        unlink(init + 5);
 }
 
 int llm_dist__exchange(const char *init, int rank, int world, void *blob, size_t n,
