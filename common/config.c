@@ -2,6 +2,7 @@
 #include "common/config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -47,7 +48,7 @@ static const entry schema[] = {
     {"train.seq_len", K_INT, O(seq_len), "1024", 1, 1048576, NULL, "sequence length T"},
     {"train.total_batch_tokens", K_I64, O(total_batch_tokens), "0", 0, BIG, NULL,
      "tokens per optimizer step (0: B*T); a multiple of B*T"},
-    {"train.max_steps", K_I64, O(max_steps), "1000", 1, 2147483647, NULL,
+    {"train.max_steps", K_I64, O(max_steps), "1000", 1, INT_MAX, NULL,
      "optimizer steps (AdamW counts them in an int)"},
     {"train.lr", K_DBL, O(lr), "0.0006", 0, 10, NULL, "peak learning rate"},
     {"train.min_lr", K_DBL, O(min_lr), "0", 0, 10, NULL, "final learning rate"},
@@ -136,10 +137,11 @@ static int store(llm_train_config *cfg, const entry *e, const char *v, int quote
     int64_t i = 0;
     switch (e->k) {
     case K_INT:
-    case K_I64:
-        /* a leading zero (010) is octal to YAML 1.1 readers: no reading of it is safe */
-        if (quoted || llm_parse_i64(v, &i) || (v[v[0] == '-' || v[0] == '+'] == '0' &&
-                                               v[(v[0] == '-' || v[0] == '+') + 1]))
+    case K_I64: {
+        /* the header's integer rules (tree.c): decimal, no leading zero, which YAML 1.1
+         * readers take as octal */
+        llm_node n = {.kind = LLM_NODE_SCALAR, .value = (char *)v};
+        if (quoted || llm_node_i64(&n, &i))
             return llm_err(st, code, "%s: '%s' must be an integer, got '%s'", where, e->key, v);
         if ((double)i < e->lo && e->hi >= BIG)
             return llm_err(st, code, "%s: '%s' must be at least %.15g, got %s", where, e->key,
@@ -152,6 +154,7 @@ static int store(llm_train_config *cfg, const entry *e, const char *v, int quote
         else
             *(int64_t *)dst = i;
         return 0;
+    }
     case K_DBL:
         if (quoted || llm_parse_double(v, &d))
             return llm_err(st, code, "%s: '%s' must be a number, got '%s'", where, e->key, v);

@@ -2,6 +2,7 @@
 #include "common/train.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +172,7 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
             break;
         }
         /* steps as max_steps bounds them (AdamW counts them in an int) */
-        if (llm_node_i64(llm_node_get(tr, "step"), &step) || step < 0 || step > 2147483647 ||
+        if (llm_node_i64(llm_node_get(tr, "step"), &step) || step < 0 || step > INT_MAX ||
             llm_node_i64(llm_node_get(tr, "skipped"), &skipped) || skipped < 0 ||
             llm_loss_scaler_load(&t->ls, tr, st) ||
             llm_data_pos_parse(llm_node_get(tr, "data"), &pos, st) ||
