@@ -2,7 +2,7 @@
  * one forward pass, atomically to a file or straight to a pipe. */
 #include "common/ckpt.h"
 #include "common/ckpt_internal.h"
-#include "common/fsutil.h"
+#include "common/afile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -252,52 +252,14 @@ fail:
     return NULL;
 }
 
-static void reason(char *buf, size_t n, int err)
-{
-    snprintf(buf, n, "%s", strerror(err));
-    if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
-        buf[0] = (char)(buf[0] - 'A' + 'a');
-}
-
-/* Test hook (llm-train.1, ENVIRONMENT): with LLM_FAULT_WRITE_LIMIT=N, writing past byte
- * N of a regular file fails with ENOSPC, as on a full disk.  Stateless: the file offset
- * tells how much was written. */
-static int fault_nospace(int fd, size_t k)
-{
-    const char *lim = getenv("LLM_FAULT_WRITE_LIMIT");
-    if (!lim || !*lim)
-        return 0;
-    off_t at = lseek(fd, 0, SEEK_CUR);
-    return at >= 0 && (unsigned long long)at + k > strtoull(lim, NULL, 10);
-}
-
-static int put(int fd, const void *p, uint64_t n, const char *path, llm_status *st)
-{
-    const unsigned char *b = p;
-    while (n > 0) {
-        size_t k = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        ssize_t r = fault_nospace(fd, k) ? (errno = ENOSPC, -1) : write(fd, b, k);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            char why[128];
-            reason(why, sizeof why, r < 0 ? errno : EIO);
-            return llm_err(st, LLM_EIO, "cannot write '%s': %s", path, why);
-        }
-        b += r;
-        n -= (uint64_t)r;
-    }
-    return 0;
-}
-
-static int put_zeros(int fd, uint64_t n, const char *path, llm_status *st)
+static int put_zeros(llm_afile *a, uint64_t n, llm_status *st)
 {
     static const unsigned char zeros[LLM_CKPT_ALIGN];
-    return put(fd, zeros, n, path, st);
+    return llm_afile_put(a, zeros, n, st);
 }
 
 /* A source tensor's bytes, piece by piece as its callback hands them out. */
-static int put_source(const wtensor *x, int fd, const char *path, llm_status *st)
+static int put_source(const wtensor *x, llm_afile *a, llm_status *st)
 {
     for (uint64_t off = 0; off < x->t.nbytes;) {
         const void *p = NULL;
@@ -309,14 +271,14 @@ static int put_source(const wtensor *x, int fd, const char *path, llm_status *st
             return llm_err(st, LLM_ESOFTWARE, "tensor '%s': its source gave %zu bytes at "
                            "offset %llu of %llu", x->t.name, n, (unsigned long long)off,
                            (unsigned long long)x->t.nbytes);
-        if ((rc = put(fd, p, n, path, st)))
+        if ((rc = llm_afile_put(a, p, n, st)))
             return rc;
         off += n;
     }
     return 0;
 }
 
-static int stream_out(llm_ckpt_writer *w, int fd, const char *path, llm_status *st)
+static int stream_out(llm_ckpt_writer *w, llm_afile *a, llm_status *st)
 {
     uint64_t data_len;
     int rc = prepare(w, &data_len, st);
@@ -344,20 +306,20 @@ static int stream_out(llm_ckpt_writer *w, int fd, const char *path, llm_status *
     for (int i = 0; i < 8; i++)
         pre[12 + i] = (unsigned char)(h >> (8 * i));
     uint64_t pos = LLM_CKPT_PREFIX + ylen, start = llm_align_up(pos, LLM_CKPT_ALIGN);
-    rc = put(fd, pre, sizeof pre, path, st);
+    rc = llm_afile_put(a, pre, sizeof pre, st);
     if (!rc)
-        rc = put(fd, yaml, ylen, path, st);
+        rc = llm_afile_put(a, yaml, ylen, st);
     if (!rc)
-        rc = put_zeros(fd, start - pos, path, st);
+        rc = put_zeros(a, start - pos, st);
     free(yaml);
     uint64_t at = 0;
     for (int i = 0; i < w->n && !rc; i++) {
         const llm_tensor *t = &w->t[i]->t;
-        rc = put_zeros(fd, t->offset - at, path, st);
+        rc = put_zeros(a, t->offset - at, st);
         if (!rc && w->t[i]->read)
-            rc = put_source(w->t[i], fd, path, st);
+            rc = put_source(w->t[i], a, st);
         else if (!rc)
-            rc = put(fd, t->compressed ? (const void *)w->t[i]->z : t->data, t->stored, path, st);
+            rc = llm_afile_put(a, t->compressed ? (const void *)w->t[i]->z : t->data, t->stored, st);
         at = t->offset + t->stored;
     }
     for (int i = 0; i < w->n; i++) {
@@ -367,96 +329,19 @@ static int stream_out(llm_ckpt_writer *w, int fd, const char *path, llm_status *
     return rc;
 }
 
-/* Open a fresh temp file beside path (same directory, so rename is atomic). */
-static int open_temp(const char *path, char **tmp_out, char **dir_out, llm_status *st)
-{
-    const char *slash = strrchr(path, '/');
-    size_t dlen = slash ? (size_t)(slash - path) : 0;
-    char *dir = slash ? (dlen ? strndup(path, dlen) : strdup("/")) : strdup(".");
-    const char *base = slash ? slash + 1 : path;
-    size_t n = strlen(path) + 64;
-    char *tmp = malloc(n);
-    if (!dir || !tmp) {
-        free(dir);
-        free(tmp);
-        return llm_err(st, LLM_ENOMEM, "out of memory");
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    for (int attempt = 0; attempt < 100; attempt++) {
-        snprintf(tmp, n, "%.*s%s.%s.tmp.%ld.%lx%d", (int)dlen, path, slash ? "/" : "", base, (long)getpid(),
-                 (unsigned long)ts.tv_nsec, attempt);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            *tmp_out = tmp;
-            *dir_out = dir;
-            return fd;
-        }
-        if (errno != EEXIST) {
-            char why[128];
-            reason(why, sizeof why, errno);
-            llm_err(st, LLM_EIO, "cannot create a file in '%s': %s", dir, why);
-            break;
-        }
-    }
-    if (st && st->code == LLM_OK)
-        llm_err(st, LLM_EIO, "cannot create a temp file beside '%s'", path);
-    free(dir);
-    free(tmp);
-    return -1;
-}
-
 int llm_ckpt_write(llm_ckpt_writer *w, const char *path, llm_status *st)
 {
     if (!w || !path || !*path)
         return llm_err(st, LLM_EUSAGE, "no output path");
-    if (!strcmp(path, "-"))
-        return stream_out(w, STDOUT_FILENO, "<stdout>", st);
-    char target[PATH_MAX];
-    int dfd;
-    if (llm_out_target(path, target, sizeof target, &dfd, st))
-        return st ? st->code : LLM_EIO;
-    if (dfd >= 0) {   /* a device or pipe: written in place */
-        int rc = stream_out(w, dfd, path, st);
-        if (close(dfd) != 0 && !rc)
-            rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
-        return rc;
-    }
-    path = target;
-    char *tmp = NULL, *dir = NULL;
     if (st)
         llm_status_clear(st);
-    int fd = open_temp(path, &tmp, &dir, st);
-    if (fd < 0)
-        return st ? st->code : LLM_EIO;
-    int rc = stream_out(w, fd, path, st);
-    char why[128];
-    if (!rc && fsync(fd) != 0) {
-        reason(why, sizeof why, errno);
-        rc = llm_err(st, LLM_EIO, "cannot sync '%s': %s", path, why);
-    }
-    if (close(fd) != 0 && !rc) {
-        reason(why, sizeof why, errno);
-        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", path, why);
-    }
-    if (!rc && rename(tmp, path) != 0) {
-        reason(why, sizeof why, errno);
-        rc = llm_err(st, LLM_EIO, "cannot rename to '%s': %s", path, why);
-    }
-    if (rc) {
-        unlink(tmp);
-    } else {
-        /* make the rename itself durable */
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            if (fsync(dfd) != 0 && errno != EINVAL && errno != EROFS) {
-                reason(why, sizeof why, errno);
-                rc = llm_err(st, LLM_EIO, "cannot sync directory '%s': %s", dir, why);
-            }
-            close(dfd);
-        }
-    }
-    free(tmp);
-    free(dir);
+    llm_afile a;
+    int rc = llm_afile_open(&a, path, LLM_AFILE_STDOUT, st);
+    if (rc)
+        return rc;
+    if ((rc = stream_out(w, &a, st)))
+        llm_afile_abort(&a);
+    else
+        rc = llm_afile_commit(&a, st);
     return rc;
 }

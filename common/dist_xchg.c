@@ -1,7 +1,7 @@
 /* dist_xchg.c — hand a small blob (NCCL's unique id) from rank 0 to every rank without
  * MPI: through a file on a shared filesystem or a TCP port rank 0 listens on. */
 #include "common/dist_impl.h"
-#include "common/fsutil.h"
+#include "common/afile.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -32,23 +32,14 @@ static int by_file(const char *path, int rank, void *blob, size_t n, double time
         if (stat(path, &old) == 0)
             return llm_err(st, LLM_EUSAGE, "dist-init: '%s' exists: an id from a job that did "
                            "not finish? Use a path new for each job, or remove it", path);
-        int rc = llm_mkdirs_parent(path, st);
+        llm_afile a;
+        int rc = llm_afile_open(&a, path, LLM_AFILE_NODEV | LLM_AFILE_MKDIRS, st);
+        if (!rc && (rc = llm_afile_put(&a, blob, n, st)))
+            llm_afile_abort(&a);
+        else if (!rc)
+            rc = llm_afile_commit(&a, st);
         if (rc)
-            return rc;
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-        FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(blob, 1, n, f) != n || fflush(f) || fsync(fileno(f))) {
-            if (f)
-                fclose(f);
-            remove(tmp);
-            return llm_err(st, LLM_EIO, "dist-init: cannot write '%s': %s", tmp, strerror(errno));
-        }
-        fclose(f);
-        if (rename(tmp, path)) {
-            remove(tmp);
-            return llm_err(st, LLM_EIO, "dist-init: cannot create '%s': %s", path, strerror(errno));
-        }
+            return llm_err_prefix(st, "dist-init");
         return 0;
     }
     double t0 = llm_dist__now();

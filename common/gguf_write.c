@@ -255,7 +255,7 @@ int llm_gguf_export(const char *in, const char *out, llm_status *st)
         goto out;
     }
     llm_afile a;
-    if ((rc = llm_afile_open(&a, out, st)))
+    if ((rc = llm_afile_open(&a, out, 0, st)))
         goto out;
     rc = llm_afile_put(&a, h.p, h.n, st);
     uint64_t at = 0;

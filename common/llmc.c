@@ -1,6 +1,6 @@
 /* llmc.c — llm.c GPT-2 checkpoints <-> .llmk (format notes in llmc.h). */
 #include "common/llmc.h"
-#include "common/fsutil.h"
+#include "common/afile.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -228,97 +228,6 @@ done:
 
 /* ---- export ---- */
 
-typedef struct {
-    FILE *f;
-    char *tmp;          /* temp path when writing a file */
-    const char *path;
-    int direct;         /* a device or pipe, written in place (f is closed, not renamed) */
-    char target[PATH_MAX];
-} out_file;
-
-static int out_open(out_file *o, const char *path, llm_status *st)
-{
-    memset(o, 0, sizeof *o);
-    o->path = path;
-    if (strcmp(path, "-") == 0) {
-        o->f = stdout;
-        return LLM_OK;
-    }
-    int dfd;
-    if (llm_out_target(path, o->target, sizeof o->target, &dfd, st))
-        return st->code;
-    if (dfd >= 0) {   /* a device or pipe: written in place */
-        o->direct = 1;
-        if (!(o->f = fdopen(dfd, "wb"))) {
-            close(dfd);
-            return llm_err(st, LLM_ENOMEM, "out of memory");
-        }
-        return LLM_OK;
-    }
-    path = o->path = o->target;
-    size_t n = strlen(path);
-    o->tmp = malloc(n + 16);
-    if (!o->tmp)
-        return llm_err(st, LLM_ENOMEM, "out of memory");
-    snprintf(o->tmp, n + 16, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(o->tmp);
-        o->tmp = NULL;
-        return llm_err(st, LLM_EIO, "cannot create '%s': %s", path, strerror(e));
-    }
-    fchmod(fd, 0644);
-    o->f = fdopen(fd, "wb");
-    if (!o->f) {
-        close(fd);
-        unlink(o->tmp);
-        free(o->tmp);
-        o->tmp = NULL;
-        return llm_err(st, LLM_EIO, "cannot open '%s'", path);
-    }
-    return LLM_OK;
-}
-
-/* Finish (ok) or abandon (!ok) the output. */
-static int out_close(out_file *o, int ok, llm_status *st)
-{
-    int rc = LLM_OK;
-    if (!o->f)
-        return LLM_OK;
-    if (fflush(o->f) != 0 && ok)
-        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", o->path, strerror(errno));
-    if (!o->tmp) {   /* stdout, or a device or pipe */
-        if (o->direct && fclose(o->f) != 0 && ok && !rc)
-            rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", o->path, strerror(errno));
-        o->f = NULL;
-        return rc;
-    }
-    if (ok && !rc && fsync(fileno(o->f)) != 0)
-        rc = llm_err(st, LLM_EIO, "cannot sync '%s': %s", o->path, strerror(errno));
-    if (fclose(o->f) != 0 && ok && !rc)
-        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", o->path, strerror(errno));
-    o->f = NULL;
-    if (ok && !rc && rename(o->tmp, o->path) != 0)
-        rc = llm_err(st, LLM_EIO, "cannot rename to '%s': %s", o->path, strerror(errno));
-    if (!ok || rc)
-        unlink(o->tmp);
-    else {
-        char *d = strdup(o->path);
-        if (d) {
-            int dfd = open(dirname(d), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (dfd >= 0) {
-                fsync(dfd);
-                close(dfd);
-            }
-            free(d);
-        }
-    }
-    free(o->tmp);
-    o->tmp = NULL;
-    return rc;
-}
-
 int llm_llmc_export(const char *in, const char *out, llm_status *st)
 {
     llm_ckpt *ck = NULL;
@@ -329,7 +238,8 @@ int llm_llmc_export(const char *in, const char *out, llm_status *st)
     llm_param_view *views = NULL;
     int nviews = 0;
     const llm_tensor **ts = NULL;
-    out_file o = {0};
+    llm_afile o;
+    int opened = 0;
     const llm_node *sec = llm_ckpt_section(ck, "model");
     if (!sec) {
         rc = llm_err(st, LLM_EDATA, "%s: no model section", in);
@@ -367,8 +277,9 @@ int llm_llmc_export(const char *in, const char *out, llm_status *st)
         }
         ts[i] = t;
     }
-    if ((rc = out_open(&o, out, st)))
+    if ((rc = llm_afile_open(&o, out, LLM_AFILE_STDOUT, st)))
         goto done;
+    opened = 1;
     int32_t h[256] = {0};
     h[0] = LLM_LLMC_MAGIC;
     h[1] = dt == LLM_DT_F32 ? 3 : 5;
@@ -378,25 +289,25 @@ int llm_llmc_export(const char *in, const char *out, llm_status *st)
     h[5] = cfg.n_head;
     h[6] = cfg.n_embd;
     h[7] = cfg.padded_vocab;
-    int wok = fwrite(h, sizeof h, 1, o.f) == 1;
+    rc = llm_afile_put(&o, h, sizeof h, st);
     int L = cfg.n_layer;
     /* llm.c order: wte, wpe, each per-layer kind over all layers, lnf. */
-    for (int i = 0; wok && i < 2; i++)
-        wok = fwrite(ts[i]->data, 1, ts[i]->nbytes, o.f) == ts[i]->nbytes;
-    for (int k = 0; wok && k < PV_PER_LAYER; k++)
-        for (int l = 0; wok && l < L; l++) {
+    for (int i = 0; !rc && i < 2; i++)
+        rc = llm_afile_put(&o, ts[i]->data, ts[i]->nbytes, st);
+    for (int k = 0; !rc && k < PV_PER_LAYER; k++)
+        for (int l = 0; !rc && l < L; l++) {
             const llm_tensor *t = ts[PV_LAYER(l, k)];
-            wok = fwrite(t->data, 1, t->nbytes, o.f) == t->nbytes;
+            rc = llm_afile_put(&o, t->data, t->nbytes, st);
         }
-    for (int i = nviews - 2; wok && i < nviews; i++)
-        wok = fwrite(ts[i]->data, 1, ts[i]->nbytes, o.f) == ts[i]->nbytes;
-    if (!wok) {
-        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", out, strerror(errno));
-        out_close(&o, 0, st);
-        goto done;
+    for (int i = nviews - 2; !rc && i < nviews; i++)
+        rc = llm_afile_put(&o, ts[i]->data, ts[i]->nbytes, st);
+    if (!rc) {
+        opened = 0;
+        rc = llm_afile_commit(&o, st);
     }
-    rc = out_close(&o, 1, st);
 done:
+    if (opened)
+        llm_afile_abort(&o);
     free(ts);
     free(views);
     llm_ckpt_close(ck);

@@ -1,5 +1,6 @@
 /* metrics.c — JSON lines, Prometheus textfile and progress line (see metrics.h). */
 #include "common/metrics.h"
+#include "common/afile.h"
 #include "common/fsutil.h"
 
 #include <errno.h>
@@ -112,17 +113,11 @@ static int write_prom(llm_metrics *m, llm_status *st)
 {
     if (!m->prom)
         return 0;
-    size_t n = strlen(m->prom) + 8;
-    char *tmp = malloc(n);
-    if (!tmp)
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
         return llm_err(st, LLM_ENOMEM, "out of memory");
-    snprintf(tmp, n, "%s.tmp", m->prom);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        int rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", tmp, strerror(errno));
-        free(tmp);
-        return rc;
-    }
     const llm_step_metrics *s = &m->last;
     struct { const char *name, *type, *help; double v; int ok; } rows[] = {
         {"llmkit_train_step", "counter", "Optimizer steps completed.", (double)s->step, m->have_last},
@@ -156,12 +151,18 @@ static int write_prom(llm_metrics *m, llm_status *st)
             prom_row(f, dev[i].name, "gauge", dev[i].help, dev[i].v);
     int bad = ferror(f);
     bad |= fclose(f) != 0;
-    int rc = 0;
-    if (bad || rename(tmp, m->prom)) {
-        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", m->prom, strerror(errno));
-        remove(tmp);
+    if (bad) {
+        free(text);
+        return llm_err(st, LLM_ENOMEM, "out of memory");
     }
-    free(tmp);
+    /* rewritten every step: atomic (a collector never reads half a file), not synced */
+    llm_afile a;
+    int rc = llm_afile_open(&a, m->prom, LLM_AFILE_NODEV | LLM_AFILE_NOSYNC, st);
+    if (!rc && (rc = llm_afile_put(&a, text, len, st)))
+        llm_afile_abort(&a);
+    else if (!rc)
+        rc = llm_afile_commit(&a, st);
+    free(text);
     return rc;
 }
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "common/ckpt.h"
+#include "common/afile.h"
 #include "common/status.h"
 
 #define LLM_ST_MAX_HEADER (100u << 20)   /* header size cap (the reference library's) */
@@ -46,22 +47,6 @@ const llm_st_tensor *llm_st_find(const llm_st_file *f, const char *name);
 
 /* Bytes per element of a safetensors dtype name, 0 when unknown. */
 int llm_st_dtype_size(const char *dtype);
-
-/* ---- an output file written atomically (temp file, fsync, rename, fsync of the dir) */
-typedef struct {
-    FILE *f;
-    char *tmp, *path;   /* tmp NULL: path is a device or pipe, written in place */
-} llm_afile;
-/* Open a temp file beside path (beside the file a symbolic link names; a device or pipe
- * is opened itself: llm_out_target).  LLM_EIO when the directory is not writable. */
-int llm_afile_open(llm_afile *a, const char *path, llm_status *st);
-/* Write n bytes (n may be 0).  LLM_EIO with the reason. */
-int llm_afile_put(llm_afile *a, const void *p, uint64_t n, llm_status *st);
-/* Flush, fsync, rename over path, fsync the directory; frees a.  On error the temp file
- * is removed. */
-int llm_afile_commit(llm_afile *a, llm_status *st);
-/* Remove the temp file and free a (after an error). */
-void llm_afile_abort(llm_afile *a);
 
 /* ---- writer ---- */
 typedef struct llm_st_writer llm_st_writer;

@@ -68,7 +68,7 @@ static int write_config(const llm_model_config *cfg, int eot, const char *dir, l
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     llm_afile a;
-    int rc = llm_afile_open(&a, path, st);
+    int rc = llm_afile_open(&a, path, 0, st);
     if (!rc && (rc = llm_afile_put(&a, s, strlen(s), st)))
         llm_afile_abort(&a);
     else if (!rc)

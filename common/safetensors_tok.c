@@ -93,7 +93,7 @@ int llm_hf_tok_merges(const llm_ckpt *c, const int32_t **m, int64_t *n, llm_stat
 static int write_text(const char *path, const char *s, size_t n, llm_status *st)
 {
     llm_afile a;
-    int rc = llm_afile_open(&a, path, st);
+    int rc = llm_afile_open(&a, path, 0, st);
     if (rc)
         return rc;
     if ((rc = llm_afile_put(&a, s, n, st))) {

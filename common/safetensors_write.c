@@ -1,5 +1,4 @@
-/* safetensors_write.c — the safetensors writer and the atomic output file the exporters
- * (safetensors, GGUF) share. */
+/* safetensors_write.c — the safetensors writer. */
 #include "common/safetensors.h"
 #include "common/fsutil.h"
 
@@ -12,102 +11,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-int llm_afile_open(llm_afile *a, const char *path, llm_status *st)
-{
-    memset(a, 0, sizeof *a);
-    char target[PATH_MAX];
-    int dfd;
-    if (llm_out_target(path, target, sizeof target, &dfd, st))
-        return st->code;
-    if (dfd >= 0) {   /* a device or pipe: written in place (tmp stays NULL) */
-        if (!(a->path = strdup(target)) || !(a->f = fdopen(dfd, "wb"))) {
-            close(dfd);
-            llm_afile_abort(a);
-            return llm_err(st, LLM_ENOMEM, "out of memory");
-        }
-        return LLM_OK;
-    }
-    path = target;
-    size_t n = strlen(path) + 32;
-    a->tmp = malloc(n);
-    a->path = strdup(path);
-    if (!a->tmp || !a->path) {
-        llm_afile_abort(a);
-        return llm_err(st, LLM_ENOMEM, "out of memory");
-    }
-    snprintf(a->tmp, n, "%s.tmp.%ld.XXXXXX", path, (long)getpid());
-    int fd = mkstemp(a->tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(a->tmp);
-        a->tmp = NULL;
-        llm_afile_abort(a);
-        return llm_err(st, LLM_EIO, "cannot create '%s': %s", path, strerror(e));
-    }
-    fchmod(fd, 0644);
-    if (!(a->f = fdopen(fd, "wb"))) {
-        close(fd);
-        llm_afile_abort(a);
-        return llm_err(st, LLM_EIO, "cannot write '%s'", path);
-    }
-    return LLM_OK;
-}
-
-int llm_afile_put(llm_afile *a, const void *p, uint64_t n, llm_status *st)
-{
-    if (n && fwrite(p, 1, (size_t)n, a->f) != n)
-        return llm_err(st, LLM_EIO, "writing '%s': %s", a->path, strerror(errno));
-    return LLM_OK;
-}
-
-void llm_afile_abort(llm_afile *a)
-{
-    if (a->f)
-        fclose(a->f);
-    if (a->tmp)
-        unlink(a->tmp);
-    free(a->tmp);
-    free(a->path);
-    memset(a, 0, sizeof *a);
-}
-
-int llm_afile_commit(llm_afile *a, llm_status *st)
-{
-    if (!a->tmp) {   /* a device or pipe */
-        int bad = fclose(a->f) != 0;
-        int e = errno;
-        a->f = NULL;
-        if (bad)
-            llm_err(st, LLM_EIO, "writing '%s': %s", a->path, strerror(e));
-        llm_afile_abort(a);
-        return bad ? LLM_EIO : LLM_OK;
-    }
-    int bad = fflush(a->f) != 0 || fsync(fileno(a->f)) != 0;
-    int e = errno;
-    bad |= fclose(a->f) != 0;
-    a->f = NULL;
-    if (bad || rename(a->tmp, a->path)) {
-        if (!bad)
-            e = errno;
-        llm_err(st, LLM_EIO, "writing '%s': %s", a->path, strerror(e));
-        llm_afile_abort(a);
-        return LLM_EIO;
-    }
-    /* the rename is durable once the directory is synced */
-    char *slash = strrchr(a->path, '/');
-    if (slash)
-        *slash = 0;
-    int dfd = open(slash ? (*a->path ? a->path : "/") : ".", O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    free(a->tmp);
-    a->tmp = NULL;
-    llm_afile_abort(a);
-    return LLM_OK;
-}
 
 typedef struct {
     char *name;
@@ -202,7 +105,7 @@ int llm_st_write(llm_st_writer *w, const char *path, llm_status *st)
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)hl >> (8 * i));
     llm_afile a;
-    if ((rc = llm_afile_open(&a, path, st))) {
+    if ((rc = llm_afile_open(&a, path, 0, st))) {
         free(js);
         return rc;
     }

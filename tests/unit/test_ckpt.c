@@ -129,15 +129,8 @@ static void check_ckpt(const llm_ckpt *c, const payload *p)
 
 static unsigned char *slurp(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
+    unsigned char *b = (unsigned char *)tu_slurp(path, len);
+    assert_non_null(b);
     return b;
 }
 

@@ -61,6 +61,32 @@ double tu_max_rel_err(const float *a, const float *b, size_t n, double floor, si
     return m;
 }
 
+char *tu_slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, len = 0, r;
+    char *b = malloc(cap + 1);
+    while (b && (r = fread(b + len, 1, cap - len, f)) > 0) {
+        len += r;
+        if (len == cap) {
+            char *nb = realloc(b, 2 * cap + 1);
+            if (!nb)
+                free(b);
+            b = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (b) {
+        b[len] = 0;
+        if (n)
+            *n = len;
+    }
+    return b;
+}
+
 char *tu_tmpdir(void)
 {
     char *p = strdup("/tmp/llmkit-unit.XXXXXX");

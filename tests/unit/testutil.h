@@ -34,6 +34,10 @@ void tu_cpu_backends_free(struct llm_backend *ref, struct llm_backend *fast);
  * counts as infinite. */
 double tu_scaled_err(const float *a, const float *b, size_t n);
 
+/* The whole file at path in a malloc'd buffer with a NUL after it (*n bytes; n may be
+ * NULL); NULL when it cannot be read. */
+char *tu_slurp(const char *path, size_t *n);
+
 /* A fresh temporary directory (removed by tu_rmdir). Returns a malloc'd path. */
 char *tu_tmpdir(void);
 void tu_rmdir(const char *path);

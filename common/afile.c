@@ -1,0 +1,273 @@
+/* afile.c — an output file that appears whole or not at all (afile.h). */
+#include "common/afile.h"
+#include "common/fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AFILE_BUF (1u << 16)
+
+/* strerror, lowercased as the project's messages are ("no space left on device"). */
+static const char *why(int err, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", strerror(err));
+    if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
+        buf[0] = (char)(buf[0] - 'A' + 'a');
+    return buf;
+}
+
+static int fail(llm_afile *a, llm_code code, const char *what, int err, llm_status *st)
+{
+    char r[128];
+    if (a->in_place && !strcmp(a->path, "<stdout>"))
+        llm_err(st, code, "cannot write to stdout: %s", why(err, r, sizeof r));
+    else
+        llm_err(st, code, "cannot %s '%s': %s", what, a->path, why(err, r, sizeof r));
+    errno = err;
+    return code;
+}
+
+static void release(llm_afile *a)
+{
+    free(a->buf);
+    free(a->path);
+    free(a->tmp);
+    memset(a, 0, sizeof *a);
+    a->fd = -1;
+}
+
+/* A new file beside path: path.tmp.PID.NONCE, created exclusively with mode 0666 so the
+ * umask decides, as for any file a program creates. */
+static int open_temp(llm_afile *a, llm_status *st)
+{
+    size_t n = strlen(a->path) + 64;
+    if (!(a->tmp = malloc(n)))
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int err = EEXIST;
+    for (int attempt = 0; attempt < 100 && err == EEXIST; attempt++) {
+        snprintf(a->tmp, n, "%s.tmp.%ld.%lx%d", a->path, (long)getpid(), (unsigned long)ts.tv_nsec,
+                 attempt);
+        a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (a->fd >= 0)
+            return LLM_OK;
+        err = errno;
+    }
+    free(a->tmp);
+    a->tmp = NULL;
+    return fail(a, LLM_EIO, "create", err, st);
+}
+
+int llm_afile_open(llm_afile *a, const char *path, unsigned flags, llm_status *st)
+{
+    memset(a, 0, sizeof *a);
+    a->fd = -1;
+    a->flags = flags;
+    a->fault_at = UINT64_MAX;
+    const char *lim = getenv("LLM_FAULT_WRITE_LIMIT");
+    if (lim && *lim >= '0' && *lim <= '9')
+        a->fault_at = strtoull(lim, NULL, 10);
+    if (!path || !*path)
+        return llm_err(st, LLM_EUSAGE, "no output path");
+    if (!(a->buf = malloc(AFILE_BUF)))
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    int rc = LLM_OK;
+    if ((flags & LLM_AFILE_STDOUT) && !strcmp(path, "-")) {
+        a->in_place = 1;
+        a->fd = STDOUT_FILENO;
+        if (!(a->path = strdup("<stdout>")))
+            rc = llm_err(st, LLM_ENOMEM, "out of memory");
+    } else {
+        char target[PATH_MAX];
+        int dfd = -1;
+        if ((flags & LLM_AFILE_MKDIRS) && (rc = llm_mkdirs_parent(path, st)))
+            goto out;
+        if ((rc = llm_out_target(path, target, sizeof target, (flags & LLM_AFILE_NODEV) ? NULL : &dfd, st)))
+            goto out;
+        if (!(a->path = strdup(dfd >= 0 ? path : target))) {
+            if (dfd >= 0)
+                close(dfd);
+            rc = llm_err(st, LLM_ENOMEM, "out of memory");
+        } else if (dfd >= 0) {   /* a device or FIFO: written in place */
+            a->in_place = 1;
+            a->fd = dfd;
+        } else {
+            rc = open_temp(a, st);
+        }
+    }
+out:
+    if (rc)
+        release(a);
+    return rc;
+}
+
+/* write(2) all of it; the fault hook counts bytes of temp files. */
+static int put_raw(llm_afile *a, const void *p, size_t n, llm_status *st)
+{
+    const unsigned char *b = p;
+    while (n) {
+        size_t k = n > (1u << 30) ? (1u << 30) : n;
+        ssize_t w;
+        if (a->tmp && a->fault_at != UINT64_MAX && a->written + k > a->fault_at)
+            w = -1, errno = ENOSPC;
+        else
+            w = write(a->fd, b, k);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return fail(a, LLM_EIO, "write", w < 0 ? errno : EIO, st);
+        b += w;
+        n -= (size_t)w;
+        a->written += (uint64_t)w;
+    }
+    return LLM_OK;
+}
+
+static int flush(llm_afile *a, llm_status *st)
+{
+    size_t n = a->nbuf;
+    a->nbuf = 0;
+    return n ? put_raw(a, a->buf, n, st) : LLM_OK;
+}
+
+int llm_afile_put(llm_afile *a, const void *p, uint64_t n, llm_status *st)
+{
+    if (a->fd < 0)
+        return llm_err(st, LLM_ESOFTWARE, "write to a closed output");
+    if (n < AFILE_BUF - a->nbuf) {
+        if (n)
+            memcpy(a->buf + a->nbuf, p, (size_t)n);
+        a->nbuf += (size_t)n;
+        return LLM_OK;
+    }
+    int rc = flush(a, st);
+    const unsigned char *b = p;
+    while (!rc && n) {
+        size_t k = n > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)n;
+        rc = put_raw(a, b, k, st);
+        b += k;
+        n -= k;
+    }
+    return rc;
+}
+
+int llm_afile_seekable(const llm_afile *a)
+{
+    return a->fd >= 0 && a->tmp != NULL;
+}
+
+static int check_range(llm_afile *a, uint64_t off, size_t n, llm_status *st)
+{
+    if (!llm_afile_seekable(a))
+        return llm_err(st, LLM_ESOFTWARE, "'%s': cannot go back in a stream", a->path);
+    if (off > a->written + a->nbuf || n > a->written + a->nbuf - off)
+        return llm_err(st, LLM_ESOFTWARE, "'%s': bytes %llu..%llu not written yet", a->path,
+                       (unsigned long long)off, (unsigned long long)(off + n));
+    return flush(a, st);
+}
+
+int llm_afile_patch(llm_afile *a, uint64_t off, const void *p, size_t n, llm_status *st)
+{
+    int rc = check_range(a, off, n, st);
+    const unsigned char *b = p;
+    while (!rc && n) {
+        ssize_t w = pwrite(a->fd, b, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return fail(a, LLM_EIO, "write", w < 0 ? errno : EIO, st);
+        b += w;
+        off += (uint64_t)w;
+        n -= (size_t)w;
+    }
+    return rc;
+}
+
+int llm_afile_read(llm_afile *a, uint64_t off, void *p, size_t n, llm_status *st)
+{
+    int rc = check_range(a, off, n, st);
+    unsigned char *b = p;
+    /* the temp file is opened write-only: read it through a second descriptor */
+    int fd = rc ? -1 : open(a->tmp, O_RDONLY | O_CLOEXEC);
+    if (!rc && fd < 0)
+        return fail(a, LLM_EIO, "read back", errno, st);
+    while (!rc && n) {
+        ssize_t r = pread(fd, b, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            rc = fail(a, LLM_EIO, "read back", r < 0 ? errno : EIO, st);
+        else
+            b += r, off += (uint64_t)r, n -= (size_t)r;
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int llm_afile_truncate(llm_afile *a, uint64_t n, llm_status *st)
+{
+    int rc = check_range(a, n, 0, st);
+    if (!rc && ftruncate(a->fd, (off_t)n))
+        return fail(a, LLM_EIO, "write", errno, st);
+    if (!rc) {
+        a->written = n;
+        if (lseek(a->fd, (off_t)n, SEEK_SET) < 0)
+            return fail(a, LLM_EIO, "write", errno, st);
+    }
+    return rc;
+}
+
+void llm_afile_abort(llm_afile *a)
+{
+    if (a->fd >= 0 && a->fd != STDOUT_FILENO)
+        close(a->fd);
+    if (a->tmp)
+        unlink(a->tmp);
+    release(a);
+}
+
+int llm_afile_commit(llm_afile *a, llm_status *st)
+{
+    if (a->fd < 0)
+        return llm_err(st, LLM_ESOFTWARE, "commit of a closed output");
+    int rc = flush(a, st), sync = !(a->flags & LLM_AFILE_NOSYNC);
+    if (a->in_place) {
+        if (a->fd != STDOUT_FILENO && close(a->fd) && !rc)
+            rc = fail(a, LLM_EIO, "write", errno, st);
+        a->fd = -1;
+        release(a);
+        return rc;
+    }
+    if (!rc && sync && fsync(a->fd))
+        rc = fail(a, LLM_EIO, "sync", errno, st);
+    if (close(a->fd) && !rc)
+        rc = fail(a, LLM_EIO, "write", errno, st);
+    a->fd = -1;
+    if (!rc && rename(a->tmp, a->path))
+        rc = fail(a, LLM_EIO, "rename to", errno, st);
+    if (rc) {
+        unlink(a->tmp);
+    } else if (sync) {   /* the rename is durable once the directory is synced */
+        char *slash = strrchr(a->path, '/');
+        if (slash)
+            *slash = 0;
+        int dfd = open(slash ? (*a->path ? a->path : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (slash)
+            *slash = '/';
+        if (dfd >= 0) {
+            if (fsync(dfd) && errno != EINVAL && errno != EROFS)
+                rc = fail(a, LLM_EIO, "sync the directory of", errno, st);
+            close(dfd);
+        }
+    }
+    release(a);
+    return rc;
+}
