@@ -1,6 +1,5 @@
-/* tokfile.c — llm.c-compatible token files: validated reads, atomic writes. */
+/* tokfile.c — llm.c-compatible token files: validated reads, atomic and streamed writes. */
 #include "common/tokfile.h"
-#include "common/fsutil.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -196,49 +195,197 @@ void llm_tokfile_read(const llm_tokfile *tf, uint64_t start, size_t n, int32_t *
     }
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
+/* ---- writing ---- */
 
-/* Header + ids, converted to little-endian in blocks so memory stays small. */
-static int write_body(int fd, const uint32_t *ids, uint64_t n, int version)
+static void put_header(unsigned char *hdr, int version, uint64_t n)
 {
-    unsigned char hdr[LLM_TOKFILE_HEADER_BYTES];
-    memset(hdr, 0, sizeof hdr);
+    memset(hdr, 0, LLM_TOKFILE_HEADER_BYTES);
     wr32(hdr, LLM_TOKFILE_MAGIC);
     wr32(hdr + 4, (uint32_t)version);
     wr32(hdr + 8, (uint32_t)n);
-    if (write_all(fd, hdr, sizeof hdr))
-        return -1;
-    unsigned char buf[1 << 16];
-    size_t per = version == 1 ? sizeof buf / 2 : sizeof buf / 4, k = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        if (version == 1) {
-            buf[2 * k] = (unsigned char)ids[i];
-            buf[2 * k + 1] = (unsigned char)(ids[i] >> 8);
+}
+
+int llm_tokfile_writer_open(llm_tokfile_writer *w, const char *path, int version, llm_status *st)
+{
+    memset(w, 0, sizeof *w);
+    if (version < 0 || version > 2)
+        return llm_err(st, LLM_EUSAGE, "'%s': token file version %d (want 1 or 2)", path, version);
+    w->autov = version == 0;
+    w->version = version ? version : 1;
+    int rc = llm_afile_open(&w->a, path, LLM_AFILE_STDOUT, st);
+    if (rc)
+        return rc;
+    w->open = 1;
+    if (!llm_afile_seekable(&w->a))
+        return LLM_OK;   /* a stream: the ids wait in memory until the count is known */
+    unsigned char hdr[LLM_TOKFILE_HEADER_BYTES];
+    put_header(hdr, version, 0);
+    if ((rc = llm_afile_put(&w->a, hdr, sizeof hdr, st)))
+        llm_tokfile_writer_abort(w);
+    return rc;
+}
+
+/* n ids in the file's width, little-endian, from src (a seekable file) or into the
+ * memory of a stream. */
+static int put_ids(llm_tokfile_writer *w, const uint32_t *ids, size_t n, llm_status *st)
+{
+    size_t width = w->version == 1 ? 2 : 4;
+    unsigned char buf[1 << 14];
+    for (size_t at = 0; at < n;) {
+        size_t k = n - at < sizeof buf / width ? n - at : sizeof buf / width;
+        unsigned char *o = buf;
+        if (!llm_afile_seekable(&w->a)) {
+            if (w->mem_n + k * width > w->mem_cap) {
+                size_t cap = w->mem_cap ? w->mem_cap : 1 << 16;
+                while (cap < w->mem_n + k * width)
+                    cap *= 2;
+                unsigned char *m = realloc(w->mem, cap);
+                if (!m)
+                    return llm_err(st, LLM_ENOMEM, "out of memory (%llu ids for '%s')",
+                                   (unsigned long long)(w->n + at + k), w->a.path);
+                w->mem = m;
+                w->mem_cap = cap;
+            }
+            o = w->mem + w->mem_n;
+        }
+        for (size_t i = 0; i < k; i++) {
+            uint32_t v = ids[at + i];
+            if (width == 2) {
+                o[2 * i] = (unsigned char)v;
+                o[2 * i + 1] = (unsigned char)(v >> 8);
+            } else {
+                wr32(o + 4 * i, v);
+            }
+        }
+        if (llm_afile_seekable(&w->a)) {
+            int rc = llm_afile_put(&w->a, buf, k * width, st);
+            if (rc)
+                return rc;
         } else {
-            wr32(buf + 4 * k, ids[i]);
+            w->mem_n += k * width;
         }
-        if (++k == per) {
-            if (write_all(fd, buf, k * (version == 1 ? 2 : 4)))
-                return -1;
-            k = 0;
-        }
+        at += k;
     }
-    if (k && write_all(fd, buf, k * (version == 1 ? 2 : 4)))
-        return -1;
-    return 0;
+    return LLM_OK;
+}
+
+/* Version 1 to 2 for an id above 65535: the ids so far from 16 to 32 bits, in place,
+ * last first so that no id is overwritten before it is read. */
+static int widen(llm_tokfile_writer *w, llm_status *st)
+{
+    w->version = 2;
+    if (!llm_afile_seekable(&w->a)) {
+        unsigned char *m = w->n ? realloc(w->mem, (size_t)w->n * 4) : w->mem;
+        if (w->n && !m)
+            return llm_err(st, LLM_ENOMEM, "out of memory (%llu ids for '%s')",
+                           (unsigned long long)w->n, w->a.path);
+        for (size_t i = (size_t)w->n; i-- > 0;)
+            wr32(m + 4 * i, (uint32_t)m[2 * i] | (uint32_t)m[2 * i + 1] << 8);
+        w->mem = m;
+        w->mem_n = w->mem_cap = (size_t)w->n * 4;
+        return LLM_OK;
+    }
+    static const unsigned char zeros[4096];
+    int rc = LLM_OK;
+    for (uint64_t grow = w->n * 2; grow && !rc;) {
+        size_t k = grow < sizeof zeros ? (size_t)grow : sizeof zeros;
+        rc = llm_afile_put(&w->a, zeros, k, st);
+        grow -= k;
+    }
+    unsigned char raw[8192], wide[16384];
+    for (uint64_t end = w->n; end > 0 && !rc;) {
+        size_t k = end < 4096 ? (size_t)end : 4096;
+        uint64_t j = end - k;
+        rc = llm_afile_read(&w->a, LLM_TOKFILE_HEADER_BYTES + 2 * j, raw, 2 * k, st);
+        for (size_t i = 0; i < k && !rc; i++)
+            wr32(wide + 4 * i, (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8);
+        if (!rc)
+            rc = llm_afile_patch(&w->a, LLM_TOKFILE_HEADER_BYTES + 4 * j, wide, 4 * k, st);
+        end = j;
+    }
+    return rc;
+}
+
+int llm_tokfile_writer_put(llm_tokfile_writer *w, const uint32_t *ids, size_t n, llm_status *st)
+{
+    if (!w->open)
+        return llm_err(st, LLM_ESOFTWARE, "token file writer not open");
+    if (n > UINT32_MAX - w->n)
+        return llm_err(st, LLM_EUSAGE, "'%s': over %u tokens do not fit a token file", w->a.path,
+                       UINT32_MAX);
+    int rc = LLM_OK;
+    if (w->version == 1)
+        for (size_t i = 0; i < n && !rc; i++)
+            if (ids[i] > 0xffff)
+                rc = w->autov ? widen(w, st)
+                              : llm_err(st, LLM_EUSAGE, "'%s': ids above 65535 need token file "
+                                        "version 2", w->a.path);
+    if (!rc)
+        rc = put_ids(w, ids, n, st);
+    if (!rc)
+        w->n += n;
+    return rc;
+}
+
+int llm_tokfile_writer_split(llm_tokfile_writer *w, uint64_t cut, llm_tokfile_writer *rest,
+                             llm_status *st)
+{
+    if (cut > w->n || !w->open || !rest->open || rest->version != w->version)
+        return llm_err(st, LLM_ESOFTWARE, "bad token file split");
+    size_t width = w->version == 1 ? 2 : 4;
+    uint32_t ids[4096];
+    unsigned char raw[sizeof ids];
+    int mem = !llm_afile_seekable(&w->a), rc = LLM_OK;
+    for (uint64_t at = cut; at < w->n && !rc;) {
+        size_t k = w->n - at < 4096 ? (size_t)(w->n - at) : 4096;
+        const unsigned char *p = raw;
+        if (mem)
+            p = w->mem + at * width;
+        else
+            rc = llm_afile_read(&w->a, LLM_TOKFILE_HEADER_BYTES + at * width, raw, k * width, st);
+        for (size_t i = 0; i < k && !rc; i++)
+            ids[i] = width == 2 ? (uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8 : rd32(p + 4 * i);
+        if (!rc)
+            rc = llm_tokfile_writer_put(rest, ids, k, st);
+        at += k;
+    }
+    if (rc)
+        return rc;
+    if (mem)
+        w->mem_n = (size_t)cut * width;
+    else if ((rc = llm_afile_truncate(&w->a, LLM_TOKFILE_HEADER_BYTES + cut * width, st)))
+        return rc;
+    w->n = cut;
+    return LLM_OK;
+}
+
+int llm_tokfile_writer_commit(llm_tokfile_writer *w, llm_status *st)
+{
+    if (!w->open)
+        return llm_err(st, LLM_ESOFTWARE, "token file writer not open");
+    unsigned char hdr[LLM_TOKFILE_HEADER_BYTES];
+    put_header(hdr, w->version, w->n);
+    int rc;
+    if (llm_afile_seekable(&w->a))
+        rc = llm_afile_patch(&w->a, 0, hdr, sizeof hdr, st);
+    else if (!(rc = llm_afile_put(&w->a, hdr, sizeof hdr, st)))
+        rc = llm_afile_put(&w->a, w->mem, w->mem_n, st);
+    if (!rc) {
+        rc = llm_afile_commit(&w->a, st);
+        w->open = 0;
+    }
+    llm_tokfile_writer_abort(w);
+    return rc;
+}
+
+void llm_tokfile_writer_abort(llm_tokfile_writer *w)
+{
+    if (w->open)
+        llm_afile_abort(&w->a);
+    free(w->mem);
+    w->mem = NULL;
+    w->mem_n = w->mem_cap = 0;
+    w->open = 0;
 }
 
 int llm_tokfile_write(const char *path, const uint32_t *ids, uint64_t n, int version,
@@ -247,68 +394,11 @@ int llm_tokfile_write(const char *path, const uint32_t *ids, uint64_t n, int ver
     if (n > UINT32_MAX)
         return llm_err(st, LLM_EUSAGE, "'%s': %llu tokens do not fit a token file (at most %u)", path,
                        (unsigned long long)n, UINT32_MAX);
-    int need = 1;
-    for (uint64_t i = 0; i < n && need == 1; i++)
-        if (ids[i] > 0xffff)
-            need = 2;
-    if (version == 0)
-        version = need;
-    else if (version == 1 && need == 2)
-        return llm_err(st, LLM_EUSAGE, "'%s': ids above 65535 need token file version 2", path);
-    else if (version != 1 && version != 2)
-        return llm_err(st, LLM_EUSAGE, "'%s': token file version %d (want 1 or 2)", path, version);
-
-    if (!strcmp(path, "-")) {
-        if (write_body(1, ids, n, version))
-            return llm_err(st, LLM_EIO, "cannot write to stdout: %s", strerror(errno));
-        return LLM_OK;
-    }
-    char target[PATH_MAX];
-    int dfd;
-    if (llm_out_target(path, target, sizeof target, &dfd, st))
-        return st->code;
-    if (dfd >= 0) {   /* a device or pipe: written in place */
-        int bad = write_body(dfd, ids, n, version) != 0;
-        int e = errno;
-        if (close(dfd) && !bad)
-            bad = 1, e = errno;
-        return bad ? llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(e)) : LLM_OK;
-    }
-    path = target;
-
-    /* Atomic: a temp file beside the target, fsync, rename, fsync the directory. */
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16), *dcopy = strdup(path);
-    if (!tmp || !dcopy) {
-        free(tmp);
-        free(dcopy);
-        return llm_err(st, LLM_ENOMEM, "out of memory");
-    }
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        free(dcopy);
-        return llm_err(st, LLM_EIO, "cannot create '%s': %s", path, strerror(e));
-    }
-    int rc = LLM_OK;
-    if (fchmod(fd, 0644) || write_body(fd, ids, n, version) || fsync(fd))
-        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
-    if (close(fd) && !rc)
-        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", path, strerror(errno));
-    if (!rc && rename(tmp, path))
-        rc = llm_err(st, LLM_EIO, "cannot rename to '%s': %s", path, strerror(errno));
-    if (rc) {
-        unlink(tmp);
-    } else {
-        int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-    }
-    free(tmp);
-    free(dcopy);
+    llm_tokfile_writer w;
+    int rc = llm_tokfile_writer_open(&w, path, version, st);
+    if (!rc && (rc = llm_tokfile_writer_put(&w, ids, (size_t)n, st)))
+        llm_tokfile_writer_abort(&w);
+    else if (!rc)
+        rc = llm_tokfile_writer_commit(&w, st);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/afile.h"
 #include "common/status.h"
 
 #define LLM_TOKFILE_MAGIC 20240520
@@ -42,8 +43,35 @@ void llm_tokfile_read(const llm_tokfile *tf, uint64_t start, size_t n, int32_t *
 
 /* Write n ids as a token file: version 1 when every id < 65536 and version == 0 (auto),
  * else 2 (or the version asked for; 1 with an id >= 65536 is LLM_EUSAGE).  path "-" is
- * stdout; files are written atomically (temp + fsync + rename).  Errors: LLM_EIO. */
+ * stdout; files are written atomically (llm_afile).  Errors: LLM_EIO. */
 int llm_tokfile_write(const char *path, const uint32_t *ids, uint64_t n, int version,
                       llm_status *st);
+
+/* A token file written as the ids come: a file gets its header's count at commit, so
+ * memory stays small; standard output, a device or FIFO is a stream that cannot go back,
+ * so its ids wait in memory (2 or 4 bytes each) until commit writes header and ids. */
+typedef struct {
+    llm_afile a;
+    int open, version;
+    int autov;                /* version 0 asked: 1 until an id needs 2 */
+    uint64_t n;               /* ids put */
+    unsigned char *mem;       /* a stream's ids, in the file's width */
+    size_t mem_n, mem_cap;
+} llm_tokfile_writer;
+
+/* version 1 (uint16 ids), 2 (uint32), or 0: 1 until an id above 65535 comes, then the
+ * ids so far are widened to 2.  Errors as llm_afile_open. */
+int  llm_tokfile_writer_open(llm_tokfile_writer *w, const char *path, int version, llm_status *st);
+/* Append n ids: LLM_EUSAGE for an id over 65535 in version 1 asked for, or more than
+ * 2^32-1 ids in all. */
+int  llm_tokfile_writer_put(llm_tokfile_writer *w, const uint32_t *ids, size_t n, llm_status *st);
+/* Move the ids from position cut on to the end of rest (same version), leaving w with
+ * the first cut: a train/val split once the count is known. */
+int  llm_tokfile_writer_split(llm_tokfile_writer *w, uint64_t cut, llm_tokfile_writer *rest,
+                              llm_status *st);
+/* Write the count, finish the file (llm_afile_commit); frees w either way. */
+int  llm_tokfile_writer_commit(llm_tokfile_writer *w, llm_status *st);
+/* Leave no file behind (the old one at path stays); frees w.  Harmless after commit. */
+void llm_tokfile_writer_abort(llm_tokfile_writer *w);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/tokfile.h"
@@ -200,6 +201,108 @@ static void test_atomic_write(void **state)
     assert_int_equal(count_entries(sub), 2);
 }
 
+/* The streaming writer, fed in random pieces, writes the bytes llm_tokfile_write does;
+ * version 0 widens to 2 when a large id comes late, in a file and in a FIFO's memory. */
+static void test_writer_matches_whole(void **state)
+{
+    (void)state;
+    tu_rng r = {5};
+    for (int c = 0; c < 12; c++) {
+        size_t n = (size_t)(tu_next(&r) % 20000);
+        uint32_t *ids = malloc((n + 1) * sizeof *ids);
+        assert_non_null(ids);
+        for (size_t i = 0; i < n; i++)
+            ids[i] = (uint32_t)(tu_next(&r) % 50257);
+        if (c % 3 == 1 && n)   /* one id over 65535, late */
+            ids[n - 1 - (size_t)(tu_next(&r) % (n < 100 ? n : 100))] = 70000 + (uint32_t)c;
+        llm_status st = {0};
+        assert_int_equal(llm_tokfile_write(path("whole.bin"), ids, n, 0, &st), LLM_OK);
+        llm_tokfile_writer w;
+        assert_int_equal(llm_tokfile_writer_open(&w, path("stream.bin"), 0, &st), LLM_OK);
+        for (size_t at = 0; at < n;) {
+            size_t k = 1 + (size_t)(tu_next(&r) % 5000);
+            if (k > n - at)
+                k = n - at;
+            assert_int_equal(llm_tokfile_writer_put(&w, ids + at, k, &st), LLM_OK);
+            at += k;
+        }
+        assert_int_equal(llm_tokfile_writer_commit(&w, &st), LLM_OK);
+        size_t na, nb;
+        char *a = tu_slurp(path("whole.bin"), &na), *b = tu_slurp(path("stream.bin"), &nb);
+        assert_true(a && b);
+        assert_int_equal(na, nb);
+        assert_memory_equal(a, b, na);
+        assert_int_equal(a[4], c % 3 == 1 && n ? 2 : 1);
+        /* a split moves the tail to another file; the two hold the ids in order */
+        uint64_t cut = n ? tu_next(&r) % (n + 1) : 0;
+        llm_tokfile_writer t, v;
+        assert_int_equal(llm_tokfile_writer_open(&t, path("t.bin"), 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_put(&t, ids, n, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_open(&v, path("v.bin"), t.version, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_split(&t, cut, &v, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_commit(&t, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_commit(&v, &st), LLM_OK);
+        llm_tokfile tf;
+        assert_int_equal(llm_tokfile_open(&tf, path("t.bin"), 0, &st), LLM_OK);
+        assert_int_equal(tf.ntok, cut);
+        for (uint64_t i = 0; i < cut; i++)
+            assert_int_equal(llm_tokfile_at(&tf, i), ids[i]);
+        llm_tokfile_close(&tf);
+        assert_int_equal(llm_tokfile_open(&tf, path("v.bin"), 0, &st), LLM_OK);
+        assert_int_equal(tf.ntok, n - cut);
+        for (uint64_t i = cut; i < n; i++)
+            assert_int_equal(llm_tokfile_at(&tf, i - cut), ids[i]);
+        llm_tokfile_close(&tf);
+        free(a);
+        free(b);
+        free(ids);
+    }
+}
+
+/* A FIFO cannot go back: the ids wait in memory and the reader gets the same bytes as a
+ * file, widened to version 2 when a large id comes late. */
+static void test_writer_fifo(void **state)
+{
+    (void)state;
+    uint32_t ids[3000];
+    for (int i = 0; i < 3000; i++)
+        ids[i] = (uint32_t)(i * 7);
+    ids[2999] = 100000;
+    llm_status st = {0};
+    assert_int_equal(llm_tokfile_write(path("ref.bin"), ids, 3000, 0, &st), LLM_OK);
+    assert_int_equal(mkfifo(path("fifo"), 0600), 0);
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s", path("fifo"));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {   /* the writer; the parent reads */
+        llm_tokfile_writer w;
+        int rc = llm_tokfile_writer_open(&w, fifo, 0, &st);
+        for (int i = 0; i < 3000 && !rc; i += 1000)
+            rc = llm_tokfile_writer_put(&w, ids + i, 1000, &st);
+        if (!rc)
+            rc = llm_tokfile_writer_commit(&w, &st);
+        _exit(rc ? 1 : 0);
+    }
+    size_t nr;
+    char *want = tu_slurp(path("ref.bin"), &nr), *got = malloc(nr + 16);
+    assert_non_null(want);
+    assert_non_null(got);
+    FILE *f = fopen(fifo, "rb");
+    assert_non_null(f);
+    size_t ng = fread(got, 1, nr + 16, f);
+    fclose(f);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(ng, nr);
+    assert_memory_equal(got, want, nr);
+    assert_int_equal(got[4], 2);
+    free(got);
+    free(want);
+    unlink(fifo);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +310,8 @@ int main(void)
         cmocka_unit_test(test_reads_handmade_file),
         cmocka_unit_test(test_rejects_bad_files),
         cmocka_unit_test(test_atomic_write),
+        cmocka_unit_test(test_writer_matches_whole),
+        cmocka_unit_test(test_writer_fifo),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
