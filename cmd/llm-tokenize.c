@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "common/cli.h"
-#include "common/fsutil.h"
+#include "common/afile.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/tokenizer.h"
@@ -108,145 +108,6 @@ static void input_free(input *in)
         free(in->p);
 }
 
-/* An output: stdout, or a temp file beside path renamed over it by sink_commit (fsync
- * first), so that a failed run leaves nothing behind; a device or pipe at path is
- * written in place (direct: a rename would replace it with a file). */
-typedef struct {
-    const char *path;
-    char *tmp;
-    int fd, direct;
-    char target[PATH_MAX];
-} sink;
-
-static int sink_open(sink *k, const char *path, llm_status *st)
-{
-    k->path = path;
-    k->tmp = NULL;
-    k->fd = 1;
-    k->direct = 0;
-    if (!strcmp(path, "-"))
-        return LLM_OK;
-    int dfd;
-    if (llm_out_target(path, k->target, sizeof k->target, &dfd, st))
-        return st->code;
-    if (dfd >= 0) {   /* a device or pipe: written in place, like stdout */
-        k->fd = dfd;
-        k->direct = 1;
-        return LLM_OK;
-    }
-    k->path = path = k->target;
-    size_t pl = strlen(path);
-    if (!(k->tmp = malloc(pl + 16)))
-        return llm_err(st, LLM_ENOMEM, "out of memory");
-    snprintf(k->tmp, pl + 16, "%s.tmp.XXXXXX", path);
-    k->fd = mkstemp(k->tmp);
-    if (k->fd < 0) {
-        free(k->tmp);
-        k->tmp = NULL;
-        return llm_err(st, LLM_EIO, "cannot create '%s': %s", path, strerror(errno));
-    }
-    return LLM_OK;
-}
-
-static int sink_write(sink *k, const char *buf, size_t n, llm_status *st)
-{
-    while (n) {
-        ssize_t w = write(k->fd, buf, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return llm_err(st, LLM_EIO, "cannot write %s'%s': %s", k->fd != 1 ? "" : "to ",
-                           k->fd != 1 ? k->path : "stdout", strerror(errno));
-        buf += w;
-        n -= (size_t)w;
-    }
-    return LLM_OK;
-}
-
-static void sink_abort(sink *k)
-{
-    if (k->direct) {
-        close(k->fd);
-        k->direct = 0;
-    }
-    if (k->tmp) {
-        close(k->fd);
-        unlink(k->tmp);
-        free(k->tmp);
-        k->tmp = NULL;
-    }
-}
-
-static int sink_commit(sink *k, llm_status *st)
-{
-    if (k->direct) {
-        k->direct = 0;
-        if (close(k->fd))
-            return llm_err(st, LLM_EIO, "cannot write '%s': %s", k->path, strerror(errno));
-        return LLM_OK;
-    }
-    if (!k->tmp)
-        return LLM_OK;
-    int rc = LLM_OK;
-    if (fchmod(k->fd, 0644) || fsync(k->fd))
-        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", k->path, strerror(errno));
-    if (close(k->fd) && !rc)
-        rc = llm_err(st, LLM_EIO, "cannot write '%s': %s", k->path, strerror(errno));
-    if (!rc && rename(k->tmp, k->path))
-        rc = llm_err(st, LLM_EIO, "cannot rename to '%s': %s", k->path, strerror(errno));
-    if (rc) {
-        unlink(k->tmp);
-    } else {
-        char *d = strdup(k->path);
-        int dfd = d ? open(dirname(d), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-        free(d);
-    }
-    free(k->tmp);
-    k->tmp = NULL;
-    return rc;
-}
-
-static int write_out(const char *path, const char *buf, size_t n, llm_status *st)
-{
-    sink k;
-    int rc = sink_open(&k, path, st);
-    if (!rc)
-        rc = sink_write(&k, buf, n, st);
-    if (!rc)
-        rc = sink_commit(&k, st);
-    else
-        sink_abort(&k);
-    return rc;
-}
-
-/* ids as decimal text, space separated, one trailing newline. */
-static int ids_to_text(const uint32_t *v, size_t n, char **out, size_t *len, llm_status *st)
-{
-    char *buf = malloc(n * 11 + 2), *p = buf;
-    if (!buf)
-        return llm_err(st, LLM_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        char tmp[11];
-        int k = 0;
-        uint32_t x = v[i];
-        do
-            tmp[k++] = (char)('0' + x % 10);
-        while ((x /= 10));
-        if (i)
-            *p++ = ' ';
-        while (k)
-            *p++ = tmp[--k];
-    }
-    *p++ = '\n';
-    *out = buf;
-    *len = (size_t)(p - buf);
-    return LLM_OK;
-}
-
 /* Parse whitespace-separated decimal ids (--format ids input). */
 static int text_to_ids(const input *in, llm_ids *ids, llm_status *st)
 {
@@ -268,149 +129,193 @@ static int text_to_ids(const input *in, llm_ids *ids, llm_status *st)
     return LLM_OK;
 }
 
-/* Documents: each input, or with --split-docs each block ending in a run of blank lines
- * (the blank lines stay with the block they end, so the text is unchanged). */
-static int split_docs(const opts *o, const input *in, int nin, const char ***texts, size_t **lens,
-                      size_t *ndocs)
+/* Where encoded ids go: counted only, written as decimal text, or into a token file. */
+typedef struct {
+    const opts *o;
+    llm_afile text;            /* --format ids */
+    llm_tokfile_writer bin;    /* token file (with --val-fraction: all ids, split at the end) */
+    int mode;                  /* 0 count, 1 text, 2 token file */
+    int first;                 /* no id written to text yet */
+} ids_out;
+
+static int emit_ids(void *ctx, const uint32_t *v, size_t n, llm_status *st)
 {
-    size_t cap = (size_t)nin + 16, n = 0;
-    const char **t = malloc(cap * sizeof *t);
-    size_t *l = malloc(cap * sizeof *l);
-    if (!t || !l)
-        goto oom;
-    for (int f = 0; f < nin; f++) {
-        const char *start = in[f].p, *e = in[f].p + in[f].n;
-        for (;;) {
-            const char *cut = e, *q = start;
-            while (o->split_docs && q < e && (q = memchr(q, '\n', (size_t)(e - q)))) {
-                const char *r = q + 1;
-                int nl = 1;
-                while (r < e && (*r == '\n' || (*r == '\r' && r + 1 < e && r[1] == '\n')))
-                    nl += *r++ == '\n';
-                if (nl >= 2 && r < e) {
-                    cut = r;
-                    break;
-                }
-                q = r;
-            }
-            if (n == cap) {
-                cap *= 2;
-                const char **nt = realloc(t, cap * sizeof *t);
-                if (!nt)
-                    goto oom;
-                t = nt;
-                size_t *nl = realloc(l, cap * sizeof *l);
-                if (!nl)
-                    goto oom;
-                l = nl;
-            }
-            t[n] = start;
-            l[n++] = (size_t)(cut - start);
-            if (cut == e)
-                break;
-            start = cut;
+    ids_out *d = ctx;
+    if (d->mode == 2)
+        return llm_tokfile_writer_put(&d->bin, v, n, st);
+    if (d->mode == 0)
+        return LLM_OK;
+    char buf[1 << 14];
+    size_t k = 0;
+    int rc = LLM_OK;
+    for (size_t i = 0; i < n && !rc; i++) {
+        char tmp[11];
+        int m = 0;
+        uint32_t x = v[i];
+        do
+            tmp[m++] = (char)('0' + x % 10);
+        while ((x /= 10));
+        if (!d->first)
+            buf[k++] = ' ';
+        d->first = 0;
+        while (m)
+            buf[k++] = tmp[--m];
+        if (k > sizeof buf - 12) {
+            rc = llm_afile_put(&d->text, buf, k, st);
+            k = 0;
         }
     }
-    *texts = t;
-    *lens = l;
-    *ndocs = n;
-    return 0;
-oom:
-    free(t);
-    free(l);
-    return -1;
+    if (!rc && k)
+        rc = llm_afile_put(&d->text, buf, k, st);
+    return rc;
 }
 
-static int write_split(const opts *o, const llm_ids *ids, const size_t *starts, size_t ndocs,
-                       llm_status *st)
+/* --val-fraction: the last fraction of the ids (from the document start nearest that
+ * cut, when there are documents) move to PREFIX_val.bin. */
+static int finish_split(const opts *o, ids_out *d, const llm_encoder *e, const char *train,
+                        llm_status *st)
 {
-    if (ids->n < 2)
-        return llm_err(st, LLM_EDATA, "%zu tokens: too few to split into train and val", ids->n);
-    size_t nval = (size_t)(o->val_fraction * (double)ids->n + 0.5);
+    uint64_t n = llm_encoder_tokens(e);
+    if (n < 2)
+        return llm_err(st, LLM_EDATA, "%llu tokens: too few to split into train and val",
+                       (unsigned long long)n);
+    uint64_t nval = (uint64_t)(o->val_fraction * (double)n + 0.5);
     if (nval < 1)
         nval = 1;
-    if (nval >= ids->n)
-        nval = ids->n - 1;
-    size_t cut = ids->n - nval, best = 0;
-    /* the document start nearest to the wanted cut, when there are documents */
-    for (size_t d = 1; d < ndocs; d++) {
-        size_t s = starts[d];
-        if (s == 0 || s >= ids->n)
+    if (nval >= n)
+        nval = n - 1;
+    uint64_t cut = n - nval, best = 0;
+    size_t ndocs;
+    const uint64_t *starts = llm_encoder_doc_starts(e, &ndocs);
+    for (size_t k = 1; k < ndocs; k++) {
+        uint64_t s = starts[k];
+        if (s == 0 || s >= n)
             continue;
-        size_t dist = s > cut ? s - cut : cut - s, bd = best > cut ? best - cut : cut - best;
+        uint64_t dist = s > cut ? s - cut : cut - s, bd = best > cut ? best - cut : cut - best;
         if (!best || dist < bd)
             best = s;
     }
     if (best)
         cut = best;
-    char train[4096], val[4096];
-    if (snprintf(train, sizeof train, "%s_train.bin", o->out) >= (int)sizeof train ||
-        snprintf(val, sizeof val, "%s_val.bin", o->out) >= (int)sizeof val)
+    char val[4096];
+    if (snprintf(val, sizeof val, "%s_val.bin", o->out) >= (int)sizeof val)
         return llm_err(st, LLM_EUSAGE, "output prefix too long");
-    int existed = access(train, F_OK) == 0;
-    int rc = llm_tokfile_write(train, ids->v, cut, 0, st);
-    if (!rc) {
-        rc = llm_tokfile_write(val, ids->v + cut, ids->n - cut, 0, st);
-        if (rc && !existed)
-            unlink(train); /* no half-written pair */
+    llm_tokfile_writer vw;
+    int rc = llm_tokfile_writer_open(&vw, val, d->bin.version, st);
+    if (rc)
+        return rc;
+    if ((rc = llm_tokfile_writer_split(&d->bin, cut, &vw, st))) {
+        llm_tokfile_writer_abort(&vw);
+        return rc;
     }
+    int existed = access(train, F_OK) == 0;
+    if ((rc = llm_tokfile_writer_commit(&d->bin, st))) {
+        llm_tokfile_writer_abort(&vw);
+        return rc;
+    }
+    if ((rc = llm_tokfile_writer_commit(&vw, st)) && !existed)
+        unlink(train); /* no half-written pair */
     if (!rc)
-        llm_info(&o->lg, "%s: %zu tokens, %s: %zu tokens", train, cut, val, ids->n - cut);
+        llm_info(&o->lg, "%s: %llu tokens, %s: %llu tokens", train, (unsigned long long)cut, val,
+                 (unsigned long long)(n - cut));
     return rc;
 }
 
+/* Feed one input to the encoder, 1 MiB at a time (files, pipes and stdin alike). */
+static int feed_input(llm_encoder *e, const char *path, char *buf, size_t cap, llm_status *st)
+{
+    const char *name = strcmp(path, "-") ? path : "<stdin>";
+    int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
+    if (fd < 0)
+        return llm_err(st, LLM_ENOINPUT, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    int rc = LLM_OK;
+    if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode))
+        rc = llm_err(st, LLM_ENOINPUT, "'%s' is a directory", path);
+    while (!rc) {
+        ssize_t r = read(fd, buf, cap);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            rc = llm_err(st, LLM_EIO, "cannot read '%s': %s", name, strerror(errno));
+        else if (r == 0)
+            break;
+        else
+            rc = llm_encoder_feed(e, buf, (size_t)r, st);
+    }
+    if (fd > 0)
+        close(fd);
+    return rc ? rc : llm_encoder_end_input(e, st);
+}
+
+/* Encode: the inputs stream through a window (LLM_TOKENIZE_WINDOW bytes, a test hook;
+ * default 64 MiB), and the ids go out as they come. */
 static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
 {
-    int nin = o->files.n ? o->files.n : 1;
-    input *in = calloc((size_t)nin, sizeof *in);
-    const char **texts = NULL;
-    size_t *lens = NULL, *starts = NULL, ndocs = 0, bytes = 0;
-    llm_ids ids = {0};
-    char *txt = NULL;
-    int rc = in ? LLM_OK : llm_err(st, LLM_ENOMEM, "out of memory"), got = 0;
-    for (; got < nin && !rc; got++) {
-        rc = input_read(&in[got], o->files.n ? o->files.v[got] : "-", st);
-        if (rc)
-            break;
-        bytes += in[got].n;
+    ids_out d = {.o = o, .first = 1};
+    d.mode = o->count ? 0 : !strcmp(o->format, "ids") ? 1 : 2;
+    char train[4096];
+    const char *out = o->out;
+    if (o->val_fraction > 0) {
+        if (snprintf(train, sizeof train, "%s_train.bin", o->out) >= (int)sizeof train)
+            return llm_err(st, LLM_EUSAGE, "output prefix too long");
+        out = train;
     }
-    if (rc)
-        goto done;
-    if (split_docs(o, in, nin, &texts, &lens, &ndocs) ||
-        !(starts = malloc((ndocs ? ndocs : 1) * sizeof *starts))) {
-        rc = llm_err(st, LLM_ENOMEM, "out of memory");
-        goto done;
+    const char *w = getenv("LLM_TOKENIZE_WINDOW");
+    size_t window = w && *w >= '1' && *w <= '9' ? (size_t)strtoull(w, NULL, 10) : 0;
+    size_t cap = 1 << 20;
+    char *buf = malloc(cap);
+    llm_encoder *e = NULL;
+    int rc = buf ? LLM_OK : llm_err(st, LLM_ENOMEM, "out of memory");
+    if (!rc)
+        rc = llm_encoder_new(&e, t, o->eot, o->split_docs, o->threads, window, emit_ids, &d, st);
+    if (!rc && d.mode == 1)
+        rc = llm_afile_open(&d.text, out, LLM_AFILE_STDOUT, st);
+    else if (!rc && d.mode == 2)
+        rc = llm_tokfile_writer_open(&d.bin, out, 0, st);
+    /* a missing input fails before any output (stdout included) is written */
+    for (int i = 0; i < o->files.n && !rc; i++) {
+        const char *path = o->files.v[i];
+        struct stat sb;
+        if (strcmp(path, "-") && stat(path, &sb) != 0)
+            rc = llm_err(st, LLM_ENOINPUT, "cannot open '%s': %s", path, strerror(errno));
+        else if (strcmp(path, "-") && S_ISDIR(sb.st_mode))
+            rc = llm_err(st, LLM_ENOINPUT, "'%s' is a directory", path);
     }
+    int opened = !rc && d.mode;
     double t0 = now();
-    rc = llm_tokenizer_encode_docs(t, texts, lens, ndocs, o->eot, o->threads, &ids, starts, st);
-    if (rc)
-        goto done;
+    for (int i = 0; i < (o->files.n ? o->files.n : 1) && !rc; i++)
+        rc = feed_input(e, o->files.n ? o->files.v[i] : "-", buf, cap, st);
     double dt = now() - t0;
-    llm_debug(&o->lg, "encoded %zu bytes in %zu document(s) into %zu tokens in %.3f s (%.1f MB/s, %d thread(s))",
-              bytes, ndocs, ids.n, dt, dt > 0 ? bytes / 1e6 / dt : 0.0, o->threads);
-    if (o->count) {
-        printf("%zu\n", ids.n);
+    if (!rc) {
+        size_t ndocs;
+        llm_encoder_doc_starts(e, &ndocs);
+        uint64_t bytes = llm_encoder_bytes(e), ntok = llm_encoder_tokens(e);
+        llm_debug(&o->lg, "encoded %llu bytes in %zu document(s) into %llu tokens in %.3f s "
+                  "(%.1f MB/s, %d thread(s))", (unsigned long long)bytes, ndocs,
+                  (unsigned long long)ntok, dt, dt > 0 ? bytes / 1e6 / dt : 0.0, o->threads);
+    }
+    if (!rc && d.mode == 0) {
+        printf("%llu\n", (unsigned long long)llm_encoder_tokens(e));
         if (fflush(stdout))
             rc = llm_err(st, LLM_EIO, "cannot write to stdout: %s", strerror(errno));
-    } else if (o->val_fraction > 0) {
-        rc = write_split(o, &ids, starts, ndocs, st);
-    } else if (!strcmp(o->format, "ids")) {
-        size_t n = 0;
-        rc = ids_to_text(ids.v, ids.n, &txt, &n, st);
-        if (!rc)
-            rc = write_out(o->out, txt, n, st);
-    } else {
-        rc = llm_tokfile_write(o->out, ids.v, ids.n, 0, st);
+    } else if (!rc && d.mode == 1) {
+        opened = 0;
+        if ((rc = llm_afile_put(&d.text, "\n", 1, st)))
+            llm_afile_abort(&d.text);
+        else
+            rc = llm_afile_commit(&d.text, st);
+    } else if (!rc) {
+        opened = 0;
+        rc = o->val_fraction > 0 ? finish_split(o, &d, e, train, st) : llm_tokfile_writer_commit(&d.bin, st);
+        llm_tokfile_writer_abort(&d.bin);
     }
-done:
-    for (int i = 0; i < got; i++)
-        input_free(&in[i]);
-    free(in);
-    free(texts);
-    free(lens);
-    free(starts);
-    free(txt);
-    llm_ids_free(&ids);
+    if (opened && d.mode == 1)
+        llm_afile_abort(&d.text);
+    else if (opened)
+        llm_tokfile_writer_abort(&d.bin);
+    llm_encoder_free(e);
+    free(buf);
     return rc;
 }
 
@@ -452,10 +357,11 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
         if (fflush(stdout))
             rc = llm_err(st, LLM_EIO, "cannot write to stdout: %s", strerror(errno));
     } else if (!rc) {
-        sink k;
+        llm_afile k;
         double t0 = now(), busy = 0;
         uint64_t bytes = 0;
-        rc = sink_open(&k, o->out, st);
+        rc = llm_afile_open(&k, o->out, LLM_AFILE_STDOUT, st);
+        int opened = !rc;
         for (int i = 0; i < nin && !rc; i++) {
             uint64_t n = ids_fmt ? tx[i].n : tf[i].ntok;
             for (uint64_t at = 0; at < n && !rc; at += DECODE_CHUNK) {
@@ -472,16 +378,16 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
                 rc = llm_tokenizer_decode(t, v, m, &text, &len, st);
                 busy += now() - t1;
                 if (!rc) {
-                    rc = sink_write(&k, text, len, st);
+                    rc = llm_afile_put(&k, text, len, st);
                     bytes += len;
                     free(text);
                 }
             }
         }
         if (!rc)
-            rc = sink_commit(&k, st);
-        else
-            sink_abort(&k);
+            rc = llm_afile_commit(&k, st);
+        else if (opened)
+            llm_afile_abort(&k);
         llm_debug(&o->lg, "decoded %llu tokens into %llu bytes in %.3f s (%.1f MB/s; %.3f s in all)",
                   (unsigned long long)total, (unsigned long long)bytes, busy,
                   busy > 0 ? bytes / 1e6 / busy : 0.0, now() - t0);
@@ -520,6 +426,8 @@ int main(int argc, char **argv)
     };
     static const llm_env env[] = {
         {"LLMKIT_DATA", "data folder: the GPT-2 vocabulary is looked for in its gpt2/"},
+        {"LLM_TOKENIZE_WINDOW", "bytes of text held before encoding (default 67108864)"},
+        {"LLM_FAULT_WRITE_LIMIT", "test hook: writing past byte N of an output fails as on a full disk"},
         {0},
     };
     const llm_cli cli = {PROG, "[options] [FILE|-]...",

@@ -83,6 +83,27 @@ int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
                               const size_t *lens, size_t ndocs, int with_eot, int nthreads,
                               llm_ids *out, size_t *starts, llm_status *st);
 
+/* ---- encoding inputs of any size, a window at a time ----
+ * Feed each input's bytes in any pieces, then end it; emit receives the ids in order as
+ * they are made, exactly those of llm_tokenizer_encode_docs on the whole inputs as
+ * documents (each input one, and with split_docs also each block that ends in a run of
+ * two or more line ends, the blank lines staying with the block they end).  Memory: the
+ * window (0: 64 MiB) and its ids, plus any stretch longer than the window without a
+ * place to cut (for GPT-2, a newline after a printable ASCII character), and 8 bytes per
+ * document for the starts. */
+typedef int (*llm_ids_fn)(void *ctx, const uint32_t *ids, size_t n, llm_status *st);
+typedef struct llm_encoder llm_encoder;
+int  llm_encoder_new(llm_encoder **out, const llm_tokenizer *t, int with_eot, int split_docs,
+                     int nthreads, size_t window, llm_ids_fn emit, void *ctx, llm_status *st);
+int  llm_encoder_feed(llm_encoder *e, const char *p, size_t n, llm_status *st);
+/* The current input ends (its last document with it); the next feed starts another. */
+int  llm_encoder_end_input(llm_encoder *e, llm_status *st);
+uint64_t llm_encoder_tokens(const llm_encoder *e);   /* ids emitted so far */
+uint64_t llm_encoder_bytes(const llm_encoder *e);    /* bytes fed so far */
+/* Every document's first id (its end-of-text id with with_eot), in order. */
+const uint64_t *llm_encoder_doc_starts(const llm_encoder *e, size_t *ndocs);
+void llm_encoder_free(llm_encoder *e);
+
 /* Load by name: "byte", "gpt2" (from vocab_dir: encoder.json + vocab.bpe; NULL means
  * $LLMKIT_DATA/gpt2, or ./data/gpt2 when LLMKIT_DATA is unset), or the path of a .llmk
  * file whose tokenizer is used.  Errors as for the loaders above. */

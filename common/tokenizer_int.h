@@ -63,4 +63,14 @@ int  llm_tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, ll
                         llm_status *st);
 void llm_tok_bpe_free(llm_tokenizer *t);
 
+/* The first safe cut of text in [from, to): a position where encoding the text before it
+ * and after it separately gives the ids of the whole (tokenizer_mt.c); to when none. */
+size_t llm_tok__safe_cut(const llm_tokenizer *t, const char *text, size_t from, size_t to);
+
+/* llm_tokenizer_encode_docs where texts[d] with cont[d] set continues the text before
+ * it (no end-of-text id; its starts entry is not set).  cont may be NULL. */
+int llm_tok__encode_pieces(const llm_tokenizer *t, const char *const *texts, const size_t *lens,
+                           const unsigned char *cont, size_t ndocs, int with_eot, int nthreads,
+                           llm_ids *out, size_t *starts, llm_status *st);
+
 #endif

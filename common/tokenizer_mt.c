@@ -42,7 +42,7 @@ typedef struct {
  * ASCII and text[i] is '\n': no pattern alternative spans a non-space and a newline,
  * and the match ending at text[i-1] is found identically whether or not text goes on
  * (only the whitespace alternatives look ahead).  Any cut is safe for the byte kind. */
-static size_t safe_cut(const llm_tokenizer *t, const char *text, size_t from, size_t to)
+size_t llm_tok__safe_cut(const llm_tokenizer *t, const char *text, size_t from, size_t to)
 {
     if (t->kind != LLM_TOK_GPT2)
         return from;
@@ -93,6 +93,13 @@ int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
                               const size_t *lens, size_t ndocs, int with_eot, int nthreads,
                               llm_ids *out, size_t *starts, llm_status *st)
 {
+    return llm_tok__encode_pieces(t, texts, lens, NULL, ndocs, with_eot, nthreads, out, starts, st);
+}
+
+int llm_tok__encode_pieces(const llm_tokenizer *t, const char *const *texts, const size_t *lens,
+                           const unsigned char *cont, size_t ndocs, int with_eot, int nthreads,
+                           llm_ids *out, size_t *starts, llm_status *st)
+{
     size_t total = 0;
     for (size_t d = 0; d < ndocs; d++)
         total += lens[d];
@@ -119,7 +126,7 @@ int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
         do {
             size_t end = lens[d];
             if (end - at > bsz) {
-                end = safe_cut(t, texts[d], at + bsz, lens[d]);
+                end = llm_tok__safe_cut(t, texts[d], at + bsz, lens[d]);
             }
             if (npc == cap) {
                 piece *np = realloc(pc, 2 * cap * sizeof *pc);
@@ -135,7 +142,7 @@ int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
                 memset(b + cap, 0, cap * sizeof *b);
                 cap *= 2;
             }
-            pc[npc++] = (piece){texts[d] + at, end - at, d, at == 0};
+            pc[npc++] = (piece){texts[d] + at, end - at, d, at == 0 && !(cont && cont[d])};
             at = end;
         } while (at < lens[d]);
     }
