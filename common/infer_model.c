@@ -1,6 +1,7 @@
 /* infer_model.c — the weights table: tensors of an mmap'd checkpoint used in place. */
 #include "common/infer.h"
 #include "common/infer_tp.h"
+#include "common/quant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,8 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
                        llm_dtype_name(t->dtype));
     if (!t->data)
         return llm_err(st, LLM_EDATA, "tensor '%s': no data", name);
+    if (llm_quant_check_scales(t->dtype, t->data, t->nbytes, st))
+        return llm_err_prefix(st, "tensor '%s'", name);
     w->p = t->data;
     w->dtype = (int)t->dtype;
     int rdt = m->rep ? llm_qk_repack_dtype((int)t->dtype, m->repack_mode) : w->dtype;

@@ -22,6 +22,22 @@ int llm_quant_is_block(llm_dtype dt)
     return dt == LLM_DT_Q8_0 || dt == LLM_DT_Q4_0;
 }
 
+int llm_quant_check_scales(llm_dtype dt, const void *p, uint64_t nbytes, llm_status *st)
+{
+    if (!llm_quant_is_block(dt))
+        return LLM_OK;
+    const unsigned char *b = p;
+    size_t per = dt == LLM_DT_Q8_0 ? 34 : 18;
+    for (uint64_t k = 0; k < nbytes / per; k++) {
+        unsigned h = b[k * per] | (unsigned)b[k * per + 1] << 8;
+        if ((h & 0x7c00) == 0x7c00)   /* exponent all ones: inf or nan */
+            return llm_err(st, LLM_EDATA, "block %llu (weights %llu..%llu) has scale %s",
+                           (unsigned long long)k, (unsigned long long)k * 32,
+                           (unsigned long long)k * 32 + 31, h & 0x3ff ? "nan" : "inf");
+    }
+    return LLM_OK;
+}
+
 /* Largest magnitude each dtype can hold without overflow: f16 max 65504 (values up to
  * 65519.99 round down to it); block scales are f16, d = amax/127 (q8_0) or amax/8. */
 static double dtype_limit(llm_dtype dt)

@@ -31,6 +31,11 @@ int llm_quant_is_weight_dtype(llm_dtype dt);
 /* 1 for the block formats q8_0 and q4_0. */
 int llm_quant_is_block(llm_dtype dt);
 
+/* Check the f16 block scales of nbytes of q8_0 or q4_0 data: LLM_EDATA naming the
+ * first block whose scale is NaN or infinite (every weight of it would be), else 0.
+ * Other dtypes: 0. */
+int llm_quant_check_scales(llm_dtype dt, const void *p, uint64_t nbytes, llm_status *st);
+
 /* Encode n floats at src as dtype dt into dst (llm_dtype_nbytes(dt, n) bytes; n a
  * multiple of 32 for block formats).  Errors (LLM_EDATA, nothing meaningful in dst): a
  * NaN or infinite input, naming the element index ("value at 12 is nan"); a value beyond

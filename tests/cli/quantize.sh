@@ -107,6 +107,36 @@ expect_exit "q4_0 -> q8_0 refused: 65" 65 llm-quantize q4_0.llmk x.llmk --type q
 grep -q "already quantized" "$TMP/err" && ok "requantize: clear message" || notok "message: $(cat "$TMP/err")"
 expect_exit "q8_0 -> f16 refused: 65" 65 llm-quantize q8_0.llmk x.llmk --type f16
 [ ! -e x.llmk ] && ok "no output after a refusal" || notok "x.llmk written"
+# a block scale that is NaN or infinite, in a file whose checksums agree: llm-infer
+# refuses it by name (65) instead of computing with NaN weights
+nanscale() { "$PY" - "$@" <<'PY'
+import re, struct, sys, zlib
+src, dst, name, k, val = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5], 16)
+d = bytearray(open(src, 'rb').read())
+H = struct.unpack('<Q', d[12:20])[0]
+hdr = d[20:20 + H].decode()
+D0 = (20 + H + 63) // 64 * 64
+m = re.search(r'- name: %s\n((?:  .*\n)*)' % re.escape(name), hdr)
+off, stored = (int(re.search(r'  %s: (\d+)' % key, m.group(1)).group(1)) for key in ('offset', 'stored'))
+per = 34 if 'dtype: q8_0' in m.group(1) else 18
+at = D0 + off + k * per
+d[at:at + 2] = struct.pack('<H', val)
+crc = zlib.crc32(bytes(d[D0 + off:D0 + off + stored]))
+new = hdr[:m.start(1)] + re.sub(r'crc32: \d+', 'crc32: %d' % crc, m.group(1), count=1) + hdr[m.end(1):]
+assert stored == int(re.search(r'  nbytes: (\d+)', m.group(1)).group(1)), 'compressed'
+out = d[:12] + struct.pack('<Q', len(new)) + new.encode()
+D1 = (len(out) + 63) // 64 * 64
+open(dst, 'wb').write(out + b'\0' * (D1 - len(out)) + d[D0:])
+PY
+}
+for ty in q8_0 q4_0; do
+  for v in 7e00 7c00; do
+    nanscale $ty.llmk bad.llmk h.1.mlp.c_proj.weight 5 $v && llm-shard verify bad.llmk >/dev/null 2>&1 &&
+      ok "$ty scale 0x$v: a file whose checksums agree" || notok "$ty scale 0x$v: the edited file does not verify"
+    expect_exit "$ty scale 0x$v: llm-infer refuses it, 65" 65 llm-infer bad.llmk --eval val.bin --ctx 64 --threads 2
+    check "... naming the tensor and the block" grep -q "h.1.mlp.c_proj.weight.*block 5 .*has scale $([ $v = 7e00 ] && echo nan || echo inf)" "$TMP/err"
+  done
+done
 llm-quantize m.llmk r.llmk --type q8_0 --json 2>/dev/null | head -c 10 >/dev/null
 ok "closed stdout does not hang"
 echo "1..$_n"
