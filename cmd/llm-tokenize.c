@@ -267,12 +267,6 @@ static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
     char *buf = malloc(cap);
     llm_encoder *e = NULL;
     int rc = buf ? LLM_OK : llm_err(st, LLM_ENOMEM, "out of memory");
-    if (!rc)
-        rc = llm_encoder_new(&e, t, o->eot, o->split_docs, o->threads, window, emit_ids, &d, st);
-    if (!rc && d.mode == 1)
-        rc = llm_afile_open(&d.text, out, LLM_AFILE_STDOUT, st);
-    else if (!rc && d.mode == 2)
-        rc = llm_tokfile_writer_open(&d.bin, out, 0, st);
     /* a missing input fails before any output (stdout included) is written */
     for (int i = 0; i < o->files.n && !rc; i++) {
         const char *path = o->files.v[i];
@@ -282,6 +276,12 @@ static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
         else if (strcmp(path, "-") && S_ISDIR(sb.st_mode))
             rc = llm_err(st, LLM_ENOINPUT, "'%s' is a directory", path);
     }
+    if (!rc)
+        rc = llm_encoder_new(&e, t, o->eot, o->split_docs, o->threads, window, emit_ids, &d, st);
+    if (!rc && d.mode == 1)
+        rc = llm_afile_open(&d.text, out, LLM_AFILE_STDOUT, st);
+    else if (!rc && d.mode == 2)
+        rc = llm_tokfile_writer_open(&d.bin, out, 0, st);
     int opened = !rc && d.mode;
     double t0 = now();
     for (int i = 0; i < (o->files.n ? o->files.n : 1) && !rc; i++)

@@ -210,7 +210,8 @@ static int round_(llm_encoder *e, int final, llm_status *st)
     if (e->ids.n && (rc = e->emit(e->ctx, e->ids.v, e->ids.n, st)))
         return rc;
     e->ntok += e->ids.n;
-    memmove(e->pend, e->pend + s, n - s);
+    if (s < n)
+        memmove(e->pend, e->pend + s, n - s);
     e->n = n - s;
     e->cont = cont;
     return LLM_OK;
