@@ -248,8 +248,8 @@ static int feed_input(llm_encoder *e, const char *path, char *buf, size_t cap, l
     return rc ? rc : llm_encoder_end_input(e, st);
 }
 
-/* Encode: the inputs stream through a window (LLM_TOKENIZE_WINDOW bytes, a test hook;
- * default 64 MiB), and the ids go out as they come. */
+/* Encode: the inputs stream through a window (LLM_TOKENIZE_WINDOW bytes;
+ * default 16 MiB), and the ids go out as they come. */
 static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
 {
     ids_out d = {.o = o, .first = 1};
@@ -426,7 +426,7 @@ int main(int argc, char **argv)
     };
     static const llm_env env[] = {
         {"LLMKIT_DATA", "data folder: the GPT-2 vocabulary is looked for in its gpt2/"},
-        {"LLM_TOKENIZE_WINDOW", "bytes of text held before encoding (default 67108864)"},
+        {"LLM_TOKENIZE_WINDOW", "bytes of text held before encoding (default 16777216)"},
         {"LLM_FAULT_WRITE_LIMIT", "test hook: writing past byte N of an output fails as on a full disk"},
         {0},
     };

@@ -88,7 +88,7 @@ int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
  * they are made, exactly those of llm_tokenizer_encode_docs on the whole inputs as
  * documents (each input one, and with split_docs also each block that ends in a run of
  * two or more line ends, the blank lines staying with the block they end).  Memory: the
- * window (0: 64 MiB) and its ids, plus any stretch longer than the window without a
+ * window (0: 16 MiB) and its ids, plus any stretch longer than the window without a
  * place to cut (for GPT-2, a newline after a printable ASCII character), and 8 bytes per
  * document for the starts. */
 typedef int (*llm_ids_fn)(void *ctx, const uint32_t *ids, size_t n, llm_status *st);

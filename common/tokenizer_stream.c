@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_WINDOW (64u << 20)
+#define DEFAULT_WINDOW (16u << 20)
 
 struct llm_encoder {
     const llm_tokenizer *t;
