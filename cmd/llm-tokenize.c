@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "common/tokenizer.h"
 #include "common/tokfile.h"
+#include "common/tokout.h"
 
 #define PROG "llm-tokenize"
 
@@ -24,6 +25,7 @@ typedef struct {
     const char *out, *vocab, *vocab_dir, *format;
     int eot, split_docs, decode, count, threads, quiet, verbose;
     double val_fraction;
+    int64_t shard_tokens;
     llm_strlist files;
     llm_log lg;
 } opts;
@@ -129,98 +131,6 @@ static int text_to_ids(const input *in, llm_ids *ids, llm_status *st)
     return LLM_OK;
 }
 
-/* Where encoded ids go: counted only, written as decimal text, or into a token file. */
-typedef struct {
-    const opts *o;
-    llm_afile text;            /* --format ids */
-    llm_tokfile_writer bin;    /* token file (with --val-fraction: all ids, split at the end) */
-    int mode;                  /* 0 count, 1 text, 2 token file */
-    int first;                 /* no id written to text yet */
-} ids_out;
-
-static int emit_ids(void *ctx, const uint32_t *v, size_t n, llm_status *st)
-{
-    ids_out *d = ctx;
-    if (d->mode == 2)
-        return llm_tokfile_writer_put(&d->bin, v, n, st);
-    if (d->mode == 0)
-        return LLM_OK;
-    char buf[1 << 14];
-    size_t k = 0;
-    int rc = LLM_OK;
-    for (size_t i = 0; i < n && !rc; i++) {
-        char tmp[11];
-        int m = 0;
-        uint32_t x = v[i];
-        do
-            tmp[m++] = (char)('0' + x % 10);
-        while ((x /= 10));
-        if (!d->first)
-            buf[k++] = ' ';
-        d->first = 0;
-        while (m)
-            buf[k++] = tmp[--m];
-        if (k > sizeof buf - 12) {
-            rc = llm_afile_put(&d->text, buf, k, st);
-            k = 0;
-        }
-    }
-    if (!rc && k)
-        rc = llm_afile_put(&d->text, buf, k, st);
-    return rc;
-}
-
-/* --val-fraction: the last fraction of the ids (from the document start nearest that
- * cut, when there are documents) move to PREFIX_val.bin. */
-static int finish_split(const opts *o, ids_out *d, const llm_encoder *e, const char *train,
-                        llm_status *st)
-{
-    uint64_t n = llm_encoder_tokens(e);
-    if (n < 2)
-        return llm_err(st, LLM_EDATA, "%llu tokens: too few to split into train and val",
-                       (unsigned long long)n);
-    uint64_t nval = (uint64_t)(o->val_fraction * (double)n + 0.5);
-    if (nval < 1)
-        nval = 1;
-    if (nval >= n)
-        nval = n - 1;
-    uint64_t cut = n - nval, best = 0;
-    size_t ndocs;
-    const uint64_t *starts = llm_encoder_doc_starts(e, &ndocs);
-    for (size_t k = 1; k < ndocs; k++) {
-        uint64_t s = starts[k];
-        if (s == 0 || s >= n)
-            continue;
-        uint64_t dist = s > cut ? s - cut : cut - s, bd = best > cut ? best - cut : cut - best;
-        if (!best || dist < bd)
-            best = s;
-    }
-    if (best)
-        cut = best;
-    char val[4096];
-    if (snprintf(val, sizeof val, "%s_val.bin", o->out) >= (int)sizeof val)
-        return llm_err(st, LLM_EUSAGE, "output prefix too long");
-    llm_tokfile_writer vw;
-    int rc = llm_tokfile_writer_open(&vw, val, d->bin.version, st);
-    if (rc)
-        return rc;
-    if ((rc = llm_tokfile_writer_split(&d->bin, cut, &vw, st))) {
-        llm_tokfile_writer_abort(&vw);
-        return rc;
-    }
-    int existed = access(train, F_OK) == 0;
-    if ((rc = llm_tokfile_writer_commit(&d->bin, st))) {
-        llm_tokfile_writer_abort(&vw);
-        return rc;
-    }
-    if ((rc = llm_tokfile_writer_commit(&vw, st)) && !existed)
-        unlink(train); /* no half-written pair */
-    if (!rc)
-        llm_info(&o->lg, "%s: %llu tokens, %s: %llu tokens", train, (unsigned long long)cut, val,
-                 (unsigned long long)(n - cut));
-    return rc;
-}
-
 /* Feed one input to the encoder, 1 MiB at a time (files, pipes and stdin alike). */
 static int feed_input(llm_encoder *e, const char *path, char *buf, size_t cap, llm_status *st)
 {
@@ -248,24 +158,25 @@ static int feed_input(llm_encoder *e, const char *path, char *buf, size_t cap, l
     return rc ? rc : llm_encoder_end_input(e, st);
 }
 
-/* Encode: the inputs stream through a window (LLM_TOKENIZE_WINDOW bytes;
- * default 16 MiB), and the ids go out as they come. */
+/* Encode: the inputs stream through a window (LLM_TOKENIZE_WINDOW bytes; default
+ * 16 MiB), and the ids go out as they come. */
 static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
 {
-    ids_out d = {.o = o, .first = 1};
-    d.mode = o->count ? 0 : !strcmp(o->format, "ids") ? 1 : 2;
-    char train[4096];
-    const char *out = o->out;
-    if (o->val_fraction > 0) {
-        if (snprintf(train, sizeof train, "%s_train.bin", o->out) >= (int)sizeof train)
-            return llm_err(st, LLM_EUSAGE, "output prefix too long");
-        out = train;
-    }
+    llm_tokout_spec spec = {LLM_TOKOUT_FILE, o->out, o->val_fraction, (uint64_t)o->shard_tokens};
+    if (o->count)
+        spec.kind = LLM_TOKOUT_COUNT;
+    else if (!strcmp(o->format, "ids"))
+        spec.kind = LLM_TOKOUT_TEXT;
+    else if (o->val_fraction > 0)
+        spec.kind = LLM_TOKOUT_SPLIT;
+    else if (o->shard_tokens > 0)
+        spec.kind = LLM_TOKOUT_SHARDS;
     const char *w = getenv("LLM_TOKENIZE_WINDOW");
     size_t window = w && *w >= '1' && *w <= '9' ? (size_t)strtoull(w, NULL, 10) : 0;
     size_t cap = 1 << 20;
     char *buf = malloc(cap);
     llm_encoder *e = NULL;
+    llm_tokout *out = NULL;
     int rc = buf ? LLM_OK : llm_err(st, LLM_ENOMEM, "out of memory");
     /* a missing input fails before any output (stdout included) is written */
     for (int i = 0; i < o->files.n && !rc; i++) {
@@ -277,12 +188,9 @@ static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
             rc = llm_err(st, LLM_ENOINPUT, "'%s' is a directory", path);
     }
     if (!rc)
-        rc = llm_encoder_new(&e, t, o->eot, o->split_docs, o->threads, window, emit_ids, &d, st);
-    if (!rc && d.mode == 1)
-        rc = llm_afile_open(&d.text, out, LLM_AFILE_STDOUT, st);
-    else if (!rc && d.mode == 2)
-        rc = llm_tokfile_writer_open(&d.bin, out, 0, st);
-    int opened = !rc && d.mode;
+        rc = llm_tokout_open(&out, &spec, st);
+    if (!rc)
+        rc = llm_encoder_new(&e, t, o->eot, o->split_docs, o->threads, window, llm_tokout_put, out, st);
     double t0 = now();
     for (int i = 0; i < (o->files.n ? o->files.n : 1) && !rc; i++)
         rc = feed_input(e, o->files.n ? o->files.v[i] : "-", buf, cap, st);
@@ -294,26 +202,18 @@ static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
         llm_debug(&o->lg, "encoded %llu bytes in %zu document(s) into %llu tokens in %.3f s "
                   "(%.1f MB/s, %d thread(s))", (unsigned long long)bytes, ndocs,
                   (unsigned long long)ntok, dt, dt > 0 ? bytes / 1e6 / dt : 0.0, o->threads);
+        char summary[PATH_MAX * 2 + 128];
+        rc = llm_tokout_commit(out, e, summary, sizeof summary, st);
+        out = NULL;
+        if (!rc && spec.kind == LLM_TOKOUT_COUNT) {
+            printf("%llu\n", (unsigned long long)ntok);
+            if (fflush(stdout))
+                rc = llm_err(st, LLM_EIO, "cannot write to stdout: %s", strerror(errno));
+        } else if (!rc && (spec.kind == LLM_TOKOUT_SPLIT || spec.kind == LLM_TOKOUT_SHARDS)) {
+            llm_info(&o->lg, "%s", summary);
+        }
     }
-    if (!rc && d.mode == 0) {
-        printf("%llu\n", (unsigned long long)llm_encoder_tokens(e));
-        if (fflush(stdout))
-            rc = llm_err(st, LLM_EIO, "cannot write to stdout: %s", strerror(errno));
-    } else if (!rc && d.mode == 1) {
-        opened = 0;
-        if ((rc = llm_afile_put(&d.text, "\n", 1, st)))
-            llm_afile_abort(&d.text);
-        else
-            rc = llm_afile_commit(&d.text, st);
-    } else if (!rc) {
-        opened = 0;
-        rc = o->val_fraction > 0 ? finish_split(o, &d, e, train, st) : llm_tokfile_writer_commit(&d.bin, st);
-        llm_tokfile_writer_abort(&d.bin);
-    }
-    if (opened && d.mode == 1)
-        llm_afile_abort(&d.text);
-    else if (opened)
-        llm_tokfile_writer_abort(&d.bin);
+    llm_tokout_abort(out);
     llm_encoder_free(e);
     free(buf);
     return rc;
@@ -417,6 +317,8 @@ int main(int argc, char **argv)
         {"split-docs", 0, LLM_OPT_FLAG, &o.split_docs, NULL, "blank lines also separate documents"},
         {"val-fraction", 0, LLM_OPT_DOUBLE, &o.val_fraction, "F",
          "write PREFIX_train.bin and PREFIX_val.bin, the last F of the tokens to val"},
+        {"shard-tokens", 0, LLM_OPT_I64, &o.shard_tokens, "N",
+         "write PREFIX_000000.bin, PREFIX_000001.bin, ... of N tokens each"},
         {"decode", 'd', LLM_OPT_FLAG, &o.decode, NULL, "decode token files (or --format ids) to text"},
         {"count", 0, LLM_OPT_FLAG, &o.count, NULL, "print only the number of tokens"},
         {"threads", 'j', LLM_OPT_INT, &o.threads, "N", "encoding threads (default: 0 = one per CPU, at most 8)"},
@@ -451,6 +353,12 @@ int main(int argc, char **argv)
         bad = "--val-fraction only goes with encoding to token files";
     else if (o.val_fraction > 0 && (!o.out || !strcmp(o.out, "-")))
         bad = "--val-fraction needs -o PREFIX";
+    else if (o.shard_tokens < 0 || o.shard_tokens > UINT32_MAX)
+        bad = "--shard-tokens must be 1..4294967295";
+    else if (o.shard_tokens && (o.decode || o.count || o.val_fraction > 0 || !strcmp(o.format, "ids")))
+        bad = "--shard-tokens only goes with encoding to token files, without --val-fraction";
+    else if (o.shard_tokens && (!o.out || !strcmp(o.out, "-")))
+        bad = "--shard-tokens needs -o PREFIX";
     else if (o.count && o.out)
         bad = "--count prints the count only; drop -o";
     else if (o.decode && (o.eot || o.split_docs))

@@ -131,6 +131,31 @@ PY
 else
   skip "streaming peak memory" "not measured under the sanitizers"
 fi
+# --shard-tokens: fixed-size shards whose concatenation is the single file
+mkdir -p "$TMP/sh"
+$T --vocab byte --shard-tokens 100000 -o "$TMP/sh/b" "$TMP/big.raw" 2>"$TMP/sh.err" && ok "--shard-tokens 100000 over 300000 bytes" ||
+  notok "--shard-tokens 100000 over 300000 bytes: $(cat "$TMP/sh.err")"
+check "... three full shards" [ "$(ls "$TMP/sh" | tr '\n' ' ')" = "b_000000.bin b_000001.bin b_000002.bin " ] &&
+  [ "$(stat -c %s "$TMP/sh/b_000001.bin")" = $((1024 + 200000)) ]
+for f in "$TMP"/sh/b_*.bin; do tail -c +1025 "$f"; done | cmp -s - <(tail -c +1025 "$TMP/big.bin") &&
+  ok "... whose ids in order are the single file's" || notok "... whose ids in order are the single file's"
+check "... the log names the shards" grep -q "3 shards, .*b_000000.bin .. .*b_000002.bin: 300000 tokens" "$TMP/sh.err"
+LLM_TOKENIZE_WINDOW=1000 $T --vocab byte --eot --split-docs --shard-tokens 7 -o "$TMP/sh/d" "$TMP/docs.txt" &&
+  [ "$(ls "$TMP/sh" | grep -c '^d_')" = 3 ] &&
+  [ "$(for f in "$TMP"/sh/d_*.bin; do $T --vocab byte -d "$f"; done)" = "$($T --vocab byte --eot --split-docs --format ids "$TMP/docs.txt" | $T --vocab byte -d --format ids)" ] &&
+  ok "shards of 7 tokens split documents, and decode back to the text" || notok "shards of 7 tokens"
+expect_exit "shards exist already: 64" 64 $T --vocab byte --shard-tokens 100000 -o "$TMP/sh/b" "$TMP/big.raw"
+check "... naming the first" grep -q "b_000000.bin' exists: remove the earlier shards" "$TMP/err"
+check "an empty input: one empty shard" $T --vocab byte --shard-tokens 10 -o "$TMP/sh/e" /dev/null
+check "... of a header only" [ "$(stat -c %s "$TMP/sh/e_000000.bin")" = 1024 ]
+# a read error after shards were finished: 74, and none of this run's shards stay
+expect_exit "a read error after two shards: 74" 74 $T --vocab byte --shard-tokens 100000 -o "$TMP/sh/f" "$TMP/big.raw" /proc/self/mem
+check "... leaves no shard" [ -z "$(ls "$TMP/sh" | grep '^f_')" ]
+expect_exit "--shard-tokens with --val-fraction: 64" 64 $T --vocab byte --shard-tokens 10 --val-fraction 0.1 -o "$TMP/sh/x" "$TMP/small.txt"
+expect_exit "--shard-tokens to stdout: 64" 64 $T --vocab byte --shard-tokens 10 "$TMP/small.txt"
+expect_exit "--shard-tokens -1: 64" 64 $T --vocab byte --shard-tokens -1 -o "$TMP/sh/x" "$TMP/small.txt"
+expect_exit "--shard-tokens with --format ids: 64" 64 $T --vocab byte --shard-tokens 10 --format ids -o "$TMP/sh/x" "$TMP/small.txt"
+
 # a full disk part way: 74, the old file kept, no temp file beside it
 mkdir -p "$TMP/full"; echo old >"$TMP/full/out.bin"
 LLM_FAULT_WRITE_LIMIT=100000 expect_exit "full disk while encoding is 74" 74 $T --vocab byte -o "$TMP/full/out.bin" "$TMP/big.raw"

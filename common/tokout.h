@@ -1,0 +1,43 @@
+/* tokout.h — where llm-tokenize's encoded ids go, as they come: counted only, decimal
+ * text, one token file, a train/val pair split at the end, or shards of a fixed size.
+ * Every file appears whole or not at all (llm_afile); a failed run leaves none of the
+ * files it was making. */
+#ifndef LLM_TOKOUT_H
+#define LLM_TOKOUT_H
+
+#include <stdint.h>
+
+#include "common/status.h"
+#include "common/tokenizer.h"
+
+typedef enum {
+    LLM_TOKOUT_COUNT,     /* nothing written: the count at the end */
+    LLM_TOKOUT_TEXT,      /* path: ids as decimal text, space separated, one newline */
+    LLM_TOKOUT_FILE,      /* path: one token file ("-" stdout) */
+    LLM_TOKOUT_SPLIT,     /* path_train.bin + path_val.bin, the last val_fraction to val */
+    LLM_TOKOUT_SHARDS,    /* path_000000.bin, path_000001.bin, ...: shard_tokens each */
+} llm_tokout_kind;
+
+typedef struct {
+    llm_tokout_kind kind;
+    const char *path;         /* file, or prefix for SPLIT and SHARDS */
+    double val_fraction;      /* SPLIT: (0, 1) */
+    uint64_t shard_tokens;    /* SHARDS: 1 .. 2^32-1 */
+} llm_tokout_spec;
+
+typedef struct llm_tokout llm_tokout;
+
+/* Open the output: for SHARDS, LLM_EUSAGE when a shard of that prefix exists already (an
+ * earlier run's would be read with the new ones by a glob). */
+int  llm_tokout_open(llm_tokout **out, const llm_tokout_spec *spec, llm_status *st);
+/* An llm_ids_fn: take the next n ids. */
+int  llm_tokout_put(void *tokout, const uint32_t *ids, size_t n, llm_status *st);
+/* Finish after the last id: SPLIT chooses its cut from e's document starts (the one
+ * nearest the wanted cut).  *summary gets a line for the log (files and token counts).
+ * Frees o either way. */
+int  llm_tokout_commit(llm_tokout *o, const llm_encoder *e, char *summary, size_t len,
+                       llm_status *st);
+/* Give up: remove what this run made; frees o. */
+void llm_tokout_abort(llm_tokout *o);
+
+#endif
