@@ -144,6 +144,12 @@ LLM_TOKENIZE_WINDOW=1000 $T --vocab byte --eot --split-docs --shard-tokens 7 -o 
   [ "$(ls "$TMP/sh" | grep -c '^d_')" = 3 ] &&
   [ "$(for f in "$TMP"/sh/d_*.bin; do $T --vocab byte -d "$f"; done)" = "$($T --vocab byte --eot --split-docs --format ids "$TMP/docs.txt" | $T --vocab byte -d --format ids)" ] &&
   ok "shards of 7 tokens split documents, and decode back to the text" || notok "shards of 7 tokens"
+cat >"$TMP/sh/t.yaml" <<Y
+model: {arch: gpt2, n_layer: 1, n_head: 2, n_embd: 32, vocab_size: 257, max_seq_len: 32}
+data: {train: "$TMP/sh/b_*.bin", tokenizer: byte}
+train: {batch_size: 2, seq_len: 16, max_steps: 2, warmup_steps: 1, threads: 1}
+Y
+check "llm-train trains from the shards through a glob" llm-train --config "$TMP/sh/t.yaml" -o "$TMP/sh-run" -q
 expect_exit "shards exist already: 64" 64 $T --vocab byte --shard-tokens 100000 -o "$TMP/sh/b" "$TMP/big.raw"
 check "... naming the first" grep -q "b_000000.bin' exists: remove the earlier shards" "$TMP/err"
 check "an empty input: one empty shard" $T --vocab byte --shard-tokens 10 -o "$TMP/sh/e" /dev/null
