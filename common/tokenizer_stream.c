@@ -241,8 +241,9 @@ int llm_encoder_feed(llm_encoder *e, const char *p, size_t len, llm_status *st)
             int rc = round_(e, 0, st);
             if (rc)
                 return rc;
-            /* what is left had no place to cut: wait for more before looking again */
-            e->next_try = e->n + (e->n > e->window ? e->n : e->window);
+            /* what is left had no place to cut: when it is most of the window, wait
+             * for as much again before looking (the window grows only then) */
+            e->next_try = 2 * e->n > e->window ? 2 * e->n : e->window;
         }
     }
     return LLM_OK;
