@@ -167,6 +167,13 @@ for t in "$REG"/fuzz_*/; do
           replay "$t" "$f" llm-tokenize --vocab-dir "$DATA/gpt2" -o "$d/ids.bin" "$f"
           replay "$t" "$f" llm-tokenize -d --vocab-dir "$DATA/gpt2" -o "$d/back" "$d/ids.bin"
           cmp -s "$f" "$d/back" || { bad=$((bad + 1)); echo "# $t: $(basename "$f"): decode(encode(x)) != x"; }
+          # through the fuzzer's window (1 + byte 1 % 64, --eot and --split-docs from byte 0's
+          # bits 2 and 3): the ids of one piece
+          set -- $(od -An -tu1 -N2 "$f") 0 0
+          o=(); [ $(($1 & 4)) = 0 ] || o+=(--eot); [ $(($1 & 8)) = 0 ] || o+=(--split-docs)
+          replay "$t" "$f" llm-tokenize "${o[@]}" --vocab-dir "$DATA/gpt2" -o "$d/w0.bin" "$f"
+          replay "$t" "$f" env LLM_TOKENIZE_WINDOW=$((1 + $2 % 64)) llm-tokenize "${o[@]}" --vocab-dir "$DATA/gpt2" -o "$d/w.bin" "$f"
+          cmp -s "$d/w0.bin" "$d/w.bin" || { bad=$((bad + 1)); echo "# $t: $(basename "$f"): the window changed the ids"; }
         fi ;;
       *) continue ;;
     esac
