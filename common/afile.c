@@ -55,7 +55,7 @@ static int open_temp(llm_afile *a, llm_status *st)
     for (int attempt = 0; attempt < 100 && err == EEXIST; attempt++) {
         snprintf(a->tmp, n, "%s.tmp.%ld.%lx%d", a->path, (long)getpid(), (unsigned long)ts.tv_nsec,
                  attempt);
-        a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        a->fd = open(a->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (a->fd >= 0)
             return LLM_OK;
         err = errno;
@@ -194,12 +194,8 @@ int llm_afile_read(llm_afile *a, uint64_t off, void *p, size_t n, llm_status *st
 {
     int rc = check_range(a, off, n, st);
     unsigned char *b = p;
-    /* the temp file is opened write-only: read it through a second descriptor */
-    int fd = rc ? -1 : open(a->tmp, O_RDONLY | O_CLOEXEC);
-    if (!rc && fd < 0)
-        return fail(a, LLM_EIO, "read back", errno, st);
-    while (!rc && n) {
-        ssize_t r = pread(fd, b, n, (off_t)off);
+    while (!rc && n) {   /* the temp file is open for reading too, whatever its mode */
+        ssize_t r = pread(a->fd, b, n, (off_t)off);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -207,8 +203,6 @@ int llm_afile_read(llm_afile *a, uint64_t off, void *p, size_t n, llm_status *st
         else
             b += r, off += (uint64_t)r, n -= (size_t)r;
     }
-    if (fd >= 0)
-        close(fd);
     return rc;
 }
 

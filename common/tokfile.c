@@ -314,12 +314,13 @@ int llm_tokfile_writer_put(llm_tokfile_writer *w, const uint32_t *ids, size_t n,
         return llm_err(st, LLM_EUSAGE, "'%s': over %u tokens do not fit a token file", w->a.path,
                        UINT32_MAX);
     int rc = LLM_OK;
-    if (w->version == 1)
-        for (size_t i = 0; i < n && !rc; i++)
-            if (ids[i] > 0xffff)
-                rc = w->autov ? widen(w, st)
-                              : llm_err(st, LLM_EUSAGE, "'%s': ids above 65535 need token file "
-                                        "version 2", w->a.path);
+    for (size_t i = 0; i < n && w->version == 1; i++)
+        if (ids[i] > 0xffff) {   /* once: after widen the version is 2 */
+            rc = w->autov ? widen(w, st)
+                          : llm_err(st, LLM_EUSAGE, "'%s': ids above 65535 need token file "
+                                    "version 2", w->a.path);
+            break;
+        }
     if (!rc)
         rc = put_ids(w, ids, n, st);
     if (!rc)

@@ -259,6 +259,33 @@ static void test_writer_matches_whole(void **state)
     }
 }
 
+/* Two large ids in one put after smaller ones: widened once, in a file and in memory. */
+static void test_writer_widens_once(void **state)
+{
+    (void)state;
+    uint32_t first[2] = {1, 2}, second[3] = {70000, 5, 70001}, all[5] = {1, 2, 70000, 5, 70001};
+    llm_status st = {0};
+    assert_int_equal(llm_tokfile_write(path("w_ref.bin"), all, 5, 0, &st), LLM_OK);
+    llm_tokfile_writer w;
+    assert_int_equal(llm_tokfile_writer_open(&w, path("w.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_writer_put(&w, first, 2, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_writer_put(&w, second, 3, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_writer_commit(&w, &st), LLM_OK);
+    size_t na, nb;
+    char *a = tu_slurp(path("w_ref.bin"), &na), *b = tu_slurp(path("w.bin"), &nb);
+    assert_true(a && b);
+    assert_int_equal(na, 1024 + 20);
+    assert_int_equal(nb, na);
+    assert_memory_equal(a, b, na);
+    llm_tokfile tf;
+    assert_int_equal(llm_tokfile_open(&tf, path("w.bin"), 0, &st), LLM_OK);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(llm_tokfile_at(&tf, (uint64_t)i), all[i]);
+    llm_tokfile_close(&tf);
+    free(a);
+    free(b);
+}
+
 /* A FIFO cannot go back: the ids wait in memory and the reader gets the same bytes as a
  * file, widened to version 2 when a large id comes late. */
 static void test_writer_fifo(void **state)
@@ -267,6 +294,7 @@ static void test_writer_fifo(void **state)
     uint32_t ids[3000];
     for (int i = 0; i < 3000; i++)
         ids[i] = (uint32_t)(i * 7);
+    ids[2998] = 99999;
     ids[2999] = 100000;
     llm_status st = {0};
     assert_int_equal(llm_tokfile_write(path("ref.bin"), ids, 3000, 0, &st), LLM_OK);
@@ -311,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_rejects_bad_files),
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_writer_matches_whole),
+        cmocka_unit_test(test_writer_widens_once),
         cmocka_unit_test(test_writer_fifo),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
