@@ -308,7 +308,7 @@ int main(int argc, char **argv)
     opts o = {.out = NULL, .vocab = "gpt2", .format = "bin", .threads = 0};
     const llm_opt table[] = {
         {"output", 'o', LLM_OPT_STR, &o.out, "FILE",
-         "output file, - for stdout (default: -); with --val-fraction the PREFIX"},
+         "output file, - for stdout (default: -); with --val-fraction or --shard-tokens the PREFIX"},
         {"vocab", 0, LLM_OPT_STR, &o.vocab, "NAME", "gpt2, byte, or a MODEL.llmk file (default: gpt2)"},
         {"vocab-dir", 0, LLM_OPT_STR, &o.vocab_dir, "DIR",
          "folder with encoder.json and vocab.bpe (default: $LLMKIT_DATA/gpt2)"},

@@ -63,6 +63,18 @@ int  llm_tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, ll
                         llm_status *st);
 void llm_tok_bpe_free(llm_tokenizer *t);
 
+/* A cut between text[i-1] and text[i] (i > 0) is safe for GPT-2 when text[i-1] is
+ * printable ASCII other than space and text[i] is a space, tab, '\r' or '\n': no pattern
+ * alternative spans a non-space followed by a space (spaces only ever lead a match), the
+ * match ending at text[i-1] is found identically whether or not text goes on (only the
+ * whitespace alternatives look ahead, and they stop before text[i-1]), and both sides
+ * are whole UTF-8.  Any cut is safe for the byte kind. */
+static inline int llm_tok__cut_ok(const char *text, size_t i)
+{
+    unsigned char x = (unsigned char)text[i - 1], y = (unsigned char)text[i];
+    return x > 0x20 && x < 0x7f && (y == ' ' || y == '\t' || y == '\n' || y == '\r');
+}
+
 /* The first safe cut of text in [from, to): a position where encoding the text before it
  * and after it separately gives the ids of the whole (tokenizer_mt.c); to when none. */
 size_t llm_tok__safe_cut(const llm_tokenizer *t, const char *text, size_t from, size_t to);

@@ -38,23 +38,13 @@ typedef struct {
     atomic_size_t next;
 } work;
 
-/* A cut between text[i-1] and text[i] is safe for GPT-2 when text[i-1] is printable
- * ASCII and text[i] is '\n': no pattern alternative spans a non-space and a newline,
- * and the match ending at text[i-1] is found identically whether or not text goes on
- * (only the whitespace alternatives look ahead).  Any cut is safe for the byte kind. */
 size_t llm_tok__safe_cut(const llm_tokenizer *t, const char *text, size_t from, size_t to)
 {
     if (t->kind != LLM_TOK_GPT2)
         return from;
-    for (size_t i = from; i < to; i++) {
-        const char *nl = memchr(text + i, '\n', to - i);
-        if (!nl)
-            return to;
-        i = (size_t)(nl - text);
-        unsigned char x = i ? (unsigned char)text[i - 1] : 0;
-        if (x > 0x20 && x < 0x7f)
+    for (size_t i = from ? from : 1; i < to; i++)
+        if (llm_tok__cut_ok(text, i))
             return i;
-    }
     return to;
 }
 

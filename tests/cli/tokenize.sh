@@ -111,6 +111,15 @@ if have_data gpt2/encoder.json && have_data tinyshakespeare/input.gpt2.u16; then
     cmp -s "$TMP/tsw_train.bin" "$TMP/tsv_train.bin" && cmp -s "$TMP/tsw_val.bin" "$TMP/tsv_val.bin" &&
     ok "--split-docs --eot --val-fraction: the same pair through a 777-byte window" ||
     notok "--split-docs --eot --val-fraction: the same pair through a 777-byte window"
+  # CRLF line ends and one long line: cut before '\r' and spaces, the same ids, small peak
+  "${PY:-python3}" -c "import sys; d = open(sys.argv[1], 'rb').read()
+open(sys.argv[2], 'wb').write(d.replace(b'\n', b'\r\n') * 10); open(sys.argv[3], 'wb').write(d.replace(b'\n', b' ') * 10)" \
+    "$TS" "$TMP/crlf.txt" "$TMP/line.txt"
+  for f in crlf line; do
+    $T $G -o "$TMP/$f.big.bin" "$TMP/$f.txt" &&
+      LLM_TOKENIZE_WINDOW=65536 $T $G -o "$TMP/$f.win.bin" "$TMP/$f.txt" && cmp -s "$TMP/$f.big.bin" "$TMP/$f.win.bin" &&
+      ok "$f text: the same ids through a 64 KiB window" || notok "$f text: the same ids through a 64 KiB window"
+  done
   a=$($T $G --format ids "$TS" | md5sum); b=$(LLM_TOKENIZE_WINDOW=100 $T $G --format ids "$TS" | md5sum)
   [ "$a" = "$b" ] && ok "--format ids: the same text through a 100-byte window" || notok "--format ids through a 100-byte window"
 fi

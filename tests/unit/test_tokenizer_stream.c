@@ -208,6 +208,39 @@ static void test_stream_no_cut(void **state)
     free(p);
 }
 
+/* CRLF lines and one long line are cut before '\r' and spaces: ids come out while the
+ * input is still being fed, not all at its end. */
+static int count_calls(void *ctx, const uint32_t *v, size_t n, llm_status *st)
+{
+    (void)v, (void)n, (void)st;
+    ++*(int *)ctx;
+    return LLM_OK;
+}
+
+static void test_stream_cuts_early(void **state)
+{
+    (void)state;
+    if (!gpt2) {
+        printf("# SKIP: shared GPT-2 data not found (set LLM_DATA)\n");
+        skip();
+    }
+    static const char *const unit[] = {"Some words, then CRLF.\r\n", "one long line of words "};
+    for (int k = 0; k < 2; k++) {
+        int calls = 0;
+        llm_status st = {0};
+        llm_encoder *e = NULL;
+        assert_int_equal(llm_encoder_new(&e, gpt2, 0, 0, 1, 1000, count_calls, &calls, &st), LLM_OK);
+        for (int i = 0; i < 4000; i++)
+            assert_int_equal(llm_encoder_feed(e, unit[k], strlen(unit[k]), &st), LLM_OK);
+        int before_end = calls;
+        assert_int_equal(llm_encoder_end_input(e, &st), LLM_OK);
+        if (before_end < 50)
+            printf("# %s: %d rounds before the end\n", k ? "long line" : "crlf", before_end);
+        assert_true(before_end >= 50);
+        llm_encoder_free(e);
+    }
+}
+
 /* An error from the consumer stops the encoder with its status. */
 static int refuse(void *ctx, const uint32_t *v, size_t n, llm_status *st)
 {
@@ -235,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_stream_byte),
         cmocka_unit_test(test_stream_gpt2),
         cmocka_unit_test(test_stream_no_cut),
+        cmocka_unit_test(test_stream_cuts_early),
         cmocka_unit_test(test_stream_emit_error),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
