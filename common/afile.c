@@ -42,19 +42,22 @@ static void release(llm_afile *a)
     a->fd = -1;
 }
 
-/* A new file beside path: path.tmp.PID.NONCE, created exclusively with mode 0666 so the
- * umask decides, as for any file a program creates. */
+/* A new file beside path, hidden (.NAME.tmp.PID.NONCE: no glob such as data/corpus_*
+ * picks it up, nor ls), created exclusively with mode 0666 so the umask decides, as for
+ * any file a program creates. */
 static int open_temp(llm_afile *a, llm_status *st)
 {
     size_t n = strlen(a->path) + 64;
     if (!(a->tmp = malloc(n)))
         return llm_err(st, LLM_ENOMEM, "out of memory");
+    const char *slash = strrchr(a->path, '/'), *base = slash ? slash + 1 : a->path;
+    int dlen = (int)(base - a->path);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int err = EEXIST;
     for (int attempt = 0; attempt < 100 && err == EEXIST; attempt++) {
-        snprintf(a->tmp, n, "%s.tmp.%ld.%lx%d", a->path, (long)getpid(), (unsigned long)ts.tv_nsec,
-                 attempt);
+        snprintf(a->tmp, n, "%.*s.%s.tmp.%ld.%lx%d", dlen, a->path, base, (long)getpid(),
+                 (unsigned long)ts.tv_nsec, attempt);
         a->fd = open(a->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (a->fd >= 0)
             return LLM_OK;

@@ -2,7 +2,8 @@
  *
  * Every program's outputs go through this: checkpoints, token files, llm.c, safetensors
  * and GGUF exports, the Prometheus file, the dist-init id.  A regular file is written to
- * a temp file beside it (beside the file a symbolic link names: the link stays), then
+ * a hidden temp file beside it (.NAME.tmp.PID.NONCE; beside the file a symbolic link
+ * names: the link stays), then
  * synced, renamed over it and its directory synced, so a reader sees the old file or the
  * new one and a failed run leaves nothing behind.  Standard output, a character device or
  * a FIFO (/dev/null, a terminal, a named pipe) is written in place: a rename would

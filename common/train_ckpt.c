@@ -75,7 +75,8 @@ int llm_train_clean_temps(const char *dir, const llm_log *log)
     int gone = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        /* the writer's temp files: .step-N.llmk.tmp.<pid>.<nonce> (see ckpt_write.c) */
+        /* the writer's temp files: .step-N.llmk.tmp.<pid>.<nonce> (afile.c), or without the
+         * leading dot (written by d372e6e .. 2390e84) */
         const char *name = e->d_name + (e->d_name[0] == '.');
         const char *t = strstr(name, ".llmk.tmp.");
         int64_t step;

@@ -37,7 +37,7 @@ for w in "${writers[@]}"; do
   # a directory: an error, nothing in it
   mkdir "$name.dir"
   run_w "$cmd" "$name.dir"; rc=$?
-  check "$name to a directory: exit 74 (rc $rc), left empty" [ "$rc" = 74 ] && [ -z "$(ls "$name.dir")" ]
+  check "$name to a directory: exit 74 (rc $rc), left empty" [ "$rc" = 74 ] && [ -z "$(ls -A "$name.dir")" ]
   # a character device (root only: mknod), /dev/null's numbers
   if [ "$(id -u)" = 0 ] && mknod -m 666 "$name.null" c 1 3 2>/dev/null; then
     run_w "$cmd" "$name.null"; rc=$?

@@ -165,7 +165,7 @@ check "an empty input: one empty shard" $T --vocab byte --shard-tokens 10 -o "$T
 check "... of a header only" [ "$(stat -c %s "$TMP/sh/e_000000.bin")" = 1024 ]
 # a read error after shards were finished: 74, and none of this run's shards stay
 expect_exit "a read error after two shards: 74" 74 $T --vocab byte --shard-tokens 100000 -o "$TMP/sh/f" "$TMP/big.raw" /proc/self/mem
-check "... leaves no shard" [ -z "$(ls "$TMP/sh" | grep '^f_')" ]
+check "... leaves no shard" [ -z "$(ls -A "$TMP/sh" | grep 'f_')" ]
 expect_exit "--shard-tokens with --val-fraction: 64" 64 $T --vocab byte --shard-tokens 10 --val-fraction 0.1 -o "$TMP/sh/x" "$TMP/small.txt"
 expect_exit "--shard-tokens to stdout: 64" 64 $T --vocab byte --shard-tokens 10 "$TMP/small.txt"
 expect_exit "--shard-tokens -1: 64" 64 $T --vocab byte --shard-tokens -1 -o "$TMP/sh/x" "$TMP/small.txt"
@@ -176,9 +176,9 @@ mkdir -p "$TMP/full"; echo old >"$TMP/full/out.bin"
 LLM_FAULT_WRITE_LIMIT=100000 expect_exit "full disk while encoding is 74" 74 $T --vocab byte -o "$TMP/full/out.bin" "$TMP/big.raw"
 check "... says no space left" grep -q "out.bin.*no space left on device" "$TMP/err"
 LLM_FAULT_WRITE_LIMIT=100000 expect_exit "full disk while decoding is 74" 74 $T --vocab byte -d -o "$TMP/full/out.bin" "$TMP/big.bin"
-check "... the old file kept, no temp file" [ "$(cat "$TMP/full/out.bin")" = old ] && [ "$(ls "$TMP/full" | wc -l)" = 1 ]
+check "... the old file kept, no temp file" [ "$(cat "$TMP/full/out.bin")" = old ] && [ "$(ls -A "$TMP/full" | wc -l)" = 1 ]
 LLM_FAULT_WRITE_LIMIT=100000 expect_exit "full disk in --val-fraction is 74" 74 $T --vocab byte --val-fraction 0.5 -o "$TMP/full/pair" "$TMP/big.raw"
-check "... leaves no pair" [ "$(ls "$TMP/full" | wc -l)" = 1 ]
+check "... leaves no pair" [ "$(ls -A "$TMP/full" | wc -l)" = 1 ]
 
 # ---- bad input, nothing half-written ----
 printf 'garbage-not-a-token-file-0123456789' >"$TMP/garbage.bin"
@@ -187,7 +187,7 @@ head -c 1030 "$TMP/small.bin" >"$TMP/trunc.bin"
 expect_exit "truncated token file is 65" 65 $T --vocab byte -d "$TMP/trunc.bin"
 grep -q "tokens" "$TMP/err" && ok "size mismatch named" || notok "size mismatch named"
 expect_exit "missing input is 66" 66 $T --vocab byte -o "$TMP/never.bin" "$TMP/missing.txt"
-[ -z "$(ls "$TMP" | grep never)" ] && ok "no output, nor a temp file, after a missing input" || notok "no output after a missing input: $(ls "$TMP" | grep never)"
+[ -z "$(ls -A "$TMP" | grep never)" ] && ok "no output, nor a temp file, after a missing input" || notok "no output after a missing input: $(ls -A "$TMP" | grep never)"
 echo keep >"$TMP/keep.txt"
 expect_exit "decode error keeps -o file" 65 $T --vocab byte -d -o "$TMP/keep.txt" "$TMP/garbage.bin"
 [ "$(cat "$TMP/keep.txt")" = keep ] && ok "existing file untouched" || notok "existing file untouched"
@@ -198,7 +198,7 @@ expect_exit "id 257 for byte vocab is 65" 65 $T --vocab byte -d --format ids -o 
 [ ! -e "$TMP/dec.txt" ] && ok "no decode output on a bad id" || notok "no decode output on a bad id"
 mkdir -p "$TMP/ro"
 expect_exit "unwritable output is 74" 74 $T --vocab byte -o "$TMP/ro/no/such/dir.bin" "$TMP/small.txt"
-ls "$TMP/ro" | grep -q tmp && notok "no temp file left" || ok "no temp file left"
+[ -n "$(find "$TMP/ro" -name '*.tmp.*')" ] && notok "no temp file left" || ok "no temp file left"
 
 # ---- scripts/get-data.sh ----
 GD=$ROOT/scripts/get-data.sh

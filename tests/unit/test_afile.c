@@ -37,15 +37,15 @@ static const char *path(const char *name)
     return buf[k];
 }
 
-/* entries of dir whose name starts with prefix */
-static int count(const char *prefix)
+/* entries of dir whose name holds name (the hidden temp files too) */
+static int count(const char *name)
 {
     DIR *d = opendir(dir);
     assert_non_null(d);
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)))
-        n += !strncmp(e->d_name, prefix, strlen(prefix));
+        n += strstr(e->d_name, name) != NULL;
     closedir(d);
     return n;
 }
@@ -87,6 +87,7 @@ static void test_put_patch_truncate(void **state)
     char *b = tu_slurp(path("a.bin"), &n);
     assert_non_null(b);
     assert_int_equal(n, 3);   /* the old file until commit */
+    assert_int_equal(count(".a.bin.tmp."), 1);   /* beside it, hidden */
     free(b);
     assert_int_equal(llm_afile_commit(&a, &st), LLM_OK);
     umask(old);
