@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/afile.h"
 #include "common/cli.h"
 #include "common/log.h"
 #include "common/quantize.h"
@@ -50,6 +51,7 @@ int main(int argc, char **argv)
         return 64;
     }
     llm_cli_quiet_sigpipe();
+    llm_afile_remove_on_signal();
     llm_quantize_opts o = {.type = dt, .keep = keep.v, .nkeep = keep.n,
                            .stats = report || json, .threads = threads};
     llm_qz_report rep;

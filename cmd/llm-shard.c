@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "common/afile.h"
 #include "common/cli.h"
 #include "common/gguf.h"
 #include "common/llmc.h"
@@ -186,5 +187,6 @@ static const llm_subcmd subcmds[] = {
 int main(int argc, char **argv)
 {
     llm_cli_quiet_sigpipe();
+    llm_afile_remove_on_signal();
     return llm_cli_dispatch("llm-shard", "Inspect, verify, split, merge, convert and export .llmk checkpoints.", subcmds, argc, argv);
 }

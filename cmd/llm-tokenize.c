@@ -341,6 +341,7 @@ int main(int argc, char **argv)
         return r == LLM_CLI_EXIT ? 0 : 64;
     }
     llm_cli_quiet_sigpipe();
+    llm_afile_remove_on_signal();
     o.lg = llm_log_make(PROG, o.quiet, o.verbose);
     const char *bad = NULL;
     if (strcmp(o.format, "bin") && strcmp(o.format, "ids"))

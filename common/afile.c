@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +34,52 @@ static int fail(llm_afile *a, llm_code code, const char *what, int err, llm_stat
     return code;
 }
 
+/* Temp files being written, for llm_afile_remove_on_signal's handler. */
+#define LIVE_MAX 32
+static char *volatile live[LIVE_MAX];
+
+static void track(const llm_afile *a)
+{
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (!live[i]) {
+            live[i] = a->tmp;
+            return;
+        }
+}
+
+static void untrack(const llm_afile *a)
+{
+    for (int i = 0; a->tmp && i < LIVE_MAX; i++)
+        if (live[i] == a->tmp)
+            live[i] = NULL;
+}
+
+static void on_signal(int sig)
+{
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (live[i])
+            unlink(live[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void llm_afile_remove_on_signal(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        /* leave a signal the caller ignores ignored (nohup) */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 static void release(llm_afile *a)
 {
+    untrack(a);
     free(a->buf);
     free(a->path);
     free(a->tmp);
@@ -59,8 +104,10 @@ static int open_temp(llm_afile *a, llm_status *st)
         snprintf(a->tmp, n, "%.*s.%s.tmp.%ld.%lx%d", dlen, a->path, base, (long)getpid(),
                  (unsigned long)ts.tv_nsec, attempt);
         a->fd = open(a->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (a->fd >= 0)
+        if (a->fd >= 0) {
+            track(a);
             return LLM_OK;
+        }
         err = errno;
     }
     free(a->tmp);

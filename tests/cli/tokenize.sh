@@ -144,8 +144,7 @@ fi
 mkdir -p "$TMP/sh"
 $T --vocab byte --shard-tokens 100000 -o "$TMP/sh/b" "$TMP/big.raw" 2>"$TMP/sh.err" && ok "--shard-tokens 100000 over 300000 bytes" ||
   notok "--shard-tokens 100000 over 300000 bytes: $(cat "$TMP/sh.err")"
-check "... three full shards" [ "$(ls "$TMP/sh" | tr '\n' ' ')" = "b_000000.bin b_000001.bin b_000002.bin " ] &&
-  [ "$(stat -c %s "$TMP/sh/b_000001.bin")" = $((1024 + 200000)) ]
+if [ "$(ls "$TMP/sh" | tr '\n' ' ')" = "b_000000.bin b_000001.bin b_000002.bin " ] && [ "$(stat -c %s "$TMP/sh/b_000001.bin")" = $((1024 + 200000)) ]; then ok "... three full shards"; else notok "... three full shards"; fi
 for f in "$TMP"/sh/b_*.bin; do tail -c +1025 "$f"; done | cmp -s - <(tail -c +1025 "$TMP/big.bin") &&
   ok "... whose ids in order are the single file's" || notok "... whose ids in order are the single file's"
 check "... the log names the shards" grep -q "3 shards, .*b_000000.bin .. .*b_000002.bin: 300000 tokens" "$TMP/sh.err"
@@ -171,12 +170,20 @@ expect_exit "--shard-tokens to stdout: 64" 64 $T --vocab byte --shard-tokens 10 
 expect_exit "--shard-tokens -1: 64" 64 $T --vocab byte --shard-tokens -1 -o "$TMP/sh/x" "$TMP/small.txt"
 expect_exit "--shard-tokens with --format ids: 64" 64 $T --vocab byte --shard-tokens 10 --format ids -o "$TMP/sh/x" "$TMP/small.txt"
 
+# SIGTERM part way (the input a FIFO kept open): the temp file goes, the signal's status
+mkdir -p "$TMP/sig"; mkfifo "$TMP/sig/in"
+$T --vocab byte -o "$TMP/sig/out.bin" "$TMP/sig/in" & sigpid=$!
+exec 3>"$TMP/sig/in"; head -c 100000 "$TMP/big.raw" >&3
+for _ in $(seq 50); do [ -n "$(find "$TMP/sig" -name '.out.bin.tmp.*')" ] && break; sleep 0.1; done
+seen=$(find "$TMP/sig" -name '.out.bin.tmp.*' | wc -l)
+kill -TERM $sigpid; wait $sigpid; rc=$?; exec 3>&-
+if  [ "$rc" = 143 ] && [ "$seen" = 1 ] && [ "$(ls -A "$TMP/sig")" = in ]; then ok "SIGTERM while encoding: status 143 (rc $rc), the temp file seen ($seen) and removed"; else notok "SIGTERM while encoding: status 143 (rc $rc), the temp file seen ($seen) and removed"; fi
 # a full disk part way: 74, the old file kept, no temp file beside it
 mkdir -p "$TMP/full"; echo old >"$TMP/full/out.bin"
 LLM_FAULT_WRITE_LIMIT=100000 expect_exit "full disk while encoding is 74" 74 $T --vocab byte -o "$TMP/full/out.bin" "$TMP/big.raw"
 check "... says no space left" grep -q "out.bin.*no space left on device" "$TMP/err"
 LLM_FAULT_WRITE_LIMIT=100000 expect_exit "full disk while decoding is 74" 74 $T --vocab byte -d -o "$TMP/full/out.bin" "$TMP/big.bin"
-check "... the old file kept, no temp file" [ "$(cat "$TMP/full/out.bin")" = old ] && [ "$(ls -A "$TMP/full" | wc -l)" = 1 ]
+if [ "$(cat "$TMP/full/out.bin")" = old ] && [ "$(ls -A "$TMP/full" | wc -l)" = 1 ]; then ok "... the old file kept, no temp file"; else notok "... the old file kept, no temp file"; fi
 LLM_FAULT_WRITE_LIMIT=100000 expect_exit "full disk in --val-fraction is 74" 74 $T --vocab byte --val-fraction 0.5 -o "$TMP/full/pair" "$TMP/big.raw"
 check "... leaves no pair" [ "$(ls -A "$TMP/full" | wc -l)" = 1 ]
 
