@@ -305,7 +305,7 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
 
 int main(int argc, char **argv)
 {
-    opts o = {.out = NULL, .vocab = "gpt2", .format = "bin", .threads = 0};
+    opts o = {.out = NULL, .vocab = "gpt2", .format = "bin", .threads = 0, .shard_tokens = INT64_MIN};
     const llm_opt table[] = {
         {"output", 'o', LLM_OPT_STR, &o.out, "FILE",
          "output file, - for stdout (default: -); with --val-fraction or --shard-tokens the PREFIX"},
@@ -354,11 +354,11 @@ int main(int argc, char **argv)
         bad = "--val-fraction only goes with encoding to token files";
     else if (o.val_fraction > 0 && (!o.out || !strcmp(o.out, "-")))
         bad = "--val-fraction needs -o PREFIX";
-    else if (o.shard_tokens < 0 || o.shard_tokens > UINT32_MAX)
+    else if (o.shard_tokens != INT64_MIN && (o.shard_tokens < 1 || o.shard_tokens > UINT32_MAX))
         bad = "--shard-tokens must be 1..4294967295";
-    else if (o.shard_tokens && (o.decode || o.count || o.val_fraction > 0 || !strcmp(o.format, "ids")))
+    else if (o.shard_tokens > 0 && (o.decode || o.count || o.val_fraction > 0 || !strcmp(o.format, "ids")))
         bad = "--shard-tokens only goes with encoding to token files, without --val-fraction";
-    else if (o.shard_tokens && (!o.out || !strcmp(o.out, "-")))
+    else if (o.shard_tokens > 0 && (!o.out || !strcmp(o.out, "-")))
         bad = "--shard-tokens needs -o PREFIX";
     else if (o.count && o.out)
         bad = "--count prints the count only; drop -o";

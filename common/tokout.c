@@ -63,9 +63,15 @@ int llm_tokout_open(llm_tokout **out, const llm_tokout_spec *spec, llm_status *s
                          (unsigned long long)spec->shard_tokens, UINT32_MAX);
             break;
         }
-        char pat[PATH_MAX + 32];
+        char pat[2 * PATH_MAX + 64];
+        size_t k = 0;
+        for (const char *c = spec->path; *c && k < 2 * PATH_MAX; c++) {
+            if (strchr("*?[\\", *c))
+                pat[k++] = '\\';   /* the prefix is a name, not a pattern */
+            pat[k++] = *c;
+        }
         glob_t g;
-        snprintf(pat, sizeof pat, "%s_[0-9][0-9][0-9][0-9][0-9][0-9]*.bin", spec->path);
+        snprintf(pat + k, sizeof pat - k, "_[0-9][0-9][0-9][0-9][0-9][0-9]*.bin");
         if (glob(pat, 0, NULL, &g) == 0) {
             rc = llm_err(st, LLM_EUSAGE, "'%s' exists: remove the earlier shards first (a glob "
                          "would read them with the new ones)", g.gl_pathv[0]);

@@ -167,6 +167,12 @@ expect_exit "a read error after two shards: 74" 74 $T --vocab byte --shard-token
 check "... leaves no shard" [ -z "$(ls -A "$TMP/sh" | grep 'f_')" ]
 expect_exit "--shard-tokens with --val-fraction: 64" 64 $T --vocab byte --shard-tokens 10 --val-fraction 0.1 -o "$TMP/sh/x" "$TMP/small.txt"
 expect_exit "--shard-tokens to stdout: 64" 64 $T --vocab byte --shard-tokens 10 "$TMP/small.txt"
+expect_exit "--shard-tokens 0: 64" 64 $T --vocab byte --shard-tokens 0 -o "$TMP/sh/x" "$TMP/small.txt"
+# the prefix is a name, not a glob: 'g[1]' is not refused for g1_*, and is for its own
+printf 'x' >"$TMP/sh/g1_000000.bin"
+check "a prefix with glob characters: shards written" $T --vocab byte --shard-tokens 10 -o "$TMP/sh/g[1]" "$TMP/small.txt"
+check "... beside another prefix's shard the glob would have matched" [ -f "$TMP/sh/g[1]_000001.bin" ]
+expect_exit "... and refused the second time: 64" 64 $T --vocab byte --shard-tokens 10 -o "$TMP/sh/g[1]" "$TMP/small.txt"
 expect_exit "--shard-tokens -1: 64" 64 $T --vocab byte --shard-tokens -1 -o "$TMP/sh/x" "$TMP/small.txt"
 expect_exit "--shard-tokens with --format ids: 64" 64 $T --vocab byte --shard-tokens 10 --format ids -o "$TMP/sh/x" "$TMP/small.txt"
 
