@@ -197,15 +197,8 @@ int llm_afile_put(llm_afile *a, const void *p, uint64_t n, llm_status *st)
         a->nbuf += (size_t)n;
         return LLM_OK;
     }
-    int rc = flush(a, st);
-    const unsigned char *b = p;
-    while (!rc && n) {
-        size_t k = n > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)n;
-        rc = put_raw(a, b, k, st);
-        b += k;
-        n -= k;
-    }
-    return rc;
+    int rc = flush(a, st);   /* a large write goes straight out, not through buf */
+    return rc ? rc : put_raw(a, p, (size_t)n, st);
 }
 
 int llm_afile_seekable(const llm_afile *a)

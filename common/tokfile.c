@@ -12,6 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static uint32_t rd16(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
 static uint32_t rd32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -187,7 +192,7 @@ void llm_tokfile_read(const llm_tokfile *tf, uint64_t start, size_t n, int32_t *
     if (tf->version == 1) {
         p += start * 2;
         for (size_t i = 0; i < n; i++)
-            out[i] = (int32_t)((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8);
+            out[i] = (int32_t)rd16(p + 2 * i);
     } else {
         p += start * 4;
         for (size_t i = 0; i < n; i++)
@@ -218,15 +223,14 @@ int llm_tokfile_writer_open(llm_tokfile_writer *w, const char *path, int version
     w->open = 1;
     if (!llm_afile_seekable(&w->a))
         return LLM_OK;   /* a stream: the ids wait in memory until the count is known */
-    unsigned char hdr[LLM_TOKFILE_HEADER_BYTES];
-    put_header(hdr, version, 0);
+    unsigned char hdr[LLM_TOKFILE_HEADER_BYTES];   /* the count comes at commit */
+    put_header(hdr, w->version, 0);
     if ((rc = llm_afile_put(&w->a, hdr, sizeof hdr, st)))
         llm_tokfile_writer_abort(w);
     return rc;
 }
 
-/* n ids in the file's width, little-endian, from src (a seekable file) or into the
- * memory of a stream. */
+/* n ids in the file's width, little-endian: to the file, or into a stream's memory. */
 static int put_ids(llm_tokfile_writer *w, const uint32_t *ids, size_t n, llm_status *st)
 {
     size_t width = w->version == 1 ? 2 : 4;
@@ -280,7 +284,7 @@ static int widen(llm_tokfile_writer *w, llm_status *st)
             return llm_err(st, LLM_ENOMEM, "out of memory (%llu ids for '%s')",
                            (unsigned long long)w->n, w->a.path);
         for (size_t i = (size_t)w->n; i-- > 0;)
-            wr32(m + 4 * i, (uint32_t)m[2 * i] | (uint32_t)m[2 * i + 1] << 8);
+            wr32(m + 4 * i, rd16(m + 2 * i));
         w->mem = m;
         w->mem_n = w->mem_cap = (size_t)w->n * 4;
         return LLM_OK;
@@ -298,7 +302,7 @@ static int widen(llm_tokfile_writer *w, llm_status *st)
         uint64_t j = end - k;
         rc = llm_afile_read(&w->a, LLM_TOKFILE_HEADER_BYTES + 2 * j, raw, 2 * k, st);
         for (size_t i = 0; i < k && !rc; i++)
-            wr32(wide + 4 * i, (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8);
+            wr32(wide + 4 * i, rd16(raw + 2 * i));
         if (!rc)
             rc = llm_afile_patch(&w->a, LLM_TOKFILE_HEADER_BYTES + 4 * j, wide, 4 * k, st);
         end = j;
@@ -345,7 +349,7 @@ int llm_tokfile_writer_split(llm_tokfile_writer *w, uint64_t cut, llm_tokfile_wr
         else
             rc = llm_afile_read(&w->a, LLM_TOKFILE_HEADER_BYTES + at * width, raw, k * width, st);
         for (size_t i = 0; i < k && !rc; i++)
-            ids[i] = width == 2 ? (uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8 : rd32(p + 4 * i);
+            ids[i] = width == 2 ? rd16(p + 2 * i) : rd32(p + 4 * i);
         if (!rc)
             rc = llm_tokfile_writer_put(rest, ids, k, st);
         at += k;
