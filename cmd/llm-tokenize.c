@@ -190,6 +190,8 @@ static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
         rc = llm_tokout_open(&out, &spec, st);
     if (!rc)
         rc = llm_encoder_new(&e, t, o->eot, o->split_docs, o->threads, window, llm_tokout_put, out, st);
+    if (!rc && spec.kind == LLM_TOKOUT_SPLIT)
+        llm_encoder_keep_starts(e);   /* the val cut goes to a document start */
     double t0 = now();
     for (int i = 0; i < (o->files.n ? o->files.n : 1) && !rc; i++)
         rc = feed_input(e, o->files.n ? o->files.v[i] : "-", buf, cap, st);

@@ -89,8 +89,8 @@ int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
  * documents (each input one, and with split_docs also each block that ends in a run of
  * two or more line ends, the blank lines staying with the block they end).  Memory: the
  * window (0: 16 MiB) and its ids, plus any stretch longer than the window without a
- * place to cut (for GPT-2, a newline after a printable ASCII character), and 8 bytes per
- * document for the starts. */
+ * place to cut (for GPT-2, a space or line end after a printable ASCII character), and
+ * with llm_encoder_keep_starts 8 bytes per document. */
 typedef int (*llm_ids_fn)(void *ctx, const uint32_t *ids, size_t n, llm_status *st);
 typedef struct llm_encoder llm_encoder;
 int  llm_encoder_new(llm_encoder **out, const llm_tokenizer *t, int with_eot, int split_docs,
@@ -100,7 +100,10 @@ int  llm_encoder_feed(llm_encoder *e, const char *p, size_t n, llm_status *st);
 int  llm_encoder_end_input(llm_encoder *e, llm_status *st);
 uint64_t llm_encoder_tokens(const llm_encoder *e);   /* ids emitted so far */
 uint64_t llm_encoder_bytes(const llm_encoder *e);    /* bytes fed so far */
-/* Every document's first id (its end-of-text id with with_eot), in order. */
+/* Keep every document's start (for a train/val cut at a document); call before feeding. */
+void llm_encoder_keep_starts(llm_encoder *e);
+/* The documents begun so far (*ndocs), and with keep_starts each one's first id (its
+ * end-of-text id with with_eot), in order; else NULL. */
 const uint64_t *llm_encoder_doc_starts(const llm_encoder *e, size_t *ndocs);
 void llm_encoder_free(llm_encoder *e);
 

@@ -79,10 +79,17 @@ static inline int llm_tok__cut_ok(const char *text, size_t i)
  * and after it separately gives the ids of the whole (tokenizer_mt.c); to when none. */
 size_t llm_tok__safe_cut(const llm_tokenizer *t, const char *text, size_t from, size_t to);
 
-/* llm_tokenizer_encode_docs where texts[d] with cont[d] set continues the text before
- * it (no end-of-text id; its starts entry is not set).  cont may be NULL. */
-int llm_tok__encode_pieces(const llm_tokenizer *t, const char *const *texts, const size_t *lens,
-                           const unsigned char *cont, size_t ndocs, int with_eot, int nthreads,
-                           llm_ids *out, size_t *starts, llm_status *st);
+/* A text to encode after the ones before it: a document of its own (preceded by the
+ * end-of-text id when asked), or with cont the rest of the one before. */
+typedef struct {
+    const char *text;
+    size_t len;
+    int cont;
+    size_t start;   /* set by llm_tok__encode_spans: its first id's index in out (not with cont) */
+} llm_tok_span;
+
+/* llm_tokenizer_encode_docs on spans, some of which may continue a document. */
+int llm_tok__encode_spans(const llm_tokenizer *t, llm_tok_span *sp, size_t n, int with_eot,
+                          int nthreads, llm_ids *out, llm_status *st);
 
 #endif

@@ -34,7 +34,7 @@ typedef struct {
     batch *b;
     size_t nb;
     int with_eot;
-    size_t *rel;       /* per document: start within its batch's ids */
+    llm_tok_span *sp;  /* a span's start is first its place within its batch's ids */
     atomic_size_t next;
 } work;
 
@@ -63,7 +63,7 @@ static void *worker(void *arg)
         for (size_t i = b->p0; i < b->p1 && !rc; i++) {
             const piece *p = &w->pc[i];
             if (p->first) {
-                w->rel[p->doc] = ids.n;
+                w->sp[p->doc].start = ids.n;
                 if (w->with_eot && llm_ids_push(&ids, w->t->eot)) {
                     rc = llm_err(&st, LLM_ENOMEM, "out of memory");
                     break;
@@ -83,16 +83,24 @@ int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
                               const size_t *lens, size_t ndocs, int with_eot, int nthreads,
                               llm_ids *out, size_t *starts, llm_status *st)
 {
-    return llm_tok__encode_pieces(t, texts, lens, NULL, ndocs, with_eot, nthreads, out, starts, st);
+    llm_tok_span *sp = malloc((ndocs ? ndocs : 1) * sizeof *sp);
+    if (!sp)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    for (size_t d = 0; d < ndocs; d++)
+        sp[d] = (llm_tok_span){texts[d], lens[d], 0, 0};
+    int rc = llm_tok__encode_spans(t, sp, ndocs, with_eot, nthreads, out, st);
+    for (size_t d = 0; !rc && starts && d < ndocs; d++)
+        starts[d] = sp[d].start;
+    free(sp);
+    return rc;
 }
 
-int llm_tok__encode_pieces(const llm_tokenizer *t, const char *const *texts, const size_t *lens,
-                           const unsigned char *cont, size_t ndocs, int with_eot, int nthreads,
-                           llm_ids *out, size_t *starts, llm_status *st)
+int llm_tok__encode_spans(const llm_tokenizer *t, llm_tok_span *sp, size_t ndocs, int with_eot,
+                          int nthreads, llm_ids *out, llm_status *st)
 {
     size_t total = 0;
     for (size_t d = 0; d < ndocs; d++)
-        total += lens[d];
+        total += sp[d].len;
     if (nthreads < 1)
         nthreads = 1;
     if (nthreads > 256)
@@ -102,43 +110,41 @@ int llm_tok__encode_pieces(const llm_tokenizer *t, const char *const *texts, con
         bsz = MIN_BATCH;
 
     /* pieces: documents, big ones cut at safe places near multiples of bsz */
-    size_t npc = 0, cap = ndocs + total / bsz + 16;
+    size_t npc = 0, cap = ndocs + total / bsz + 16, nb = 0;
     piece *pc = malloc(cap * sizeof *pc);
-    size_t *rel = malloc((ndocs ? ndocs : 1) * sizeof *rel);
-    batch *b = calloc(cap, sizeof *b);
+    batch *b = NULL;
     int rc = LLM_OK;
-    if (!pc || !rel || !b) {
+    if (!pc) {
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto done;
     }
     for (size_t d = 0; d < ndocs; d++) {
         size_t at = 0;
         do {
-            size_t end = lens[d];
-            if (end - at > bsz) {
-                end = llm_tok__safe_cut(t, texts[d], at + bsz, lens[d]);
-            }
+            size_t end = sp[d].len;
+            if (end - at > bsz)
+                end = llm_tok__safe_cut(t, sp[d].text, at + bsz, sp[d].len);
             if (npc == cap) {
                 piece *np = realloc(pc, 2 * cap * sizeof *pc);
-                batch *nb = realloc(b, 2 * cap * sizeof *b);
-                if (np)
-                    pc = np;
-                if (nb)
-                    b = nb;
-                if (!np || !nb) {
+                if (!np) {
                     rc = llm_err(st, LLM_ENOMEM, "out of memory");
                     goto done;
                 }
-                memset(b + cap, 0, cap * sizeof *b);
+                pc = np;
                 cap *= 2;
             }
-            pc[npc++] = (piece){texts[d] + at, end - at, d, at == 0 && !(cont && cont[d])};
+            pc[npc++] = (piece){sp[d].text + at, end - at, d, at == 0 && !sp[d].cont};
             at = end;
-        } while (at < lens[d]);
+        } while (at < sp[d].len);
     }
-    /* batches: consecutive pieces until about bsz bytes */
-    size_t nb = 0, acc = 0;
-    for (size_t i = 0; i < npc; i++) {
+    /* batches: consecutive pieces until about bsz bytes.  Every batch but the last holds
+     * at least bsz of the total + npc bytes counted, so that bounds how many there are
+     * (a batch holds a status: not one per small document) */
+    if (!(b = calloc((total + npc) / bsz + 1, sizeof *b))) {
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0, acc = 0; i < npc; i++) {
         if (acc == 0)
             b[nb].p0 = i;
         acc += pc[i].n + 1;
@@ -147,7 +153,7 @@ int llm_tok__encode_pieces(const llm_tokenizer *t, const char *const *texts, con
             acc = 0;
         }
     }
-    work w = {t, pc, b, nb, with_eot, rel, 0};
+    work w = {t, pc, b, nb, with_eot, sp, 0};
     size_t nth = (size_t)nthreads < nb ? (size_t)nthreads : nb;
     pthread_t tid[256];
     size_t started = 0;
@@ -177,19 +183,18 @@ int llm_tok__encode_pieces(const llm_tokenizer *t, const char *const *texts, con
     for (size_t k = 0; k < nb; k++) {
         size_t base = out->n;
         for (size_t i = b[k].p0; i < b[k].p1; i++)
-            if (pc[i].first && starts)
-                starts[pc[i].doc] = base + rel[pc[i].doc];
+            if (pc[i].first)
+                sp[pc[i].doc].start += base;
         if (b[k].ids.n) /* an empty batch has no buffer (and out may have none) */
             memcpy(out->v + out->n, b[k].ids.v, b[k].ids.n * sizeof *out->v);
         out->n += b[k].ids.n;
     }
 done:
     if (b)
-        for (size_t k = 0; k < cap; k++)
+        for (size_t k = 0; k < nb; k++)
             llm_ids_free(&b[k].ids);
     free(b);
     free(pc);
-    free(rel);
     return rc;
 }
 

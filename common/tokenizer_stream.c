@@ -24,12 +24,12 @@ struct llm_encoder {
     int cont;                  /* pend continues a document begun in an earlier round */
     size_t input_docs;         /* documents begun in the current input */
     uint64_t ntok, bytes;
-    uint64_t *starts;          /* every document's first id */
-    size_t nstarts, cap_starts;
-    /* one round's pieces */
-    const char **texts;
-    size_t *lens, *dstarts, cap_pc, npc;
-    unsigned char *conts;
+    size_t ndocs;              /* documents begun */
+    int keep_starts;
+    uint64_t *starts;          /* with keep_starts: every document's first id */
+    size_t cap_starts;
+    llm_tok_span *sp;          /* one round's pieces */
+    size_t nsp, cap_sp;
     llm_ids ids;
 };
 
@@ -57,10 +57,7 @@ void llm_encoder_free(llm_encoder *e)
         return;
     free(e->pend);
     free(e->starts);
-    free(e->texts);
-    free(e->lens);
-    free(e->dstarts);
-    free(e->conts);
+    free(e->sp);
     llm_ids_free(&e->ids);
     free(e);
 }
@@ -75,35 +72,28 @@ uint64_t llm_encoder_bytes(const llm_encoder *e)
     return e->bytes;
 }
 
+void llm_encoder_keep_starts(llm_encoder *e)
+{
+    e->keep_starts = 1;
+}
+
 const uint64_t *llm_encoder_doc_starts(const llm_encoder *e, size_t *ndocs)
 {
-    *ndocs = e->nstarts;
-    return e->starts;
+    *ndocs = e->ndocs;
+    return e->keep_starts ? e->starts : NULL;
 }
 
 static int add_piece(llm_encoder *e, size_t at, size_t len, int cont)
 {
-    if (e->npc == e->cap_pc) {
-        size_t cap = e->cap_pc ? 2 * e->cap_pc : 64;
-        const char **t = realloc(e->texts, cap * sizeof *t);
-        if (t)
-            e->texts = t;
-        size_t *l = realloc(e->lens, cap * sizeof *l);
-        if (l)
-            e->lens = l;
-        size_t *d = realloc(e->dstarts, cap * sizeof *d);
-        if (d)
-            e->dstarts = d;
-        unsigned char *c = realloc(e->conts, cap);
-        if (c)
-            e->conts = c;
-        if (!t || !l || !d || !c)
+    if (e->nsp == e->cap_sp) {
+        size_t cap = e->cap_sp ? 2 * e->cap_sp : 64;
+        llm_tok_span *sp = realloc(e->sp, cap * sizeof *sp);
+        if (!sp)
             return -1;
-        e->cap_pc = cap;
+        e->sp = sp;
+        e->cap_sp = cap;
     }
-    e->texts[e->npc] = e->pend + at;
-    e->lens[e->npc] = len;
-    e->conts[e->npc++] = (unsigned char)cont;
+    e->sp[e->nsp++] = (llm_tok_span){e->pend + at, len, cont, 0};
     return 0;
 }
 
@@ -152,7 +142,7 @@ static int round_(llm_encoder *e, int final, llm_status *st)
     const char *p = e->pend;
     size_t s = 0, n = e->n;
     int cont = e->cont;
-    e->npc = 0;
+    e->nsp = 0;
     while (s < n) {
         size_t sure = n, b = e->split_docs ? doc_end(p, s, n, final, &sure) : 0;
         if (b) {
@@ -178,27 +168,29 @@ static int round_(llm_encoder *e, int final, llm_status *st)
         break;
     }
     /* an empty input is an empty document (its end-of-text id only, with --eot) */
-    if (final && !e->input_docs && !e->npc && add_piece(e, 0, 0, 0))
+    if (final && !e->input_docs && !e->nsp && add_piece(e, 0, 0, 0))
         goto oom;
-    if (!e->npc)
+    if (!e->nsp)
         return LLM_OK;
     e->ids.n = 0;
-    int rc = llm_tok__encode_pieces(e->t, e->texts, e->lens, e->conts, e->npc, e->with_eot,
-                                    e->nthreads, &e->ids, e->dstarts, st);
+    int rc = llm_tok__encode_spans(e->t, e->sp, e->nsp, e->with_eot, e->nthreads, &e->ids, st);
     if (rc)
         return rc;
-    for (size_t i = 0; i < e->npc; i++) {
-        if (e->conts[i])
+    for (size_t i = 0; i < e->nsp; i++) {
+        if (e->sp[i].cont)
             continue;
-        if (e->nstarts == e->cap_starts) {
-            size_t cap = e->cap_starts ? 2 * e->cap_starts : 256;
-            uint64_t *v = realloc(e->starts, cap * sizeof *v);
-            if (!v)
-                goto oom;
-            e->starts = v;
-            e->cap_starts = cap;
+        if (e->keep_starts) {
+            if (e->ndocs == e->cap_starts) {
+                size_t cap = e->cap_starts ? 2 * e->cap_starts : 256;
+                uint64_t *v = realloc(e->starts, cap * sizeof *v);
+                if (!v)
+                    goto oom;
+                e->starts = v;
+                e->cap_starts = cap;
+            }
+            e->starts[e->ndocs] = e->ntok + e->sp[i].start;
         }
-        e->starts[e->nstarts++] = e->ntok + e->dstarts[i];
+        e->ndocs++;
         e->input_docs++;
     }
     if (e->ids.n && (rc = e->emit(e->ctx, e->ids.v, e->ids.n, st)))

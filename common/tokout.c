@@ -187,7 +187,7 @@ static int commit_split(llm_tokout *o, const llm_encoder *e, char *summary, size
     uint64_t cut = n - nval, best = 0;
     size_t ndocs;
     const uint64_t *starts = llm_encoder_doc_starts(e, &ndocs);
-    for (size_t k = 1; k < ndocs; k++) {
+    for (size_t k = 1; starts && k < ndocs; k++) {
         uint64_t s = starts[k];
         if (s == 0 || s >= n)
             continue;

@@ -33,7 +33,7 @@ int  llm_tokout_open(llm_tokout **out, const llm_tokout_spec *spec, llm_status *
 /* An llm_ids_fn: take the next n ids. */
 int  llm_tokout_put(void *tokout, const uint32_t *ids, size_t n, llm_status *st);
 /* Finish after the last id: SPLIT chooses its cut from e's document starts (the one
- * nearest the wanted cut).  *summary gets a line for the log (files and token counts).
+ * nearest the wanted cut; e needs llm_encoder_keep_starts, else the cut is at the token).  *summary gets a line for the log (files and token counts).
  * Frees o either way. */
 int  llm_tokout_commit(llm_tokout *o, const llm_encoder *e, char *summary, size_t len,
                        llm_status *st);

@@ -125,6 +125,7 @@ static void one_case(const llm_tokenizer *t, tu_rng *r, int verbose)
     sink s = {{0}};
     llm_encoder *e = NULL;
     assert_int_equal(llm_encoder_new(&e, t, eot, split, threads, window, collect, &s, &st), LLM_OK);
+    llm_encoder_keep_starts(e);
     for (int f = 0; f < nin; f++) {
         for (size_t at = 0; at < len[f];) {   /* fed in random pieces */
             size_t k = 1 + (size_t)(tu_next(r) % 700);
