@@ -4,14 +4,9 @@
 #include "common/ckpt_internal.h"
 #include "common/afile.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 #include <zlib.h>
 
 typedef struct {

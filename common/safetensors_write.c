@@ -1,16 +1,10 @@
 /* safetensors_write.c — the safetensors writer. */
 #include "common/safetensors.h"
-#include "common/fsutil.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 typedef struct {
     char *name;
