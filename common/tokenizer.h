@@ -68,8 +68,9 @@ int llm_tokenizer_decode(const llm_tokenizer *t, const uint32_t *ids, size_t n, 
                          size_t *len, llm_status *st);
 
 /* llm_tokenizer_encode with up to nthreads threads (<= 1: the calling thread only).
- * Large texts are cut only where a pre-token boundary is certain (after a newline that
- * is followed by a printable ASCII character), each piece is encoded by its own thread,
+ * Large texts are cut only where a pre-token boundary is certain (before a space, tab or
+ * line end that follows a character other than white space: llm_tok__cut_ok), each
+ * piece is encoded by its own thread,
  * and the ids are appended in input order: the result is identical to
  * llm_tokenizer_encode. */
 int llm_tokenizer_encode_mt(const llm_tokenizer *t, const char *text, size_t len,
@@ -89,7 +90,8 @@ int llm_tokenizer_encode_docs(const llm_tokenizer *t, const char *const *texts,
  * documents (each input one, and with split_docs also each block that ends in a run of
  * two or more line ends, the blank lines staying with the block they end).  Memory: the
  * window (0: 16 MiB) and its ids, plus any stretch longer than the window without a
- * place to cut (for GPT-2, a space or line end after a printable ASCII character), and
+ * place to cut (for GPT-2, a space, tab or line end after a character other than white
+ * space), and
  * with llm_encoder_keep_starts 8 bytes per document. */
 typedef int (*llm_ids_fn)(void *ctx, const uint32_t *ids, size_t n, llm_status *st);
 typedef struct llm_encoder llm_encoder;

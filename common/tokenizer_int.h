@@ -63,16 +63,60 @@ int  llm_tok_bpe_encode(const llm_tokenizer *t, const char *text, size_t len, ll
                         llm_status *st);
 void llm_tok_bpe_free(llm_tokenizer *t);
 
-/* A cut between text[i-1] and text[i] (i > 0) is safe for GPT-2 when text[i-1] is
- * printable ASCII other than space and text[i] is a space, tab, '\r' or '\n': no pattern
- * alternative spans a non-space followed by a space (spaces only ever lead a match), the
- * match ending at text[i-1] is found identically whether or not text goes on (only the
+/* The code point of the whole UTF-8 character of 2 to 4 bytes that ends at text[i-1],
+ * or -1 when the bytes there are not one (ASCII, invalid or cut short).  text[0] is the
+ * first byte it may read. */
+static inline int32_t llm_tok__utf8_before(const unsigned char *p, size_t i)
+{
+    size_t k = 1;
+    while (k < 4 && k < i && (p[i - k] & 0xc0) == 0x80)
+        k++;
+    if (k < 2 || k > i)
+        return -1;
+    unsigned char b0 = p[i - k], b1 = p[i - k + 1];
+    int32_t cp;
+    if (k == 2 && b0 >= 0xc2 && b0 <= 0xdf)
+        cp = b0 & 0x1f;
+    else if (k == 3 && b0 >= 0xe0 && b0 <= 0xef && !(b0 == 0xe0 && b1 < 0xa0) &&
+             !(b0 == 0xed && b1 > 0x9f))
+        cp = b0 & 0x0f;
+    else if (k == 4 && b0 >= 0xf0 && b0 <= 0xf4 && !(b0 == 0xf0 && b1 < 0x90) &&
+             !(b0 == 0xf4 && b1 > 0x8f))
+        cp = b0 & 0x07;
+    else
+        return -1;
+    for (size_t j = i - k + 1; j < i; j++)
+        cp = cp << 6 | (p[j] & 0x3f);
+    return cp;
+}
+
+/* Whether a code point above 0x7f may be white space to PCRE2 with UCP (\s is \p{Z},
+ * \h and \v): a superset of those (test_tokenizer checks it against PCRE2 over every
+ * code point), so that a "no" is certain. */
+static inline int llm_tok__maybe_space(int32_t cp)
+{
+    return cp == 0x85 || cp == 0xa0 || cp == 0x1680 || cp == 0x180e ||
+           (cp >= 0x2000 && cp <= 0x202f) || cp == 0x205f || cp == 0x3000 || cp == 0xfeff;
+}
+
+/* A cut between text[i-1] and text[i] (i > 0) is safe for GPT-2 when text[i] is a space,
+ * tab, '\r' or '\n' and text[i-1] ends a character that is not white space: printable
+ * ASCII other than space, or a whole UTF-8 character that llm_tok__maybe_space rules out
+ * (so Chinese or Japanese text is cut at its line ends too).  No pattern alternative
+ * spans a non-space followed by a space (spaces only ever lead a match), the match
+ * ending at text[i-1] is found identically whether or not text goes on (only the
  * whitespace alternatives look ahead, and they stop before text[i-1]), and both sides
  * are whole UTF-8.  Any cut is safe for the byte kind. */
 static inline int llm_tok__cut_ok(const char *text, size_t i)
 {
-    unsigned char x = (unsigned char)text[i - 1], y = (unsigned char)text[i];
-    return x > 0x20 && x < 0x7f && (y == ' ' || y == '\t' || y == '\n' || y == '\r');
+    const unsigned char *p = (const unsigned char *)text;
+    unsigned char x = p[i - 1], y = p[i];
+    if (!(y == ' ' || y == '\t' || y == '\n' || y == '\r'))
+        return 0;
+    if (x < 0x80)
+        return x > 0x20 && x < 0x7f;
+    int32_t cp = llm_tok__utf8_before(p, i);
+    return cp >= 0 && !llm_tok__maybe_space(cp);
 }
 
 /* The first safe cut of text in [from, to): a position where encoding the text before it

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -510,6 +512,120 @@ static void *conc_worker(void *p)
     return NULL;
 }
 
+/* ---- safe cuts (llm_tok__cut_ok) ---- */
+
+static size_t put_utf8(unsigned char *b, uint32_t cp)
+{
+    if (cp < 0x800) {
+        b[0] = (unsigned char)(0xc0 | cp >> 6);
+        b[1] = (unsigned char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        b[0] = (unsigned char)(0xe0 | cp >> 12);
+        b[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+        b[2] = (unsigned char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    b[0] = (unsigned char)(0xf0 | cp >> 18);
+    b[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
+    b[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+    b[3] = (unsigned char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/* Every code point above 0x7f: the decoder finds it, and a cut after it is never taken
+ * when PCRE2 (UTF + UCP, as the pre-tokenizer compiles) calls it white space. */
+static void test_cut_every_code_point(void **state)
+{
+    (void)state;
+    int err;
+    PCRE2_SIZE eoff;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR) "\\s", PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &eoff, NULL);
+    assert_non_null(re);
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    assert_non_null(md);
+    size_t spaces = 0, cuts = 0;
+    for (uint32_t cp = 0x80; cp <= 0x10ffff; cp++) {
+        if (cp >= 0xd800 && cp <= 0xdfff)
+            continue;
+        unsigned char b[8] = {'a'};
+        size_t n = 1 + put_utf8(b + 1, cp);
+        b[n] = ' ';
+        assert_int_equal(llm_tok__utf8_before(b, n), (int32_t)cp);
+        int space = pcre2_match(re, b + 1, n - 1, 0, 0, md, NULL) > 0;
+        int cut = llm_tok__cut_ok((const char *)b, n);
+        if (space && cut)
+            printf("# U+%04X is white space to PCRE2, yet a cut after it was taken\n", cp);
+        assert_false(space && cut);
+        spaces += space;
+        cuts += cut;
+    }
+    printf("# %zu white-space code points above 0x7f; cuts after %zu code points\n", spaces, cuts);
+    assert_true(spaces >= 20);
+    assert_true(cuts > 1000000);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    /* not one whole character: cut short, overlong, a surrogate, beyond U+10FFFF */
+    static const char *const bad[] = {"\xe6\x97 ", "\x97 ", "\xc0\x80 ", "\xed\xa0\x80 ",
+                                      "\xf4\x90\x80\x80 ", "\xe6 ", "\xf0\x9f\x99 "};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
+        assert_false(llm_tok__cut_ok(bad[k], strlen(bad[k]) - 1));
+}
+
+/* On random byte strings rich in UTF-8, white space of every kind and invalid bytes,
+ * encoding the two sides of every cut taken gives the ids of the whole. */
+static void test_gpt2_cuts_agree(void **state)
+{
+    (void)state;
+    if (!gpt2) {
+        printf("# SKIP: shared GPT-2 data not found (set LLM_DATA)\n");
+        skip();
+    }
+    static const char *const piece[] = {
+        "a", "Z", "1", ".", "'", "'s", " ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1f",
+        "\xc2\xa0", "\xc2\x85", "\xe3\x80\x80", "\xe2\x80\x83", "\xe2\x80\xa8", "\xe1\x9a\x80",
+        "\xe2\x81\x9f", "\xef\xbb\xbf", "\xe6\x97\xa5", "\xe3\x80\x82", "\xef\xbc\x8c",
+        "\xc3\xa9", "\xf0\x9f\x99\x82", "\xd9\xa3", "\xe2\x80\x9d", "\x80", "\xff", "\xe6\x97",
+        "\xf0\x9f", "\xc2",
+    };
+    tu_rng r = {21};
+    size_t cuts = 0;
+    for (int c = 0; c < 3000; c++) {
+        char text[200];
+        size_t n = 0, parts = 1 + tu_next(&r) % 24;
+        for (size_t k = 0; k < parts; k++) {
+            const char *a = piece[tu_next(&r) % (sizeof piece / sizeof *piece)];
+            memcpy(text + n, a, strlen(a));
+            n += strlen(a);
+        }
+        llm_status st = {0};
+        llm_ids whole = {0};
+        assert_int_equal(llm_tokenizer_encode(gpt2, text, n, &whole, &st), LLM_OK);
+        for (size_t i = 1; i < n; i++) {
+            if (!llm_tok__cut_ok(text, i))
+                continue;
+            llm_ids two = {0};
+            assert_int_equal(llm_tokenizer_encode(gpt2, text, i, &two, &st), LLM_OK);
+            assert_int_equal(llm_tokenizer_encode(gpt2, text + i, n - i, &two, &st), LLM_OK);
+            if (two.n != whole.n || memcmp(two.v, whole.v, whole.n * sizeof *whole.v)) {
+                printf("# cut at %zu of %zu differs:", i, n);
+                for (size_t j = 0; j < n; j++)
+                    printf(" %02x", (unsigned char)text[j]);
+                printf("\n");
+            }
+            assert_int_equal(two.n, whole.n);
+            assert_memory_equal(two.v, whole.v, whole.n * sizeof *whole.v);
+            llm_ids_free(&two);
+            cuts++;
+        }
+        llm_ids_free(&whole);
+    }
+    printf("# %zu cuts checked\n", cuts);
+    assert_true(cuts > 1000);
+}
+
 static void test_gpt2_concurrent_encode(void **state)
 {
     (void)state;
@@ -630,6 +746,8 @@ int main(void)
         cmocka_unit_test(test_gpt2_shakespeare),
         cmocka_unit_test(test_gpt2_random_roundtrip_and_fast_path),
         cmocka_unit_test(test_gpt2_concurrent_encode),
+        cmocka_unit_test(test_cut_every_code_point),
+        cmocka_unit_test(test_gpt2_cuts_agree),
         cmocka_unit_test(test_ckpt_storage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -83,7 +83,8 @@ static int collect(void *ctx, const uint32_t *v, size_t n, llm_status *st)
 static const char *const alphabet[] = {
     "a", "b", "Z", " ", "  ", "\n", "\n\n", "\r\n", "\r", "\t", ".", ",", "'s", "'ll", "1", "23",
     "\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x99\x82", "-", " \n", "\n \n", "\r\n\r\n",
-    "x\n\n\n", "\xff", "hello world", "\n\r\n",
+    "x\n\n\n", "\xff", "hello world", "\n\r\n", "\xe3\x80\x82\n", "\xe3\x80\x80", "\xc2\xa0",
+    "\xc2\x85", "\xe6\x97\xa5 ", "\xe6\x97", "\x80",
 };
 
 static char *random_text(tu_rng *r, size_t *n)
@@ -209,8 +210,8 @@ static void test_stream_no_cut(void **state)
     free(p);
 }
 
-/* CRLF lines and one long line are cut before '\r' and spaces: ids come out while the
- * input is still being fed, not all at its end. */
+/* CRLF lines, one long line and lines of Japanese are cut before '\r', spaces and line
+ * ends: ids come out while the input is still being fed, not all at its end. */
 static int count_calls(void *ctx, const uint32_t *v, size_t n, llm_status *st)
 {
     (void)v, (void)n, (void)st;
@@ -225,8 +226,10 @@ static void test_stream_cuts_early(void **state)
         printf("# SKIP: shared GPT-2 data not found (set LLM_DATA)\n");
         skip();
     }
-    static const char *const unit[] = {"Some words, then CRLF.\r\n", "one long line of words "};
-    for (int k = 0; k < 2; k++) {
+    static const char *const unit[] = {"Some words, then CRLF.\r\n", "one long line of words ",
+                                       "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe6\x96\x87\xe3\x80\x82\n"};
+    static const char *const what[] = {"crlf", "long line", "japanese lines"};
+    for (int k = 0; k < 3; k++) {
         int calls = 0;
         llm_status st = {0};
         llm_encoder *e = NULL;
@@ -236,7 +239,7 @@ static void test_stream_cuts_early(void **state)
         int before_end = calls;
         assert_int_equal(llm_encoder_end_input(e, &st), LLM_OK);
         if (before_end < 50)
-            printf("# %s: %d rounds before the end\n", k ? "long line" : "crlf", before_end);
+            printf("# %s: %d rounds before the end\n", what[k], before_end);
         assert_true(before_end >= 50);
         llm_encoder_free(e);
     }
