@@ -95,8 +95,9 @@ static int backend(llm_backend *be, const char *device, int threads, const llm_l
                    llm_status *st)
 {
     char err[256];
-    if (llm_backend_init(be, device, threads, err, sizeof err) != 0)
-        return llm_err(st, LLM_ENODEV, "device '%s': %s", device, err);
+    int brc = llm_backend_init(be, device, threads, err, sizeof err);
+    if (brc)
+        return llm_err(st, llm_backend_code(brc), "device '%s': %s", device, err);
     if (err[0])   /* auto, and the GPU there could not be used */
         llm_warn(lg, "device auto: the GPU is not usable (%s); running on cpu", err);
     if (strcmp(device, "auto") == 0 && llm_infer_backend_ready(be, st) != LLM_OK) {
@@ -145,6 +146,7 @@ int main(int argc, char **argv)
         {0},
     };
     static const llm_env env[] = {
+        {"LLM_CPU_GEMM", "omp (default) or blas: who threads the CPU matrix products"},
         {"LLM_CUDA_DEVICE", "GPU ordinal of --device cuda"},
         {"LLM_CUDA_GRAPHS", "0: launch every kernel of a decode step (no CUDA graphs)"},
         {"LLM_CUDA_OFF", "optional CUDA parts to leave out, as in llm-train(1)"},

@@ -12,6 +12,7 @@
 
 #include "common/cli.h"
 #include "common/afile.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/tokenizer.h"
@@ -170,13 +171,13 @@ static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
         spec.kind = LLM_TOKOUT_SPLIT;
     else if (o->shard_tokens > 0)
         spec.kind = LLM_TOKOUT_SHARDS;
-    const char *w = getenv("LLM_TOKENIZE_WINDOW");
-    size_t window = w && *w >= '1' && *w <= '9' ? (size_t)strtoull(w, NULL, 10) : 0;
+    uint64_t window = 0;
     size_t cap = 1 << 20;
     char *buf = malloc(cap);
     llm_encoder *e = NULL;
     llm_tokout *out = NULL;
-    int rc = buf ? LLM_OK : llm_err(st, LLM_ENOMEM, "out of memory");
+    int rc = buf ? llm_env_u64("LLM_TOKENIZE_WINDOW", 1, (uint64_t)1 << 40, &window, st)
+                 : llm_err(st, LLM_ENOMEM, "out of memory");
     /* a missing input fails before any output (stdout included) is written */
     for (int i = 0; i < o->files.n && !rc; i++) {
         const char *path = o->files.v[i];

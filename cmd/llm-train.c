@@ -10,6 +10,7 @@
 #include "common/cli.h"
 #include "common/config.h"
 #include "common/dist.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "common/train.h"
 #include "kernels/backend.h"
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
         {"LLM_DATA", "data folder searched next (then ./data)"},
         {"LLM_TRAIN_MEMSTAT", "1: print the peak memory allocated and RSS at the end"},
         {"LD_LIBRARY_PATH", "searched first for libnccl, opened when a multi-GPU run starts"},
+        {"LLM_CPU_GEMM", "omp (default) or blas: who threads the CPU matrix products"},
         {"LLM_CUDA_DEVICE", "GPU ordinal (default: the local rank modulo the GPUs)"},
         {"LLM_CUDA_TF32", "1: fp32 matrix products on TF32 tensor cores"},
         {"LLM_CUDA_FLASH", "0: attention as batched GEMMs; wmma: the WMMA kernels"},
@@ -123,6 +125,14 @@ int main(int argc, char **argv)
         llm_error(&lg, "--dist-timeout must be positive");
         return 64;
     }
+    static const char *const bit[] = {"0", "1", NULL};
+    int memstat = 0;
+    uint64_t wlimit; /* read by each output file as it opens; checked here, before step 1 */
+    if (llm_env_word("LLM_TRAIN_MEMSTAT", bit, &memstat, &st) ||
+        llm_env_u64("LLM_FAULT_WRITE_LIMIT", 0, UINT64_MAX, &wlimit, &st)) {
+        llm_error(&lg, "%s", st.msg);
+        return llm_exit_code(st.code);
+    }
     /* auto becomes a device before the ranks start: NCCL or not, and each rank's GPU */
     if (!strcmp(cfg.device, "auto"))
         snprintf(cfg.device, sizeof cfg.device, "%s", llm_backend_resolve("auto"));
@@ -149,8 +159,7 @@ int main(int argc, char **argv)
         return llm_exit_code(st.code);
     }
     /* test hook (llm-train.1, ENVIRONMENT): every rank's peak memory on stderr */
-    const char *ms = getenv("LLM_TRAIN_MEMSTAT");
-    if (ms && *ms && strcmp(ms, "0"))
+    if (memstat)
         fprintf(stderr, "llm-train: rank %d/%d: peak memory %.0f bytes allocated, %.0f bytes "
                 "RSS\n", llm_dist_rank(dist), llm_dist_world(dist), res.mem_peak, res.rss_peak);
     llm_dist_free(dist);

@@ -1,5 +1,6 @@
 /* afile.c — an output file that appears whole or not at all (afile.h). */
 #include "common/afile.h"
+#include "common/env.h"
 #include "common/fsutil.h"
 
 #include <errno.h>
@@ -121,9 +122,9 @@ int llm_afile_open(llm_afile *a, const char *path, unsigned flags, llm_status *s
     a->fd = -1;
     a->flags = flags;
     a->fault_at = UINT64_MAX;
-    const char *lim = getenv("LLM_FAULT_WRITE_LIMIT");
-    if (lim && *lim >= '0' && *lim <= '9')
-        a->fault_at = strtoull(lim, NULL, 10);
+    int erc = llm_env_u64("LLM_FAULT_WRITE_LIMIT", 0, UINT64_MAX, &a->fault_at, st);
+    if (erc)
+        return erc;
     if (!path || !*path)
         return llm_err(st, LLM_EUSAGE, "no output path");
     if (!(a->buf = malloc(AFILE_BUF)))

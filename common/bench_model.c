@@ -46,7 +46,8 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
     if (check_opts(o, st)) return st->code;
     llm_backend be;
     char err[256];
-    if (llm_backend_init(&be, o->device, o->threads, err, sizeof err)) return llm_err(st, LLM_ENODEV, "%s", err);
+    int brc = llm_backend_init(&be, o->device, o->threads, err, sizeof err);
+    if (brc) return llm_err(st, llm_backend_code(brc), "%s", err);
     llm_ckpt *ck = NULL;
     llm_model *m = NULL;
     int32_t *ids = NULL, *tgt = NULL;
@@ -135,7 +136,8 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
     if (o->gen < 1) return llm_err(st, LLM_EUSAGE, "gen must be >= 1");
     llm_backend be;
     char err[256];
-    if (llm_backend_init(&be, o->device, o->threads, err, sizeof err)) return llm_err(st, LLM_ENODEV, "%s", err);
+    int brc = llm_backend_init(&be, o->device, o->threads, err, sizeof err);
+    if (brc) return llm_err(st, llm_backend_code(brc), "%s", err);
     llm_infer_model *im = NULL;
     llm_infer_ctx *ctx = NULL;
     llm_infer_row *r = NULL;

@@ -1,5 +1,6 @@
 /* infer_model.c — the weights table: tensors of an mmap'd checkpoint used in place. */
 #include "common/infer.h"
+#include "common/env.h"
 #include "common/infer_tp.h"
 #include "common/quant.h"
 
@@ -168,8 +169,10 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
     /* a backend whose decode kernels take q4_0 repacked in groups of 8 rows (the fast CPU
      * one, also through llm-profile's wrapper) may get those weights repacked */
     if (be->infer_dtype_ok && be->infer_dtype_ok(be, LLM_QK_Q4_0R8)) {
-        const char *rp = getenv("LLM_Q4_REPACK");
-        m->repack_mode = rp && *rp ? atoi(rp) != 0 : -1;
+        static const char *const rp[] = {"0", "1", NULL};
+        m->repack_mode = -1;
+        if (llm_env_word("LLM_Q4_REPACK", rp, &m->repack_mode, st))
+            goto fail;
         if (!(m->rep = calloc((size_t)m->cfg.n_layer * 12 + 4, sizeof *m->rep))) {
             llm_err(st, LLM_ENOMEM, "out of memory");
             goto fail;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/bench_model.h"
+#include "common/env.h"
 #include "common/fsutil.h"
 #include "common/loss_scale.h"
 #include "common/memtrack.h"
@@ -39,6 +40,7 @@ typedef struct {
     llm_train_dist *dd;    /* several ranks or ZeRO (train_dist.h); NULL: one process */
     int rank;              /* only rank 0 logs metrics, evaluates and writes checkpoints */
     llm_loss_scaler ls;    /* fp16: dynamic loss scaling; else a fixed scale of 1 */
+    uint64_t fault_nan;    /* LLM_TRAIN_FAULT_NAN (test hook, llm-train.1): 0 or a step */
 } trainer;
 
 static double now_s(void)
@@ -302,8 +304,11 @@ static int setup(trainer *t, llm_status *st)
     const llm_train_config *c = t->cfg;
     char err[256] = "";
     int made_dir = 0;
-    if (llm_backend_init(&t->raw, c->device, c->threads, err, sizeof err))
-        return llm_err(st, LLM_ENODEV, "device '%s': %s", c->device, err);
+    if (llm_env_u64("LLM_TRAIN_FAULT_NAN", 0, INT64_MAX, &t->fault_nan, st))
+        return st->code;
+    int brc = llm_backend_init(&t->raw, c->device, c->threads, err, sizeof err);
+    if (brc)
+        return llm_err(st, llm_backend_code(brc), "device '%s': %s", c->device, err);
     t->have_be = 1;
     llm_memtrack_init(&t->mem, &t->raw);
     t->be = &t->mem.be;
@@ -399,20 +404,14 @@ static void teardown(trainer *t)
     free(t->tg);
 }
 
-/* Test hook (documented in llm-train.1): LLM_TRAIN_FAULT_NAN=N makes the loss of every
- * step >= N non-finite, to exercise skipping and the max_skips abort. */
-static int64_t fault_nan_step(void)
-{
-    const char *s = getenv("LLM_TRAIN_FAULT_NAN");
-    return s && *s ? strtoll(s, NULL, 10) : 0;
-}
-
 /* One optimizer step over accum micro-batches. */
 static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *gnorm,
                     int *skipped, llm_status *st)
 {
     const llm_train_config *c = t->cfg;
-    int64_t fault = fault_nan_step();
+    /* the test hook LLM_TRAIN_FAULT_NAN=N makes the loss of every step >= N non-finite,
+     * to exercise skipping and the max_skips abort */
+    int64_t fault = (int64_t)t->fault_nan;
     if (llm_model_set_loss_scale(t->m, t->ls.scale, st))
         return st->code;
     if (t->dd) {

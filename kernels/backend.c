@@ -4,10 +4,33 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "kernels/backend.h"
 #ifdef LLM_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
+
+/* The backends' environment variables, checked before any is read: a typo is an error,
+ * not the default. */
+static int settings_check(char *err, size_t errlen)
+{
+    static const char *const gemm[] = {"omp", "blas", NULL}, *const bit[] = {"0", "1", NULL},
+                             *const flash[] = {"0", "1", "wmma", NULL};
+    static const struct {
+        const char *name;
+        const char *const *words;
+    } vars[] = {{"LLM_CPU_GEMM", gemm}, {"LLM_CUDA_TF32", bit}, {"LLM_CUDA_FLASH", flash},
+                {"LLM_CUDA_GRAPHS", bit}};
+    llm_status st = {0};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        int k;
+        if (llm_env_word(vars[i].name, vars[i].words, &k, &st)) {
+            snprintf(err, errlen, "%s", st.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 int llm_backend_init(llm_backend *be, const char *device, int threads, char *err, size_t errlen)
 {
@@ -18,6 +41,8 @@ int llm_backend_init(llm_backend *be, const char *device, int threads, char *err
     }
     err[0] = '\0';
     memset(be, 0, sizeof *be);
+    if (settings_check(err, errlen))
+        return LLM_BACKEND_ESETTING;
     if (!device)
         device = "auto";
     if (strcmp(device, "cpu") == 0 || strcmp(device, "cpu-ref") == 0) {

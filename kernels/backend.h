@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/status.h"
+
 typedef struct llm_backend llm_backend;
 struct llm_device_stats;   /* below */
 
@@ -377,8 +379,18 @@ struct llm_device_stats {
  * Returns 0, or -1 with a message in err (size errlen) when the device is unavailable
  * (e.g. "no CUDA device: ..." in a build without a GPU).  "auto" falls back to "cpu"
  * and returns 0, with err empty, or, when a GPU is present but the cuda backend could
- * not start on it (LLM_CUDA_DEVICE naming none, a failed CUDA call), saying why. */
+ * not start on it (LLM_CUDA_DEVICE naming none, a failed CUDA call), saying why.
+ * LLM_BACKEND_ESETTING, with a message, when a backend environment variable
+ * (LLM_CPU_GEMM, LLM_CUDA_TF32, LLM_CUDA_FLASH, LLM_CUDA_GRAPHS) is set to a value it
+ * does not take, whatever the device: a usage error. */
+#define LLM_BACKEND_ESETTING (-2)
 int  llm_backend_init(llm_backend *be, const char *device, int threads, char *err, size_t errlen);
+
+/* The status code of a failed llm_backend_init's return value rc. */
+static inline llm_code llm_backend_code(int rc)
+{
+    return rc == LLM_BACKEND_ESETTING ? LLM_EUSAGE : LLM_ENODEV;
+}
 
 /* The device "auto" stands for here: "cuda" in a CUDA build that sees a GPU, else
  * "cpu".  Any other name is returned as given.  Programs resolve "auto" before they

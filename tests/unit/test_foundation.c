@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/env.h"
 #include "common/json.h"
 #include "common/status.h"
 
@@ -165,6 +166,47 @@ static void test_parse_numbers(void **state)
     assert_int_equal(llm_parse_double("", &d), -1);
 }
 
+static void test_env_strict(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    uint64_t v = 7;
+    unsetenv("LLM_TEST_ENV");
+    assert_int_equal(llm_env_u64("LLM_TEST_ENV", 1, 100, &v, &st), LLM_OK);
+    assert_int_equal(v, 7);
+    setenv("LLM_TEST_ENV", "", 1);
+    assert_int_equal(llm_env_u64("LLM_TEST_ENV", 1, 100, &v, &st), LLM_OK);
+    assert_int_equal(v, 7);
+    setenv("LLM_TEST_ENV", "100", 1);
+    assert_int_equal(llm_env_u64("LLM_TEST_ENV", 1, 100, &v, &st), LLM_OK);
+    assert_int_equal(v, 100);
+    static const char *const bad[] = {"101", "0", "-1", "+5", " 5", "5 ", "5k", "0x10", "1e2",
+                                      "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("LLM_TEST_ENV", bad[i], 1);
+        v = 7;
+        assert_int_equal(llm_env_u64("LLM_TEST_ENV", 1, 100, &v, &st), LLM_EUSAGE);
+        assert_int_equal(v, 7);
+        assert_non_null(strstr(st.msg, "LLM_TEST_ENV '"));
+    }
+    setenv("LLM_TEST_ENV", "18446744073709551615", 1);
+    assert_int_equal(llm_env_u64("LLM_TEST_ENV", 0, UINT64_MAX, &v, &st), LLM_OK);
+    assert_true(v == UINT64_MAX);
+    static const char *const words[] = {"omp", "blas", "x", NULL};
+    int k = -1;
+    setenv("LLM_TEST_ENV", "blas", 1);
+    assert_int_equal(llm_env_word("LLM_TEST_ENV", words, &k, &st), LLM_OK);
+    assert_int_equal(k, 1);
+    setenv("LLM_TEST_ENV", "BLAS", 1);
+    k = -1;
+    assert_int_equal(llm_env_word("LLM_TEST_ENV", words, &k, &st), LLM_EUSAGE);
+    assert_int_equal(k, -1);
+    assert_string_equal(st.msg, "LLM_TEST_ENV 'BLAS' is not 'omp', 'blas' or 'x'");
+    unsetenv("LLM_TEST_ENV");
+    assert_int_equal(llm_env_word("LLM_TEST_ENV", words, &k, &st), LLM_OK);
+    assert_int_equal(k, -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +214,7 @@ int main(void)
         cmocka_unit_test(test_json_writer),
         cmocka_unit_test(test_cli_parse),
         cmocka_unit_test(test_parse_numbers),
+        cmocka_unit_test(test_env_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
