@@ -14,6 +14,7 @@ static const char gpt2_pattern[] =
 
 #define CACHE_MAX_KEY   128        /* longer pre-tokens are not cached */
 #define CACHE_MAX_SLOTS (1u << 20) /* beyond this the cache is emptied and refilled */
+#define CACHE_MAX_ARENA (1u << 21) /* 4-byte words of keys and ids (8 MiB), likewise */
 
 typedef struct {
     uint64_t h;
@@ -475,14 +476,16 @@ static void cache_put(llm_tok_state *s, uint64_t h, const uint8_t *key, size_t k
             cache_clear(s);
     }
     size_t kw = klen > 8 ? (klen + 3) / 4 : 0, need = nids == 1 && !kw ? 0 : kw + nids;
+    if (need > CACHE_MAX_ARENA / 2)
+        return;
+    if (s->an + need > CACHE_MAX_ARENA)
+        cache_clear(s);   /* long pre-tokens that never repeat would fill it without end */
     if (s->an + need > s->acap) {
         size_t cap = s->acap ? s->acap * 2 : 1 << 14;
         while (cap < s->an + need)
             cap *= 2;
-        if (cap > UINT32_MAX) {
-            cache_clear(s);
-            return;
-        }
+        if (cap > CACHE_MAX_ARENA)
+            cap = CACHE_MAX_ARENA;
         uint32_t *nb = realloc(s->abuf, cap * sizeof *nb);
         if (!nb)
             return;

@@ -137,6 +137,20 @@ PY
   [ "$sz" = $((1024 + 2 * 50331648)) ] && [ "$rss" -ge 0 ] && [ "$rss" -lt 64 ] &&
     ok "48 MB streamed with a peak of $rss MB" || notok "48 MB streamed (peak ${rss} MB, file $sz bytes)"
   rm -f "$TMP/48m.raw" "$TMP/48m.bin"
+  # 20 MB of long words that never repeat: the pre-token cache is bounded too (92 MB
+  # peak before its arena had a limit, 28 MB after)
+  if have_data gpt2/encoder.json; then
+    "${PY:-python3}" -c "import random, string; r = random.Random(1); open('$TMP/lw.txt', 'w').write(''.join(' ' + ''.join(r.choices(string.ascii_lowercase, k=126)) for _ in range(157480)))"
+    rss=$(LLM_TOKENIZE_WINDOW=1048576 "${PY:-python3}" - "$BIN/$T" "$TMP/lw.txt" "$TMP/lw.bin" "$DATA/gpt2" <<'PY'
+import resource, subprocess, sys
+r = subprocess.run([sys.argv[1], "--vocab-dir", sys.argv[4], "-j", "1", "-o", sys.argv[3], sys.argv[2]])
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 if r.returncode == 0 else -1)
+PY
+)
+    [ "$rss" -ge 0 ] && [ "$rss" -lt 48 ] && ok "20 MB of unique long words with a peak of $rss MB" ||
+      notok "20 MB of unique long words (peak ${rss} MB)"
+    rm -f "$TMP/lw.txt" "$TMP/lw.bin"
+  fi
 else
   skip "streaming peak memory" "not measured under the sanitizers"
 fi
