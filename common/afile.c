@@ -27,7 +27,7 @@ static const char *why(int err, char *buf, size_t n)
 static int fail(llm_afile *a, llm_code code, const char *what, int err, llm_status *st)
 {
     char r[128];
-    if (a->in_place && !strcmp(a->path, "<stdout>"))
+    if (a->is_stdout)
         llm_err(st, code, "cannot write to stdout: %s", why(err, r, sizeof r));
     else
         llm_err(st, code, "cannot %s '%s': %s", what, a->path, why(err, r, sizeof r));
@@ -131,7 +131,7 @@ int llm_afile_open(llm_afile *a, const char *path, unsigned flags, llm_status *s
         return llm_err(st, LLM_ENOMEM, "out of memory");
     int rc = LLM_OK;
     if ((flags & LLM_AFILE_STDOUT) && !strcmp(path, "-")) {
-        a->in_place = 1;
+        a->in_place = a->is_stdout = 1;
         a->fd = STDOUT_FILENO;
         if (!(a->path = strdup("<stdout>")))
             rc = llm_err(st, LLM_ENOMEM, "out of memory");

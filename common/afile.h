@@ -30,6 +30,7 @@ enum {
 typedef struct {
     int fd;
     int in_place;        /* stdout, a device or a FIFO: no temp file, no rename */
+    int is_stdout;       /* "-" with LLM_AFILE_STDOUT */
     unsigned flags;
     char *path;          /* the file written (a link's target), for messages */
     char *tmp;           /* the temp file beside it, or NULL */
