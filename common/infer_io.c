@@ -122,6 +122,16 @@ static int add_stop(llm_infer_request *req, const char *v)
     return 0;
 }
 
+/* A request's own "stop" replaces the command-line strings (defaults() gave it them). */
+static void clear_stops(llm_infer_request *req)
+{
+    for (int i = 0; i < req->n_stops; i++)
+        free(req->stops[i]);
+    free(req->stops);
+    req->stops = NULL;
+    req->n_stops = 0;
+}
+
 /* Fill req from a JSON request object.  Returns 0, 1 (req->error set) or -1 (no memory). */
 static int parse_request(llm_infer_source *s, llm_infer_request *req, const char *line,
                          size_t len, llm_status *st)
@@ -205,6 +215,7 @@ static int parse_request(llm_infer_source *s, llm_infer_request *req, const char
             if (x < 0) { rc = set_error(req, "%s", "'seed' must be an integer >= 0"); goto out; }
             req->sp.seed = (uint64_t)x;
         } else if (strcmp(key, "stop") == 0) {
+            clear_stops(req);
             if (json_is_string(v)) {
                 if ((rc = add_stop(req, json_string_value(v)))) goto out;
             } else if (json_is_array(v)) {

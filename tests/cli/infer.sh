@@ -92,6 +92,18 @@ for k in count same badline tokens long stop ctx unknown fields b stats; do
   check "jsonl: $k" grep -qx "$k True" jres
 done
 
+# a request's "stop" replaces the --stop strings (keys left out take the command line's):
+# --stop of a letter of its text changes nothing, nor do 16 of them
+echo '{"prompt": "KING", "max_tokens": 40, "seed": 5, "stop": "zzz"}' >rs.jsonl
+llm-infer "$M" --jsonl <rs.jsonl >rs1 2>/dev/null
+c=$($PY -c 'import json, sys; print([x for x in json.load(open(sys.argv[1]))["text"] if x.isascii() and x.isalpha()][0])' rs1)
+llm-infer "$M" --jsonl --stop "$c" <rs.jsonl >rs2 2>/dev/null
+llm-infer "$M" --jsonl $(printf -- '--stop %s ' a b c d f g h i j k l m n o p q) <rs.jsonl >rs3 2>/dev/null
+check "jsonl: a request's stop replaces --stop" $PY -c '
+import json, sys
+a, b, c = (json.load(open(p)) for p in sys.argv[1:])
+sys.exit(not (a["tokens"] == b["tokens"] == c["tokens"] and a["finish_reason"] == c["finish_reason"] != "error"))' rs1 rs2 rs3
+
 # plain mode: stdin lines answered in input order whatever the batch
 printf 'KING\nQUEEN\n\nROMEO\n' >lines.txt
 llm-infer "$M" -n 12 --seed 9 --batch 1 <lines.txt >p1 2>/dev/null
