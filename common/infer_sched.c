@@ -206,6 +206,23 @@ static int append_text(slot_t *s, const char *b, size_t n)
     return 0;
 }
 
+/* Where the text ends when a stop string ends past `before` (text older than that was
+ * searched already): the earliest start among them, whatever their order, else tlen. */
+static size_t stop_at(const slot_t *s, size_t before)
+{
+    size_t cut = s->tlen;
+    for (int i = 0; i < s->req.n_stops; i++) {
+        size_t sl = strlen(s->req.stops[i]);
+        size_t from = before >= sl ? before - sl + 1 : 0;
+        for (size_t p = from; p + sl <= s->tlen && p < cut; p++)
+            if (memcmp(s->text + p, s->req.stops[i], sl) == 0) {
+                cut = p;
+                break;
+            }
+    }
+    return cut;
+}
+
 /* A token was sampled for s: record it, apply the stopping rules, stream what is final.
  * *done = 1 when the request finished (already delivered). */
 static int on_token(run_t *r, slot_t *s, int tok, int *done, llm_status *st)
@@ -242,19 +259,12 @@ static int on_token(run_t *r, slot_t *s, int tok, int *done, llm_status *st)
             llm_status_clear(st);  /* ids beyond the tokenizer (padding) print nothing */
         }
     }
-    for (int i = 0; i < s->req.n_stops; i++) {
-        size_t sl = strlen(s->req.stops[i]);
-        size_t from = before >= sl ? before - sl + 1 : 0;
-        if (s->tlen < sl)
-            continue;
-        for (size_t p = from; p + sl <= s->tlen; p++) {
-            if (memcmp(s->text + p, s->req.stops[i], sl) == 0) {
-                s->tlen = p;
-                s->text[p] = 0;
-                *done = 1;
-                return finish(r, s, "stop", NULL, st);
-            }
-        }
+    size_t cut = stop_at(s, before);
+    if (cut < s->tlen) {
+        s->tlen = cut;
+        s->text[cut] = 0;
+        *done = 1;
+        return finish(r, s, "stop", NULL, st);
     }
     if (s->n >= s->req.max_tokens) {
         *done = 1;

@@ -104,6 +104,20 @@ import json, sys
 a, b, c = (json.load(open(p)) for p in sys.argv[1:])
 sys.exit(not (a["tokens"] == b["tokens"] == c["tokens"] and a["finish_reason"] == c["finish_reason"] != "error"))' rs1 rs2 rs3
 
+# several stop strings: the text ends where the first of them starts, whatever their order
+# (a new letter y after x: "y" listed before "xy" must still cut before x)
+$PY - rs1 >rs4.jsonl <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["text"]
+j = [i for i in range(1, len(t)) if t[i].isascii() and t[i].isalpha() and t[i] not in t[:i] and t[i - 1].isascii()][0]
+print(json.dumps({"prompt": "KING", "max_tokens": 40, "seed": 5, "stop": [t[j], t[j - 1:j + 1]], "want": t[:j - 1]}))
+PY
+$PY -c 'import json, sys; d = json.loads(sys.stdin.read()); del d["want"]; print(json.dumps(d))' <rs4.jsonl | llm-infer "$M" --jsonl >rs5 2>/dev/null
+check "jsonl: the earliest of several stop strings ends the text" $PY -c '
+import json, sys
+w, r = json.load(open(sys.argv[1]))["want"], json.load(open(sys.argv[2]))
+sys.exit(not (r["text"] == w and r["finish_reason"] == "stop"))' rs4.jsonl rs5
+
 # plain mode: stdin lines answered in input order whatever the batch
 printf 'KING\nQUEEN\n\nROMEO\n' >lines.txt
 llm-infer "$M" -n 12 --seed 9 --batch 1 <lines.txt >p1 2>/dev/null
