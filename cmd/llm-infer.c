@@ -310,7 +310,7 @@ int main(int argc, char **argv)
         llm_infer_sink sink = {.out = stdout, .jsonl = jsonl, .err = stderr, .prog = "llm-infer"};
         sink.stream = src.n_prompts == 1 && !jsonl && isatty(STDOUT_FILENO);
         llm_infer_io io = {llm_infer_source_next, llm_infer_sink_token, llm_infer_sink_done,
-                           &src, &sink};
+                           &src, &sink, llm_infer_source_ready};
         llm_infer_stats stt = {0};
         if (!rc) {
             llm_debug(&lg, "KV cache and activations: %.1f MB; seed %lld",

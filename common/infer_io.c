@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -281,6 +282,22 @@ int llm_infer_source_next(void *src, llm_infer_request *req, llm_status *st)
         }
         return 1;
     }
+}
+
+int llm_infer_source_ready(void *src)
+{
+    llm_infer_source *s = src;
+    if (!s->in)
+        return 1;
+#ifdef __GLIBC__
+    if (s->in->_IO_read_ptr < s->in->_IO_read_end)
+        return 1;   /* buffered already (elsewhere such input waits until no slot decodes) */
+#endif
+    int fd = fileno(s->in);
+    if (fd < 0)
+        return 1;   /* a memory stream never waits */
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) != 0;   /* data, end of input or an error (which next reports) */
 }
 
 void llm_infer_source_free(llm_infer_source *s)

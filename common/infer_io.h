@@ -36,6 +36,8 @@ typedef struct {
  * req->error set (and its id when one could be read), so it is answered, not fatal.
  * Fatal: LLM_EIO when reading fails, LLM_ENOMEM. */
 int llm_infer_source_next(void *src, llm_infer_request *req, llm_status *st);
+/* llm_infer_io.ready for a source: 0 when reading the next line would wait for input. */
+int llm_infer_source_ready(void *src);
 void llm_infer_source_free(llm_infer_source *s);
 
 typedef struct {

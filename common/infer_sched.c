@@ -389,9 +389,14 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
         goto out;
     }
     for (;;) {
+        int busy = 0;   /* slots decoding */
+        for (int i = 0; i < slots; i++)
+            busy += sl[i].active;
         for (int i = 0; i < slots && !eof; i++) {
             if (sl[i].active)
                 continue;
+            if (busy && io->ready && !io->ready(io->in))
+                break;   /* decode what was admitted rather than wait for input */
             llm_infer_request req;
             memset(&req, 0, sizeof req);
             int g = io->next(io->in, &req, st);
@@ -406,8 +411,10 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
             }
             if ((rc = admit(&r, &sl[i], i, &req, st)))
                 goto out;
-            if (sl[i].active)
+            if (sl[i].active) {
+                busy++;
                 continue;
+            }
             i--;   /* finished at once: the slot is free again */
         }
         int n = 0;

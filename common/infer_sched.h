@@ -64,6 +64,10 @@ typedef struct {
     int (*done)(void *u, const llm_infer_result *res, llm_status *st);
     void *in;    /* passed to next */
     void *out;   /* passed to token and done */
+    /* NULL, or 0 when next would wait for input: then, while requests are decoding,
+     * llm_infer_run does not call next (a client may wait for their responses before
+     * sending more) */
+    int (*ready)(void *u);   /* passed in */
 } llm_infer_io;
 
 /* Totals over a run (llm_infer_stats_free releases tpot). */

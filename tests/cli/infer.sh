@@ -118,6 +118,23 @@ import json, sys
 w, r = json.load(open(sys.argv[1]))["want"], json.load(open(sys.argv[2]))
 sys.exit(not (r["text"] == w and r["finish_reason"] == "stop"))' rs4.jsonl rs5
 
+# --batch 4: a request is answered without waiting for more input (a client that waits
+# for each response before sending the next got none)
+$PY - "$M" >inter.out 2>&1 <<'PY'
+import json, select, subprocess, sys
+p = subprocess.Popen(["llm-infer", sys.argv[1], "--jsonl", "--batch", "4"], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+ok = True
+for i in range(3):
+    p.stdin.write(b'{"id": %d, "prompt": "KING", "max_tokens": 30}\n' % i)
+    p.stdin.flush()
+    ok = ok and bool(select.select([p.stdout], [], [], 30)[0]) and json.loads(p.stdout.readline())["id"] == i
+p.kill() if not ok else p.stdin.close()
+p.wait()
+print("interactive", ok)
+PY
+check "jsonl --batch 4: each response before the next request" grep -qx "interactive True" inter.out
+
 # plain mode: stdin lines answered in input order whatever the batch
 printf 'KING\nQUEEN\n\nROMEO\n' >lines.txt
 llm-infer "$M" -n 12 --seed 9 --batch 1 <lines.txt >p1 2>/dev/null

@@ -353,7 +353,7 @@ static void run_reqs(fixture *f, int slots, llm_infer_request *reqs, int n, tiu_
     llm_infer_ctx *c = NULL;
     assert_int_equal(llm_infer_ctx_new(&c, f->m, slots, 16, &st), 0);
     tiu_io_init(io, reqs, n);
-    llm_infer_io x = {tiu_next, NULL, tiu_done, io, io};
+    llm_infer_io x = {tiu_next, NULL, tiu_done, io, io, NULL};
     llm_infer_stats stats = {0};
     int rc = llm_infer_run(c, f->m, slots, &x, &stats, &st);
     if (rc)
