@@ -93,7 +93,7 @@ void llm_infer_stats_write(const llm_infer_stats *s, FILE *f)
     size_t nt = tp ? s->n_tpot : 0;
     if (tp)
         memcpy(tp, s->tpot_ms, nt * sizeof *tp);
-    llm_json_knum(&j, "tpot_ms_mean", mean(tp, nt));
+    llm_json_knum(&j, "tpot_ms_mean", s->tpot_seen ? s->tpot_sum / (double)s->tpot_seen : 0.0);
     llm_json_knum(&j, "tpot_ms_p50", llm_percentile(tp, nt, 50));
     llm_json_knum(&j, "tpot_ms_p99", llm_percentile(tp, nt, 99));
     free(tp);
@@ -113,6 +113,24 @@ static int push_dbl(double **v, size_t *n, size_t *cap, double x)
         *cap = nc;
     }
     (*v)[(*n)++] = x;
+    return 0;
+}
+
+/* A server's run generates without end: past LLM_INFER_TPOT_KEEP intervals, interval k
+ * (0-based) replaces a random kept one with probability KEEP/(k+1) (reservoir sampling),
+ * so the percentiles are of a uniform sample and the memory stays 8 MB. */
+int llm_infer_stats_add_tpot(llm_infer_stats *s, double ms)
+{
+    uint64_t k = s->tpot_seen++;
+    s->tpot_sum += ms;
+    if (s->n_tpot < LLM_INFER_TPOT_KEEP)
+        return push_dbl(&s->tpot_ms, &s->n_tpot, &s->cap_tpot, ms);
+    uint64_t z = (s->tpot_rng += 0x9e3779b97f4a7c15ull);   /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z = (z ^ (z >> 31)) % (k + 1);
+    if (z < s->n_tpot)
+        s->tpot_ms[z] = ms;
     return 0;
 }
 
@@ -166,7 +184,7 @@ static int finish(run_t *r, slot_t *s, const char *reason, const char *error, ll
     res.decode_tokens_per_s = s->n_iv ? 1e3 / mean(s->iv, s->n_iv) : 0.0;
     res.tpot_ms_mean = mean(s->iv, s->n_iv);
     for (size_t i = 0; i < s->n_iv; i++)
-        if (push_dbl(&r->stats->tpot_ms, &r->stats->n_tpot, &r->stats->cap_tpot, s->iv[i]))
+        if (llm_infer_stats_add_tpot(r->stats, s->iv[i]))
             return llm_err(st, LLM_ENOMEM, "out of memory");
     res.tpot_ms_p50 = llm_percentile(s->iv, s->n_iv, 50);
     res.tpot_ms_p99 = llm_percentile(s->iv, s->n_iv, 99);

@@ -76,11 +76,20 @@ typedef struct {
     long prompt_tokens, completion_tokens, decode_tokens;
     double prefill_s, decode_s, ttft_ms_sum;
     long n_ttft;
-    double *tpot_ms;           /* every inter-token interval */
+    double *tpot_ms;           /* inter-token intervals: all of the first
+                                  LLM_INFER_TPOT_KEEP, then a uniform sample of as many */
     size_t n_tpot, cap_tpot;
+    uint64_t tpot_seen, tpot_rng;
+    double tpot_sum;           /* over all of them */
 } llm_infer_stats;
 
+#define LLM_INFER_TPOT_KEEP ((size_t)1 << 20)
+
 void llm_infer_stats_free(llm_infer_stats *s);
+
+/* One inter-token interval into s (memory bounded by LLM_INFER_TPOT_KEEP).  0, or -1 when
+ * out of memory. */
+int llm_infer_stats_add_tpot(llm_infer_stats *s, double ms);
 /* The --stats line: {"prompt_tokens", "completion_tokens", "prefill_tokens_per_s",
  * "decode_tokens_per_s", "ttft_ms", "tpot_ms_mean", "tpot_ms_p50", "tpot_ms_p99"}
  * (+ "requests", "errors"), then a newline. */

@@ -554,6 +554,23 @@ static void test_bad_model_files(void **state)
     llm_infer_ctx_free(c);
 }
 
+/* A long run's inter-token intervals: memory stays bounded, the mean counts every one,
+ * the percentiles are of a uniform sample. */
+static void test_stats_tpot_bounded(void **state)
+{
+    (void)state;
+    llm_infer_stats s = {0};
+    size_t n = 3 * LLM_INFER_TPOT_KEEP;
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(llm_infer_stats_add_tpot(&s, (double)(i % 1000)), 0);
+    assert_true(s.n_tpot == LLM_INFER_TPOT_KEEP && s.cap_tpot <= LLM_INFER_TPOT_KEEP);
+    assert_true(s.tpot_seen == n);
+    assert_true(fabs(s.tpot_sum / (double)n - 499.5) < 1.0);
+    double p50 = llm_percentile(s.tpot_ms, s.n_tpot, 50);
+    assert_true(fabs(p50 - 499.5) < 10.0);
+    llm_infer_stats_free(&s);
+}
+
 static void test_refuses_backend_without_kernels(void **state)
 {
     (void)state;
@@ -578,6 +595,7 @@ int main(void)
         cmocka_unit_test(test_context_and_errors),
         cmocka_unit_test(test_bad_model_files),
         cmocka_unit_test(test_refuses_backend_without_kernels),
+        cmocka_unit_test(test_stats_tpot_bounded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
