@@ -294,7 +294,8 @@ int main(int argc, char **argv)
         src.tok = m->tok;
         src.vocab = m->cfg.vocab_size;
         src.max_tokens = max_tokens;
-        src.sp = (llm_sampler_params){(float)temperature, top_k, (float)top_p, (uint64_t)seed};
+        src.sp = (llm_sampler_params){llm_sampler_param(temperature), top_k,
+                                      llm_sampler_param(top_p), (uint64_t)seed};
         src.stops = stops.v;
         src.n_stops = stops.n;
         src.jsonl = jsonl;

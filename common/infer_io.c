@@ -204,7 +204,7 @@ static int parse_request(llm_infer_source *s, llm_infer_request *req, const char
             req->max_tokens = (int)x;
         } else if (strcmp(key, "temperature") == 0 || strcmp(key, "top_p") == 0) {
             if (!json_is_number(v)) { rc = set_error(req, "'%s' must be a number", key); goto out; }
-            float x = (float)json_number_value(v);
+            float x = llm_sampler_param(json_number_value(v));
             if (key[0] == 't' && key[1] == 'e') req->sp.temperature = x;
             else req->sp.top_p = x;
         } else if (strcmp(key, "top_k") == 0) {

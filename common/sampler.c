@@ -30,6 +30,15 @@ double llm_sampler_uniform(llm_sampler *s)
     return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+float llm_sampler_param(double x)
+{
+    if (isfinite(x) && fabs(x) > FLT_MAX)
+        return x > 0 ? FLT_MAX : -FLT_MAX;
+    if (x > 0 && (float)x == 0.0f)
+        return FLT_TRUE_MIN;
+    return (float)x;
+}
+
 int llm_sampler_init(llm_sampler *s, const llm_sampler_params *p, llm_status *st)
 {
     if (!(p->temperature >= 0.0f) || !isfinite(p->temperature))

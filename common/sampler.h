@@ -30,6 +30,12 @@ typedef struct {
     int cap;
 } llm_sampler_scratch;
 
+/* A temperature or top_p given as a double, as the float of llm_sampler_params: finite
+ * values beyond float's range become the largest float, positive ones below it the
+ * smallest, so that a valid value stays valid (1e300 is a temperature, 1e-60 a top_p);
+ * others (NaN, infinities) as they are. */
+float llm_sampler_param(double x);
+
 /* Validate p (temperature >= 0 finite, top_k >= 0, 0 < top_p <= 1): LLM_EUSAGE naming
  * the field otherwise.  Seeds the RNG from p->seed. */
 int llm_sampler_init(llm_sampler *s, const llm_sampler_params *p, llm_status *st);

@@ -20,6 +20,12 @@ head -c 2000 "$M" >trunc.llmk
 expect_exit "truncated model: 65" 65 llm-infer trunc.llmk -p hi
 expect_exit "-p with -f: 64" 64 llm-infer "$M" -p a -f b
 expect_exit "bad --top-p: 64" 64 llm-infer "$M" -p a --top-p 0
+# valid values beyond float's range still sample (the request failed, exit 65)
+expect_exit "--temperature 1e300: 0" 0 llm-infer "$M" -p a -n 2 --temperature 1e300
+expect_exit "--top-p 1e-50: 0" 0 llm-infer "$M" -p a -n 2 --top-p 1e-50
+printf '%s\n' '{"prompt": "a", "max_tokens": 2, "temperature": 1e300}' '{"prompt": "a", "max_tokens": 2, "top_p": 1e-60}' |
+  llm-infer "$M" --jsonl >fr.out 2>/dev/null
+check "jsonl: temperature 1e300 and top_p 1e-60 sample" sh -c '[ "$(grep -c "\"finish_reason\":\"length\"" fr.out)" = 2 ]'
 expect_exit "unknown --device: 64 (a bad value, not a missing device)" 64 llm-infer "$M" -p a --device tpu
 expect_exit "missing prompt file: 66" 66 llm-infer "$M" -f nope.txt
 # a weight of a dtype no device computes with: the file is wrong (65), not the device (69)
