@@ -1,5 +1,6 @@
 /* llm-infer — generate, score (perplexity) and serve from a checkpoint (man 1 llm-infer). */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,12 +115,35 @@ static int backend(llm_backend *be, const char *device, int threads, const llm_l
     return LLM_OK;
 }
 
+/* SIGINT or SIGTERM while generating: the requests in flight are answered with what they
+ * have (llm_infer_io.stop); a second one ends the program at once. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig)
+{
+    if (stop_requested) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    stop_requested = 1;
+}
+
+static void catch_stop(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;   /* no SA_RESTART: a read waiting for input returns */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 int main(int argc, char **argv)
 {
     const char *prompt = NULL, *file = NULL, *eval = NULL, *device = "auto", *shards = NULL;
     int max_tokens = 128, top_k = 0, jsonl = 0, batch = 1, ctx = 0, stride = 0, stats = 0;
     int threads = 0, quiet = 0, verbose = 0;
-    int64_t seed = -1;
+    int64_t seed = INT64_MIN;   /* not given: random */
     double temperature = 1.0, top_p = 1.0;
     llm_strlist stops = {0}, pos = {0};
     const llm_opt opts[] = {
@@ -171,6 +195,7 @@ int main(int argc, char **argv)
     else if (jsonl && (prompt || file)) bad = "--jsonl reads stdin; it excludes -p and -f";
     else if (!eval && (ctx || stride)) bad = "--ctx and --stride go with --eval";
     else if (max_tokens < 0) bad = "-n must be >= 0";
+    else if (seed < 0 && seed != INT64_MIN) bad = "--seed must be >= 0";
     else if (batch < 1 || batch > 1024) bad = "--batch must be in 1..1024";
     else if (threads < 0) bad = "--threads must be >= 0";
     else if (!llm_backend_known(device)) bad = "--device must be cpu, cpu-ref, cuda or auto";
@@ -190,7 +215,7 @@ int main(int argc, char **argv)
         return 64;
     }
     llm_cli_quiet_sigpipe();
-    if (seed < 0)
+    if (seed == INT64_MIN)
         seed = (int64_t)(((uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid()) >> 1);
 
     llm_status st = {0};
@@ -244,6 +269,8 @@ int main(int argc, char **argv)
         int T = m->cfg.max_seq_len;
         rc = llm_infer_ctx_new(&c, m, batch, T < 512 ? T : 512, &st);
     }
+    if (!rc && !eval)
+        catch_stop();   /* every rank: a follower keeps following until rank 0 stops it */
     int quiet_err = 0;   /* a follower's group error: rank 0 reports it */
     if (dist && (world > 1 || (m && m->tp_size > 1))) {
         if (rc && rank > 0)
@@ -311,7 +338,7 @@ int main(int argc, char **argv)
         llm_infer_sink sink = {.out = stdout, .jsonl = jsonl, .err = stderr, .prog = "llm-infer"};
         sink.stream = src.n_prompts == 1 && !jsonl && isatty(STDOUT_FILENO);
         llm_infer_io io = {llm_infer_source_next, llm_infer_sink_token, llm_infer_sink_done,
-                           &src, &sink, llm_infer_source_ready};
+                           &src, &sink, llm_infer_source_ready, &stop_requested};
         llm_infer_stats stt = {0};
         if (!rc) {
             llm_debug(&lg, "KV cache and activations: %.1f MB; seed %lld",

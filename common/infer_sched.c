@@ -407,6 +407,17 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
         goto out;
     }
     for (;;) {
+        if (io->stop && *io->stop) {
+            int cut = 0;
+            for (int i = 0; i < slots && !rc; i++)
+                if (sl[i].active) {
+                    rc = finish(&r, &sl[i], "interrupted", NULL, st);
+                    cut++;
+                }
+            if (!rc)
+                rc = llm_err(st, LLM_EINTR, "interrupted: %d request(s) cut short", cut);
+            goto out;
+        }
         int busy = 0;   /* slots decoding */
         for (int i = 0; i < slots; i++)
             busy += sl[i].active;
@@ -418,6 +429,11 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
             llm_infer_request req;
             memset(&req, 0, sizeof req);
             int g = io->next(io->in, &req, st);
+            if (g != 1 && io->stop && *io->stop) {   /* a read the signal cut short */
+                llm_infer_request_free(&req);
+                llm_status_clear(st);
+                break;
+            }
             if (g == 0) {
                 eof = 1;
                 break;

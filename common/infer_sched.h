@@ -10,6 +10,7 @@
 #ifndef LLM_INFER_SCHED_H
 #define LLM_INFER_SCHED_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,7 +45,7 @@ typedef struct {
     size_t text_len;
     const uint32_t *tokens;    /* generated ids (end-of-text not included) */
     int n_tokens;
-    const char *finish_reason; /* "stop" | "length" | "context" | "error" */
+    const char *finish_reason; /* "stop" | "length" | "context" | "error" | "interrupted" */
     const char *error;         /* message when finish_reason is "error" */
     double ttft_ms;            /* admission to first token */
     double tokens_per_s;       /* completion tokens / (admission to finish) */
@@ -68,6 +69,10 @@ typedef struct {
      * llm_infer_run does not call next (a client may wait for their responses before
      * sending more) */
     int (*ready)(void *u);   /* passed in */
+    /* NULL, or a flag (set by a signal handler) that ends the run: nothing more is read,
+     * the requests in flight are answered at once with finish reason "interrupted" and
+     * their text so far, and llm_infer_run returns LLM_EINTR */
+    volatile sig_atomic_t *stop;
 } llm_infer_io;
 
 /* Totals over a run (llm_infer_stats_free releases tpot). */

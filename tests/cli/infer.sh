@@ -13,6 +13,7 @@ tiny_model 40
 
 check "help" llm-infer --help
 expect_exit "missing model: 66" 66 llm-infer nope.llmk -p hi
+expect_exit "--seed -5: 64 (it was silently random)" 64 llm-infer "$M" -p hi --seed -5
 printf 'LLMK\0\r\n\032garbage' >bad.llmk
 expect_exit "corrupt model: 65" 65 llm-infer bad.llmk -p hi
 check "... the message names the file once" [ "$(grep -o bad.llmk "$TMP/err" | wc -l)" = 1 ]
@@ -165,6 +166,21 @@ check "--eval: every token scored once, ppl = exp(nll) < vocab" grep -qx "eval T
 check "--eval: overlapping windows score every token once too" grep -qx "stride True" eres
 expect_exit "--eval of a missing file: 66" 66 llm-infer "$M" --eval nope.bin
 expect_exit "--eval --ctx beyond the context: 64" 64 llm-infer "$M" --eval val.bin --ctx 65
+
+# SIGTERM to a server waiting for input: it stops reading, answers what it holds and
+# exits 130 (interrupted), having written every response it finished
+mkfifo sig.fifo
+llm-infer "$M" --jsonl --batch 2 <sig.fifo >sig.out 2>sig.err & sp=$!
+exec 7>sig.fifo
+printf '{"prompt":"A","max_tokens":5,"seed":1}\n{"prompt":"B","max_tokens":5,"seed":2}\n' >&7
+for _ in $(seq 100); do [ "$(wc -l <sig.out)" -ge 2 ] && break; sleep 0.1; done
+kill -TERM $sp
+for _ in $(seq 100); do kill -0 $sp 2>/dev/null || break; sleep 0.1; done
+kill -0 $sp 2>/dev/null && { kill -KILL $sp; notok "SIGTERM: still running after 10 s"; }
+wait $sp; rc=$?
+exec 7>&-
+check "SIGTERM while waiting for input: exit 130 ($rc), two responses, 'interrupted' said" \
+  sh -c "[ $rc = 130 ] && [ \$(grep -c '\"finish_reason\":\"length\"' sig.out) = 2 ] && grep -q interrupted sig.err"
 
 # closed stdout: quiet
 llm-infer "$M" -p "A" -n 500 2>pipe.err | head -c 1 >/dev/null

@@ -4,6 +4,7 @@
 #include "tests/unit/testutil.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,7 +354,7 @@ static void run_reqs(fixture *f, int slots, llm_infer_request *reqs, int n, tiu_
     llm_infer_ctx *c = NULL;
     assert_int_equal(llm_infer_ctx_new(&c, f->m, slots, 16, &st), 0);
     tiu_io_init(io, reqs, n);
-    llm_infer_io x = {tiu_next, NULL, tiu_done, io, io, NULL};
+    llm_infer_io x = {tiu_next, NULL, tiu_done, io, io, NULL, NULL};
     llm_infer_stats stats = {0};
     int rc = llm_infer_run(c, f->m, slots, &x, &stats, &st);
     if (rc)
@@ -399,6 +400,47 @@ static void test_greedy_is_training_argmax(void **state)
            checked);
     assert_true(checked >= 15);
     free(ref);
+    tiu_io_free(&io);
+}
+
+/* A stop flag (llm-infer sets it on SIGINT/SIGTERM) ends the run: the requests in flight
+ * are answered with their tokens so far and "interrupted", nothing more is read. */
+static volatile sig_atomic_t stop_flag;
+
+static int done_then_stop(void *u, const llm_infer_result *r, llm_status *st)
+{
+    if (r->req->index == 0)
+        stop_flag = 1;
+    return tiu_done(u, r, st);
+}
+
+static void test_stop_flag_interrupts(void **state)
+{
+    fixture *f = *state;
+    uint32_t p[2] = {7, 8};
+    llm_infer_request reqs[5];
+    for (int i = 0; i < 5; i++)
+        reqs[i] = req_of(i, p, 2, i == 0 ? 3 : 12, 1.0f, 0, 1.0f, 20 + (uint64_t)i);
+    tiu_io io;
+    tiu_io_init(&io, reqs, 5);
+    llm_status st = {0};
+    llm_infer_ctx *c = NULL;
+    assert_int_equal(llm_infer_ctx_new(&c, f->m, 3, 16, &st), 0);
+    stop_flag = 0;
+    llm_infer_io x = {tiu_next, NULL, done_then_stop, &io, &io, NULL, &stop_flag};
+    llm_infer_stats stats = {0};
+    assert_int_equal(llm_infer_run(c, f->m, 3, &x, &stats, &st), LLM_EINTR);
+    assert_non_null(strstr(st.msg, "2 request(s) cut short"));
+    assert_int_equal(io.at, 3);     /* requests 3 and 4 were never read */
+    assert_int_equal(io.ndone, 3);
+    assert_string_equal(io.reason[0], "length");
+    for (int i = 1; i < 3; i++) {
+        assert_string_equal(io.reason[i], "interrupted");
+        assert_true(io.ntok[i] >= 1 && io.ntok[i] < 12);
+    }
+    assert_null(io.reason[3]);
+    llm_infer_stats_free(&stats);
+    llm_infer_ctx_free(c);
     tiu_io_free(&io);
 }
 
@@ -596,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_bad_model_files),
         cmocka_unit_test(test_refuses_backend_without_kernels),
         cmocka_unit_test(test_stats_tpot_bounded),
+        cmocka_unit_test(test_stop_flag_interrupts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
