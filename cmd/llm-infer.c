@@ -320,6 +320,7 @@ int main(int argc, char **argv)
         llm_infer_source src = {0};
         src.tok = m->tok;
         src.vocab = m->cfg.vocab_size;
+        src.ctx = m->cfg.max_seq_len;
         src.max_tokens = max_tokens;
         src.sp = (llm_sampler_params){llm_sampler_param(temperature), top_k,
                                       llm_sampler_param(top_p), (uint64_t)seed};

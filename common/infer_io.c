@@ -77,6 +77,14 @@ static int encode(llm_infer_source *s, llm_infer_request *req, const char *text,
 {
     if (!s->tok)
         return set_error(req, "%s", "the model file has no tokenizer: send \"tokens\"");
+    if (s->ctx > 0 && !s->max_tok_bytes)
+        s->max_tok_bytes = llm_tokenizer_max_token_bytes(s->tok);
+    if (s->ctx > 0 && len / s->max_tok_bytes > (size_t)s->ctx) {   /* more ids than fit */
+        char why[160];
+        snprintf(why, sizeof why, "prompt of %zu bytes exceeds the context (%d tokens of at most "
+                 "%zu bytes)", len, s->ctx, s->max_tok_bytes);
+        return set_error(req, "%s", why);
+    }
     llm_ids ids = {0};
     if (len == 0) {
         if (llm_ids_push(&ids, llm_tokenizer_eot(s->tok)))

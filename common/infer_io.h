@@ -22,11 +22,14 @@ typedef struct {
     int n_prompts;
     const llm_tokenizer *tok;   /* NULL: only "tokens" requests work */
     int vocab;                  /* model vocabulary (ids must be below) */
+    int ctx;                    /* model context: a longer prompt text is refused before
+                                   it is encoded (0: no check here) */
     int max_tokens;             /* defaults for fields a request leaves out */
     llm_sampler_params sp;      /* sp.seed: base; request i defaults to base + i */
     const char *const *stops;
     int n_stops;
     /* state */
+    size_t max_tok_bytes;       /* of tok, once known */
     long index;
     char *line;
     size_t cap;

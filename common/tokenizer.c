@@ -78,6 +78,16 @@ uint32_t llm_tokenizer_eot(const llm_tokenizer *t)
     return t->eot;
 }
 
+size_t llm_tokenizer_max_token_bytes(const llm_tokenizer *t)
+{
+    size_t m = 1;
+    if (t->kind == LLM_TOK_GPT2)
+        for (int i = 0; i < t->vocab; i++)
+            if (t->offsets[i + 1] - t->offsets[i] > m)
+                m = t->offsets[i + 1] - t->offsets[i];
+    return m;
+}
+
 int llm_tokenizer_encode(const llm_tokenizer *t, const char *text, size_t len, llm_ids *out,
                          llm_status *st)
 {

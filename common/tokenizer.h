@@ -51,6 +51,9 @@ void llm_tokenizer_free(llm_tokenizer *t);
 const char *llm_tokenizer_kind(const llm_tokenizer *t);  /* "gpt2" | "byte" */
 int llm_tokenizer_vocab_size(const llm_tokenizer *t);
 uint32_t llm_tokenizer_eot(const llm_tokenizer *t);
+/* The most bytes of text one id stands for: text of n bytes encodes to at least
+ * n / this many ids (1 for the byte kind). */
+size_t llm_tokenizer_max_token_bytes(const llm_tokenizer *t);
 
 /* Append the ids of text[0..len) to out.  Any bytes (invalid UTF-8 included) encode.
  * Safe to call from several threads at once on the same tokenizer. */

@@ -167,6 +167,12 @@ check "--eval: overlapping windows score every token once too" grep -qx "stride 
 expect_exit "--eval of a missing file: 66" 66 llm-infer "$M" --eval nope.bin
 expect_exit "--eval --ctx beyond the context: 64" 64 llm-infer "$M" --eval val.bin --ctx 65
 
+# a prompt whose text alone is too long for the context is refused before it is encoded
+"$PY" -c "import json; print(json.dumps({'prompt': 'x' * 1000000, 'max_tokens': 2}))" >long.jsonl
+llm-infer "$M" --jsonl <long.jsonl >long.out 2>/dev/null; rc=$?
+check "a 1 MB prompt: refused by its length in bytes (exit $rc)" \
+  sh -c "[ $rc = 0 ] && grep -q 'prompt of 1000000 bytes exceeds the context (64 tokens of at most 1 bytes)' long.out"
+
 # SIGTERM to a server waiting for input: it stops reading, answers what it holds and
 # exits 130 (interrupted), having written every response it finished
 mkfifo sig.fifo
