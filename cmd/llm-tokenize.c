@@ -110,11 +110,14 @@ static void input_free(input *in)
         free(in->p);
 }
 
-/* Parse whitespace-separated decimal ids (--format ids input). */
-static int text_to_ids(const input *in, llm_ids *ids, llm_status *st)
+/* Parse up to max whitespace-separated decimal ids (--format ids input) from *pos into
+ * out, *n of them; *pos moves past them.  Ids at or above vocab are refused. */
+static int parse_ids(const input *in, size_t *pos, uint32_t *out, size_t max, size_t *n,
+                     int vocab, llm_status *st)
 {
-    const char *p = in->p, *e = in->p + in->n;
-    while (p < e) {
+    const char *p = in->p + *pos, *e = in->p + in->n;
+    size_t k = 0;
+    while (p < e && k < max) {
         if (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') {
             p++;
             continue;
@@ -125,9 +128,13 @@ static int text_to_ids(const input *in, llm_ids *ids, llm_status *st)
             v = v * 10 + (uint64_t)(*p++ - '0');
         if (p == s || v > UINT32_MAX || (p < e && !strchr(" \n\t\r", *p)))
             return llm_err(st, LLM_EDATA, "'%s': byte %zu: not a token id", in->name, (size_t)(s - in->p));
-        if (llm_ids_push(ids, (uint32_t)v))
-            return llm_err(st, LLM_ENOMEM, "out of memory");
+        if (v >= (uint64_t)vocab)
+            return llm_err(st, LLM_EDATA, "'%s': byte %zu: id %llu is out of range for vocabulary "
+                           "size %d", in->name, (size_t)(s - in->p), (unsigned long long)v, vocab);
+        out[k++] = (uint32_t)v;
     }
+    *pos = (size_t)(p - in->p);
+    *n = k;
     return LLM_OK;
 }
 
@@ -223,30 +230,23 @@ static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
 
 #define DECODE_CHUNK (1u << 16)
 
-/* Decode: every input is opened and checked first (ids against the vocabulary), then
- * the text is produced a chunk at a time, so memory stays small for big token files. */
+/* Decode: every input is opened and checked first (ids against the vocabulary; text ids
+ * parsed once to check them, and again as they are decoded), then the text is produced a
+ * chunk at a time, so memory stays small for big token files. */
 static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
 {
     int nin = o->files.n ? o->files.n : 1, vocab = llm_tokenizer_vocab_size(t), ids_fmt = !strcmp(o->format, "ids");
     llm_tokfile *tf = calloc((size_t)nin, sizeof *tf);
-    llm_ids *tx = calloc((size_t)nin, sizeof *tx);
+    input *tx = calloc((size_t)nin, sizeof *tx);
     uint32_t *chunk = malloc(DECODE_CHUNK * sizeof *chunk);
     int rc = tf && tx && chunk ? LLM_OK : llm_err(st, LLM_ENOMEM, "out of memory"), got = 0;
     uint64_t total = 0;
     for (; got < nin && !rc; got++) {
         const char *path = o->files.n ? o->files.v[got] : "-";
         if (ids_fmt) {
-            input in;
-            rc = input_read(&in, path, st);
-            if (rc)
-                break;
-            rc = text_to_ids(&in, &tx[got], st);
-            for (size_t k = 0; k < tx[got].n && !rc; k++)
-                if (tx[got].v[k] >= (uint32_t)vocab)
-                    rc = llm_err(st, LLM_EDATA, "'%s': token %zu has id %u, out of range for vocabulary size %d",
-                                 in.name, k, tx[got].v[k], vocab);
-            input_free(&in);
-            total += tx[got].n;
+            rc = input_read(&tx[got], path, st);
+            for (size_t pos = 0, m = 1; !rc && m; total += m)
+                rc = parse_ids(&tx[got], &pos, chunk, DECODE_CHUNK, &m, vocab, st);
         } else {
             rc = llm_tokfile_open(&tf[got], path, vocab, st);
             if (rc)
@@ -265,19 +265,21 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
         rc = llm_afile_open(&k, o->out, LLM_AFILE_STDOUT, st);
         int opened = !rc;
         for (int i = 0; i < nin && !rc; i++) {
-            uint64_t n = ids_fmt ? tx[i].n : tf[i].ntok;
+            uint64_t n = ids_fmt ? UINT64_MAX : tf[i].ntok;
+            size_t pos = 0;
             for (uint64_t at = 0; at < n && !rc; at += DECODE_CHUNK) {
                 size_t m = n - at < DECODE_CHUNK ? (size_t)(n - at) : DECODE_CHUNK;
-                const uint32_t *v = chunk;
-                if (ids_fmt)
-                    v = tx[i].v + at;
-                else
+                if (ids_fmt) {
+                    if ((rc = parse_ids(&tx[i], &pos, chunk, DECODE_CHUNK, &m, vocab, st)) || !m)
+                        break;
+                } else {
                     for (size_t j = 0; j < m; j++)
                         chunk[j] = llm_tokfile_at(&tf[i], at + j);
+                }
                 char *text;
                 size_t len;
                 double t1 = now();
-                rc = llm_tokenizer_decode(t, v, m, &text, &len, st);
+                rc = llm_tokenizer_decode(t, chunk, m, &text, &len, st);
                 busy += now() - t1;
                 if (!rc) {
                     rc = llm_afile_put(&k, text, len, st);
@@ -297,7 +299,8 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
     for (int i = 0; i < nin && tf && tx; i++) {
         if (tf[i].base)
             llm_tokfile_close(&tf[i]);
-        llm_ids_free(&tx[i]);
+        if (tx[i].p)
+            input_free(&tx[i]);
     }
     free(tf);
     free(tx);

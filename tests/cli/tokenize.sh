@@ -218,11 +218,16 @@ expect_exit "missing input is 66" 66 $T --vocab byte -o "$TMP/never.bin" "$TMP/m
 echo keep >"$TMP/keep.txt"
 expect_exit "decode error keeps -o file" 65 $T --vocab byte -d -o "$TMP/keep.txt" "$TMP/garbage.bin"
 [ "$(cat "$TMP/keep.txt")" = keep ] && ok "existing file untouched" || notok "existing file untouched"
+printf "72 105\n10" >"$TMP/small.ids"
 echo "1 2 x3" >"$TMP/badids.txt"
 expect_exit "non-numeric ids are 65" 65 $T --vocab byte -d --format ids "$TMP/badids.txt"
 echo "1 2 257" >"$TMP/bigid.txt"
 expect_exit "id 257 for byte vocab is 65" 65 $T --vocab byte -d --format ids -o "$TMP/dec.txt" "$TMP/bigid.txt"
 [ ! -e "$TMP/dec.txt" ] && ok "no decode output on a bad id" || notok "no decode output on a bad id"
+out=$($T --vocab byte -d --format ids "$TMP/small.ids" "$TMP/bigid.txt" 2>"$TMP/err"); rc=$?
+[ $rc = 65 ] && [ -z "$out" ] && grep -q "bigid.txt': byte 4: id 257 is out of range" "$TMP/err" &&
+  ok "a bad id in the second input: 65, nothing on stdout, the byte named" ||
+  notok "a bad id in the second input (rc $rc, ${#out} bytes out: $(head -c 200 "$TMP/err"))"
 mkdir -p "$TMP/ro"
 expect_exit "unwritable output is 74" 74 $T --vocab byte -o "$TMP/ro/no/such/dir.bin" "$TMP/small.txt"
 [ -n "$(find "$TMP/ro" -name '*.tmp.*')" ] && notok "no temp file left" || ok "no temp file left"
