@@ -50,12 +50,18 @@ int main(int argc, char **argv)
         llm_strlist_free(&pos);
         return 64;
     }
+    llm_status st = {0};
+    if (llm_afile_env_check(&st)) {   /* before the model is read and converted */
+        llm_error(&lg, "%s", st.msg);
+        llm_strlist_free(&keep);
+        llm_strlist_free(&pos);
+        return 64;
+    }
     llm_cli_quiet_sigpipe();
     llm_afile_remove_on_signal();
     llm_quantize_opts o = {.type = dt, .keep = keep.v, .nkeep = keep.n,
                            .stats = report || json, .threads = threads};
     llm_qz_report rep;
-    llm_status st = {0};
     int rc = llm_quantize_file(pos.v[0], pos.v[1], &o, &rep, &st);
     if (rc) {
         llm_error(&lg, "%s", st.msg);

@@ -28,6 +28,17 @@ static int done(int rc, const llm_status *st, llm_strlist *pos)
     return llm_exit_code(rc);
 }
 
+/* For the subcommands that write: LLM_FAULT_WRITE_LIMIT refused (64) before split or
+ * export makes a folder.  0 with *ret the exit status when the subcommand should not run. */
+static int env_ok(llm_strlist *pos, int *ret)
+{
+    llm_status st = {0};
+    if (!llm_afile_env_check(&st))
+        return 1;
+    *ret = done(st.code, &st, pos);
+    return 0;
+}
+
 /* Parse the options; 0 with *ret the exit status (0 after --help, 64 on usage errors)
  * when the subcommand should not run. */
 static int parse(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, int *ret)
@@ -88,6 +99,8 @@ static int cmd_convert(int argc, char **argv)
     int ret;
     if (!parse(&cli, argc, argv, &pos, &ret))
         return ret;
+    if (!env_ok(&pos, &ret))
+        return ret;
     const char *fmt = from ? from : to;
     int st_in = from && !strcmp(from, "safetensors");
     if (!out || (from && to) || !fmt || (strcmp(fmt, "llmc") != 0 && !st_in)) {
@@ -119,6 +132,8 @@ static int cmd_export(int argc, char **argv)
     int ret;
     if (!parse(&cli, argc, argv, &pos, &ret))
         return ret;
+    if (!env_ok(&pos, &ret))
+        return ret;
     llm_status st = {0};
     int rc;
     if (!to || !out)
@@ -147,6 +162,8 @@ static int cmd_split(int argc, char **argv)
     llm_strlist pos = {0};
     if (!parse(&cli, argc, argv, &pos, &ret))
         return ret;
+    if (!env_ok(&pos, &ret))
+        return ret;
     llm_status st = {0};
     int rc = LLM_OK;
     if (!out)
@@ -168,6 +185,8 @@ static int cmd_merge(int argc, char **argv)
     const llm_cli cli = {"llm-shard merge", "SHARD... -o OUT", "Reassemble the shards of a split.", opts, 1, -1, NULL};
     llm_strlist pos = {0};
     if (!parse(&cli, argc, argv, &pos, &ret))
+        return ret;
+    if (!env_ok(&pos, &ret))
         return ret;
     llm_status st = {0};
     int rc = out ? llm_shard_merge(pos.v, pos.n, out, &st) : llm_err(&st, LLM_EUSAGE, "-o OUT is required");

@@ -116,6 +116,12 @@ static int open_temp(llm_afile *a, llm_status *st)
     return fail(a, LLM_EIO, "create", err, st);
 }
 
+int llm_afile_env_check(llm_status *st)
+{
+    uint64_t v;
+    return llm_env_u64("LLM_FAULT_WRITE_LIMIT", 0, UINT64_MAX, &v, st);
+}
+
 int llm_afile_open(llm_afile *a, const char *path, unsigned flags, llm_status *st)
 {
     memset(a, 0, sizeof *a);

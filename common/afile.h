@@ -45,6 +45,11 @@ typedef struct {
  * does not open; LLM_ENOMEM.  On error a is left closed (abort is harmless). */
 int llm_afile_open(llm_afile *a, const char *path, unsigned flags, llm_status *st);
 
+/* LLM_FAULT_WRITE_LIMIT checked as llm_afile_open reads it: LLM_OK, or LLM_EUSAGE naming
+ * it.  For programs that make something (a folder) before their first output file opens,
+ * so that a value refused leaves nothing behind. */
+int llm_afile_env_check(llm_status *st);
+
 /* Append n bytes (n may be 0).  LLM_EIO naming path and the reason; errno is the
  * write's (EPIPE for a reader that went away). */
 int llm_afile_put(llm_afile *a, const void *p, uint64_t n, llm_status *st);

@@ -30,6 +30,13 @@ expect_exit "LLM_TOKENIZE_WINDOW=1: taken" 0 env LLM_TOKENIZE_WINDOW=1 "${tok[@]
 expect_exit "LLM_FAULT_WRITE_LIMIT=5: the output fails as on a full disk (74)" 74 env LLM_FAULT_WRITE_LIMIT=5 "${tok[@]}"
 # quantize and shard write through the same output module
 refused LLM_FAULT_WRITE_LIMIT 5k llm-quantize "$M" out.bin --type q8_0
+# llm-shard makes the folder of split's PREFIX and export's safetensors directory: a
+# refused value leaves neither behind
+refused LLM_FAULT_WRITE_LIMIT 5k llm-shard split --tp 2 "$M" -o sp/part
+check "llm-shard split: no folder left after the refusal" [ ! -e sp ]
+refused LLM_FAULT_WRITE_LIMIT 5k llm-shard export --to safetensors "$M" -o hf
+check "llm-shard export: no directory left after the refusal" [ ! -e hf ]
+rm -rf sp hf
 
 train=(llm-train --config m.yaml -o t2 --set train.max_steps=1 -q)
 refused LLM_TRAIN_FAULT_NAN three "${train[@]}"
