@@ -133,6 +133,12 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
     *out = NULL;
     if (llm_infer_backend_ready(be, st))
         return st->code;
+    /* checked whatever the backend (llm-infer.1: a value it does not take is refused),
+     * though only one that takes repacked q4_0 reads it */
+    static const char *const rp[] = {"0", "1", NULL};
+    int repack = -1;
+    if (llm_env_word("LLM_Q4_REPACK", rp, &repack, st))
+        return st->code;
     llm_infer_model *m = calloc(1, sizeof *m);
     if (!m)
         return llm_err(st, LLM_ENOMEM, "out of memory");
@@ -169,10 +175,7 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
     /* a backend whose decode kernels take q4_0 repacked in groups of 8 rows (the fast CPU
      * one, also through llm-profile's wrapper) may get those weights repacked */
     if (be->infer_dtype_ok && be->infer_dtype_ok(be, LLM_QK_Q4_0R8)) {
-        static const char *const rp[] = {"0", "1", NULL};
-        m->repack_mode = -1;
-        if (llm_env_word("LLM_Q4_REPACK", rp, &m->repack_mode, st))
-            goto fail;
+        m->repack_mode = repack;
         if (!(m->rep = calloc((size_t)m->cfg.n_layer * 12 + 4, sizeof *m->rep))) {
             llm_err(st, LLM_ENOMEM, "out of memory");
             goto fail;

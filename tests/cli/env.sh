@@ -54,6 +54,8 @@ check "LLM_TRAIN_MEMSTAT=1: the peak memory line" grep -q "peak memory" "$TMP/er
 
 inf=(llm-infer "$M" -p hello -n 2 --seed 1 --device cpu)
 refused LLM_Q4_REPACK 2 llm-infer "$M" -p hello -n 2 --seed 1
+# whatever the backend: cpu-ref (and cuda) never repack, but the value is still checked
+refused LLM_Q4_REPACK 2 llm-infer "$M" -p hello -n 2 --seed 1 --device cpu-ref
 refused LLM_CUDA_GRAPHS no "${inf[@]}"
 refused LLM_CPU_GEMM omp2 "${inf[@]}"
 expect_exit "LLM_CUDA_GRAPHS=0 on cpu: taken" 0 env LLM_CUDA_GRAPHS=0 "${inf[@]}"
