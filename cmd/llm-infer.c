@@ -173,6 +173,8 @@ int main(int argc, char **argv)
         {"LLM_CPU_GEMM", "omp (default) or blas: who threads the CPU matrix products"},
         {"LLM_CUDA_DEVICE", "GPU ordinal of --device cuda"},
         {"LLM_CUDA_GRAPHS", "0: launch every kernel of a decode step (no CUDA graphs)"},
+        {"LLM_CUDA_TF32", "1: fp32 matrix products on TF32 tensor cores"},
+        {"LLM_CUDA_FLASH", "0 or wmma: the attention kernels, as in llm-train(1)"},
         {"LLM_CUDA_OFF", "optional CUDA parts to leave out, as in llm-train(1)"},
         {"LLM_Q4_REPACK", "0: never repack q4_0 weights at load; 1: whenever AVX2"},
         {0},

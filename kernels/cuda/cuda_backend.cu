@@ -417,7 +417,7 @@ extern "C" int llm_cuda_select_device(int local_rank, int *dev, char *err, size_
     if (e && *e) {
         char *end;
         long v = strtol(e, &end, 10);
-        if (*end || v < 0 || v >= n) {
+        if (*e < '0' || *e > '9' || *end || v < 0 || v >= n) {
             snprintf(err, errlen, "no CUDA device: LLM_CUDA_DEVICE '%s' is not a device in 0..%d",
                      e, n - 1);
             return LLM_CUDA_ENODEV;

@@ -160,4 +160,5 @@ check "auto: an unusable GPU (LLM_CUDA_DEVICE=5) leaves llm-infer on the cpu (rc
   bash -c "test $rc = 0 && cmp -s e.txt b.txt"
 check "... warning why" grep -q "device auto: the GPU is not usable (no CUDA device: LLM_CUDA_DEVICE '5' is not a device in 0..0); running on cpu" e.err
 expect_exit "--device cuda with LLM_CUDA_DEVICE=5 is refused" 69 env LLM_CUDA_DEVICE=5 "$E/llm-infer" "$M" -p "ROMEO:" -n 4 --device cuda
+expect_exit "--device cuda with LLM_CUDA_DEVICE=+0 (a sign) is refused" 69 env LLM_CUDA_DEVICE=+0 "$E/llm-infer" "$M" -p "ROMEO:" -n 4 --device cuda
 echo "1..$_n"
