@@ -11,6 +11,7 @@
 #include "common/infer.h"
 #include "common/infer_eval.h"
 #include "common/infer_io.h"
+#include "common/infer_net.h"
 #include "common/infer_sched.h"
 #include "common/infer_tp.h"
 #include "common/dist.h"
@@ -141,6 +142,7 @@ static void catch_stop(void)
 int main(int argc, char **argv)
 {
     const char *prompt = NULL, *file = NULL, *eval = NULL, *device = "auto", *shards = NULL;
+    const char *listen_addr = NULL;
     int max_tokens = 128, top_k = 0, jsonl = 0, batch = 1, ctx = 0, stride = 0, stats = 0;
     int threads = 0, quiet = 0, verbose = 0;
     int64_t seed = INT64_MIN;   /* not given: random */
@@ -156,6 +158,8 @@ int main(int argc, char **argv)
         {"top-p", 0, LLM_OPT_DOUBLE, &top_p, "P", "nucleus sampling mass (default: 1, off)"},
         {"stop", 0, LLM_OPT_STRS, &stops, "TEXT", "stop when TEXT is generated (repeatable)"},
         {"jsonl", 0, LLM_OPT_FLAG, &jsonl, NULL, "stdin holds JSON request objects, stdout gets responses"},
+        {"listen", 0, LLM_OPT_STR, &listen_addr, "ADDR",
+         "serve JSON requests from clients of HOST:PORT or unix:PATH"},
         {"batch", 0, LLM_OPT_INT, &batch, "N", "decode up to N requests together (default: 1)"},
         {"eval", 0, LLM_OPT_STR, &eval, "TOKENS.bin", "print the perplexity over a token file"},
         {"ctx", 0, LLM_OPT_INT, &ctx, "N", "--eval window length (default: the model's context)"},
@@ -195,6 +199,8 @@ int main(int argc, char **argv)
     else if (prompt && file) bad = "-p and -f exclude each other";
     else if (eval && (prompt || file || jsonl)) bad = "--eval excludes -p, -f and --jsonl";
     else if (jsonl && (prompt || file)) bad = "--jsonl reads stdin; it excludes -p and -f";
+    else if (listen_addr && (prompt || file || eval || jsonl))
+        bad = "--listen serves JSON requests; it excludes -p, -f, --eval and --jsonl";
     else if (!eval && (ctx || stride)) bad = "--ctx and --stride go with --eval";
     else if (max_tokens < 0) bad = "-n must be >= 0";
     else if (seed < 0 && seed != INT64_MIN) bad = "--seed must be >= 0";
@@ -343,12 +349,26 @@ int main(int argc, char **argv)
         llm_infer_io io = {llm_infer_source_next, llm_infer_sink_token, llm_infer_sink_done,
                            &src, &sink, llm_infer_source_ready, &stop_requested};
         llm_infer_stats stt = {0};
+        llm_infer_net *net = NULL;
         if (!rc) {
             llm_debug(&lg, "KV cache and activations: %.1f MB; seed %lld",
                      llm_infer_ctx_bytes(c) / 1e6, (long long)seed);
         }
+        if (!rc && listen_addr) {
+            char bound[300];
+            rc = llm_infer_net_open(&net, listen_addr, &src, &stop_requested, bound, sizeof bound, &st);
+            if (!rc) {
+                io = llm_infer_net_io(net);
+                llm_info(&lg, "listening on %s", bound);
+            }
+        }
         if (!rc) {
             rc = llm_infer_run(c, m, batch, &io, &stt, &st);
+            if (net && rc == LLM_EINTR) {   /* a signal is how a server ends */
+                llm_info(&lg, "stopped after %ld request(s) (%s)", llm_infer_net_answered(net), st.msg);
+                llm_status_clear(&st);
+                rc = LLM_OK;
+            }
             if (rc == LLM_OK || !sink.closed) {
                 llm_status st2 = {0};
                 if (llm_infer_sink_flush(&sink, &st2) && !rc) {
@@ -363,6 +383,7 @@ int main(int argc, char **argv)
             else if (!rc && !jsonl && sink.errors)
                 exit_code = 65;
         }
+        llm_infer_net_free(net);
         llm_infer_stats_free(&stt);
         llm_infer_sink_free(&sink);
         llm_infer_source_free(&src);

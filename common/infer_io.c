@@ -253,7 +253,6 @@ out:
 int llm_infer_source_next(void *src, llm_infer_request *req, llm_status *st)
 {
     llm_infer_source *s = src;
-    memset(req, 0, sizeof *req);
     for (;;) {
         const char *text;
         size_t len;
@@ -263,33 +262,44 @@ int llm_infer_source_next(void *src, llm_infer_request *req, llm_status *st)
             if (r <= 0)
                 return r == 0 ? 0 : (int)st->code;
             text = s->line;
-            if (s->jsonl && !toolong && strspn(text, " \t") == len)
-                continue;   /* blank lines are not requests */
         } else {
             if (s->index >= s->n_prompts)
                 return 0;
             text = s->prompts[s->index];
             len = strlen(text);
         }
-        defaults(s, req);
-        s->index++;
-        int rc = 0;
-        for (int i = 0; i < s->n_stops && rc == 0; i++)
-            rc = add_stop(req, s->stops[i]);
-        if (rc == 0) {
-            if (toolong)
-                rc = set_error(req, "%s", "input line longer than 16 MiB");
-            else if (s->jsonl)
-                rc = parse_request(s, req, text, len, st);
-            else
-                rc = encode(s, req, text, len, st);
-        }
-        if (rc < 0) {
-            llm_infer_request_free(req);
-            return st->code ? (int)st->code : llm_err(st, LLM_ENOMEM, "out of memory");
-        }
-        return 1;
+        int r = llm_infer_source_request(s, text, len, toolong, req, st);
+        if (r)
+            return r < 0 ? (int)st->code : 1;
     }
+}
+
+int llm_infer_source_request(llm_infer_source *s, const char *text, size_t len, int toolong,
+                             llm_infer_request *req, llm_status *st)
+{
+    memset(req, 0, sizeof *req);
+    if (s->jsonl && !toolong && strspn(text, " \t") == len)
+        return 0;   /* blank lines are not requests */
+    defaults(s, req);
+    s->index++;
+    int rc = 0;
+    for (int i = 0; i < s->n_stops && rc == 0; i++)
+        rc = add_stop(req, s->stops[i]);
+    if (rc == 0) {
+        if (toolong)
+            rc = set_error(req, "%s", "input line longer than 16 MiB");
+        else if (s->jsonl)
+            rc = parse_request(s, req, text, len, st);
+        else
+            rc = encode(s, req, text, len, st);
+    }
+    if (rc < 0) {
+        llm_infer_request_free(req);
+        if (!st->code)
+            llm_err(st, LLM_ENOMEM, "out of memory");
+        return -1;
+    }
+    return 1;
 }
 
 int llm_infer_source_ready(void *src)

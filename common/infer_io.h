@@ -39,6 +39,12 @@ typedef struct {
  * req->error set (and its id when one could be read), so it is answered, not fatal.
  * Fatal: LLM_EIO when reading fails, LLM_ENOMEM. */
 int llm_infer_source_next(void *src, llm_infer_request *req, llm_status *st);
+/* One line of input (without its newline; text[len] is 0) as a request of s: 1 and *req
+ * filled (an unusable line gets req->error), 0 for a blank line in JSONL mode (no
+ * request), -1 when out of memory (st set).  toolong: the line was longer than
+ * LLM_INFER_MAX_LINE and was cut (answered with an error). */
+int llm_infer_source_request(llm_infer_source *s, const char *text, size_t len, int toolong,
+                             llm_infer_request *req, llm_status *st);
 /* llm_infer_io.ready for a source: 0 when reading the next line would wait for input. */
 int llm_infer_source_ready(void *src);
 void llm_infer_source_free(llm_infer_source *s);

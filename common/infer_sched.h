@@ -34,6 +34,7 @@ typedef struct {
     char **stops;             /* stop strings (non-empty) */
     int n_stops;
     char *error;              /* non-NULL: answered with finish_reason "error" */
+    uint64_t route;           /* the source's own: where the response goes (--listen) */
 } llm_infer_request;
 
 void llm_infer_request_free(llm_infer_request *r);

@@ -1,0 +1,427 @@
+/* infer_net.c — llm-infer --listen: requests from socket clients (infer_net.h). */
+#include "common/infer_net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define READ_CHUNK (64u << 10)
+
+typedef struct {
+    int fd;              /* -1: a free entry */
+    uint32_t gen;        /* bumped when the entry is reused: late responses are dropped */
+    char *in;            /* bytes received, not yet taken as lines */
+    size_t n_in, cap_in;
+    int skipping;        /* inside a line longer than LLM_INFER_MAX_LINE: drop to its end */
+    int toolong;         /* such lines not yet answered */
+    int eof;             /* the client sent its last byte */
+    char *out;           /* responses not yet sent */
+    size_t n_out, off_out;
+    long pending;        /* requests taken and not yet answered */
+} conn;
+
+struct llm_infer_net {
+    int lfd;
+    char *unix_path;     /* removed at the end */
+    conn c[LLM_INFER_NET_MAX_CONN];
+    int next;            /* the connection to look at first for a line (round robin) */
+    llm_infer_source *src;
+    volatile sig_atomic_t *stop;
+    long answered;
+};
+
+static void conn_close(conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->in);
+    free(c->out);
+    uint32_t gen = c->gen + 1;
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    c->gen = gen;
+}
+
+/* ---- the listening socket ---- */
+
+static int set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -1 : 0;
+}
+
+static int listen_unix(llm_infer_net *n, const char *path, char *bound, size_t blen,
+                       llm_status *st)
+{
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    if (!*path || strlen(path) >= sizeof sa.sun_path)
+        return llm_err(st, LLM_EUSAGE, "--listen unix:%s: the path must have 1..%zu bytes", path,
+                       sizeof sa.sun_path - 1);
+    memcpy(sa.sun_path, path, strlen(path));
+    struct stat sb;
+    if (lstat(path, &sb) == 0) {
+        if (!S_ISSOCK(sb.st_mode))
+            return llm_err(st, LLM_EUSAGE, "--listen unix:%s: a file that is not a socket is there",
+                           path);
+        unlink(path);   /* a socket left by an earlier server */
+    }
+    n->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (n->lfd < 0 || bind(n->lfd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        return llm_err(st, LLM_EIO, "--listen unix:%s: %s", path, strerror(errno));
+    if (!(n->unix_path = strdup(path)))
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    snprintf(bound, blen, "unix:%s", path);
+    return LLM_OK;
+}
+
+static int listen_tcp(llm_infer_net *n, const char *addr, char *bound, size_t blen, llm_status *st)
+{
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    size_t hl = colon ? (size_t)(colon - addr) : 0;
+    if (!colon || !hl || hl >= sizeof host || !colon[1] || colon[1 + strspn(colon + 1, "0123456789")])
+        return llm_err(st, LLM_EUSAGE, "--listen '%s': expected HOST:PORT, [IPV6]:PORT or unix:PATH",
+                       addr);
+    memcpy(host, addr, hl);
+    host[hl] = 0;
+    if (host[0] == '[' && host[hl - 1] == ']') {   /* [::1] */
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = 0;
+    }
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int g = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (g)
+        return llm_err(st, LLM_EUSAGE, "--listen '%s': %s", addr, gai_strerror(g));
+    int rc = LLM_OK;
+    n->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (n->lfd < 0 || setsockopt(n->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(n->lfd, ai->ai_addr, ai->ai_addrlen) < 0)
+        rc = llm_err(st, LLM_EIO, "--listen '%s': %s", addr, strerror(errno));
+    int family = ai->ai_family;
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char h[NI_MAXHOST], p[NI_MAXSERV];
+    if (!rc && (getsockname(n->lfd, (struct sockaddr *)&ss, &sl) < 0 ||
+                getnameinfo((struct sockaddr *)&ss, sl, h, sizeof h, p, sizeof p,
+                            NI_NUMERICHOST | NI_NUMERICSERV)))
+        rc = llm_err(st, LLM_EIO, "--listen '%s': cannot read the bound address", addr);
+    if (!rc)
+        snprintf(bound, blen, family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p);
+    return rc;
+}
+
+int llm_infer_net_open(llm_infer_net **out, const char *addr, llm_infer_source *src,
+                       volatile sig_atomic_t *stop, char *bound, size_t boundlen,
+                       llm_status *st)
+{
+    *out = NULL;
+    llm_infer_net *n = calloc(1, sizeof *n);
+    if (!n)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    n->lfd = -1;
+    for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
+        n->c[i].fd = -1;
+    n->src = src;
+    n->stop = stop;
+    src->in = NULL;
+    src->jsonl = 1;
+    int rc = !strncmp(addr, "unix:", 5) ? listen_unix(n, addr + 5, bound, boundlen, st)
+                                        : listen_tcp(n, addr, bound, boundlen, st);
+    if (!rc && (listen(n->lfd, 64) < 0 || set_nonblock(n->lfd) < 0))
+        rc = llm_err(st, LLM_EIO, "--listen '%s': %s", addr, strerror(errno));
+    if (rc) {
+        llm_infer_net_free(n);
+        return rc;
+    }
+    *out = n;
+    return LLM_OK;
+}
+
+void llm_infer_net_free(llm_infer_net *n)
+{
+    if (!n)
+        return;
+    for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
+        if (n->c[i].fd >= 0)
+            conn_close(&n->c[i]);
+    if (n->lfd >= 0)
+        close(n->lfd);
+    if (n->unix_path)
+        unlink(n->unix_path);
+    free(n->unix_path);
+    free(n);
+}
+
+int llm_infer_net_clients(const llm_infer_net *n)
+{
+    int k = 0;
+    for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
+        k += n->c[i].fd >= 0;
+    return k;
+}
+
+long llm_infer_net_answered(const llm_infer_net *n)
+{
+    return n->answered;
+}
+
+/* ---- moving bytes ---- */
+
+static void accept_all(llm_infer_net *n)
+{
+    for (;;) {
+        int fd = accept4(n->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;   /* EAGAIN, or a client that went away while queued */
+        int i = 0;
+        while (i < LLM_INFER_NET_MAX_CONN && n->c[i].fd >= 0)
+            i++;
+        if (i == LLM_INFER_NET_MAX_CONN) {
+            close(fd);   /* full: the client sees its connection closed */
+            continue;
+        }
+        n->c[i].fd = fd;
+    }
+}
+
+/* Send what waits for c; a client that is gone or stuck is closed. */
+static void flush_out(conn *c)
+{
+    while (c->fd >= 0 && c->off_out < c->n_out) {
+        ssize_t w = send(c->fd, c->out + c->off_out, c->n_out - c->off_out, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (w <= 0) {
+            conn_close(c);
+            return;
+        }
+        c->off_out += (size_t)w;
+    }
+    if (c->fd >= 0 && c->off_out == c->n_out)
+        c->off_out = c->n_out = 0;
+    if (c->fd >= 0 && c->n_out - c->off_out > LLM_INFER_NET_MAX_OUT)
+        conn_close(c);
+    if (c->fd >= 0 && c->eof && !c->pending && !c->n_in && !c->toolong && c->n_out == 0)
+        conn_close(c);   /* said all it had to say, and heard every answer */
+}
+
+/* Whether c holds a whole line (or an over-long one to answer). */
+static int has_line(const conn *c)
+{
+    return c->fd >= 0 && (c->toolong || (c->n_in && memchr(c->in, '\n', c->n_in)) ||
+                          (c->eof && c->n_in));
+}
+
+/* Read what c sent; keeps at most one line's worth, counting longer lines to answer. */
+static void read_in(conn *c)
+{
+    for (;;) {
+        if (c->cap_in - c->n_in < READ_CHUNK) {
+            size_t nc = c->cap_in ? c->cap_in * 2 : READ_CHUNK * 2;
+            if (nc < c->n_in + READ_CHUNK)
+                nc = c->n_in + READ_CHUNK;
+            char *p = realloc(c->in, nc);
+            if (!p)
+                return;   /* try again later */
+            c->in = p;
+            c->cap_in = nc;
+        }
+        ssize_t r = recv(c->fd, c->in + c->n_in, READ_CHUNK, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (r <= 0) {
+            if (r < 0)
+                conn_close(c);   /* reset: nobody to answer */
+            else
+                c->eof = 1;
+            return;
+        }
+        size_t start = c->n_in;
+        c->n_in += (size_t)r;
+        if (c->skipping) {   /* drop to the end of the over-long line */
+            char *nl = memchr(c->in + start, '\n', c->n_in - start);
+            size_t keep = nl ? c->n_in - (size_t)(nl + 1 - c->in) : 0;
+            memmove(c->in, c->in + c->n_in - keep, keep);
+            c->n_in = keep;
+            c->skipping = !nl;
+            start = 0;
+        }
+        /* a line still open past the limit: answer it once, drop the rest of it */
+        char *last = c->n_in ? memrchr(c->in, '\n', c->n_in) : NULL;
+        size_t open_from = last ? (size_t)(last + 1 - c->in) : 0;
+        if (c->n_in - open_from > LLM_INFER_MAX_LINE) {
+            c->n_in = open_from;
+            c->toolong++;
+            c->skipping = 1;
+        }
+        if (c->n_in > LLM_INFER_MAX_LINE)
+            return;   /* a whole line at least: take it first */
+    }
+}
+
+/* Accept, read and write what is ready; wait up to timeout_ms (-1: until something is). */
+static void pump(llm_infer_net *n, int timeout_ms)
+{
+    struct pollfd p[LLM_INFER_NET_MAX_CONN + 1];
+    int idx[LLM_INFER_NET_MAX_CONN + 1], k = 0;
+    p[k] = (struct pollfd){.fd = n->lfd, .events = POLLIN};
+    idx[k++] = -1;
+    for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
+        conn *c = &n->c[i];
+        if (c->fd < 0)
+            continue;
+        short ev = 0;
+        if (!c->eof && c->n_in <= LLM_INFER_MAX_LINE)
+            ev |= POLLIN;
+        if (c->n_out > c->off_out)
+            ev |= POLLOUT;
+        p[k] = (struct pollfd){.fd = c->fd, .events = ev};
+        idx[k++] = i;
+    }
+    if (poll(p, (nfds_t)k, timeout_ms) <= 0)
+        return;   /* nothing, or a signal: the caller looks at stop */
+    for (int j = 0; j < k; j++) {
+        if (!p[j].revents)
+            continue;
+        if (idx[j] < 0) {
+            accept_all(n);
+            continue;
+        }
+        conn *c = &n->c[idx[j]];
+        if (p[j].revents & (POLLIN | POLLHUP | POLLERR))
+            read_in(c);
+        if (c->fd >= 0)
+            flush_out(c);
+    }
+}
+
+/* ---- llm_infer_io ---- */
+
+/* The next whole line of any client, as a request: 1, 0 when there is none now, -1 out of
+ * memory. */
+static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
+{
+    for (int t = 0; t < LLM_INFER_NET_MAX_CONN; t++) {
+        int i = (n->next + t) % LLM_INFER_NET_MAX_CONN;
+        conn *c = &n->c[i];
+        while (has_line(c)) {
+            int r;
+            if (c->toolong) {
+                c->toolong--;
+                r = llm_infer_source_request(n->src, "", 0, 1, req, st);
+            } else {
+                char *nl = memchr(c->in, '\n', c->n_in);
+                size_t len = nl ? (size_t)(nl - c->in) : c->n_in, used = nl ? len + 1 : len;
+                if (len && c->in[len - 1] == '\r')
+                    len--;
+                char save = c->in[len];
+                c->in[len] = 0;
+                r = llm_infer_source_request(n->src, c->in, len, 0, req, st);
+                c->in[len] = save;
+                memmove(c->in, c->in + used, c->n_in - used);
+                c->n_in -= used;
+            }
+            if (r < 0)
+                return -1;
+            if (r == 0)
+                continue;   /* a blank line */
+            req->route = (uint64_t)c->gen << 16 | (uint64_t)i;
+            c->pending++;
+            n->next = (i + 1) % LLM_INFER_NET_MAX_CONN;
+            return 1;
+        }
+        if (c->fd >= 0)
+            flush_out(c);   /* closes a client that has said everything */
+    }
+    return 0;
+}
+
+static int net_next(void *u, llm_infer_request *req, llm_status *st)
+{
+    llm_infer_net *n = u;
+    for (;;) {
+        if (n->stop && *n->stop)
+            return 0;
+        int r = take_line(n, req, st);
+        if (r)
+            return r < 0 ? (int)st->code : 1;
+        pump(n, -1);
+    }
+}
+
+static int net_ready(void *u)
+{
+    llm_infer_net *n = u;
+    pump(n, 0);
+    for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
+        if (has_line(&n->c[i]))
+            return 1;
+    return 0;
+}
+
+static int net_done(void *u, const llm_infer_result *res, llm_status *st)
+{
+    llm_infer_net *n = u;
+    int i = (int)(res->req->route & 0xffff);
+    uint32_t gen = (uint32_t)(res->req->route >> 16);
+    n->answered++;
+    if (i >= LLM_INFER_NET_MAX_CONN)
+        return LLM_OK;
+    conn *c = &n->c[i];
+    if (c->fd < 0 || c->gen != gen)
+        return LLM_OK;   /* the client went away: nobody to answer */
+    c->pending--;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    llm_infer_result_json(res, f);
+    fputc('\n', f);
+    if (fclose(f)) {
+        free(buf);
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    }
+    if (c->off_out) {   /* keep the buffer from creeping */
+        memmove(c->out, c->out + c->off_out, c->n_out - c->off_out);
+        c->n_out -= c->off_out;
+        c->off_out = 0;
+    }
+    char *p = realloc(c->out, c->n_out + len);
+    if (!p) {
+        free(buf);
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    }
+    c->out = p;
+    memcpy(c->out + c->n_out, buf, len);
+    c->n_out += len;
+    free(buf);
+    flush_out(c);
+    return LLM_OK;
+}
+
+llm_infer_io llm_infer_net_io(llm_infer_net *n)
+{
+    llm_infer_io io = {net_next, NULL, net_done, n, n, net_ready, n->stop};
+    return io;
+}

@@ -1,0 +1,43 @@
+/* infer_net.h — llm-infer --listen: JSONL requests from many clients over TCP or a
+ * Unix-domain socket, all decoded in one continuous batch (llm_infer_run).
+ *
+ * Each connection sends request lines as --jsonl reads them from stdin and gets one
+ * response line per request on the same connection, as each completes.  Lines are
+ * taken from the connections in turn, so no client can starve the others.  A client
+ * that goes away loses its requests' responses and nothing else; a client that does not
+ * read its responses is dropped once LLM_INFER_NET_MAX_OUT bytes wait for it.
+ */
+#ifndef LLM_INFER_NET_H
+#define LLM_INFER_NET_H
+
+#include <signal.h>
+
+#include "common/infer_io.h"
+#include "common/infer_sched.h"
+
+#define LLM_INFER_NET_MAX_CONN 64             /* clients at once; more are closed at once */
+#define LLM_INFER_NET_MAX_OUT  (64u << 20)    /* bytes of responses waiting for a client */
+
+typedef struct llm_infer_net llm_infer_net;
+
+/* Listen on addr: "unix:PATH" (a socket file there is replaced; any other file is
+ * refused), "HOST:PORT" or "[IPV6]:PORT" (PORT 0: any free port).  src parses the lines
+ * (its in must be NULL; jsonl is set); stop, when set by a signal handler, ends the
+ * wait for requests.  *bound receives the address in the same form, with the port.
+ * Errors: LLM_EUSAGE (a bad address), LLM_EIO (socket, bind, listen), LLM_ENOMEM. */
+int llm_infer_net_open(llm_infer_net **out, const char *addr, llm_infer_source *src,
+                       volatile sig_atomic_t *stop, char *bound, size_t boundlen,
+                       llm_status *st);
+/* Close every connection and the listener (and remove a Unix socket file). */
+void llm_infer_net_free(llm_infer_net *n);
+
+/* The llm_infer_io of a server: next waits for a request from any client (0 only when
+ * stop is set), ready says whether one is there without waiting, done sends a response
+ * to the client that asked. */
+llm_infer_io llm_infer_net_io(llm_infer_net *n);
+
+/* Clients connected and requests answered so far (for tests and --verbose). */
+int  llm_infer_net_clients(const llm_infer_net *n);
+long llm_infer_net_answered(const llm_infer_net *n);
+
+#endif

@@ -1,0 +1,168 @@
+#!/bin/bash
+# llm-infer --listen: clients of a Unix-domain or TCP socket get, each on its own
+# connection, the responses stdin --jsonl gives for the same requests; bad lines, a
+# client that leaves, one that waits for each answer, too many clients and bad addresses;
+# SIGTERM ends the server (exit 0, socket file removed).
+. "$(dirname "$0")/lib.sh"
+PY=python3
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+if ! have_data tinyshakespeare/input.txt; then skip "llm-infer --listen" "no $DATA/tinyshakespeare"; echo "1..$_n"; exit 0; fi
+cd "$TMP" || exit 1
+tiny_data 300000
+tiny_model 20
+
+# start_server LOG ARGS...: runs llm-infer "$M" --listen ARGS in the background (SP) and
+# waits for its "listening on ADDR" line (ADDR)
+start_server() {
+  local log=$1; shift
+  llm-infer "$M" --listen "$@" 2>"$log" & SP=$!
+  ADDR=
+  for _ in $(seq 200); do
+    ADDR=$(sed -n 's/^llm-infer: listening on //p' "$log")
+    [ -n "$ADDR" ] && return 0
+    kill -0 $SP 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+# stop_server: SIGTERM, then its exit status in SRC (killed after 10 s: 999)
+stop_server() {
+  kill -TERM $SP
+  for _ in $(seq 100); do kill -0 $SP 2>/dev/null || break; sleep 0.1; done
+  kill -0 $SP 2>/dev/null && kill -KILL $SP
+  wait $SP; SRC=$?
+}
+
+# the client: python3 client.py ADDR MODE [ARGS]; prints what the mode checks
+cat >client.py <<'PY'
+import json, socket, sys, threading, time
+
+def connect(addr):
+    if addr.startswith("unix:"):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(addr[5:])
+    else:
+        host, port = addr.rsplit(":", 1)
+        s = socket.create_connection((host.strip("[]"), int(port)))
+    s.settimeout(60)
+    return s
+
+def req(k, i, n=6):
+    return {"id": "c%d-%d" % (k, i), "prompt": "ROMEO%d:" % i, "max_tokens": n, "seed": 100 + i,
+            "temperature": 0.9}
+
+def batch_client(addr, k, out):
+    s = connect(addr)
+    f = s.makefile("rw")
+    for i in range(4):
+        f.write(json.dumps(req(k, i)) + "\n")
+    f.flush()
+    s.shutdown(socket.SHUT_WR)
+    out[k] = [json.loads(line) for line in f]
+
+addr, mode = sys.argv[1], sys.argv[2]
+if mode == "concurrent":          # 3 clients at once, 4 requests each
+    out = {}
+    ts = [threading.Thread(target=batch_client, args=(addr, k, out)) for k in range(3)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    for k in range(3):
+        for r in sorted(out.get(k, []), key=lambda r: r["id"]):
+            print(r["id"], r["finish_reason"], " ".join(map(str, r["tokens"])))
+elif mode == "requests":          # what the concurrent clients send, for stdin --jsonl
+    for k in range(3):
+        for i in range(4):
+            print(json.dumps(req(k, i)))
+elif mode == "interactive":       # send one, wait for its answer, send the next
+    s = connect(addr)
+    f = s.makefile("rw")
+    t0 = time.time()
+    for i in range(3):
+        f.write(json.dumps(req(9, i, 3)) + "\n")
+        f.flush()
+        r = json.loads(f.readline())
+        print(r["id"], r["finish_reason"])
+    print("seconds %.1f" % (time.time() - t0))
+elif mode == "bad":               # garbage, an over-long line, then a good request
+    s = connect(addr)
+    s.sendall(b"not json\n")
+    s.sendall(b'{"prompt": "' + b"x" * (17 << 20) + b'"}\n')
+    s.sendall((json.dumps(req(7, 0, 2)) + "\n").encode())
+    s.shutdown(socket.SHUT_WR)
+    for line in s.makefile("r"):
+        r = json.loads(line)
+        print(r["finish_reason"], r.get("error", "-"))
+elif mode == "leave":             # a client that leaves before its answer
+    s = connect(addr)
+    s.sendall((json.dumps(req(5, 0, 40)) + "\n").encode())
+    s.close()
+    time.sleep(0.2)
+    s = connect(addr)
+    f = s.makefile("rw")
+    f.write(json.dumps(req(6, 0, 2)) + "\n")
+    f.flush()
+    print(json.loads(f.readline())["finish_reason"])
+elif mode == "crowd":             # 64 clients held open: the 65th is closed at once
+    held = [connect(addr) for _ in range(64)]
+    time.sleep(0.3)
+    s = connect(addr)
+    s.settimeout(5)
+    try:
+        s.sendall((json.dumps(req(8, 0, 1)) + "\n").encode())
+        print("65th:", "closed" if s.recv(100) == b"" else "answered")
+    except (ConnectionResetError, BrokenPipeError):
+        print("65th: closed")
+    f = held[0].makefile("rw")
+    f.write(json.dumps(req(8, 1, 1)) + "\n")
+    f.flush()
+    print("1st:", json.loads(f.readline())["finish_reason"])
+PY
+
+# ---- a Unix-domain socket ----
+if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
+  ok "listening on $ADDR"
+  $PY client.py "$ADDR" requests >reqs.jsonl
+  llm-infer "$M" --jsonl --batch 1 <reqs.jsonl 2>/dev/null |
+    $PY -c 'import json, sys; [print(r["id"], r["finish_reason"], " ".join(map(str, r["tokens"]))) for r in sorted(map(json.loads, sys.stdin), key=lambda r: r["id"])]' >want.txt
+  $PY client.py "$ADDR" concurrent >got.txt 2>client.err
+  check "3 clients at once: each gets its 4 responses, equal to stdin --jsonl's" \
+    sh -c "[ \$(wc -l <got.txt) = 12 ] && cmp -s got.txt want.txt"
+  out=$(timeout 60 $PY client.py "$ADDR" interactive 2>&1)
+  check "a client that waits for each answer gets them (--batch 4): $(echo $out | tr '\n' ' ')" \
+    sh -c "[ \"\$(echo '$out' | grep -c ' length')\" = 3 ]"
+  out=$(timeout 60 $PY client.py "$ADDR" bad 2>&1)
+  check "garbage and a 17 MiB line: error responses, then the next request answered" \
+    sh -c "echo '$out' | sed -n 1p | grep -q '^error' && echo '$out' | sed -n 2p | grep -q 'longer than 16 MiB' && [ \"\$(echo '$out' | sed -n 3p)\" = 'length -' ]"
+  out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
+  check "a client that left: the next one is served ($out)" [ "$out" = length ]
+  out=$(timeout 60 $PY client.py "$ADDR" crowd 2>&1)
+  check "64 clients held: a 65th is closed, the first still served ($(echo $out | tr '\n' ' '))" \
+    sh -c "echo '$out' | grep -q '65th: closed' && echo '$out' | grep -q '1st: length'"
+  check "still running after all that" kill -0 $SP
+  stop_server
+  check "SIGTERM: exit 0 ($SRC), 'stopped' said, the socket file removed" \
+    sh -c "[ $SRC = 0 ] && grep -q 'stopped after' srv.log && [ ! -e '$TMP/s.sock' ]"
+else
+  notok "the server did not start: $(head -c 300 srv.log)"
+fi
+
+# ---- TCP, any free port ----
+if start_server tcp.log 127.0.0.1:0; then
+  case $ADDR in 127.0.0.1:[1-9]*) ok "TCP port 0: the bound port is said ($ADDR)";; *) notok "TCP address said: '$ADDR'";; esac
+  out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
+  check "a TCP client is served ($out)" [ "$out" = length ]
+  expect_exit "the same port again: 74" 74 llm-infer "$M" --listen "$ADDR"
+  stop_server
+  check "SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
+else
+  notok "the TCP server did not start: $(head -c 300 tcp.log)"
+fi
+
+# ---- refused ----
+expect_exit "--listen with -p: 64" 64 llm-infer "$M" --listen unix:x.sock -p hi
+expect_exit "--listen nonsense: 64" 64 llm-infer "$M" --listen nonsense
+expect_exit "--listen unix: (no path): 64" 64 llm-infer "$M" --listen unix:
+echo keep >plain.txt
+expect_exit "--listen on a regular file: 64" 64 llm-infer "$M" --listen unix:plain.txt
+check "... the file untouched" [ "$(cat plain.txt)" = keep ]
+echo "1..$_n"
