@@ -234,10 +234,10 @@ static int has_line(const conn *c)
 static void read_in(conn *c)
 {
     for (;;) {
-        if (c->cap_in - c->n_in < READ_CHUNK) {
+        if (c->cap_in - c->n_in <= READ_CHUNK) {   /* room for a chunk and a final 0 */
             size_t nc = c->cap_in ? c->cap_in * 2 : READ_CHUNK * 2;
-            if (nc < c->n_in + READ_CHUNK)
-                nc = c->n_in + READ_CHUNK;
+            if (nc <= c->n_in + READ_CHUNK)
+                nc = c->n_in + READ_CHUNK + 1;
             char *p = realloc(c->in, nc);
             if (!p)
                 return;   /* try again later */
@@ -365,7 +365,7 @@ static int net_next(void *u, llm_infer_request *req, llm_status *st)
         int r = take_line(n, req, st);
         if (r)
             return r < 0 ? (int)st->code : 1;
-        pump(n, -1);
+        pump(n, 500);   /* a signal may go to another thread: look at stop now and then */
     }
 }
 

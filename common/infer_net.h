@@ -16,7 +16,7 @@
 #include "common/infer_sched.h"
 
 #define LLM_INFER_NET_MAX_CONN 64             /* clients at once; more are closed at once */
-#define LLM_INFER_NET_MAX_OUT  (64u << 20)    /* bytes of responses waiting for a client */
+#define LLM_INFER_NET_MAX_OUT  (16u << 20)    /* bytes of responses waiting for a client */
 
 typedef struct llm_infer_net llm_infer_net;
 
