@@ -37,6 +37,7 @@ typedef struct {
     int32_t *in, *tg;
     int64_t step;          /* last completed step */
     int64_t skipped_total; /* over the whole run, resumes included (from the checkpoint) */
+    int64_t in_a_row;      /* non-finite steps in a row (train.max_skips), resumes included */
     llm_train_dist *dd;    /* several ranks or ZeRO (train_dist.h); NULL: one process */
     int rank;              /* only rank 0 logs metrics, evaluates and writes checkpoints */
     llm_loss_scaler ls;    /* fp16: dynamic loss scaling; else a fixed scale of 1 */
@@ -167,7 +168,8 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
         }
         const llm_node *tr = llm_ckpt_section(ck, "train");
         llm_data_pos pos;
-        int64_t step = -1, skipped = 0;
+        int64_t step = -1, skipped = 0, in_a_row = 0;
+        const llm_node *nr = llm_node_get(tr, "skipped_in_a_row"); /* absent: none */
         if ((rc = llm_train_check_compat(ck, path, mc, t->cfg, st)) ||
             (rc = llm_model_load(t->m, ck, 1, st))) {
             llm_ckpt_close(ck);
@@ -176,6 +178,7 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
         /* steps as max_steps bounds them (AdamW counts them in an int) */
         if (llm_node_i64(llm_node_get(tr, "step"), &step) || step < 0 || step > INT_MAX ||
             llm_node_i64(llm_node_get(tr, "skipped"), &skipped) || skipped < 0 ||
+            (nr && (llm_node_i64(nr, &in_a_row) || in_a_row < 0 || in_a_row > step)) ||
             llm_loss_scaler_load(&t->ls, tr, st) ||
             llm_data_pos_parse(llm_node_get(tr, "data"), &pos, st) ||
             llm_data_seek(t->train, &pos, st)) {
@@ -189,6 +192,7 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
         llm_ckpt_close(ck);
         t->step = step;
         t->skipped_total = skipped;
+        t->in_a_row = in_a_row;
         llm_info(t->log, "resuming from '%s' (step %lld)", path, (long long)step);
         break;
     }
@@ -282,7 +286,8 @@ static int save(trainer *t, llm_train_result *res, llm_status *st)
     /* ZeRO-1 on several ranks: rank 0 gathers the moments' shards as it writes */
     int rc = t->dd ? llm_train_dist_save_begin(t->dd, st) : 0;
     if (!rc && !t->rank)
-        rc = llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, &t->ls, &pos, st);
+        rc = llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, t->in_a_row,
+                            &t->ls, &pos, st);
     if (t->dd) {
         llm_status later = {0};
         int rc2 = llm_train_dist_save_end(t->dd, rc ? &later : st);
@@ -487,7 +492,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         peak = llm_bench_cpu_peak_gflops(t.be->threads > 0 ? t.be->threads : 1) * 1e9;
     }
     peak *= world;
-    int in_a_row = 0, ran = 0, save_failed = 0;
+    int ran = 0, save_failed = 0;
     while (t.step < c->max_steps) {
         double t0 = now_s(), w0 = llm_data_wait_seconds(t.train);
         double lr = llm_schedule_lr(&t.sched, t.step + 1), loss = 0, gn = 0;
@@ -509,7 +514,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
                                                           skipped && !isfinite(loss),
                                                           &scale_from);
         if (ch != LLM_LOSS_SCALE_HALVED)
-            in_a_row = skipped ? in_a_row + 1 : 0;
+            t.in_a_row = skipped ? t.in_a_row + 1 : 0;
         t.skipped_total += skipped;
         res->skipped += skipped;
         /* device health, after the step's timing; unknown fields stay -1 (not printed) */
@@ -543,11 +548,11 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         } else if (skipped) {
             llm_metrics_progress_clear(t.met);
             llm_warn(t.log, "step %lld: non-finite loss or gradient norm, update skipped "
-                     "(%d in a row)", (long long)t.step, in_a_row);
+                     "(%lld in a row)", (long long)t.step, (long long)t.in_a_row);
         }
-        if (in_a_row >= c->max_skips) {
-            llm_error(t.log, "%d non-finite steps in a row (train.max_skips): giving up at "
-                      "step %lld", in_a_row, (long long)t.step);
+        if (t.in_a_row >= c->max_skips) {
+            llm_error(t.log, "%lld non-finite steps in a row (train.max_skips): giving up at "
+                      "step %lld", (long long)t.in_a_row, (long long)t.step);
             res->diverged = 1;
             break;
         }

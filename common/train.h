@@ -3,8 +3,9 @@
  *
  * Steps are numbered from 1; the checkpoint DIR/step-NNNNNNNN.llmk holds the state after
  * step N: parameters, AdamW moments ("opt.m.*", "opt.v.*"), the tokenizer, and the
- * header section train: {step, skipped, precision, [loss_scale, loss_scale_clean: fp16],
- * data: <data position>, config: <the resolved config>}.  Resuming from it repeats the rest of the run exactly (same losses bit for
+ * header section train: {step, skipped, [skipped_in_a_row: when not 0], precision,
+ * [loss_scale, loss_scale_clean: fp16], data: <data position>, config: <the resolved
+ * config>}.  Resuming from it repeats the rest of the run exactly (same losses bit for
  * bit, same weights) on the same device and thread count.
  */
 #ifndef LLM_TRAIN_H
@@ -80,10 +81,11 @@ int llm_train_check_compat(const llm_ckpt *ck, const char *path, const llm_model
                            const llm_train_config *cfg, llm_status *st);
 
 /* Write the training checkpoint of step to path atomically (see the top of this file);
- * tok may be NULL (no tokenizer stored); ls: the loss scaler whose state is saved (fp16;
+ * skipped: non-finite steps so far, in_a_row: how many of the last steps were (for
+ * train.max_skips after a resume); tok may be NULL (no tokenizer stored); ls: the loss scaler whose state is saved (fp16;
  * NULL: none).  Errors: LLM_EIO with the reason (the file at path, if any, is untouched). */
 int llm_train_save(const char *path, llm_model *m, const llm_tokenizer *tok,
                    const llm_train_config *cfg, int64_t step, int64_t skipped,
-                   const llm_loss_scaler *ls, const llm_data_pos *pos, llm_status *st);
+                   int64_t in_a_row, const llm_loss_scaler *ls, const llm_data_pos *pos, llm_status *st);
 
 #endif

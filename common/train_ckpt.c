@@ -126,7 +126,7 @@ int llm_train_prune(const char *dir, int keep, int64_t keep_step, const llm_log 
 
 int llm_train_save(const char *path, llm_model *m, const llm_tokenizer *tok,
                    const llm_train_config *cfg, int64_t step, int64_t skipped,
-                   const llm_loss_scaler *ls, const llm_data_pos *pos, llm_status *st)
+                   int64_t in_a_row, const llm_loss_scaler *ls, const llm_data_pos *pos, llm_status *st)
 {
     llm_ckpt_writer *w = NULL;
     if (llm_ckpt_writer_new(&w, st))
@@ -139,6 +139,7 @@ int llm_train_save(const char *path, llm_model *m, const llm_tokenizer *tok,
     llm_node *opt = llm_node_new_map();
     if (!model || !train || !conf || !dp || !opt || llm_node_set_int(train, "step", step) ||
         llm_node_set_int(train, "skipped", skipped) ||
+        (in_a_row && llm_node_set_int(train, "skipped_in_a_row", in_a_row)) ||
         llm_node_set_str(train, "precision", cfg->precision[0] ? cfg->precision : "fp32") ||
         (ls && llm_loss_scaler_save(ls, train)) || llm_node_set_str(opt, "name", "adamw") ||
         llm_node_set_int(opt, "t", step) || llm_node_set(train, "optimizer", opt) ||

@@ -215,6 +215,11 @@ check "skipped warned" grep -q "step 4: non-finite loss or gradient norm, update
 check "skipped steps leave weights unchanged" weights n/step-00000002.llmk n/step-00000004.llmk
 LLM_TRAIN_FAULT_NAN=3 expect_exit "max_skips in a row: exit 3" 3 llm-train --config run.yaml -o n2 --set train.max_skips=2 --metrics n2.jsonl
 check "max_skips: message" grep -q "2 non-finite steps in a row (train.max_skips): giving up at step 4" "$TMP/err"
+# the count in a row survives a checkpoint: stopped after 2 of them, resumed, the run gives
+# up at the step the straight one does (5), not 3 steps after the resume
+LLM_TRAIN_FAULT_NAN=3 expect_exit "max_skips: a run stopped in the middle of skips" 0 llm-train --config run.yaml -o n3 --set train.max_skips=3 --set train.exit_after=4 --metrics /dev/null
+LLM_TRAIN_FAULT_NAN=3 expect_exit "... resumed: exit 3" 3 llm-train --config run.yaml -o n3 --set train.max_skips=3 --resume auto --metrics /dev/null
+check "... at the straight run's step 5" grep -q "3 non-finite steps in a row (train.max_skips): giving up at step 5" "$TMP/err"
 
 # ---- stdout closed: stop quietly with a checkpoint ----
 llm-train --config run.yaml -o p -q | head -2 >/dev/null
