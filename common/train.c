@@ -200,6 +200,33 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
     return rc;
 }
 
+/* The checkpoints in output.dir must be this run's past: a checkpoint after the step the
+ * run starts from (a fresh run: any) is another run's, or the abandoned rest of this one,
+ * and keep_last and a later --resume auto would take it for this run's.  --resume auto
+ * starts from the newest that loads: any newer one is damaged, and is replaced. */
+static int check_out_dir(trainer *t, llm_status *st)
+{
+    const char *dir = t->cfg->out_dir, *r = t->o->resume;
+    if (r && !strcmp(r, "auto"))
+        return 0;
+    int64_t *steps;
+    int n = llm_train_list_ckpts(dir, &steps);
+    if (n < 0)
+        return llm_err(st, LLM_EIO, "cannot read '%s': %s", dir, strerror(errno));
+    int64_t newest = n ? steps[0] : 0;
+    free(steps);
+    if (newest <= t->step)
+        return 0;
+    if (!r)
+        return llm_err(st, LLM_EUSAGE, "'%s' already holds checkpoints (the newest of step "
+                       "%lld): continue that run with --resume auto, or give another output "
+                       "directory", dir, (long long)newest);
+    return llm_err(st, LLM_EUSAGE, "'%s' holds checkpoints after step %lld of '%s' (the newest "
+                   "of step %lld), which --resume auto and train.keep_last would take for this "
+                   "run's: give another output directory", dir, (long long)t->step, r,
+                   (long long)newest);
+}
+
 static int evaluate(trainer *t, double *val_loss, llm_status *st)
 {
     const llm_train_config *c = t->cfg;
@@ -377,6 +404,8 @@ static int setup(trainer *t, llm_status *st)
     if (!t->rank)
         llm_train_clean_temps(c->out_dir, t->log);
     if (t->o->resume && (rc = resume(t, &mc, st)))
+        goto out;
+    if ((rc = check_out_dir(t, st)))
         goto out;
     if ((t->o->dist && llm_dist_world(t->o->dist) > 1) || c->zero) {
         if ((rc = llm_train_dist_new(&t->dd, t->o->dist, t->m, t->be, c->zero, st)) ||

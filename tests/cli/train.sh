@@ -108,6 +108,17 @@ check "... before any step" [ ! -s af.jsonl ]
 check "named-file resume continues the curve" diff <(losses a.jsonl | tail -4) <(losses b4.jsonl)
 expect_exit "resume auto in an empty dir starts fresh" 0 llm-train --config run.yaml -o fresh --resume auto --set train.max_steps=2 --metrics f.jsonl
 check "fresh start equals the straight run" diff <(losses a.jsonl 2>/dev/null | head -2) <(losses f.jsonl)
+# ---- an output directory whose checkpoints the run would not continue is refused ----
+# (keep_last pruned the new run's checkpoints and kept the old ones, which --resume auto
+# then took for the new run's)
+cp -r a reuse
+expect_exit "-o at another run's checkpoints without --resume: 64" 64 llm-train --config run.yaml -o reuse --set train.max_steps=2 --set train.save_every=1 --metrics /dev/null
+check "... named" grep -q "'reuse' already holds checkpoints (the newest of step 12): continue that run with --resume auto" "$TMP/err"
+check "... the directory untouched" [ "$(ls reuse)" = "$(ls a)" ]
+expect_exit "resume from step 8 into a directory holding step 12: 64" 64 llm-train --config run.yaml -o reuse --resume reuse/step-00000008.llmk --set train.save_every=1 --metrics /dev/null
+check "... named" grep -q "'reuse' holds checkpoints after step 8 of 'reuse/step-00000008.llmk' (the newest of step 12)" "$TMP/err"
+check "... the directory untouched" [ "$(ls reuse)" = "$(ls a)" ]
+expect_exit "resume from the newest by name into its directory" 0 llm-train --config run.yaml -o reuse --resume reuse/step-00000012.llmk --set train.max_steps=13 --metrics /dev/null
 
 # ---- refusal of a checkpoint that does not match ----
 expect_exit "resume with another model refused (65)" 65 llm-train --config run.yaml -o b --resume auto --set model.n_embd=32
