@@ -227,6 +227,19 @@ static int check_out_dir(trainer *t, llm_status *st)
                    (long long)newest);
 }
 
+/* Every evaluation reads the same batches from the start of data.val: read them once at
+ * the start (until they wrap around), so that a bad token id there ends the run before its
+ * first step and not at its first evaluation, by default after its last step and before
+ * its final checkpoint. */
+static int check_val(trainer *t, llm_status *st)
+{
+    llm_data_pos zero = {0};
+    for (int64_t i = 0; i < t->cfg->eval_batches && !llm_data_tell(t->val).epoch; i++)
+        if (llm_data_next(t->val, t->in, t->tg, st))
+            return llm_err_prefix(st, "data.val");
+    return llm_data_seek(t->val, &zero, st);
+}
+
 static int evaluate(trainer *t, double *val_loss, llm_status *st)
 {
     const llm_train_config *c = t->cfg;
@@ -397,6 +410,8 @@ static int setup(trainer *t, llm_status *st)
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto out;
     }
+    if (t->val && (rc = check_val(t, st)))
+        goto out;
     struct stat od;
     made_dir = stat(c->out_dir, &od) != 0;
     if ((rc = llm_mkdirs(c->out_dir, st)))

@@ -136,6 +136,12 @@ with open('badid.bin', 'wb') as f:
 PY
 expect_exit "an id beyond the vocabulary: exit 65" 65 llm-train --config run.yaml -o bad --set data.train="$TMP/badid.bin" --set data.sampling=sequential --set train.max_steps=20 --metrics /dev/null
 check "the bad id is named" grep -q "badid.bin': token id 300 at position 3000 is not below the vocabulary size 257" "$TMP/err"
+# in data.val it is found at the start, not at the first evaluation: by default (eval_every
+# 0) after the last step, which then ended the run without its final checkpoint
+expect_exit "an id beyond the vocabulary in data.val: exit 65" 65 llm-train --config run.yaml -o badval --set data.val="$TMP/badid.bin" --set train.eval_every=0 --set train.eval_batches=20 --set train.max_steps=3 --metrics badval.jsonl
+check "... before the first step" [ ! -s badval.jsonl ]
+check "... named" grep -q "data.val: '.*badid.bin': token id 300 at position 3000" "$TMP/err"
+expect_exit "... but beyond the eval_batches read: no error" 0 llm-train --config run.yaml -o badval2 --set data.val="$TMP/badid.bin" --set train.eval_every=0 --set train.eval_batches=2 --set train.max_steps=1 --metrics /dev/null
 
 # ---- gradient accumulation: B=4 x 2 == B=8 x 1 ----
 expect_exit "B=8 x 1" 0 llm-train --config run.yaml -o g8 --set train.batch_size=8 --set train.max_steps=3 --metrics g8.jsonl
