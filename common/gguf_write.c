@@ -70,8 +70,11 @@ static uint32_t file_type(llm_dtype dt)
     return dt == LLM_DT_F16 ? 1 : dt == LLM_DT_Q4_0 ? 2 : dt == LLM_DT_Q8_0 ? 7 : dt == LLM_DT_BF16 ? 32 : 0;
 }
 
-/* The tokenizer keys: tokens spelled through GPT-2's byte table, merges "a b". */
-static int tokenizer_kv(buf *b, const llm_ckpt *c, int *nkv, llm_status *st)
+/* The tokenizer keys: tokens spelled through GPT-2's byte table, merges "a b".  The
+ * token list has one entry per row of token_embd (nvocab, the model's vocab_size), as
+ * llama.cpp requires: embedding rows past the tokenizer's vocabulary get placeholder
+ * tokens "[PAD<id>]" of type unused, as llama.cpp's own converter writes them. */
+static int tokenizer_kv(buf *b, const llm_ckpt *c, int nvocab, int *nkv, llm_status *st)
 {
     llm_tokenizer *t;
     int rc = llm_tokenizer_from_ckpt(&t, c, st);
@@ -90,11 +93,15 @@ static int tokenizer_kv(buf *b, const llm_ckpt *c, int *nkv, llm_status *st)
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto out;
     }
+    if (V > nvocab) {
+        rc = llm_err(st, LLM_EDATA, "the tokenizer has %d tokens, the model's vocab_size is %d", V, nvocab);
+        goto out;
+    }
     kv_str(b, "tokenizer.ggml.model", "gpt2");
     kv_str(b, "tokenizer.ggml.pre", "gpt-2");
     key(b, "tokenizer.ggml.tokens", GT_ARR);
     u32(b, GT_STR);
-    u64(b, (uint64_t)V);
+    u64(b, (uint64_t)nvocab);
     for (int id = 0; id < V && !rc; id++) {
         const char *tb;
         size_t n;
@@ -105,11 +112,13 @@ static int tokenizer_kv(buf *b, const llm_ckpt *c, int *nkv, llm_status *st)
                 str(b, sp, llm_gpt2_spell((const unsigned char *)tb, n, sp));
         }
     }
+    for (int id = V; id < nvocab; id++)
+        str(b, sp, (size_t)snprintf(sp, 32, "[PAD%d]", id));
     key(b, "tokenizer.ggml.token_type", GT_ARR);
     u32(b, GT_I32);
-    u64(b, (uint64_t)V);
-    for (int id = 0; id < V; id++)
-        u32(b, (uint32_t)id == eot ? 3 : 1);   /* 3: control, 1: normal */
+    u64(b, (uint64_t)nvocab);
+    for (int id = 0; id < nvocab; id++)   /* 3: control, 1: normal, 5: unused */
+        u32(b, id >= V ? 5 : (uint32_t)id == eot ? 3 : 1);
     key(b, "tokenizer.ggml.merges", GT_ARR);
     u32(b, GT_STR);
     u64(b, (uint64_t)nm);
@@ -227,7 +236,7 @@ int llm_gguf_export(const char *in, const char *out, llm_status *st)
     kv_u32(&kv, "gpt2.attention.head_count", (uint32_t)cfg.n_head);
     kv_f32(&kv, "gpt2.attention.layer_norm_epsilon", 1e-5f);
     nkv = 10;
-    if ((rc = tokenizer_kv(&kv, c, &nkv, st)))
+    if ((rc = tokenizer_kv(&kv, c, cfg.vocab_size, &nkv, st)))
         goto out;
     /* header, tensor infos */
     put(&h, "GGUF", 4);

@@ -281,4 +281,34 @@ expect_exit "missing directory: 66" 66 llm-shard convert --from safetensors "$TM
 check "no partial output" test ! -e "$TMP/x.llmk"
 expect_exit "export --to onnx: 64" 64 llm-shard export --to onnx "$M" -o "$TMP/x"
 expect_exit "export of a shard: 65" 65 sh -c "llm-shard split --pp 2 '$M' -o '$TMP/p' && llm-shard export --to gguf '$TMP/p-tp0-pp0.llmk' -o '$TMP/x.gguf'"
+
+# a model with more embedding rows than tokens (vocab_size 300, a 257-token byte
+# tokenizer): llama.cpp wants one token per token_embd row, so the GGUF token list is
+# padded with "[PAD<id>]" tokens of type unused (5), as llama.cpp's converter does
+hedit "$M" "$TMP/v300.llmk" 'vocab_size: 257' 'vocab_size: 300'
+expect_exit "export --to gguf, vocab_size 300 > 257 tokens" 0 llm-shard export --to gguf "$TMP/v300.llmk" -o "$TMP/v300.gguf"
+check "... 300 tokens (257 real, 43 [PAD<id>] unused) = token_embd rows" python3 - "$TMP/v300.gguf" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read(); at = 8
+def rd(f):
+    global at; v = struct.unpack_from("<" + f, b, at)[0]; at += struct.calcsize("<" + f); return v
+def s():
+    global at; n = rd("Q"); v = b[at:at + n].decode(); at += n; return v
+def val(t):
+    if t == 8: return s()
+    if t == 9:
+        et = rd("I"); n = rd("Q"); return [val(et) for _ in range(n)]
+    return rd({4: "I", 5: "i", 6: "f"}[t])
+nt, nkv = rd("Q"), rd("Q")
+kv = {}
+for _ in range(nkv):
+    k = s(); kv[k] = val(rd("I"))
+ne = {}
+for _ in range(nt):
+    name = s(); ne[name] = [rd("Q") for _ in range(rd("I"))]; rd("I"); rd("Q")
+tok, typ = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]
+assert len(tok) == len(typ) == ne["token_embd.weight"][1] == ne["output.weight"][1] == 300, (len(tok), ne["token_embd.weight"])
+assert tok[256] == "<|endoftext|>" and typ[256] == 3 and typ[:256] == [1] * 256
+assert tok[257:] == ["[PAD%d]" % i for i in range(257, 300)] and typ[257:] == [5] * 43
+PY
 echo "1..$_n"
