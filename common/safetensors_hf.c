@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/fsutil.h"
 #include "common/model.h"
 
 static const char *const layer_names[12] = {
@@ -94,10 +95,6 @@ int llm_hf_export(const char *in, const char *outdir, llm_status *st)
     }
     if ((rc = llm_model_config_parse(ms, &cfg, st)))
         goto out;
-    if (mkdir(outdir, 0777) && errno != EEXIST) {
-        rc = llm_err(st, LLM_EIO, "cannot create directory '%s': %s", outdir, strerror(errno));
-        goto out;
-    }
     np = 2 + 12 * cfg.n_layer + 2;
     bufs = calloc((size_t)np, sizeof *bufs);
     if (!bufs || (rc = llm_st_writer_new(&w, st))) {
@@ -141,6 +138,9 @@ int llm_hf_export(const char *in, const char *outdir, llm_status *st)
         if ((rc = llm_st_add(w, hf, dt, t->ndim, shape, data, nbytes, st)))
             goto out;
     }
+    /* the directory (and any missing parent) only once the checkpoint has passed */
+    if ((rc = llm_mkdirs(outdir, st)))
+        goto out;
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", outdir);
     if ((rc = llm_st_write(w, path, st)))

@@ -279,6 +279,12 @@ sed 's/gelu_new/relu/' "$TMP/hf/config.json" >"$TMP/bad/config.json"
 expect_exit "refused with 65: activation relu" 65 llm-shard convert --from safetensors "$TMP/bad" -o "$TMP/x.llmk"
 expect_exit "missing directory: 66" 66 llm-shard convert --from safetensors "$TMP/nothing" -o "$TMP/x.llmk"
 check "no partial output" test ! -e "$TMP/x.llmk"
+# a refused export makes no directory; a missing one (and its parents) is made
+llm-quantize -q "$M" "$TMP/q8.llmk" --type q8_0
+expect_exit "export --to safetensors of a q8_0 model: 65" 65 llm-shard export --to safetensors "$TMP/q8.llmk" -o "$TMP/qhf"
+check "... no directory made" test ! -e "$TMP/qhf"
+expect_exit "export --to safetensors into missing parents" 0 llm-shard export --to safetensors "$M" -o "$TMP/deep/er/hf"
+check "... made, the model in it" test -s "$TMP/deep/er/hf/model.safetensors"
 expect_exit "export --to onnx: 64" 64 llm-shard export --to onnx "$M" -o "$TMP/x"
 expect_exit "export of a shard: 65" 65 sh -c "llm-shard split --pp 2 '$M' -o '$TMP/p' && llm-shard export --to gguf '$TMP/p-tp0-pp0.llmk' -o '$TMP/x.gguf'"
 
