@@ -123,15 +123,14 @@ static int convert(const llm_tensor *t, llm_qz_entry *e, void *out, int stats, i
     return LLM_OK;
 }
 
+/* Every top-level key but tensors, train and quant, mappings or not (llmk(5): other
+ * top-level keys are kept). */
 static llm_node *header_copy_except(const llm_node *h, llm_ckpt_writer *w, llm_status *st)
 {
-    (void)st;
     for (int k = 0; k < h->n; k++) {
         const char *key = h->items[k]->key;
         if (!strcmp(key, "tensors") || !strcmp(key, "train") || !strcmp(key, "quant"))
             continue;
-        if (h->items[k]->kind != LLM_NODE_MAP)
-            continue;   /* the writer's sections are mappings */
         llm_node *cp = llm_node_copy(h->items[k]);
         if (!cp || llm_ckpt_set_section(w, key, cp, st))
             return NULL;

@@ -74,6 +74,16 @@ llm-shard info q4_0.llmk >info 2>&1
 if grep -q "^quant:" info && grep -q "type: q4_0" info && ! grep -q "^train:" info && grep -q "^tokenizer:" info && grep -q "^model:" info
 then ok "header: quant section, no train section"; else notok "header: $(head -c 400 info)"; fi
 
+# top-level keys that are not mappings are kept too (llmk(5): other top-level keys are kept)
+hedit m.llmk note.llmk '^model:' 'note: from run 7
+tags: [a, b]
+model:'
+llm-quantize -q note.llmk noteq.llmk --type q8_0
+check "header: a scalar and a sequence top-level key carried over" $PY -c "
+import json, subprocess
+j = json.loads(subprocess.check_output(['llm-shard', 'info', '--json', 'noteq.llmk']))
+assert j['note'] == 'from run 7' and j['tags'] == ['a', 'b'] and j['quant']['type'] == 'q8_0', j.keys()"
+
 # --keep
 llm-quantize m.llmk keep.llmk --type q8_0 --keep wte --keep 'h.1.*' --json >keep.rep 2>err
 if $PY -c "
