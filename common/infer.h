@@ -51,6 +51,9 @@ typedef struct {
     uint64_t repack_bytes;   /* heap bytes of rep (their originals' pages in the file
                               * mapping are released: llm_ckpt_release) */
     int repack_mode;         /* llm_qk_repack_dtype's mode (LLM_Q4_REPACK; -1 auto) */
+    void **wide;             /* owned: f32 copies of bf16/f16 tensors the kernels read as
+                              * f32 (wpe, layer norms, biases), widened at load */
+    int n_wide;
     int tp_rank, tp_size;    /* tensor-parallel shard (0, 1 for a whole model): local
                               * heads n_head/tp_size, MLP 4C/tp_size, wte Vp/tp_size rows */
     llm_infer_tp *tp;        /* not owned; set by llm_infer_tp_join */
@@ -64,8 +67,9 @@ int llm_infer_backend_ready(llm_backend *be, llm_status *st);
 /* Open a model file and build the weights table.  A tensor-parallel shard (shard:
  * section, pp_size 1) opens with its local pieces (tp_rank, tp_size set); it computes
  * only once joined to its peers (llm_infer_tp_join).  Errors: LLM_ENOINPUT (missing file),
- * LLM_EDATA (corrupt file, missing tensor, wrong shape, a non-f32 tensor that must be
- * f32: the tensor is named), LLM_ENODEV (backend without inference kernels, or a weight
+ * LLM_EDATA (corrupt file, missing tensor, wrong shape, a tensor of a dtype it cannot
+ * use: the tensor is named; bf16/f16 position embedding, layer norms and biases are
+ * widened to f32 copies at load), LLM_ENODEV (backend without inference kernels, or a weight
  * dtype it cannot compute with, e.g. q4_0 on cuda: the tensor is named), LLM_ENOMEM.
  * verify != 0 checks every crc32.  A file without a tokenizer opens (tok NULL).
  * On a backend whose infer_dtype_ok takes the repacked layout (the fast "cpu" one, also

@@ -22,8 +22,44 @@ int llm_infer_backend_ready(llm_backend *be, llm_status *st)
     return LLM_OK;
 }
 
-/* Find name with the given shape; f32only: dtype must be f32, else any dtype the
- * backend's matmul accepts. */
+/* Point w at t's data, or at the backend's own copy of it (a device backend reads
+ * weights from its memory: copied once at load). */
+static int place(llm_infer_model *m, llm_wref *w, const char *name, const void *data,
+                 uint64_t nbytes, llm_status *st)
+{
+    w->p = data;
+    if (m->dev) {
+        void *d = m->be->alloc(m->be, (size_t)nbytes);
+        if (!d)
+            return llm_err(st, LLM_ENOMEM, "tensor '%s': cannot allocate %llu bytes on device '%s'",
+                           name, (unsigned long long)nbytes, m->be->name);
+        m->dev[m->n_dev++] = d;
+        m->be->to_device(m->be, d, data, (size_t)nbytes);
+        w->p = d;
+    }
+    m->weight_bytes += nbytes;
+    return LLM_OK;
+}
+
+/* A bf16 or f16 tensor the kernels read as f32 (position embedding, layer norms,
+ * biases: what an import of an all-bf16 llm.c file or an f16 Hugging Face model holds)
+ * is widened once at load into an owned f32 copy (exact). */
+static int bind_widened(llm_infer_model *m, llm_wref *w, const char *name, const llm_tensor *t,
+                        llm_status *st)
+{
+    float *f = malloc((size_t)t->nelem * sizeof *f + 1);
+    if (!f)
+        return llm_err(st, LLM_ENOMEM, "tensor '%s': cannot allocate %llu floats to widen it", name,
+                       (unsigned long long)t->nelem);
+    m->wide[m->n_wide++] = f;
+    if (llm_quant_decode(t->dtype, t->data, f, t->nelem, st))
+        return llm_err_prefix(st, "tensor '%s'", name);
+    w->dtype = LLM_DT_F32;
+    return place(m, w, name, f, t->nelem * sizeof *f, st);
+}
+
+/* Find name with the given shape; f32only: the kernels read it as f32 (bf16 and f16
+ * are widened), else any dtype the backend's matmul accepts. */
 static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int64_t d0,
                 int64_t d1, int f32only, llm_status *st)
 {
@@ -42,9 +78,11 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
         return llm_err(st, LLM_EDATA, "tensor '%s': expected shape [%lld, %lld]", name,
                        (long long)d0, (long long)d1);
     }
+    if (f32only && t->data && (t->dtype == LLM_DT_BF16 || t->dtype == LLM_DT_F16))
+        return bind_widened(m, w, name, t, st);
     if (f32only && t->dtype != LLM_DT_F32)
         return llm_err(st, LLM_EDATA, "tensor '%s': dtype %s not supported for inference "
-                       "(must be f32)", name, llm_dtype_name(t->dtype));
+                       "(must be f32, bf16 or f16)", name, llm_dtype_name(t->dtype));
     /* not a weight dtype at all (i32, u8, ...): the file is wrong */
     if (t->dtype != LLM_DT_F32 && t->dtype != LLM_DT_BF16 && t->dtype != LLM_DT_F16 &&
         t->dtype != LLM_DT_Q8_0 && t->dtype != LLM_DT_Q4_0)
@@ -61,7 +99,6 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
         return llm_err(st, LLM_EDATA, "tensor '%s': no data", name);
     if (llm_quant_check_scales(t->dtype, t->data, t->nbytes, st))
         return llm_err_prefix(st, "tensor '%s'", name);
-    w->p = t->data;
     w->dtype = (int)t->dtype;
     int rdt = m->rep ? llm_qk_repack_dtype((int)t->dtype, m->repack_mode) : w->dtype;
     if (rdt != w->dtype) {
@@ -80,18 +117,7 @@ static int bind(llm_infer_model *m, llm_wref *w, const char *name, int ndim, int
         w->dtype = rdt;
         return LLM_OK;
     }
-    if (m->dev) {
-        /* a device backend reads weights from its own memory: copy once at load */
-        void *d = m->be->alloc(m->be, (size_t)t->nbytes);
-        if (!d)
-            return llm_err(st, LLM_ENOMEM, "tensor '%s': cannot allocate %llu bytes on device '%s'",
-                           name, (unsigned long long)t->nbytes, m->be->name);
-        m->dev[m->n_dev++] = d;
-        m->be->to_device(m->be, d, t->data, (size_t)t->nbytes);
-        w->p = d;
-    }
-    m->weight_bytes += t->nbytes;
-    return LLM_OK;
+    return place(m, w, name, t->data, t->nbytes, st);
 }
 
 static int build_table(llm_infer_model *m, llm_status *st)
@@ -181,6 +207,10 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
             goto fail;
         }
     }
+    if (!(m->wide = calloc((size_t)m->cfg.n_layer * 12 + 4, sizeof *m->wide))) {
+        llm_err(st, LLM_ENOMEM, "out of memory");
+        goto fail;
+    }
     if (build_table(m, st))
         goto fail;
     if (llm_ckpt_section(m->ck, "tokenizer")) {
@@ -215,6 +245,9 @@ void llm_infer_model_free(llm_infer_model *m)
     for (int i = 0; i < m->n_rep; i++)
         free(m->rep[i]);
     free(m->rep);
+    for (int i = 0; i < m->n_wide; i++)
+        free(m->wide[i]);
+    free(m->wide);
     free(m->layers);
     free(m);
 }

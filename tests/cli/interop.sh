@@ -189,6 +189,25 @@ tensors() { llm-shard info --json "$1" | python3 -c "import json,sys; print(sort
 check "llmk -> safetensors -> llmk: every tensor bit-identical" test "$(tensors "$M")" = "$(tensors "$TMP/back.llmk")"
 check "the imported model evaluates the same" test "$(nll "$TMP/back.llmk")" = "$base"
 
+# an f16 Hugging Face model (every tensor F16, as many are published) imports as f16 and
+# runs: llm-infer widens its f16 layer norms, biases and wpe to f32 at load
+mkdir -p "$TMP/hf16" && cp "$TMP/hf/config.json" "$TMP/hf/vocab.json" "$TMP/hf/merges.txt" "$TMP/hf16/"
+python3 - "$TMP/hf/model.safetensors" "$TMP/hf16/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); base = 8 + n
+out, data, at = {"__metadata__": h["__metadata__"]}, b"", 0
+for k, v in h.items():
+    if k == "__metadata__": continue
+    a, e = v["data_offsets"]; f = struct.unpack("<%df" % ((e - a) // 4), b[base + a:base + e])
+    x = struct.pack("<%de" % len(f), *f); out[k] = {"dtype": "F16", "shape": v["shape"], "data_offsets": [at, at + len(x)]}
+    data += x; at += len(x)
+j = json.dumps(out).encode(); open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + data)
+PY
+expect_exit "convert --from safetensors of an all-F16 model" 0 llm-shard convert --from safetensors "$TMP/hf16" -o "$TMP/h16.llmk"
+check "... every tensor f16" sh -c "llm-shard info --json '$TMP/h16.llmk' | python3 -c \"import json,sys; d=[t['dtype'] for t in json.load(sys.stdin)['tensors'] if not t['name'].startswith('tokenizer')]; assert set(d) == {'f16'}, d\""
+h16=$(nll "$TMP/h16.llmk")
+check "... llm-infer --eval runs it, nll within 1e-3 of the f32 model's" python3 -c "a, b = $base, ${h16:-0}; assert abs(a - b) < 1e-3 * a, (a, b)"
+
 # GPT-2 tokenizer files equal GPT-2's own
 if have_data gpt2/encoder.json && have_data gpt2/vocab.bpe; then
   LLM_WRITE_FIXTURE=$TMP/g.llmk LLM_FIXTURE_GPT2=$DATA/gpt2 "$UNITDIR/test_gguf" >/dev/null 2>&1
