@@ -1,14 +1,35 @@
 /* model_io.c — GPT-2 parameters and AdamW moments to and from .llmk checkpoints:
  * one f32 tensor per view, named as the view; moments as "opt.m.NAME", "opt.v.NAME". */
 #include "common/model_impl.h"
+#include "common/quant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Tensor name of view v into dst; of its elements only [lo, hi) of the flat layout go
- * to dst (dst indexes the layout from lo): the whole view for parameters, the model's
- * range for moments. */
+/* n bf16/f16 elements of t from src, widened to f32 (exactly), to dst, a chunk at a time. */
+static int load_widened(llm_model *m, const llm_tensor *t, const char *src, float *dst, size_t n,
+                        llm_status *st)
+{
+    enum { CHUNK = 1 << 16 };
+    float *f = malloc(CHUNK * sizeof *f);
+    if (!f)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t k = n - i < CHUNK ? n - i : CHUNK;
+        if (llm_quant_decode(t->dtype, src + i * 2, f, k, st)) {
+            free(f);
+            return llm_err_prefix(st, "tensor '%s'", t->name);
+        }
+        m->be->to_device(m->be, dst + i, f, k * sizeof *f);
+    }
+    free(f);
+    return LLM_OK;
+}
+
+/* Tensor name of view v (f32, or bf16/f16 widened to f32) into dst; of its elements
+ * only [lo, hi) of the flat layout go to dst (dst indexes the layout from lo): the whole
+ * view for parameters, the model's range for moments. */
 static int load_one(llm_model *m, const llm_ckpt *ck, const char *name, const llm_param_view *v,
                     float *dst, size_t lo, size_t hi, int required, int *found, llm_status *st)
 {
@@ -16,9 +37,10 @@ static int load_one(llm_model *m, const llm_ckpt *ck, const char *name, const ll
     *found = t != NULL;
     if (!t)
         return required ? llm_err(st, LLM_EDATA, "checkpoint has no tensor '%s'", name) : LLM_OK;
-    if (t->dtype != LLM_DT_F32)
-        return llm_err(st, LLM_EDATA, "tensor '%s': dtype %s, expected f32 (convert it first)",
-                       name, llm_dtype_name(t->dtype));
+    int es = t->dtype == LLM_DT_F32 ? 4 : t->dtype == LLM_DT_BF16 || t->dtype == LLM_DT_F16 ? 2 : 0;
+    if (!es)
+        return llm_err(st, LLM_EDATA, "tensor '%s': dtype %s, expected f32 (or bf16, f16)", name,
+                       llm_dtype_name(t->dtype));
     int shape_ok = t->ndim == v->ndim && t->nelem == v->numel;
     for (int d = 0; shape_ok && d < v->ndim; d++)
         shape_ok = t->shape[d] == v->shape[d];
@@ -29,13 +51,17 @@ static int load_one(llm_model *m, const llm_ckpt *ck, const char *name, const ll
         return llm_err(st, LLM_EDATA, "tensor '%s': shape does not match the model's (%lld)", name,
                        (long long)v->shape[0]);
     }
-    if (!t->data || t->nbytes != v->numel * sizeof(float))
+    if (!t->data || t->nbytes != v->numel * (size_t)es)
         return llm_err(st, LLM_EDATA, "tensor '%s': no data", name);
     size_t a = v->offset > lo ? v->offset : lo, b = v->offset + v->numel < hi ? v->offset + v->numel : hi;
-    if (a < b)   /* only these pages of a mmap'd file are read */
+    if (a >= b)
+        return LLM_OK;
+    if (es == 4) {   /* only these pages of a mmap'd file are read */
         m->be->to_device(m->be, dst + (a - lo), (const float *)t->data + (a - v->offset),
                          (b - a) * sizeof(float));
-    return LLM_OK;
+        return LLM_OK;
+    }
+    return load_widened(m, t, (const char *)t->data + (a - v->offset) * 2, dst + (a - lo), b - a, st);
 }
 
 int llm_model_load(llm_model *m, const llm_ckpt *ck, int with_optimizer, llm_status *st)
