@@ -60,8 +60,8 @@ int llm_shard_parse_layers(const char *s, int *v, int max, int *n, llm_status *s
  * an even split (the first n_layer % pp stages get one layer more).
  * Errors: LLM_EUSAGE when the model does not divide (n_head or Vp not divisible by tp,
  * pp > n_layer, a quantized block would be cut, bad layer list); LLM_EDATA for an input
- * that is already a shard, has no gpt2 model section, or a tensor with an unexpected
- * shape; those of llm_ckpt_open / llm_ckpt_write. */
+ * that is already a shard, has no gpt2 model section, or a parameter (or its moment)
+ * whose shape does not fit the model section; those of llm_ckpt_open / llm_ckpt_write. */
 int llm_shard_split(const char *in, int tp, int pp, const int *layers, const char *prefix,
                     llm_status *st);
 

@@ -148,6 +148,24 @@ static int classify(const char *name, const llm_model_config *cfg, rule *r, llm_
     return LLM_OK;
 }
 
+/* A model parameter (or its optimizer moment) must have the model's shape: a wrong one
+ * would be cut as if it were right.  Other tensors go by their rule. */
+static int check_shape(const char *in, const llm_model_config *cfg, const llm_tensor *t,
+                       llm_status *st)
+{
+    const char *b = t->name;
+    if (!strncmp(b, "opt.m.", 6) || !strncmp(b, "opt.v.", 6))
+        b += 6;
+    llm_status s = {0};
+    int rc = llm_model_check_shape(cfg, b, t, &s);
+    if (rc == LLM_EUSAGE)
+        return LLM_OK;   /* not a parameter */
+    if (rc == LLM_EDATA)
+        return llm_err(st, rc, "'%s': %s%s%s", in, b != t->name ? t->name : "", b != t->name ? ": " : "",
+                       s.msg);
+    return rc ? llm_err(st, rc, "%s", s.msg) : LLM_OK;
+}
+
 static int on_stage(const rule *r, int j, int pp, const int *lb)
 {
     switch (r->stage) {
@@ -369,7 +387,8 @@ int llm_shard_split(const char *in, int tp, int pp, const int *layers, const cha
         goto out;
     }
     for (int k = 0; k < llm_ckpt_count(c); k++)
-        if ((rc = classify(llm_ckpt_tensor(c, k)->name, &cfg, &rules[k], st)))
+        if ((rc = classify(llm_ckpt_tensor(c, k)->name, &cfg, &rules[k], st)) ||
+            (rc = check_shape(in, &cfg, llm_ckpt_tensor(c, k), st)))
             goto out;
     if ((rc = check_cuts(c, rules, tp, st)))
         goto out;

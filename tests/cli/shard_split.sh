@@ -52,4 +52,9 @@ b[i:i+9] = b"begin: 16"
 open(sys.argv[2], "wb").write(b)
 PY
 expect_exit "merge with a wrong range: 65" 65 llm-shard merge "$TMP/s-tp0-pp0.llmk" "$TMP/t-tp1-pp0.llmk" "$TMP"/s-tp*-pp1.llmk -o "$TMP/x.llmk"
+# a parameter whose shape does not fit the model section (same bytes, dimensions
+# swapped) is refused before anything is written, not cut as if it were right
+hedit "$M" "$TMP/swapped.llmk" '(name: h.0.mlp.c_fc.weight\n\s*dtype: f32\n\s*shape: )\[(\d+), (\d+)\]' '\g<1>[\3, \2]'
+expect_exit "split of a model with a mis-shaped c_fc weight: 65" 65 llm-shard split --tp 2 "$TMP/swapped.llmk" -o "$TMP/sw/s"
+check "... naming the tensor, no shard written" sh -c "grep -q 'h.0.mlp.c_fc.weight.*shape' '$TMP/err' && [ ! -e '$TMP/sw' ]"
 echo "1..$_n"
