@@ -160,16 +160,16 @@ typedef struct {
 int llm_gguf_export(const char *in, const char *out, llm_status *st)
 {
     llm_ckpt *c;
-    int rc = llm_ckpt_open(&c, in, 0, st);
+    int rc = llm_ckpt_open(&c, in, 0, st);   /* its messages name the file */
     if (rc)
-        return llm_err_prefix(st, "%s", in);
+        return rc;
     llm_model_config cfg;
     buf h = {0}, kv = {0};
     gt *T = NULL;
     int nkv = 0, nt = 0;
     const llm_node *ms = llm_ckpt_section(c, "model");
     if (!ms) {
-        rc = llm_err(st, LLM_EDATA, "'%s' has no model section", in);
+        rc = llm_err(st, LLM_EDATA, "no model section");
         goto out;
     }
     if ((rc = llm_model_config_parse(ms, &cfg, st)))
@@ -279,6 +279,8 @@ int llm_gguf_export(const char *in, const char *out, llm_status *st)
     else
         rc = llm_afile_commit(&a, st);
 out:
+    if (rc == LLM_EDATA)   /* what the checkpoint lacks: named with the file */
+        llm_err_prefix(st, "%s", in);
     free(h.p);
     free(kv.p);
     free(T);

@@ -241,13 +241,11 @@ int llm_llmc_export(const char *in, const char *out, llm_status *st)
     int opened = 0;
     const llm_node *sec = llm_ckpt_section(ck, "model");
     if (!sec) {
-        rc = llm_err(st, LLM_EDATA, "%s: no model section", in);
+        rc = llm_err(st, LLM_EDATA, "no model section");
         goto done;
     }
-    if ((rc = llm_model_config_parse(sec, &cfg, st))) {
-        llm_err_prefix(st, "%s", in);
+    if ((rc = llm_model_config_parse(sec, &cfg, st)))
         goto done;
-    }
     if (llm_model__views(&cfg, &views, &nviews) != 0 || !(ts = calloc((size_t)nviews, sizeof *ts))) {
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto done;
@@ -256,7 +254,7 @@ int llm_llmc_export(const char *in, const char *out, llm_status *st)
     for (int i = 0; i < nviews; i++) {
         const llm_tensor *t = llm_ckpt_find(ck, views[i].name);
         if (!t) {
-            rc = llm_err(st, LLM_EDATA, "%s: no tensor '%s'", in, views[i].name);
+            rc = llm_err(st, LLM_EDATA, "no tensor '%s'", views[i].name);
             goto done;
         }
         if (i == 0)
@@ -305,6 +303,8 @@ int llm_llmc_export(const char *in, const char *out, llm_status *st)
         rc = llm_afile_commit(&o, st);
     }
 done:
+    if (rc == LLM_EDATA)   /* what the checkpoint lacks: named with the file */
+        llm_err_prefix(st, "%s", in);
     if (opened)
         llm_afile_abort(&o);
     free(ts);

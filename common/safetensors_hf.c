@@ -81,16 +81,16 @@ static int write_config(const llm_model_config *cfg, int eot, const char *dir, l
 int llm_hf_export(const char *in, const char *outdir, llm_status *st)
 {
     llm_ckpt *c;
-    int rc = llm_ckpt_open(&c, in, 0, st);
+    int rc = llm_ckpt_open(&c, in, 0, st);   /* its messages name the file */
     if (rc)
-        return llm_err_prefix(st, "%s", in);
+        return rc;
     llm_model_config cfg;
     int np = 0;
     llm_st_writer *w = NULL;
     void **bufs = NULL;
     const llm_node *ms = llm_ckpt_section(c, "model");
     if (!ms) {
-        rc = llm_err(st, LLM_EDATA, "'%s' has no model section", in);
+        rc = llm_err(st, LLM_EDATA, "no model section");
         goto out;
     }
     if ((rc = llm_model_config_parse(ms, &cfg, st)))
@@ -155,6 +155,8 @@ int llm_hf_export(const char *in, const char *outdir, llm_status *st)
     if (tk)
         rc = llm_hf_tok_write(c, outdir, cfg.max_seq_len, st);
 out:
+    if (rc == LLM_EDATA)   /* what the checkpoint lacks: named with the file */
+        llm_err_prefix(st, "%s", in);
     for (int i = 0; bufs && i < np; i++)
         free(bufs[i]);
     free(bufs);

@@ -158,10 +158,8 @@ int llm_shard_merge(const char *const *paths, int n, const char *out, llm_status
         goto out;
     }
     for (int i = 0; i < n && !rc; i++) {
-        if ((rc = llm_ckpt_open(&cs[i], paths[i], 0, st))) {
-            llm_err_prefix(st, "%s", paths[i]);
-            break;
-        }
+        if ((rc = llm_ckpt_open(&cs[i], paths[i], 0, st)))
+            break;   /* its messages name the file */
         rc = read_hdr(cs[i], paths[i], &hs[i], st);
         if (!rc && (hs[i].tp_size != hs[0].tp_size || hs[i].pp_size != hs[0].pp_size ||
                     hs[i].nsrc != hs[0].nsrc || strcmp(hs[i].source, hs[0].source)))

@@ -150,7 +150,7 @@ static int classify(const char *name, const llm_model_config *cfg, rule *r, llm_
 
 /* A model parameter (or its optimizer moment) must have the model's shape: a wrong one
  * would be cut as if it were right.  Other tensors go by their rule. */
-static int check_shape(const char *in, const llm_model_config *cfg, const llm_tensor *t,
+static int check_shape(const llm_model_config *cfg, const llm_tensor *t,
                        llm_status *st)
 {
     const char *b = t->name;
@@ -161,8 +161,7 @@ static int check_shape(const char *in, const llm_model_config *cfg, const llm_te
     if (rc == LLM_EUSAGE)
         return LLM_OK;   /* not a parameter */
     if (rc == LLM_EDATA)
-        return llm_err(st, rc, "'%s': %s%s%s", in, b != t->name ? t->name : "", b != t->name ? ": " : "",
-                       s.msg);
+        return llm_err(st, rc, "%s%s%s", b != t->name ? t->name : "", b != t->name ? ": " : "", s.msg);
     return rc ? llm_err(st, rc, "%s", s.msg) : LLM_OK;
 }
 
@@ -345,19 +344,19 @@ int llm_shard_split(const char *in, int tp, int pp, const int *layers, const cha
     if (tp < 1 || tp > LLM_SHARD_MAX_TP || pp < 1 || pp > LLM_SHARD_MAX_PP)
         return llm_err(st, LLM_EUSAGE, "--tp and --pp must be in 1..%d", LLM_SHARD_MAX_TP);
     llm_ckpt *c;
-    int rc = llm_ckpt_open(&c, in, 0, st);
+    int rc = llm_ckpt_open(&c, in, 0, st);   /* its messages name the file */
     if (rc)
-        return llm_err_prefix(st, "%s", in);
+        return rc;
     llm_model_config cfg;
     rule *rules = NULL;
     int *lb = NULL;
     if (llm_ckpt_section(c, "shard")) {
-        rc = llm_err(st, LLM_EDATA, "'%s' is already a shard (merge it first)", in);
+        rc = llm_err(st, LLM_EDATA, "already a shard (merge it first)");
         goto out;
     }
     const llm_node *ms = llm_ckpt_section(c, "model");
     if (!ms) {
-        rc = llm_err(st, LLM_EDATA, "'%s' has no model section", in);
+        rc = llm_err(st, LLM_EDATA, "no model section");
         goto out;
     }
     if ((rc = llm_model_config_parse(ms, &cfg, st)))
@@ -388,7 +387,7 @@ int llm_shard_split(const char *in, int tp, int pp, const int *layers, const cha
     }
     for (int k = 0; k < llm_ckpt_count(c); k++)
         if ((rc = classify(llm_ckpt_tensor(c, k)->name, &cfg, &rules[k], st)) ||
-            (rc = check_shape(in, &cfg, llm_ckpt_tensor(c, k), st)))
+            (rc = check_shape(&cfg, llm_ckpt_tensor(c, k), st)))
             goto out;
     if ((rc = check_cuts(c, rules, tp, st)))
         goto out;
@@ -401,6 +400,8 @@ int llm_shard_split(const char *in, int tp, int pp, const int *layers, const cha
         for (int i = 0; i < tp && !rc; i++)
             rc = write_one(&x, i, j, st);
 out:
+    if (rc == LLM_EDATA || rc == LLM_EUSAGE)   /* the model's problem: named with the file */
+        llm_err_prefix(st, "%s", in);
     free(rules);
     free(lb);
     llm_ckpt_close(c);

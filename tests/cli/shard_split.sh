@@ -57,4 +57,18 @@ expect_exit "merge with a wrong range: 65" 65 llm-shard merge "$TMP/s-tp0-pp0.ll
 hedit "$M" "$TMP/swapped.llmk" '(name: h.0.mlp.c_fc.weight\n\s*dtype: f32\n\s*shape: )\[(\d+), (\d+)\]' '\g<1>[\3, \2]'
 expect_exit "split of a model with a mis-shaped c_fc weight: 65" 65 llm-shard split --tp 2 "$TMP/swapped.llmk" -o "$TMP/sw/s"
 check "... naming the tensor, no shard written" sh -c "grep -q 'h.0.mlp.c_fc.weight.*shape' '$TMP/err' && [ ! -e '$TMP/sw' ]"
+# diagnostics name the file, once (llm-shard(1): one line naming the file, the problem
+# and the tensor)
+one() { # NAME FILE: $TMP/err is one line that names FILE exactly once
+  if [ "$(wc -l <"$TMP/err")" = 1 ] && [ "$(grep -o "$2" "$TMP/err" | wc -l)" = 1 ]; then ok "$1"
+  else notok "$1: $(cat "$TMP/err")"; fi
+}
+expect_exit "split --tp 3: 64" 64 llm-shard split --tp 3 "$M" -o "$TMP/x"; one "... names the model file" "$M"
+echo junk >"$TMP/junk.llmk"
+expect_exit "split of a non-.llmk file: 65" 65 llm-shard split --tp 2 "$TMP/junk.llmk" -o "$TMP/x"; one "... names it once" junk.llmk
+expect_exit "merge of a non-.llmk file: 65" 65 llm-shard merge "$TMP/junk.llmk" -o "$TMP/x.llmk"; one "... names it once" junk.llmk
+expect_exit "export --to gguf of a non-.llmk file: 65" 65 llm-shard export --to gguf "$TMP/junk.llmk" -o "$TMP/x.gguf"; one "... names it once" junk.llmk
+expect_exit "export --to gguf of a shard: 65" 65 llm-shard export --to gguf "$TMP/s-tp0-pp0.llmk" -o "$TMP/x.gguf"; one "... names the shard and the tensor" "s-tp0-pp0.llmk: tensor '"
+expect_exit "export --to safetensors of a shard: 65" 65 llm-shard export --to safetensors "$TMP/s-tp0-pp0.llmk" -o "$TMP/xd"; one "... names the shard and the tensor" "s-tp0-pp0.llmk: tensor '"
+expect_exit "convert --to llmc of a shard: 65" 65 llm-shard convert --to llmc "$TMP/s-tp0-pp0.llmk" -o "$TMP/x.bin"; one "... names the shard and the tensor" "s-tp0-pp0.llmk: tensor '"
 echo "1..$_n"
