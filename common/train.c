@@ -453,6 +453,15 @@ static void teardown(trainer *t)
     free(t->tg);
 }
 
+/* AdamW's step count for this step's update: the updates applied so far, plus one.  A
+ * skipped step does not advance it, as in PyTorch, where a step GradScaler skips never
+ * reaches the optimizer: after skipped steps the bias correction is that of the first
+ * update, not of the step number. */
+static int adam_t(const trainer *t)
+{
+    return (int)(t->step + 1 - t->skipped_total);
+}
+
 /* One optimizer step over accum micro-batches. */
 static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *gnorm,
                     int *skipped, llm_status *st)
@@ -467,7 +476,7 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
         llm_adamw_config hp = {(float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
                                (float)c->weight_decay, (float)c->grad_clip};
         return llm_train_dist_step(t->dd, t->train, t->in, t->tg, c->batch_size, c->seq_len,
-                                   accum, &hp, (int)(t->step + 1), fault > 0 && t->step + 1 >= fault,
+                                   accum, &hp, adam_t(t), fault > 0 && t->step + 1 >= fault,
                                    loss, gnorm, skipped, st);
     }
     if (llm_model_zero_grad(t->m, st))
@@ -492,7 +501,7 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
     }
     llm_adamw_config hp = {(float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
                            (float)c->weight_decay, (float)c->grad_clip};
-    return llm_model_update(t->m, &hp, (int)(t->step + 1), gnorm, skipped, st);
+    return llm_model_update(t->m, &hp, adam_t(t), gnorm, skipped, st);
 }
 
 int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_result *res,

@@ -125,6 +125,29 @@ assert not events, events
 assert over >= 1 and grow >= 1, (over, grow)
 print("# %d overflows, %d growths" % (over, grow))
 PY
+# AdamW's bias correction counts applied updates, as PyTorch's does behind a gradient
+# scaler: the first update after skipped overflow steps moves the weights by about lr
+# (Adam's first step: lr * g / |g|), not by the ~0.5 lr of a step count that went on
+check "the first update after skipped steps has the bias correction of a first update" "$PY" - <<'PY'
+import array, json, re
+ev = [json.loads(l) for l in open("ls.jsonl")]
+over = {e["step"] for e in ev if e.get("event") == "loss_scale" and e.get("reason") == "overflow"}
+steps = {e["step"]: e for e in ev if "loss" in e}
+s = min(k for k in steps if k not in over)
+def tensors(p):
+    b = open(p, 'rb').read(); h = int.from_bytes(b[12:20], 'little')
+    head = b[20:20 + h].decode(); base = (20 + h + 63) // 64 * 64
+    out = {}
+    for m in re.finditer(r'name: (\S+)\n\s*dtype: f32\n(?:.*\n)*?\s*offset: (\d+)\n\s*nbytes: (\d+)', head):
+        o, n = int(m.group(2)), int(m.group(3))
+        out[m.group(1)] = array.array('f', b[base + o:base + o + n])
+    return out
+A, B = tensors("ls/step-%08d.llmk" % (s - 1)), tensors("ls/step-%08d.llmk" % s)
+d = max(max(abs(x - y) for x, y in zip(A[k], B[k])) for k in A if not k.startswith("opt."))
+r = d / steps[s]["lr"]
+print("# first update at step %d (after %d skipped): largest change %.3g = %.3f lr" % (s, len(over & set(range(s))), d, r))
+raise SystemExit(not (s > 1 and 0.9 < r < 1.1))
+PY
 # the initial weights and zero moments: a run whose only step is skipped by the fault hook
 LLM_TRAIN_FAULT_NAN=1 llm-train --config ls.yaml -o nan --set train.max_steps=1 -q >/dev/null 2>&1
 check "a skipped overflow leaves weights and moments as initialised" weights ls/step-00000001.llmk nan/step-00000001.llmk
