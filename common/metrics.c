@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #include "common/json.h"
@@ -36,6 +37,17 @@ int llm_metrics_open(llm_metrics **out, const char *path, const char *prom, int 
         if (llm_out_target(prom, target, sizeof target, NULL, st))
             return llm_err_prefix(st, "prom file");
         prom = target;
+        /* its folder must take the file now, not fail at every step */
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", target);
+        char *sl = strrchr(dir, '/');
+        if (!sl)
+            snprintf(dir, sizeof dir, ".");
+        else
+            sl[sl == dir] = 0;
+        if (access(dir, W_OK | X_OK))
+            return llm_err(st, LLM_EIO, "prom file '%s': cannot write in '%s': %s", target, dir,
+                           strerror(errno));
     }
     llm_metrics *m = calloc(1, sizeof *m);
     if (!m)

@@ -81,6 +81,8 @@ check "prom has val loss" grep -q "^llmkit_train_val_loss " a.prom
 # a CPU run has no device health: no gpu_* field in the step lines, no gpu gauge
 check "cpu run: no gpu fields in step lines" $PY -c "import sys; sys.exit('\"gpu_' in open('a.jsonl').read())"
 check "cpu run: no gpu gauges in prom" $PY -c "import sys; sys.exit('gpu' in open('a.prom').read())"
+expect_exit "--prom into a missing folder: 74 at the start" 74 llm-train --config run.yaml -o pm --prom nodir/x.prom
+check "... named, and no step run" sh -c "grep -q \"prom file 'nodir/x.prom': cannot write in 'nodir'\" '$TMP/err' && [ ! -e pm ]"
 
 # ---- exact resume: 6 steps + resume == 12 straight ----
 expect_exit "first half (exit_after 6)" 0 llm-train --config run.yaml -o b --set train.exit_after=6 --metrics b1.jsonl
