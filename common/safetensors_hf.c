@@ -52,7 +52,8 @@ static void param_name(int i, int L, char *buf, size_t n, int *layer_kind)
         snprintf(buf, n, "ln_f.%s", i == 2 + 12 * L ? "weight" : "bias");
 }
 
-static int write_config(const llm_model_config *cfg, int eot, const char *dir, llm_status *st)
+static int write_config(const llm_model_config *cfg, int eot, const char *torch_dtype,
+                        const char *dir, llm_status *st)
 {
     json_t *j = json_pack("{s:[s], s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:n, s:f, s:f, s:f, s:f, s:f, s:i, "
                           "s:i, s:b, s:b, s:b, s:s}",
@@ -61,7 +62,7 @@ static int write_config(const llm_model_config *cfg, int eot, const char *dir, l
                           cfg->max_seq_len, "n_ctx", cfg->max_seq_len, "vocab_size", cfg->vocab_size, "n_inner",
                           "layer_norm_epsilon", 1e-5, "initializer_range", 0.02, "resid_pdrop", 0.0, "embd_pdrop",
                           0.0, "attn_pdrop", 0.0, "bos_token_id", eot, "eos_token_id", eot, "tie_word_embeddings", 1,
-                          "scale_attn_weights", 1, "use_cache", 1, "torch_dtype", "float32");
+                          "scale_attn_weights", 1, "use_cache", 1, "torch_dtype", torch_dtype);
     char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     if (!s)
@@ -86,6 +87,7 @@ int llm_hf_export(const char *in, const char *outdir, llm_status *st)
         return rc;
     llm_model_config cfg;
     int np = 0;
+    const char *torch_dtype = "float32";
     llm_st_writer *w = NULL;
     void **bufs = NULL;
     const llm_node *ms = llm_ckpt_section(c, "model");
@@ -113,6 +115,9 @@ int llm_hf_export(const char *in, const char *outdir, llm_status *st)
         if ((rc = llm_model_check_shape(&cfg, name, t, st)))
             goto out;
         const char *dt = st_dtype(t->dtype);
+        if (i == 0)   /* config.json's torch_dtype: the embedding's, as transformers writes it */
+            torch_dtype = t->dtype == LLM_DT_BF16 ? "bfloat16" : t->dtype == LLM_DT_F16 ? "float16"
+                                                                                   : "float32";
         if (!dt) {
             rc = llm_err(st, LLM_EDATA, "tensor '%s': dtype %s cannot be exported to safetensors (f32, f16, bf16)",
                          name, llm_dtype_name(t->dtype));
@@ -150,7 +155,7 @@ int llm_hf_export(const char *in, const char *outdir, llm_status *st)
     int64_t e64;
     if (tk && !llm_node_i64(llm_node_get(tk, "eot"), &e64) && e64 >= 0 && e64 < cfg.vocab_size)
         eot = (int)e64;
-    if ((rc = write_config(&cfg, eot, outdir, st)))
+    if ((rc = write_config(&cfg, eot, torch_dtype, outdir, st)))
         goto out;
     if (tk)
         rc = llm_hf_tok_write(c, outdir, cfg.max_seq_len, st);

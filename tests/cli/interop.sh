@@ -304,6 +304,10 @@ expect_exit "export --to safetensors of a q8_0 model: 65" 65 llm-shard export --
 check "... no directory made" test ! -e "$TMP/qhf"
 expect_exit "export --to safetensors into missing parents" 0 llm-shard export --to safetensors "$M" -o "$TMP/deep/er/hf"
 check "... made, the model in it" test -s "$TMP/deep/er/hf/model.safetensors"
+check "config.json of an f32 model: torch_dtype float32" grep -q '"torch_dtype": "float32"' "$TMP/deep/er/hf/config.json"
+llm-quantize -q "$M" "$TMP/b16.llmk" --type bf16
+expect_exit "export --to safetensors of a bf16 model" 0 llm-shard export --to safetensors "$TMP/b16.llmk" -o "$TMP/b16hf"
+check "... its config.json says torch_dtype bfloat16" grep -q '"torch_dtype": "bfloat16"' "$TMP/b16hf/config.json"
 expect_exit "export --to onnx: 64" 64 llm-shard export --to onnx "$M" -o "$TMP/x"
 expect_exit "export of a shard: 65" 65 sh -c "llm-shard split --pp 2 '$M' -o '$TMP/p' && llm-shard export --to gguf '$TMP/p-tp0-pp0.llmk' -o '$TMP/x.gguf'"
 
