@@ -258,13 +258,13 @@ static void read_in(conn *c)
         }
         size_t start = c->n_in;
         c->n_in += (size_t)r;
-        if (c->skipping) {   /* drop to the end of the over-long line */
+        if (c->skipping) {   /* drop to the end of the over-long line, keeping the whole
+                                lines received before it (not yet taken) */
             char *nl = memchr(c->in + start, '\n', c->n_in - start);
             size_t keep = nl ? c->n_in - (size_t)(nl + 1 - c->in) : 0;
-            memmove(c->in, c->in + c->n_in - keep, keep);
-            c->n_in = keep;
+            memmove(c->in + start, c->in + c->n_in - keep, keep);
+            c->n_in = start + keep;
             c->skipping = !nl;
-            start = 0;
         }
         /* a line still open past the limit: answer it once, drop the rest of it */
         char *last = c->n_in ? memrchr(c->in, '\n', c->n_in) : NULL;

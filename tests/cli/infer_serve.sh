@@ -92,6 +92,13 @@ elif mode == "bad":               # garbage, an over-long line, then a good requ
     for line in s.makefile("r"):
         r = json.loads(line)
         print(r["finish_reason"], r.get("error", "-"))
+elif mode == "around":            # 1000 requests, a 17 MiB line, one more: all in one send
+    s = connect(addr)
+    s.sendall(b"".join((json.dumps(req(3, i, 3)) + "\n").encode() for i in range(1000)) +
+              b'{"prompt": "' + b"x" * (17 << 20) + b'"}\n' + (json.dumps(req(4, 0, 3)) + "\n").encode())
+    s.shutdown(socket.SHUT_WR)
+    got = [json.loads(line) for line in s.makefile("r")]
+    print(len(got), sum(r["finish_reason"] == "error" for r in got))
 elif mode == "leave":             # a client that leaves before its answer
     s = connect(addr)
     s.sendall((json.dumps(req(5, 0, 40)) + "\n").encode())
@@ -133,6 +140,9 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
   out=$(timeout 60 $PY client.py "$ADDR" bad 2>&1)
   check "garbage and a 17 MiB line: error responses, then the next request answered" \
     sh -c "echo '$out' | sed -n 1p | grep -q '^error' && echo '$out' | sed -n 2p | grep -q 'longer than 16 MiB' && [ \"\$(echo '$out' | sed -n 3p)\" = 'length -' ]"
+  out=$(timeout 60 $PY client.py "$ADDR" around 2>&1)
+  check "1000 requests before a 17 MiB line and one after, sent at once: 1002 responses, 1 error ($out)" \
+    [ "$out" = "1002 1" ]
   out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
   check "a client that left: the next one is served ($out)" [ "$out" = length ]
   out=$(timeout 60 $PY client.py "$ADDR" crowd 2>&1)
