@@ -332,11 +332,16 @@ static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
             } else {
                 char *nl = memchr(c->in, '\n', c->n_in);
                 size_t len = nl ? (size_t)(nl - c->in) : c->n_in, used = nl ? len + 1 : len;
-                if (len && c->in[len - 1] == '\r')
+                /* read_in cuts a line once it is open past the limit; one whose end came
+                 * in the same read is over it too (the limit counts a CR, as on stdin) */
+                int over = len > LLM_INFER_MAX_LINE;
+                if (over)
+                    len = 0;
+                else if (len && c->in[len - 1] == '\r')
                     len--;
                 char save = c->in[len];
                 c->in[len] = 0;
-                r = llm_infer_source_request(n->src, c->in, len, 0, req, st);
+                r = llm_infer_source_request(n->src, over ? "" : c->in, len, over, req, st);
                 c->in[len] = save;
                 memmove(c->in, c->in + used, c->n_in - used);
                 c->n_in -= used;

@@ -99,6 +99,11 @@ elif mode == "around":            # 1000 requests, a 17 MiB line, one more: all 
     s.shutdown(socket.SHUT_WR)
     got = [json.loads(line) for line in s.makefile("r")]
     print(len(got), sum(r["finish_reason"] == "error" for r in got))
+elif mode == "justover":          # a line 100 bytes over 16 MiB, its end in one send
+    s = connect(addr)
+    s.sendall(b'{"prompt": "' + b"x" * ((16 << 20) + 100 - 14) + b'"}\n')
+    s.shutdown(socket.SHUT_WR)
+    print(" ".join(json.loads(line).get("error", "-") for line in s.makefile("r")))
 elif mode == "leave":             # a client that leaves before its answer
     s = connect(addr)
     s.sendall((json.dumps(req(5, 0, 40)) + "\n").encode())
@@ -143,6 +148,8 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
   out=$(timeout 60 $PY client.py "$ADDR" around 2>&1)
   check "1000 requests before a 17 MiB line and one after, sent at once: 1002 responses, 1 error ($out)" \
     [ "$out" = "1002 1" ]
+  out=$(timeout 60 $PY client.py "$ADDR" justover 2>&1)
+  check "a line 100 bytes over 16 MiB: refused as on stdin ($out)" [ "$out" = "input line longer than 16 MiB" ]
   out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
   check "a client that left: the next one is served ($out)" [ "$out" = length ]
   out=$(timeout 60 $PY client.py "$ADDR" crowd 2>&1)
