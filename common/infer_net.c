@@ -92,6 +92,9 @@ static int listen_tcp(llm_infer_net *n, const char *addr, char *bound, size_t bl
     if (!colon || !hl || hl >= sizeof host || !colon[1] || colon[1 + strspn(colon + 1, "0123456789")])
         return llm_err(st, LLM_EUSAGE, "--listen '%s': expected HOST:PORT, [IPV6]:PORT or unix:PATH",
                        addr);
+    /* getaddrinfo takes any number as a service and keeps its low 16 bits: 65536 is 0 */
+    if (strtoul(colon + 1, NULL, 10) > 65535)   /* ULONG_MAX past its range */
+        return llm_err(st, LLM_EUSAGE, "--listen '%s': the port must be in 0..65535", addr);
     memcpy(host, addr, hl);
     host[hl] = 0;
     if (host[0] == '[' && host[hl - 1] == ']') {   /* [::1] */

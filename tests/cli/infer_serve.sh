@@ -178,6 +178,7 @@ fi
 # ---- refused ----
 expect_exit "--listen with -p: 64" 64 llm-infer "$M" --listen unix:x.sock -p hi
 expect_exit "--listen nonsense: 64" 64 llm-infer "$M" --listen nonsense
+expect_exit "--listen 127.0.0.1:65536 (port out of range): 64" 64 timeout 10 llm-infer "$M" --listen 127.0.0.1:65536
 expect_exit "--listen unix: (no path): 64" 64 llm-infer "$M" --listen unix:
 echo keep >plain.txt
 expect_exit "--listen on a regular file: 64" 64 llm-infer "$M" --listen unix:plain.txt
