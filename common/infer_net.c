@@ -30,7 +30,9 @@ typedef struct {
 
 struct llm_infer_net {
     int lfd;
-    char *unix_path;     /* removed at the end */
+    char *unix_path;     /* removed at the end, if still the socket bound here: */
+    dev_t unix_dev;
+    ino_t unix_ino;
     conn c[LLM_INFER_NET_MAX_CONN];
     int next;            /* the connection to look at first for a line (round robin) */
     llm_infer_source *src;
@@ -73,13 +75,25 @@ static int listen_unix(llm_infer_net *n, const char *path, char *bound, size_t b
         if (!S_ISSOCK(sb.st_mode))
             return llm_err(st, LLM_EUSAGE, "--listen unix:%s: a file that is not a socket is there",
                            path);
-        unlink(path);   /* a socket left by an earlier server */
+        /* a socket left by an earlier server, unless one still listens there */
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int live = probe >= 0 && (connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0 ||
+                                  errno == EAGAIN || errno == EINPROGRESS);
+        if (probe >= 0)
+            close(probe);
+        if (live)
+            return llm_err(st, LLM_EIO, "--listen unix:%s: a server is listening there", path);
+        unlink(path);
     }
     n->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (n->lfd < 0 || bind(n->lfd, (struct sockaddr *)&sa, sizeof sa) < 0)
         return llm_err(st, LLM_EIO, "--listen unix:%s: %s", path, strerror(errno));
-    if (!(n->unix_path = strdup(path)))
-        return llm_err(st, LLM_ENOMEM, "out of memory");
+    if (lstat(path, &sb) == 0) {   /* ours to remove at the end (not a file put there since) */
+        if (!(n->unix_path = strdup(path)))
+            return llm_err(st, LLM_ENOMEM, "out of memory");
+        n->unix_dev = sb.st_dev;
+        n->unix_ino = sb.st_ino;
+    }
     snprintf(bound, blen, "unix:%s", path);
     return LLM_OK;
 }
@@ -165,7 +179,9 @@ void llm_infer_net_free(llm_infer_net *n)
             conn_close(&n->c[i]);
     if (n->lfd >= 0)
         close(n->lfd);
-    if (n->unix_path)
+    struct stat sb;
+    if (n->unix_path && lstat(n->unix_path, &sb) == 0 && S_ISSOCK(sb.st_mode) &&
+        sb.st_dev == n->unix_dev && sb.st_ino == n->unix_ino)
         unlink(n->unix_path);
     free(n->unix_path);
     free(n);

@@ -20,15 +20,17 @@
 
 typedef struct llm_infer_net llm_infer_net;
 
-/* Listen on addr: "unix:PATH" (a socket file there is replaced; any other file is
- * refused), "HOST:PORT" or "[IPV6]:PORT" (PORT 0: any free port).  src parses the lines
- * (its in must be NULL; jsonl is set); stop, when set by a signal handler, ends the
- * wait for requests.  *bound receives the address in the same form, with the port.
+/* Listen on addr: "unix:PATH" (a socket file there is replaced unless a server listens
+ * on it: LLM_EIO; any other file is refused), "HOST:PORT" or "[IPV6]:PORT" (PORT 0: any
+ * free port).  src parses the lines (its in must be NULL; jsonl is set); stop, when set
+ * by a signal handler, ends the wait for requests.  *bound receives the address in the
+ * same form, with the port.
  * Errors: LLM_EUSAGE (a bad address), LLM_EIO (socket, bind, listen), LLM_ENOMEM. */
 int llm_infer_net_open(llm_infer_net **out, const char *addr, llm_infer_source *src,
                        volatile sig_atomic_t *stop, char *bound, size_t boundlen,
                        llm_status *st);
-/* Close every connection and the listener (and remove a Unix socket file). */
+/* Close every connection and the listener (and remove the Unix socket file it bound,
+ * if that is still what is at its path). */
 void llm_infer_net_free(llm_infer_net *n);
 
 /* The llm_infer_io of a server: next waits for a request from any client (0 only when

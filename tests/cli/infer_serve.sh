@@ -155,12 +155,26 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
   out=$(timeout 60 $PY client.py "$ADDR" crowd 2>&1)
   check "64 clients held: a 65th is closed, the first still served ($(echo $out | tr '\n' ' '))" \
     sh -c "echo '$out' | grep -q '65th: closed' && echo '$out' | grep -q '1st: length'"
+  expect_exit "a second server on the same socket: 74 (a server is listening there)" 74 \
+    timeout 10 llm-infer "$M" --listen unix:"$TMP/s.sock"
+  out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
+  check "... the first one still served ($out)" [ "$out" = length ]
   check "still running after all that" kill -0 $SP
   stop_server
   check "SIGTERM: exit 0 ($SRC), 'stopped' said, the socket file removed" \
     sh -c "[ $SRC = 0 ] && grep -q 'stopped after' srv.log && [ ! -e '$TMP/s.sock' ]"
 else
   notok "the server did not start: $(head -c 300 srv.log)"
+fi
+
+# ---- a file put at the socket's path meanwhile is not the server's to remove ----
+if start_server srv2.log unix:"$TMP/s2.sock"; then
+  rm "$TMP/s2.sock" && echo keep >"$TMP/s2.sock"
+  stop_server
+  check "SIGTERM: exit 0 ($SRC), the file now at the socket's path kept" \
+    sh -c "[ $SRC = 0 ] && [ \"\$(cat '$TMP/s2.sock')\" = keep ]"
+else
+  notok "the server did not start: $(head -c 300 srv2.log)"
 fi
 
 # ---- TCP, any free port ----
