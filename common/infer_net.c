@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define READ_CHUNK (64u << 10)
@@ -39,6 +40,8 @@ struct llm_infer_net {
     volatile sig_atomic_t *stop;
     long answered;
 };
+
+static void flush_out(conn *c);
 
 static void conn_close(conn *c)
 {
@@ -170,10 +173,39 @@ int llm_infer_net_open(llm_infer_net **out, const char *addr, llm_infer_source *
     return LLM_OK;
 }
 
+/* Send what waits for the clients (responses already made, the last ones "interrupted")
+ * for up to ms milliseconds: a client that reads slowly still gets them; one that does
+ * not read delays the end by ms at most. */
+static void drain(llm_infer_net *n, int ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct pollfd p[LLM_INFER_NET_MAX_CONN];
+        int idx[LLM_INFER_NET_MAX_CONN], k = 0;
+        for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
+            if (n->c[i].fd >= 0 && n->c[i].n_out > n->c[i].off_out) {
+                p[k] = (struct pollfd){.fd = n->c[i].fd, .events = POLLOUT};
+                idx[k++] = i;
+            }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long left = ms - ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L);
+        if (!k || left <= 0)
+            return;
+        int r = poll(p, (nfds_t)k, (int)left);
+        if (r < 0 && errno != EINTR)
+            return;
+        for (int j = 0; r > 0 && j < k; j++)
+            if (p[j].revents)
+                flush_out(&n->c[idx[j]]);
+    }
+}
+
 void llm_infer_net_free(llm_infer_net *n)
 {
     if (!n)
         return;
+    drain(n, LLM_INFER_NET_DRAIN_MS);
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
         if (n->c[i].fd >= 0)
             conn_close(&n->c[i]);

@@ -17,6 +17,7 @@
 
 #define LLM_INFER_NET_MAX_CONN 64             /* clients at once; more are closed at once */
 #define LLM_INFER_NET_MAX_OUT  (16u << 20)    /* bytes of responses waiting for a client */
+#define LLM_INFER_NET_DRAIN_MS 2000           /* at the end: to send what still waits */
 
 typedef struct llm_infer_net llm_infer_net;
 
@@ -29,7 +30,8 @@ typedef struct llm_infer_net llm_infer_net;
 int llm_infer_net_open(llm_infer_net **out, const char *addr, llm_infer_source *src,
                        volatile sig_atomic_t *stop, char *bound, size_t boundlen,
                        llm_status *st);
-/* Close every connection and the listener (and remove the Unix socket file it bound,
+/* Send the responses still waiting (for LLM_INFER_NET_DRAIN_MS at most), close every
+ * connection and the listener (and remove the Unix socket file it bound,
  * if that is still what is at its path). */
 void llm_infer_net_free(llm_infer_net *n);
 

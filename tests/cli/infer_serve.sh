@@ -104,6 +104,13 @@ elif mode == "justover":          # a line 100 bytes over 16 MiB, its end in one
     s.sendall(b'{"prompt": "' + b"x" * ((16 << 20) + 100 - 14) + b'"}\n')
     s.shutdown(socket.SHUT_WR)
     print(" ".join(json.loads(line).get("error", "-") for line in s.makefile("r")))
+elif mode == "unread":            # many requests, read only after SIGTERM to the server
+    import os, signal
+    s = connect(addr)
+    s.sendall(b"".join((json.dumps(req(2, i, 20)) + "\n").encode() for i in range(3000)))
+    time.sleep(3)
+    os.kill(int(sys.argv[3]), signal.SIGTERM)
+    print(len(s.makefile("rb").readlines()))
 elif mode == "leave":             # a client that leaves before its answer
     s = connect(addr)
     s.sendall((json.dumps(req(5, 0, 40)) + "\n").encode())
@@ -175,6 +182,19 @@ if start_server srv2.log unix:"$TMP/s2.sock"; then
     sh -c "[ $SRC = 0 ] && [ \"\$(cat '$TMP/s2.sock')\" = keep ]"
 else
   notok "the server did not start: $(head -c 300 srv2.log)"
+fi
+
+# ---- responses not yet read when the server stops are still sent ----
+if start_server srv3.log unix:"$TMP/s3.sock" --batch 8; then
+  out=$(timeout 60 $PY client.py "$ADDR" unread $SP 2>&1)   # the client sends the SIGTERM
+  for _ in $(seq 100); do kill -0 $SP 2>/dev/null || break; sleep 0.1; done
+  kill -0 $SP 2>/dev/null && kill -KILL $SP
+  wait $SP; SRC=$?
+  n=$(sed -n 's/.*stopped after \([0-9]*\) request.*/\1/p' srv3.log)
+  check "SIGTERM: exit 0 ($SRC), a client reading late gets all $n responses ($out)" \
+    sh -c "[ $SRC = 0 ] && [ -n '$n' ] && [ '$out' = '$n' ]"
+else
+  notok "the server did not start: $(head -c 300 srv3.log)"
 fi
 
 # ---- TCP, any free port ----
