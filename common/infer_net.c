@@ -36,6 +36,8 @@ struct llm_infer_net {
     ino_t unix_ino;
     conn c[LLM_INFER_NET_MAX_CONN];
     int next;            /* the connection to look at first for a line (round robin) */
+    int accept_wait;     /* accept failed for want of descriptors or memory: the listener
+                            stays readable, so leave it out of the next poll */
     llm_infer_source *src;
     volatile sig_atomic_t *stop;
     long answered;
@@ -238,8 +240,11 @@ static void accept_all(llm_infer_net *n)
 {
     for (;;) {
         int fd = accept4(n->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                n->accept_wait = 1;   /* not a busy loop: try again in a while */
             return;   /* EAGAIN, or a client that went away while queued */
+        }
         int i = 0;
         while (i < LLM_INFER_NET_MAX_CONN && n->c[i].fd >= 0)
             i++;
@@ -335,8 +340,14 @@ static void pump(llm_infer_net *n, int timeout_ms)
 {
     struct pollfd p[LLM_INFER_NET_MAX_CONN + 1];
     int idx[LLM_INFER_NET_MAX_CONN + 1], k = 0;
-    p[k] = (struct pollfd){.fd = n->lfd, .events = POLLIN};
-    idx[k++] = -1;
+    if (n->accept_wait) {   /* queued clients wait; look again in 100 ms at most */
+        n->accept_wait = 0;
+        if (timeout_ms < 0 || timeout_ms > 100)
+            timeout_ms = 100;
+    } else {
+        p[k] = (struct pollfd){.fd = n->lfd, .events = POLLIN};
+        idx[k++] = -1;
+    }
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
         conn *c = &n->c[i];
         if (c->fd < 0)

@@ -111,6 +111,9 @@ elif mode == "unread":            # many requests, read only after SIGTERM to th
     time.sleep(3)
     os.kill(int(sys.argv[3]), signal.SIGTERM)
     print(len(s.makefile("rb").readlines()))
+elif mode == "hold":              # N clients held open for 2 s
+    held = [connect(addr) for _ in range(int(sys.argv[3]))]
+    time.sleep(2)
 elif mode == "leave":             # a client that leaves before its answer
     s = connect(addr)
     s.sendall((json.dumps(req(5, 0, 40)) + "\n").encode())
@@ -195,6 +198,20 @@ if start_server srv3.log unix:"$TMP/s3.sock" --batch 8; then
     sh -c "[ $SRC = 0 ] && [ -n '$n' ] && [ '$out' = '$n' ]"
 else
   notok "the server did not start: $(head -c 300 srv3.log)"
+fi
+
+# ---- out of descriptors: the clients wait in the queue, no busy loop ----
+(ulimit -n 16; start_server srv4.log unix:"$TMP/s4.sock"; echo $SP >srv4.pid; wait $SP) &
+for _ in $(seq 100); do [ -s srv4.pid ] && grep -q listening srv4.log && break; sleep 0.05; done
+SP=$(cat srv4.pid 2>/dev/null)
+if [ -n "$SP" ]; then
+  t0=$(awk '{print $14 + $15}' /proc/$SP/stat)
+  timeout 20 $PY client.py unix:"$TMP/s4.sock" hold 20 >/dev/null 2>&1
+  t1=$(awk '{print $14 + $15}' /proc/$SP/stat)
+  kill -TERM $SP; wait
+  check "20 clients with 16 descriptors: $((t1 - t0)) ticks of CPU in 2 s (< 50)" [ $((t1 - t0)) -lt 50 ]
+else
+  notok "the server did not start: $(head -c 300 srv4.log)"
 fi
 
 # ---- TCP, any free port ----
