@@ -27,6 +27,7 @@ typedef struct {
     char *out;           /* responses not yet sent */
     size_t n_out, off_out;
     long pending;        /* requests taken and not yet answered */
+    uint64_t last;       /* when it last sent a byte or was sent one (ns, monotonic) */
 } conn;
 
 struct llm_infer_net {
@@ -236,6 +237,26 @@ long llm_infer_net_answered(const llm_infer_net *n)
 
 /* ---- moving bytes ---- */
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The client idle the longest: nothing of it waiting to be answered or sent; -1 if none. */
+static int idlest(const llm_infer_net *n)
+{
+    int best = -1;
+    for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
+        const conn *c = &n->c[i];
+        if (c->fd >= 0 && !c->pending && !c->n_in && !c->toolong && !c->skipping &&
+            c->off_out == c->n_out && (best < 0 || c->last < n->c[best].last))
+            best = i;
+    }
+    return best;
+}
+
 static void accept_all(llm_infer_net *n)
 {
     for (;;) {
@@ -248,11 +269,14 @@ static void accept_all(llm_infer_net *n)
         int i = 0;
         while (i < LLM_INFER_NET_MAX_CONN && n->c[i].fd >= 0)
             i++;
-        if (i == LLM_INFER_NET_MAX_CONN) {
-            close(fd);   /* full: the client sees its connection closed */
+        if (i == LLM_INFER_NET_MAX_CONN && (i = idlest(n)) >= 0)
+            conn_close(&n->c[i]);   /* full: the client idle the longest makes room */
+        if (i < 0) {
+            close(fd);   /* full of busy clients: the newcomer sees its connection closed */
             continue;
         }
         n->c[i].fd = fd;
+        n->c[i].last = now_ns();
     }
 }
 
@@ -270,9 +294,13 @@ static void flush_out(conn *c)
             return;
         }
         c->off_out += (size_t)w;
+        c->last = now_ns();
     }
-    if (c->fd >= 0 && c->off_out == c->n_out)
+    if (c->fd >= 0 && c->off_out == c->n_out) {   /* all sent: give the buffer back */
+        free(c->out);
+        c->out = NULL;
         c->off_out = c->n_out = 0;
+    }
     if (c->fd >= 0 && c->n_out - c->off_out > LLM_INFER_NET_MAX_OUT)
         conn_close(c);
     if (c->fd >= 0 && c->eof && !c->pending && !c->n_in && !c->toolong && c->n_out == 0)
@@ -314,6 +342,7 @@ static void read_in(conn *c)
         }
         size_t start = c->n_in;
         c->n_in += (size_t)r;
+        c->last = now_ns();
         if (c->skipping) {   /* drop to the end of the over-long line, keeping the whole
                                 lines received before it (not yet taken) */
             char *nl = memchr(c->in + start, '\n', c->n_in - start);
@@ -407,6 +436,11 @@ static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
                 c->in[len] = save;
                 memmove(c->in, c->in + used, c->n_in - used);
                 c->n_in -= used;
+                if (!c->n_in && c->cap_in > 4 * READ_CHUNK) {   /* after a long line */
+                    free(c->in);
+                    c->in = NULL;
+                    c->cap_in = 0;
+                }
             }
             if (r < 0)
                 return -1;

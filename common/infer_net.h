@@ -15,7 +15,7 @@
 #include "common/infer_io.h"
 #include "common/infer_sched.h"
 
-#define LLM_INFER_NET_MAX_CONN 64             /* clients at once; more are closed at once */
+#define LLM_INFER_NET_MAX_CONN 64             /* clients at once; a newcomer replaces the idlest */
 #define LLM_INFER_NET_MAX_OUT  (16u << 20)    /* bytes of responses waiting for a client */
 #define LLM_INFER_NET_DRAIN_MS 2000           /* at the end: to send what still waits */
 

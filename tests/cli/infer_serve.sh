@@ -124,20 +124,26 @@ elif mode == "leave":             # a client that leaves before its answer
     f.write(json.dumps(req(6, 0, 2)) + "\n")
     f.flush()
     print(json.loads(f.readline())["finish_reason"])
-elif mode == "crowd":             # 64 clients held open: the 65th is closed at once
-    held = [connect(addr) for _ in range(64)]
+elif mode == "crowd":             # 64 idle clients: a 65th takes the idlest one's place
+    held = []
+    for _ in range(64):
+        held.append(connect(addr))
+        time.sleep(0.01)
     time.sleep(0.3)
     s = connect(addr)
-    s.settimeout(5)
+    f = s.makefile("rw")
+    f.write(json.dumps(req(8, 0, 1)) + "\n")
+    f.flush()
+    print("65th:", json.loads(f.readline())["finish_reason"])
+    held[0].settimeout(5)
     try:
-        s.sendall((json.dumps(req(8, 0, 1)) + "\n").encode())
-        print("65th:", "closed" if s.recv(100) == b"" else "answered")
-    except (ConnectionResetError, BrokenPipeError):
-        print("65th: closed")
-    f = held[0].makefile("rw")
+        print("1st:", "closed" if held[0].recv(100) == b"" else "data")
+    except ConnectionResetError:
+        print("1st: closed")
+    f = held[1].makefile("rw")
     f.write(json.dumps(req(8, 1, 1)) + "\n")
     f.flush()
-    print("1st:", json.loads(f.readline())["finish_reason"])
+    print("2nd:", json.loads(f.readline())["finish_reason"])
 PY
 
 # ---- a Unix-domain socket ----
@@ -163,8 +169,8 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
   out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
   check "a client that left: the next one is served ($out)" [ "$out" = length ]
   out=$(timeout 60 $PY client.py "$ADDR" crowd 2>&1)
-  check "64 clients held: a 65th is closed, the first still served ($(echo $out | tr '\n' ' '))" \
-    sh -c "echo '$out' | grep -q '65th: closed' && echo '$out' | grep -q '1st: length'"
+  check "64 idle clients: a 65th is served in place of the idlest, the others stay ($(echo $out | tr '\n' ' '))" \
+    sh -c "echo '$out' | grep -q '65th: length' && echo '$out' | grep -q '1st: closed' && echo '$out' | grep -q '2nd: length'"
   expect_exit "a second server on the same socket: 74 (a server is listening there)" 74 \
     timeout 10 llm-infer "$M" --listen unix:"$TMP/s.sock"
   out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
