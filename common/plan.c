@@ -69,12 +69,14 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
         return llm_err(st, LLM_EUSAGE, "model: n_layer, n_embd, n_head, vocab and max_seq_len must be >= 1");
     if (c->gpus < 1 || c->tp < 1 || c->pp < 1)
         return llm_err(st, LLM_EUSAGE, "gpus, tp and pp must be >= 1");
-    if (c->gpus % (c->tp * c->pp))
-        return llm_err(st, LLM_EUSAGE, "gpus %d is not a multiple of tp*pp = %d", c->gpus, c->tp * c->pp);
+    /* tp <= n_head and pp <= n_layer first: their product then fits in an int */
     if (m->n_head % c->tp)
         return llm_err(st, LLM_EUSAGE, "tp %d does not divide n_head %d", c->tp, m->n_head);
     if (c->pp > m->n_layer)
         return llm_err(st, LLM_EUSAGE, "pp %d exceeds n_layer %d", c->pp, m->n_layer);
+    long long mp = (long long)c->tp * c->pp;
+    if (c->gpus % mp)
+        return llm_err(st, LLM_EUSAGE, "gpus %d is not a multiple of tp*pp = %lld", c->gpus, mp);
     if (c->zero < 0 || c->zero > 3) return llm_err(st, LLM_EUSAGE, "zero stage %d: use 0..3", c->zero);
     if (c->batch < 1 || c->seq < 1 || c->seq > m->max_seq_len)
         return llm_err(st, LLM_EUSAGE, "batch %d / seq %d: need batch >= 1, 1 <= seq <= %d", c->batch,

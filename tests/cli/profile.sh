@@ -306,6 +306,8 @@ llm-profile plan --config "$TMP/cfg.yaml" --device cpu --json >"$TMP/pt.json" 2>
   && ok "plan on the CPU: no step-time model" || notok "plan cpu time"
 expect_exit "plan --mfu 2 exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --mfu 2
 expect_exit "plan --link-bw -1 exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --link-bw -1
+expect_exit "plan --tp 65536 --pp 65536 (tp*pp overflows an int) exits 64, no SIGFPE" 64 \
+  llm-profile plan --config "$TMP/cfg.yaml" --tp 65536 --pp 65536
 expect_exit "plan --global-batch not a multiple exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --gpus 2 --global-batch 7
 printf 'model: {n_layer: [1]}\n' >"$TMP/bad.yaml"
 printf 'model: {n_layer: 2}\ntrain: {lerning_rate: 1}\n' >"$TMP/bad2.yaml"
