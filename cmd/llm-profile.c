@@ -1,5 +1,6 @@
 /* llm-profile — where time and memory go, per op and per layer; the memory planner. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,13 +24,34 @@ static int load_config(const char *prog, const char *path, llm_train_config *tc,
     return 0;
 }
 
+/* An option of plan given as 0 or less is refused (64); one not given stays at the value
+ * that means "the default" (0).  Doubles start as NaN, which the parser never yields. */
+static int plan_positive(const llm_log *lg, const char *name, double *v)
+{
+    if (isnan(*v)) { *v = 0; return 0; }
+    if (*v > 0) return 0;
+    llm_error(lg, "--%s %g: must be positive", name, *v);
+    return 64;
+}
+
+static int plan_count(const llm_log *lg, const char *name, const char *s, int *out)
+{
+    if (!s) return 0;
+    if (llm_parse_int(s, out) || *out < 1) {
+        llm_error(lg, "--%s '%s': use an integer >= 1", name, s);
+        return 64;
+    }
+    return 0;
+}
+
 static int run_plan(int argc, char **argv)
 {
     const char *prog = "llm-profile plan";
     const char *config = NULL, *mem = NULL, *prec = "bf16", *rec = "none", *mode = "train",
                *device = "cuda";
+    const char *bs = NULL, *ts = NULL, *gpn = NULL;
     int gpus = 1, zero = 0, tp = 1, pp = 1, B = 0, T = 0, json = 0, quiet = 0, verbose = 0;
-    llm_plan_hw hw = {0};
+    llm_plan_hw hw = {.peak_tflops = NAN, .mfu = NAN, .link_gbs = NAN, .net_gbs = NAN};
     int64_t gtok = 0;
     const llm_opt table[] = {
         {"config", 'c', LLM_OPT_STR, &config, "FILE", "llm-train YAML config (model: and train: sections)"},
@@ -40,14 +62,14 @@ static int run_plan(int argc, char **argv)
         {"tp", 0, LLM_OPT_INT, &tp, "N", "tensor-parallel size (default: 1)"},
         {"pp", 0, LLM_OPT_INT, &pp, "N", "pipeline-parallel size (default: 1)"},
         {"recompute", 0, LLM_OPT_STR, &rec, "R", "none, selective or full (default: none)"},
-        {"batch", 'b', LLM_OPT_INT, &B, "B", "micro-batch (default: train.batch_size)"},
-        {"seq", 't', LLM_OPT_INT, &T, "T", "sequence length (default: train.seq_len)"},
+        {"batch", 'b', LLM_OPT_STR, &bs, "B", "micro-batch (default: train.batch_size)"},
+        {"seq", 't', LLM_OPT_STR, &ts, "T", "sequence length (default: train.seq_len)"},
         {"mode", 'm', LLM_OPT_STR, &mode, "M", "train or infer (default: train)"},
         {"device", 'd', LLM_OPT_STR, &device, "DEV", "cuda or cpu (default: cuda)"},
         {"global-batch", 0, LLM_OPT_I64, &gtok, "TOKENS", "tokens per optimizer step (default: train.total_batch_tokens, else B*T*dp)"},
         {"peak-tflops", 0, LLM_OPT_DOUBLE, &hw.peak_tflops, "X", "dense peak per GPU (default: 989 bf16/fp16, 67 fp32)"},
         {"mfu", 0, LLM_OPT_DOUBLE, &hw.mfu, "F", "fraction of the peak reached (default: 0.4)"},
-        {"gpus-per-node", 0, LLM_OPT_INT, &hw.gpus_per_node, "N", "GPUs in one node (default: 8)"},
+        {"gpus-per-node", 0, LLM_OPT_STR, &gpn, "N", "GPUs in one node (default: 8)"},
         {"link-bw", 0, LLM_OPT_DOUBLE, &hw.link_gbs, "GB/s", "collective bus bandwidth in a node (default: 360)"},
         {"net-bw", 0, LLM_OPT_DOUBLE, &hw.net_gbs, "GB/s", "bus bandwidth across nodes (default: 40)"},
         {"overlap", 0, LLM_OPT_FLAG, &hw.overlap, NULL, "model dp collectives overlapped with the backward"},
@@ -62,6 +84,11 @@ static int run_plan(int argc, char **argv)
     if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
     llm_log lg = llm_log_make(prog, quiet, verbose);
     if (!config) { llm_error(&lg, "--config FILE is required (try '%s --help')", prog); return 64; }
+    if ((r = plan_count(&lg, "batch", bs, &B)) || (r = plan_count(&lg, "seq", ts, &T)) ||
+        (r = plan_count(&lg, "gpus-per-node", gpn, &hw.gpus_per_node)) ||
+        (r = plan_positive(&lg, "peak-tflops", &hw.peak_tflops)) || (r = plan_positive(&lg, "mfu", &hw.mfu)) ||
+        (r = plan_positive(&lg, "link-bw", &hw.link_gbs)) || (r = plan_positive(&lg, "net-bw", &hw.net_gbs)))
+        return r;
     llm_plan_config pc = {.gpus = gpus, .tp = tp, .pp = pp, .zero = zero};
     if (llm_plan_precision_parse(prec, &pc.precision)) { llm_error(&lg, "precision '%s': use fp32, bf16 or fp16", prec); return 64; }
     if (llm_plan_recompute_parse(rec, &pc.recompute)) { llm_error(&lg, "recompute '%s': use none, selective or full", rec); return 64; }

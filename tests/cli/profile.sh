@@ -308,6 +308,13 @@ expect_exit "plan --mfu 2 exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml"
 expect_exit "plan --link-bw -1 exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --link-bw -1
 expect_exit "plan --tp 65536 --pp 65536 (tp*pp overflows an int) exits 64, no SIGFPE" 64 \
   llm-profile plan --config "$TMP/cfg.yaml" --tp 65536 --pp 65536
+# an option given as 0 or less is refused, not read as "the default"
+for a in "--mfu 0" "--peak-tflops 0" "--link-bw 0" "--net-bw 0" "--gpus-per-node 0" "-b 0" "-b -3" "-t 0" "-t -1"; do
+  expect_exit "plan $a exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --gpus 2 $a
+done
+expect_exit "plan -b 3 -t 8 --gpus-per-node 4 --mfu 0.3 runs" 0 llm-profile plan --config "$TMP/cfg.yaml" --gpus 2 -b 3 -t 8 --gpus-per-node 4 --mfu 0.3 --json
+"$PY" -c "import json; d=json.load(open('$TMP/out')); assert d['batch']==3 and d['seq']==8 and d['time']['mfu']==0.3 and d['time']['gpus_per_node']==4" \
+  && ok "plan: -b, -t, --gpus-per-node and --mfu taken" || notok "plan options: $(head -c 300 "$TMP/out")"
 expect_exit "plan --global-batch not a multiple exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --gpus 2 --global-batch 7
 printf 'model: {n_layer: [1]}\n' >"$TMP/bad.yaml"
 printf 'model: {n_layer: 2}\ntrain: {lerning_rate: 1}\n' >"$TMP/bad2.yaml"
