@@ -192,7 +192,7 @@ static int run_gemm(int argc, char **argv)
                 llm_bench_rows_free(&rows);
                 return 64;
             }
-            llm_bench_gemm_opts g = {M, N, K, dt[d], o.threads, o.warmup, o.reps, peak};
+            llm_bench_gemm_opts g = {M, N, K, dt[d], o.threads, o.warmup, o.reps, peak, o.peak > 0};
             llm_bench_row row;
             if ((cuda ? llm_bench_gemm_cuda(&g, &row, &st) : llm_bench_gemm(&g, &row, &st)) ||
                 llm_bench_rows_push(&rows, &row, &st)) {

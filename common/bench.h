@@ -100,7 +100,8 @@ typedef struct {
     int M, N, K;
     const char *dtype;   /* "f32", "f64", "bf16" */
     int threads, warmup, reps;
-    double peak_gflops;  /* f32 peak for % of peak (<= 0: measure it) */
+    double peak_gflops;  /* f32 peak for % of peak (<= 0: measure it); f64 rows get half */
+    int peak_given;      /* peak_gflops is the user's (--peak): every dtype's, not halved */
 } llm_bench_gemm_opts;
 
 /* C(M,N) = A(M,K) B(K,N) with OpenBLAS; one row (2MNK flop per repetition).

@@ -185,7 +185,7 @@ int llm_bench_gemm(const llm_bench_gemm_opts *o, llm_bench_row *row, llm_status 
     double peak = o->peak_gflops > 0 ? o->peak_gflops : llm_bench_cpu_peak_gflops(threads);
     /* f64 has half the lanes of f32 on the same FMA pipes; CPUs without bf16 FMA run
      * bf16 GEMM on the f32 pipes. */
-    if (dt == 1) peak *= 0.5;
+    if (dt == 1 && !(o->peak_given && o->peak_gflops > 0)) peak *= 0.5;
     if (peak > 0) row->peak_pct = 100.0 * row->rate / peak;
     llm_bench_row_kv(row, "peak_gflops", peak);
     free(g.A); free(g.B); free(g.C); free(t);

@@ -94,11 +94,11 @@ int llm_profile_peaks_get_dev(llm_profile_peaks *pk, const char *path, const cha
     if (device && !strcmp(device, "cuda")) {
         /* the GEMMs the model runs: fp32, or TF32 when the backend was told to use it */
         const char *tf = getenv("LLM_CUDA_TF32");
-        llm_bench_gemm_opts g = {2048, 2048, 2048, tf && *tf == '1' ? "tf32" : "f32", 0, 1, 3, 0};
+        llm_bench_gemm_opts g = {2048, 2048, 2048, tf && *tf == '1' ? "tf32" : "f32", 0, 1, 3, 0, 0};
         if (llm_bench_gemm_cuda(&g, &rows[0], st)) return st->code;
         if (llm_bench_mem_cuda("triad", (size_t)256 << 20, 1, 3, &rows[1], st)) return st->code;
     } else {
-        llm_bench_gemm_opts g = {512, 512, 512, "f32", threads, 1, 3, 0};
+        llm_bench_gemm_opts g = {512, 512, 512, "f32", threads, 1, 3, 0, 0};
         if (llm_bench_gemm(&g, &rows[0], st)) return st->code;
         if (llm_bench_mem("triad", (size_t)32 << 20, threads, 1, 3, &rows[1], st)) return st->code;
     }

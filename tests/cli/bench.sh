@@ -51,6 +51,13 @@ import csv
 rows=list(csv.DictReader(open('$TMP/g.csv')))
 assert len(rows)==2 and rows[0]['device']=='cpu' and rows[0]['dtype']=='f32' and 'peak_gflops' in rows[0] and rows[1]['commit']
 " && ok "gemm csv: header and rows" || notok "gemm csv: $(head -3 "$TMP/g.csv")"
+llm-bench gemm --sizes 8 -t f32,f64 -r 1 -w 0 -j 1 --peak 50 -F json >"$TMP/gp.json" 2>/dev/null
+"$PY" -c "
+import json
+rows=json.load(open('$TMP/gp.json'))['results']
+assert [r['dtype'] for r in rows]==['f32','f64'] and all(r['peak_gflops']==50 for r in rows), rows
+assert all(abs(r['peak_pct']-100*r['rate']/50) <= 1e-9*r['peak_pct'] for r in rows)
+" && ok "gemm --peak: every dtype's peak (f64 not halved)" || notok "gemm --peak f64: $(head -c 600 "$TMP/gp.json")"
 llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 50 >"$TMP/g.txt" 2>/dev/null
 grep -q '^gemm  *sgemm  *cpu  *f32  *M=8,N=8,K=8' "$TMP/g.txt" && grep -q '^# commit ' "$TMP/g.txt" \
   && ok "gemm table" || notok "gemm table: $(cat "$TMP/g.txt")"

@@ -186,7 +186,7 @@ static void test_tiny_runs(void **state)
     (void)state;
     llm_status st = {0};
     llm_bench_row r;
-    llm_bench_gemm_opts g = {8, 16, 4, "f32", 1, 1, 3, 100.0};
+    llm_bench_gemm_opts g = {8, 16, 4, "f32", 1, 1, 3, 100.0, 1};
     assert_int_equal(llm_bench_gemm(&g, &r, &st), 0);
     assert_string_equal(r.bench, "gemm");
     assert_string_equal(r.dtype, "f32");
@@ -279,7 +279,7 @@ static void test_gpu_refuses(void **state)
     (void)state;
     llm_status st = {0};
     llm_bench_row r;
-    llm_bench_gemm_opts g = {8, 8, 8, "f64", 0, 0, 1, 0};
+    llm_bench_gemm_opts g = {8, 8, 8, "f64", 0, 0, 1, 0, 0};
     assert_int_equal(llm_bench_gemm_cuda(&g, &r, &st), LLM_EUSAGE);
     llm_status_clear(&st);
     double gf = 0, gb = 0;
