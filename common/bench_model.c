@@ -147,7 +147,7 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
     int rc = 0, B = o->B, T = o->T;
     if ((rc = llm_infer_model_open(&im, o->model_path, &be, 0, st))) goto done;
     const llm_model_config *mc = &im->cfg;
-    if (T + o->gen > mc->max_seq_len) {
+    if (T > mc->max_seq_len || o->gen > mc->max_seq_len - T) {   /* no int overflow of T + gen */
         rc = llm_err(st, LLM_EUSAGE, "prompt %d + gen %d exceed max_seq_len %d", T, o->gen, mc->max_seq_len);
         goto done;
     }

@@ -186,6 +186,10 @@ if [ -f "$DATA/tinyshakespeare/input.txt" ]; then
     n=$(schema "$TMP/i.jsonl" jsonl '(r["op"]=="prefill" and r["ttft_ms"]>0 and r["work"]==r["batch"]*8) or (r["op"]=="decode" and r["tpot_ms"]>0 and r["work"]==r["batch"] and r["reps"]==8)' 2>&1)
     [ "$n" = 4 ] && ok "infer: prefill and decode rows per batch, TTFT and TPOT" || notok "infer: $n $(cat "$TMP/err")"
     expect_exit "infer past max_seq_len exits 64" 64 llm-bench infer "$M" -s 30 --gen 8
+    # T + gen overflows an int: still past max_seq_len (was exit 71, a KV cache 'out of memory')
+    expect_exit "infer -s 2147483647 exits 64" 64 llm-bench infer "$M" -s 2147483647 -r 1 -w 0 -j 1
+    grep -q 'exceed max_seq_len' "$TMP/err" && ok "infer -s 2147483647: says max_seq_len" || notok "infer huge -s: $(cat "$TMP/err")"
+    expect_exit "infer --gen 2147483647 exits 64" 64 llm-bench infer "$M" -s 8 --gen 2147483647 -r 1 -w 0 -j 1
   else
     notok "tiny training for infer failed: $(tail -c 300 "$TMP/err")"
   fi
