@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/afile.h"
 #include "common/bench.h"
 #include "common/bench_model.h"
 #include "common/ckpt.h"
@@ -91,18 +92,41 @@ static int check_common(const char *prog, const opts *o, llm_bench_format *fmt, 
     return 0;
 }
 
+/* -o FILE: the results formatted in memory, then written atomically (llm_afile): a
+ * failed write leaves the old FILE as it was and no partial one. */
+static int emit_file(const char *prog, const char *path, llm_bench_format fmt, const llm_bench_rows *rows)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    int rc = m ? llm_bench_write(m, fmt, rows->v, rows->n) : -1;
+    if (m && fclose(m) != 0) rc = -1;
+    if (rc != 0) {
+        free(buf);
+        fprintf(stderr, "%s: out of memory for the results\n", prog);
+        return 71;
+    }
+    llm_status st = {0};
+    llm_afile a;
+    rc = llm_afile_open(&a, path, 0, &st);
+    if (!rc && (rc = llm_afile_put(&a, buf, len, &st)))
+        llm_afile_abort(&a);
+    else if (!rc)
+        rc = llm_afile_commit(&a, &st);
+    free(buf);
+    if (rc) {
+        fprintf(stderr, "%s: %s\n", prog, st.msg);
+        return llm_exit_code(st.code);
+    }
+    return 0;
+}
+
 static int emit(const char *prog, const opts *o, llm_bench_format fmt, llm_bench_rows *rows)
 {
-    FILE *f = stdout;
-    if (strcmp(o->out, "-") != 0 && !(f = fopen(o->out, "w"))) {
-        fprintf(stderr, "%s: cannot open '%s': %s\n", prog, o->out, strerror(errno));
-        return 74;
-    }
-    int rc = llm_bench_write(f, fmt, rows->v, rows->n);
-    int err = errno;
-    if (f != stdout && fclose(f) != 0) rc = -1;
-    if (rc != 0) {
-        if (f == stdout && llm_cli_stdout_closed(err)) return 0;
+    if (strcmp(o->out, "-") != 0) return emit_file(prog, o->out, fmt, rows);
+    if (llm_bench_write(stdout, fmt, rows->v, rows->n) != 0) {
+        int err = errno;
+        if (llm_cli_stdout_closed(err)) return 0;
         fprintf(stderr, "%s: write failed: %s\n", prog, strerror(err));
         return 74;
     }

@@ -63,6 +63,12 @@ grep -q '^gemm  *sgemm  *cpu  *f32  *M=8,N=8,K=8' "$TMP/g.txt" && grep -q '^# co
   && ok "gemm table" || notok "gemm table: $(cat "$TMP/g.txt")"
 llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 50 -F json -o "$TMP/o.json" >"$TMP/out" 2>/dev/null
 [ ! -s "$TMP/out" ] && n=$(schema "$TMP/o.json" json) && [ "$n" = 1 ] && ok "-o FILE" || notok "-o FILE"
+# -o is atomic: a write that fails (a full disk, LLM_FAULT_WRITE_LIMIT) leaves the old file whole
+mkdir "$TMP/od" && echo old >"$TMP/od/r.json"
+expect_exit "-o FILE on a full disk exits 74" 74 env LLM_FAULT_WRITE_LIMIT=100 \
+  llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 50 -F json -o "$TMP/od/r.json"
+check "-o FILE on a full disk: the old file kept, no temp file" \
+  sh -c '[ "$(cat "$1/r.json")" = old ] && [ "$(ls -A "$1")" = r.json ]' sh "$TMP/od"
 
 llm-bench mem --size 64K -r 2 -w 1 -j 1 -F json >"$TMP/m.json" 2>/dev/null
 n=$(schema "$TMP/m.json" json 'r["unit"]=="GB/s" and r["work"]==(2 if r["op"]=="copy" else 3)*65536' 2>&1)
