@@ -259,6 +259,11 @@ d = json.load(open(sys.argv[2]))
 g = [r["rate"] for r in rows if r["benchmark"] == "gemm"][0]
 assert d["peaks"]["gflops"] == g
 P
+# a peaks file that cannot be written whole is not left behind (a later run would read it)
+mkdir "$TMP/pkd"
+expect_exit "--peaks FILE on a full disk exits 74" 74 env LLM_FAULT_WRITE_LIMIT=100 \
+  llm-profile --config "$TMP/cfg.yaml" -j 1 -s 1 --peaks "$TMP/pkd/peaks.json"
+check "--peaks FILE on a full disk: no partial file" sh -c '[ -z "$(ls -A "$1")" ]' sh "$TMP/pkd"
 
 # the planner
 llm-profile plan --config "$TMP/cfg.yaml" --gpus 8 --zero 1 --json >"$TMP/plan.json" 2>"$TMP/err"
