@@ -64,6 +64,10 @@ static int check_common(const char *prog, const opts *o, llm_bench_format *fmt, 
         fprintf(stderr, "%s: --threads must be in 0..4096\n", prog);
         return 64;
     }
+    if (o->peak < 0) {   /* 0, the default: measured or from the table */
+        fprintf(stderr, "%s: --peak must be positive\n", prog);
+        return 64;
+    }
     if (devs == DEV_MODEL && (!strcmp(o->device, "cpu") || !strcmp(o->device, "cpu-ref") || !strcmp(o->device, "cuda")))
         return 0;
     if (strcmp(o->device, "cpu") != 0) {
@@ -161,11 +165,23 @@ static int finish(const char *prog, const opts *o, llm_bench_format fmt, llm_ben
 }
 
 /* Split a comma-separated list in place: up to cap items. */
-static int split(char *s, char **items, int cap)
+/* The comma-separated items of list (copied into buf), at most cap of them: their count,
+ * or -1 with a message when there are more or the list does not fit buf. */
+static int split(const char *what, const char *list, char *buf, size_t blen, char **items,
+                 int cap, const llm_log *lg)
 {
+    if ((size_t)snprintf(buf, blen, "%s", list) >= blen) {
+        llm_error(lg, "%s: longer than %zu characters", what, blen - 1);
+        return -1;
+    }
     int n = 0;
-    for (char *save = NULL, *t = strtok_r(s, ",", &save); t && n < cap; t = strtok_r(NULL, ",", &save))
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == cap) {
+            llm_error(lg, "%s: at most %d items", what, cap);
+            return -1;
+        }
         items[n++] = t;
+    }
     return n;
 }
 
@@ -191,10 +207,10 @@ static int run_gemm(int argc, char **argv)
     if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     char sbuf[1024], dbuf[256];
-    snprintf(sbuf, sizeof sbuf, "%s", o.sizes);
-    snprintf(dbuf, sizeof dbuf, "%s", o.dtypes);
     char *sz[64], *dt[8];
-    int nsz = split(sbuf, sz, 64), ndt = split(dbuf, dt, 8);
+    int nsz = split("--sizes", o.sizes, sbuf, sizeof sbuf, sz, 64, &lg);
+    int ndt = nsz < 0 ? -1 : split("--dtype", o.dtypes, dbuf, sizeof dbuf, dt, 8, &lg);
+    if (nsz < 0 || ndt < 0) return 64;
     if (nsz == 0 || ndt == 0) { llm_error(&lg, "empty --sizes or --dtype"); return 64; }
     int cuda = !strcmp(o.device, "cuda");
     double peak = o.peak;   /* cuda: <= 0 means the table's peak for each dtype */
@@ -254,9 +270,10 @@ static int run_mem(int argc, char **argv)
     }
     int cuda = !strcmp(o.device, "cuda");
     char obuf[128];
-    snprintf(obuf, sizeof obuf, "%s", o.ops ? o.ops : cuda ? "copy,memcpy,triad,h2d,d2h" : "copy,triad");
     char *ops[8];
-    int nops = split(obuf, ops, 8);
+    int nops = split("--op", o.ops ? o.ops : cuda ? "copy,memcpy,triad,h2d,d2h" : "copy,triad",
+                     obuf, sizeof obuf, ops, 8, &lg);
+    if (nops < 0) return 64;
     llm_bench_rows rows = {0};
     llm_status st = {0};
     for (int i = 0; i < nops; i++) {
@@ -433,9 +450,9 @@ static int run_model(int train, int argc, char **argv)
     if (T < 1) { llm_error(&lg, "cannot tell the sequence length: give --seq"); return 64; }
     if (!train && gen < 1) { llm_error(&lg, "--gen must be >= 1"); return 64; }
     char bbuf[256];
-    snprintf(bbuf, sizeof bbuf, "%s", batches);
     char *bl[32];
-    int nb = split(bbuf, bl, 32);
+    int nb = split("--batch", batches, bbuf, sizeof bbuf, bl, 32, &lg);
+    if (nb < 0) return 64;
     llm_bench_rows rows = {0};
     for (int i = 0; i < nb; i++) {
         int B;

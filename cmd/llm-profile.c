@@ -182,6 +182,10 @@ static int run_profile(int argc, char **argv)
     llm_profile_run_opts o = {.model_path = model, .device = device, .threads = threads, .B = B, .T = T,
                               .steps = steps, .warmup = warmup, .per_layer = per_layer, .json = json,
                               .trace_path = trace, .peaks = {pg, pb}, .seed = (unsigned long long)seed};
+    if (pg < 0 || pb < 0) {   /* 0, the default: measured */
+        llm_error(&lg, "--peak-gflops and --peak-gbs must be positive");
+        return 64;
+    }
     if (!strcmp(mode, "train")) o.mode = LLM_PROFILE_TRAIN;
     else if (!strcmp(mode, "prefill")) o.mode = LLM_PROFILE_PREFILL;
     else if (!strcmp(mode, "decode")) o.mode = LLM_PROFILE_DECODE;

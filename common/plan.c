@@ -105,7 +105,8 @@ int llm_plan_compute(const llm_plan_config *c, llm_plan *o, llm_status *st)
         o->params = P * (4 + (wb < 4 ? wb : 0)) / (c->zero >= 3 ? dp : 1);
         o->grads = P * 4 / (c->zero >= 2 ? dp : 1);
         /* AdamW m and v in fp32 */
-        o->optimizer = P * 8 / (c->zero >= 1 ? dp : 1);
+        /* ZeRO-1 as llm-train runs it: the largest shard, ceil(P / d) elements */
+        o->optimizer = (c->zero >= 1 ? ceil(P / dp) : P) * 8;
     } else {
         o->params = P * wb;
     }

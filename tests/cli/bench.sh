@@ -95,6 +95,10 @@ grep -q "1 rank" "$TMP/err" && ok "collectives say on stderr that there is one r
 
 expect_exit "bad format exits 64" 64 llm-bench gemm --sizes 8 -F xml
 expect_exit "bad dtype exits 64" 64 llm-bench gemm --sizes 8 --dtype int4
+expect_exit "a negative --peak exits 64 (it was replaced by the measured one)" 64 llm-bench gemm --sizes 8 --peak -5
+expect_exit "65 sizes exit 64 (the 65th on were dropped)" 64 llm-bench gemm --sizes "$(printf '8,%.0s' $(seq 64))8"
+check "... saying at most 64" grep -q "at most 64 items" "$TMP/err"
+expect_exit "33 batch sizes exit 64" 64 llm-bench train --config /dev/null -b "$(printf '1,%.0s' $(seq 32))1"
 expect_exit "bad size exits 64" 64 llm-bench gemm --sizes 8x
 expect_exit "zero reps exits 64" 64 llm-bench mem --size 1K -r 0
 expect_exit "bad mem size exits 64" 64 llm-bench mem --size 12Q

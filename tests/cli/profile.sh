@@ -11,6 +11,7 @@ expect_exit "plan --help exits 0" 0 llm-profile plan --help
 expect_exit "no model exits 64" 64 llm-profile
 expect_exit "missing model exits 66" 66 llm-profile "$TMP/nope.llmk" $PK
 expect_exit "bad mode exits 64" 64 llm-profile --config /dev/null --mode sideways
+expect_exit "a negative --peak-gflops exits 64" 64 llm-profile --config /dev/null --peak-gflops -1
 expect_exit "unknown device exits 64" 64 llm-profile "$TMP/nope.llmk" -d tpu
 
 cat >"$TMP/cfg.yaml" <<Y

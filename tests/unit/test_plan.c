@@ -209,6 +209,14 @@ static void test_zero_tp_pp(void **state)
     assert_true(p3.params == 6 * P / 8);
     assert_true(p0.activations == p3.activations);
     assert_true(p0.workspace == 32.0 * 1024 * 1024);
+    /* ZeRO-1 over 5 replicas: the largest shard, ceil(P / 5) moments (P is not a multiple) */
+    pc.gpus = 5;
+    pc.zero = 1;
+    llm_plan p5;
+    assert_int_equal(llm_plan_compute(&pc, &p5, &st), 0);
+    assert_int_equal(p5.dp, 5);
+    assert_true(p5.optimizer == 8 * ceil(P / 5) && p5.optimizer > 8 * P / 5);
+    pc.gpus = 8;
 
     /* tp splits the per-device parameters; pp the layers */
     pc.zero = 0;
