@@ -411,6 +411,26 @@ static void write_report(const llm_profile_run_opts *o, const run_state *r, cons
     }
 }
 
+/* The Chrome trace, made in memory, then written all or nothing (llm_afile; "-": stdout). */
+static int write_trace(const llm_profile *prof, const char *path, llm_status *st)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    int rc = llm_profile_write_trace(prof, m, st);
+    if (fclose(m) && !rc)
+        rc = llm_err(st, LLM_ENOMEM, "out of memory");
+    llm_afile a;
+    if (!rc && !(rc = llm_afile_open(&a, path, LLM_AFILE_STDOUT, st))) {
+        rc = llm_afile_put(&a, buf, len, st);
+        rc = rc ? (llm_afile_abort(&a), rc) : llm_afile_commit(&a, st);
+    }
+    free(buf);
+    return rc;
+}
+
 int llm_profile_run(const llm_profile_run_opts *o, FILE *out, const llm_log *lg, llm_status *st)
 {
     if (!o->model_path && !o->config) return llm_err(st, LLM_EUSAGE, "need a model file or --config");
@@ -468,14 +488,8 @@ int llm_profile_run(const llm_profile_run_opts *o, FILE *out, const llm_log *lg,
     if (rc) { run_free(&r); return rc; }
     double measured = (double)(llm_profile_mem_peak(r.prof) - r.mem_before);
     write_report(o, &r, &mc, B, T, steps, &plan, measured, llm_profile_peak_rss(), out, st);
-    if (!st->code && o->trace_path) {
-        FILE *f = strcmp(o->trace_path, "-") ? fopen(o->trace_path, "w") : stdout;
-        if (!f) rc = llm_err(st, LLM_EIO, "cannot open '%s': %s", o->trace_path, strerror(errno));
-        else {
-            rc = llm_profile_write_trace(r.prof, f, st);
-            if (f != stdout && fclose(f) != 0 && !rc) rc = llm_err(st, LLM_EIO, "cannot write '%s'", o->trace_path);
-        }
-    }
+    if (!st->code && o->trace_path)
+        rc = write_trace(r.prof, o->trace_path, st);
     run_free(&r);
     if (!rc && (fflush(out) != 0 || ferror(out))) rc = llm_err(st, LLM_EIO, "write failed: %s", strerror(errno));
     return rc ? rc : (int)st->code;

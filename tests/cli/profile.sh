@@ -24,6 +24,9 @@ grep -qE '^matmul_forward +attn.c_attn +all ' "$TMP/p.txt" && grep -qE '^matmul_
   || notok "--config table: $(head -5 "$TMP/p.txt") $(cat "$TMP/err")"
 grep -qE '^allocated +[0-9]+ +[0-9]+ +\(\+0\.00%' "$TMP/p.txt" && ok "memory: predicted equals measured allocations" \
   || notok "memory line: $(grep allocated "$TMP/p.txt")"
+echo keep >"$TMP/keep.trace"
+expect_exit "--trace on a full disk: 74" 74 env LLM_FAULT_WRITE_LIMIT=100 llm-profile --config "$TMP/cfg.yaml" -j 1 -s 1 -b 1 -t 16 $PK --trace "$TMP/keep.trace"
+check "... the old trace file kept whole" [ "$(cat "$TMP/keep.trace")" = keep ]
 
 grep -q '^device used' "$TMP/p.txt" && notok "cpu table has no device memory lines" || ok "cpu table has no device memory lines"
 expect_exit "cuda without a GPU exits 69" 69 llm-profile --config "$TMP/cfg.yaml" -d cuda $PK
