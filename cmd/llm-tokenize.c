@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,7 +311,9 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
 
 int main(int argc, char **argv)
 {
-    opts o = {.out = NULL, .vocab = "gpt2", .format = "bin", .threads = 0, .shard_tokens = INT64_MIN};
+    /* NAN: --val-fraction not given (the parser takes finite numbers only, so 0 is refused) */
+    opts o = {.out = NULL, .vocab = "gpt2", .format = "bin", .threads = 0, .shard_tokens = INT64_MIN,
+              .val_fraction = NAN};
     const llm_opt table[] = {
         {"output", 'o', LLM_OPT_STR, &o.out, "FILE",
          "output file, - for stdout (default: -); with --val-fraction or --shard-tokens the PREFIX"},
@@ -349,11 +352,14 @@ int main(int argc, char **argv)
     llm_afile_remove_on_signal();
     o.lg = llm_log_make(PROG, o.quiet, o.verbose);
     const char *bad = NULL;
+    int has_val = !isnan(o.val_fraction);
+    if (!has_val)
+        o.val_fraction = 0;
     if (strcmp(o.format, "bin") && strcmp(o.format, "ids"))
         bad = "--format must be bin or ids";
     else if (o.threads < 0 || o.threads > 256)
         bad = "--threads must be 0..256";
-    else if (o.val_fraction < 0 || o.val_fraction >= 1)
+    else if (has_val && !(o.val_fraction > 0 && o.val_fraction < 1))
         bad = "--val-fraction must be in (0, 1)";
     else if (o.val_fraction > 0 && (o.decode || o.count || !strcmp(o.format, "ids")))
         bad = "--val-fraction only goes with encoding to token files";

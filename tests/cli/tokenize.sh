@@ -19,6 +19,11 @@ expect_exit "-d of a valid header followed by endless bytes: 65" 65 timeout 20 \
   sh -c "cat '$TMP/hi.bin' /dev/zero | $T -d --vocab byte --count -"
 check "... says the length does not match the header" grep -q "header says 3 tokens" "$TMP/err"
 expect_exit "--val-fraction 1 is 64" 64 $T --vocab byte --val-fraction 1 -o "$TMP/x"
+# 0 is outside (0, 1) too: it was taken as no split and wrote PREFIX itself, exit 0
+printf 'hi\n' >"$TMP/vf0.txt"
+expect_exit "--val-fraction 0 is 64" 64 $T --vocab byte --val-fraction 0 -o "$TMP/vf0" "$TMP/vf0.txt"
+check "... and writes nothing" sh -c "[ ! -e '$TMP/vf0' ] && [ ! -e '$TMP/vf0_train.bin' ]"
+expect_exit "--val-fraction -0 is 64" 64 $T --vocab byte --val-fraction -0 -o "$TMP/vf0" "$TMP/vf0.txt"
 expect_exit "unknown vocabulary is 66" 66 $T --vocab gpt3 --count /dev/null
 
 # ---- byte tokenizer: files, pipes, ids ----
