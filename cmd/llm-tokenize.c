@@ -111,6 +111,12 @@ static void input_free(input *in)
         free(in->p);
 }
 
+/* White space between decimal ids: isspace's set in the C locale. */
+static int id_sep(char c)
+{
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
 /* Parse up to max whitespace-separated decimal ids (--format ids input) from *pos into
  * out, *n of them; *pos moves past them.  Ids at or above vocab are refused. */
 static int parse_ids(const input *in, size_t *pos, uint32_t *out, size_t max, size_t *n,
@@ -119,7 +125,7 @@ static int parse_ids(const input *in, size_t *pos, uint32_t *out, size_t max, si
     const char *p = in->p + *pos, *e = in->p + in->n;
     size_t k = 0;
     while (p < e && k < max) {
-        if (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') {
+        if (id_sep(*p)) {
             p++;
             continue;
         }
@@ -127,7 +133,7 @@ static int parse_ids(const input *in, size_t *pos, uint32_t *out, size_t max, si
         const char *s = p;
         while (p < e && *p >= '0' && *p <= '9' && v <= UINT32_MAX)
             v = v * 10 + (uint64_t)(*p++ - '0');
-        if (p == s || v > UINT32_MAX || (p < e && !strchr(" \n\t\r", *p)))
+        if (p == s || v > UINT32_MAX || (p < e && !id_sep(*p)))
             return llm_err(st, LLM_EDATA, "'%s': byte %zu: not a token id", in->name, (size_t)(s - in->p));
         if (v >= (uint64_t)vocab)
             return llm_err(st, LLM_EDATA, "'%s': byte %zu: id %llu is out of range for vocabulary "

@@ -42,6 +42,9 @@ out=$(printf 'AB' | $T --vocab byte --eot --format ids)
 [ "$out" = "256 65 66" ] && ok "byte --eot" || notok "byte --eot ($out)"
 out=$(echo "72 105" | $T --vocab byte -d --format ids)
 [ "$out" = "Hi" ] && ok "decode --format ids" || notok "decode --format ids ($out)"
+# any white space separates ids (the man page): vertical tab and form feed too
+out=$(printf '72\v105\f33\n' | $T --vocab byte -d --format ids)
+check "decode --format ids: \\v and \\f separate ids" [ "$out" = "Hi!" ]
 cat "$TMP/small.txt" | $T --vocab byte -o - | $T --vocab byte -d - >"$TMP/pipe.out" &&
   cmp -s "$TMP/small.txt" "$TMP/pipe.out" && ok "pipe round trip" || notok "pipe round trip"
 out=$($T --vocab byte --count "$TMP/small.txt" "$TMP/small.txt")
