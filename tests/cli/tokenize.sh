@@ -77,6 +77,11 @@ if have_data gpt2/encoder.json && have_data tinyshakespeare/input.gpt2.u16; then
   [ "$out" = "15496 995" ] && ok "gpt2 Hello world" || notok "gpt2 Hello world ($out)"
   out=$(printf '<|endoftext|>' | $T $G --format ids)
   [ "$out" = "27 91 437 1659 5239 91 29" ] && ok "literal <|endoftext|> is text" || notok "literal <|endoftext|> is text ($out)"
+  # each document is encoded on its own (the man page): its closing blank line is one id
+  out=$(printf 'a.\n\nAll' | $T $G --format ids)
+  check "gpt2: a blank line before a word is 198 198" [ "$out" = "64 13 198 198 3237" ]
+  out=$(printf 'a.\n\nAll' | $T $G --split-docs --format ids)
+  check "... and 628 where it ends a document (--split-docs, no --eot)" [ "$out" = "64 13 628 3237" ]
   out=$(printf 'a' | $T $G --eot --format ids)
   [ "$out" = "50256 64" ] && ok "gpt2 --eot is 50256" || notok "gpt2 --eot is 50256 ($out)"
   LLMKIT_DATA=$DATA $T --format ids </dev/null >/dev/null && ok "vocab found through LLMKIT_DATA" ||
