@@ -331,10 +331,49 @@ int llm_tokfile_writer_put(llm_tokfile_writer *w, const uint32_t *ids, size_t n,
     return rc;
 }
 
+/* Version 2 back to 1 when every id fits 16 bits (an auto-version writer whose wide ids
+ * went to the other side of a split), in place, first to last. */
+static int narrow(llm_tokfile_writer *w, llm_status *st)
+{
+    int mem = !llm_afile_seekable(&w->a), rc = LLM_OK;
+    unsigned char raw[16384], thin[8192];
+    for (int pass = 0; pass < 2 && !rc; pass++)   /* 0: do they all fit?  1: rewrite */
+        for (uint64_t at = 0; at < w->n && !rc;) {
+            size_t k = w->n - at < 4096 ? (size_t)(w->n - at) : 4096;
+            const unsigned char *p = raw;
+            if (mem)
+                p = w->mem + 4 * at;
+            else
+                rc = llm_afile_read(&w->a, LLM_TOKFILE_HEADER_BYTES + 4 * at, raw, 4 * k, st);
+            for (size_t i = 0; i < k && !rc; i++) {
+                uint32_t id = rd32(p + 4 * i);
+                if (id > 0xffff)
+                    return LLM_OK;   /* version 2 it stays (only pass 0 can see one) */
+                thin[2 * i] = (unsigned char)id;
+                thin[2 * i + 1] = (unsigned char)(id >> 8);
+            }
+            if (!rc && pass == 1) {
+                if (mem)
+                    memcpy(w->mem + 2 * at, thin, 2 * k);
+                else
+                    rc = llm_afile_patch(&w->a, LLM_TOKFILE_HEADER_BYTES + 2 * at, thin, 2 * k, st);
+            }
+            at += k;
+        }
+    if (rc)
+        return rc;
+    if (mem)
+        w->mem_n = (size_t)w->n * 2;
+    else if ((rc = llm_afile_truncate(&w->a, LLM_TOKFILE_HEADER_BYTES + w->n * 2, st)))
+        return rc;
+    w->version = 1;
+    return LLM_OK;
+}
+
 int llm_tokfile_writer_split(llm_tokfile_writer *w, uint64_t cut, llm_tokfile_writer *rest,
                              llm_status *st)
 {
-    if (cut > w->n || !w->open || !rest->open || rest->version != w->version)
+    if (cut > w->n || !w->open || !rest->open || (rest->version != w->version && !rest->autov))
         return llm_err(st, LLM_ESOFTWARE, "bad token file split");
     size_t width = w->version == 1 ? 2 : 4;
     uint32_t ids[4096];
@@ -360,7 +399,7 @@ int llm_tokfile_writer_split(llm_tokfile_writer *w, uint64_t cut, llm_tokfile_wr
     else if ((rc = llm_afile_truncate(&w->a, LLM_TOKFILE_HEADER_BYTES + cut * width, st)))
         return rc;
     w->n = cut;
-    return LLM_OK;
+    return w->autov && w->version == 2 ? narrow(w, st) : LLM_OK;
 }
 
 int llm_tokfile_writer_commit(llm_tokfile_writer *w, llm_status *st)

@@ -65,8 +65,10 @@ int  llm_tokfile_writer_open(llm_tokfile_writer *w, const char *path, int versio
 /* Append n ids: LLM_EUSAGE for an id over 65535 in version 1 asked for, or more than
  * 2^32-1 ids in all. */
 int  llm_tokfile_writer_put(llm_tokfile_writer *w, const uint32_t *ids, size_t n, llm_status *st);
-/* Move the ids from position cut on to the end of rest (same version), leaving w with
- * the first cut: a train/val split once the count is known. */
+/* Move the ids from position cut on to the end of rest (of w's version, or opened with
+ * version 0: its own), leaving w with the first cut: a train/val split once the count is
+ * known.  A w of version 0 that was widened goes back to version 1 when its remaining
+ * ids fit 16 bits. */
 int  llm_tokfile_writer_split(llm_tokfile_writer *w, uint64_t cut, llm_tokfile_writer *rest,
                               llm_status *st);
 /* Write the count, finish the file (llm_afile_commit); frees w either way. */

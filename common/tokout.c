@@ -201,7 +201,8 @@ static int commit_split(llm_tokout *o, const llm_encoder *e, char *summary, size
     if (snprintf(val, sizeof val, "%s_val.bin", o->spec.path) >= (int)sizeof val)
         return llm_err(st, LLM_EUSAGE, "output prefix too long");
     llm_tokfile_writer vw;
-    int rc = llm_tokfile_writer_open(&vw, val, o->bin.version, st);
+    /* each file's own version: 1 unless its ids need 2 */
+    int rc = llm_tokfile_writer_open(&vw, val, o->bin.autov ? 0 : o->bin.version, st);
     if (rc)
         return rc;
     if ((rc = llm_tokfile_writer_split(&o->bin, cut, &vw, st))) {

@@ -233,29 +233,63 @@ static void test_writer_matches_whole(void **state)
         assert_int_equal(na, nb);
         assert_memory_equal(a, b, na);
         assert_int_equal(a[4], c % 3 == 1 && n ? 2 : 1);
-        /* a split moves the tail to another file; the two hold the ids in order */
+        /* a split moves the tail to another file; the two hold the ids in order, each
+         * of version 2 only when its own ids need it */
         uint64_t cut = n ? tu_next(&r) % (n + 1) : 0;
         llm_tokfile_writer t, v;
         assert_int_equal(llm_tokfile_writer_open(&t, path("t.bin"), 0, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_put(&t, ids, n, &st), LLM_OK);
-        assert_int_equal(llm_tokfile_writer_open(&v, path("v.bin"), t.version, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_open(&v, path("v.bin"), 0, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_split(&t, cut, &v, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_commit(&t, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_commit(&v, &st), LLM_OK);
         llm_tokfile tf;
+        int wide_t = 0, wide_v = 0;
+        for (uint64_t i = 0; i < n; i++)
+            *(i < cut ? &wide_t : &wide_v) |= ids[i] > 0xffff;
         assert_int_equal(llm_tokfile_open(&tf, path("t.bin"), 0, &st), LLM_OK);
         assert_int_equal(tf.ntok, cut);
+        assert_int_equal(tf.version, wide_t ? 2 : 1);
         for (uint64_t i = 0; i < cut; i++)
             assert_int_equal(llm_tokfile_at(&tf, i), ids[i]);
         llm_tokfile_close(&tf);
         assert_int_equal(llm_tokfile_open(&tf, path("v.bin"), 0, &st), LLM_OK);
         assert_int_equal(tf.ntok, n - cut);
+        assert_int_equal(tf.version, wide_v ? 2 : 1);
         for (uint64_t i = cut; i < n; i++)
             assert_int_equal(llm_tokfile_at(&tf, i - cut), ids[i]);
         llm_tokfile_close(&tf);
         free(a);
         free(b);
         free(ids);
+    }
+}
+
+/* A split where the wide id is on one side only: each file takes the version its ids need. */
+static void test_split_versions(void **state)
+{
+    (void)state;
+    static const uint32_t cases[2][4] = {{70000, 1, 2, 3}, {1, 2, 3, 70000}};
+    for (int c = 0; c < 2; c++) {
+        llm_status st = {0};
+        llm_tokfile_writer t, v;
+        assert_int_equal(llm_tokfile_writer_open(&t, path("st.bin"), 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_put(&t, cases[c], 4, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_open(&v, path("sv.bin"), 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_split(&t, 2, &v, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_commit(&t, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_commit(&v, &st), LLM_OK);
+        llm_tokfile tf;
+        const char *names[2] = {"st.bin", "sv.bin"};
+        for (int f = 0; f < 2; f++) {
+            assert_int_equal(llm_tokfile_open(&tf, path(names[f]), 0, &st), LLM_OK);
+            assert_int_equal(tf.ntok, 2);
+            assert_int_equal(tf.version, (c == 0) == (f == 0) ? 2 : 1);
+            for (int i = 0; i < 2; i++)
+                assert_int_equal(llm_tokfile_at(&tf, (uint64_t)i), cases[c][2 * f + i]);
+            llm_tokfile_close(&tf);
+            assert_int_equal(file_size(path(names[f])), 1024 + 2 * ((c == 0) == (f == 0) ? 4 : 2));
+        }
     }
 }
 
@@ -340,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_writer_matches_whole),
         cmocka_unit_test(test_writer_widens_once),
+        cmocka_unit_test(test_split_versions),
         cmocka_unit_test(test_writer_fifo),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
