@@ -217,9 +217,12 @@ static int commit_split(llm_tokout *o, const llm_encoder *e, char *summary, size
     }
     if ((rc = llm_tokfile_writer_commit(&vw, st)) && !existed)
         unlink(o->name); /* no half-written pair */
+    double got = (double)(n - cut) / (double)n, want = o->spec.val_fraction;
     if (!rc)
-        snprintf(summary, len, "%s: %llu tokens, %s: %llu tokens", o->name,
-                 (unsigned long long)cut, val, (unsigned long long)(n - cut));
+        snprintf(summary, len, "%s: %llu tokens, %s: %llu tokens%s", o->name,
+                 (unsigned long long)cut, val, (unsigned long long)(n - cut),
+                 got > 2 * want || got < want / 2 ? " (far from --val-fraction: the nearest "
+                                                   "document start was that far)" : "");
     return rc;
 }
 
