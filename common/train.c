@@ -233,10 +233,16 @@ static int check_out_dir(trainer *t, llm_status *st)
  * its final checkpoint. */
 static int check_val(trainer *t, llm_status *st)
 {
+    const llm_train_config *c = t->cfg;
     llm_data_pos zero = {0};
-    for (int64_t i = 0; i < t->cfg->eval_batches && !llm_data_tell(t->val).epoch; i++)
+    int64_t i = 0;
+    for (; i < c->eval_batches && !llm_data_tell(t->val).epoch; i++)
         if (llm_data_next(t->val, t->in, t->tg, st))
             return llm_err_prefix(st, "data.val");
+    if (i < c->eval_batches)   /* it wrapped around: the same windows scored again */
+        llm_warn(t->log, "data.val wraps around within %lld batch(es) of %d x %d tokens; "
+                 "train.eval_batches %lld scores some windows more than once", (long long)i,
+                 c->batch_size, c->seq_len, (long long)c->eval_batches);
     return llm_data_seek(t->val, &zero, st);
 }
 

@@ -144,6 +144,11 @@ expect_exit "an id beyond the vocabulary in data.val: exit 65" 65 llm-train --co
 check "... before the first step" [ ! -s badval.jsonl ]
 check "... named" grep -q "data.val: '.*badid.bin': token id 300 at position 3000" "$TMP/err"
 expect_exit "... but beyond the eval_batches read: no error" 0 llm-train --config run.yaml -o badval2 --set data.val="$TMP/badid.bin" --set train.eval_every=0 --set train.eval_batches=2 --set train.max_steps=1 --metrics /dev/null
+check "... and no warning that val wraps around" sh -c "! grep -q 'wraps around' '$TMP/err'"
+# a val file shorter than eval_batches batches: scored windows repeat, and it is said
+$PY -c "import struct; open('shortval.bin', 'wb').write(struct.pack('<256i', 20240520, 1, 600, *([0] * 253)) + bytes(1200))"
+expect_exit "a val file of 600 tokens, eval_batches 20" 0 llm-train --config run.yaml -o shortval --set data.val="$TMP/shortval.bin" --set train.eval_batches=20 --set train.max_steps=1 --metrics /dev/null
+check "... said: it wraps around within 3 batches" grep -q "data.val wraps around within 3 batch(es) of 4 x 64 tokens; train.eval_batches 20 scores" "$TMP/err"
 
 # ---- gradient accumulation: B=4 x 2 == B=8 x 1 ----
 expect_exit "B=8 x 1" 0 llm-train --config run.yaml -o g8 --set train.batch_size=8 --set train.max_steps=3 --metrics g8.jsonl
