@@ -64,9 +64,24 @@ static int ggml_type(llm_dtype dt)
     }
 }
 
-/* general.file_type from the dtype of the matmul weights */
-static uint32_t file_type(llm_dtype dt)
+/* general.file_type ("mostly X"): the first matmul weight that is not f32 (a block
+ * format leaves matrices whose rows do not fill its blocks in f32), else the embedding's. */
+static uint32_t file_type(const llm_ckpt *c, int L)
 {
+    static const char *const mats[] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
+    const llm_tensor *t = llm_ckpt_find(c, "wte");
+    llm_dtype dt = t ? t->dtype : LLM_DT_F32;
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < 4; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "h.%d.%s.weight", l, mats[k]);
+            const llm_tensor *w = llm_ckpt_find(c, name);
+            if (w && w->dtype != LLM_DT_F32) {
+                dt = w->dtype;
+                l = L;
+                break;
+            }
+        }
     return dt == LLM_DT_F16 ? 1 : dt == LLM_DT_Q4_0 ? 2 : dt == LLM_DT_Q8_0 ? 7 : dt == LLM_DT_BF16 ? 32 : 0;
 }
 
@@ -224,10 +239,9 @@ int llm_gguf_export(const char *in, const char *out, llm_status *st)
         nt++;
     }
     /* key/values */
-    const llm_tensor *w0 = llm_ckpt_find(c, "h.0.attn.c_attn.weight");
     kv_str(&kv, "general.architecture", "gpt2");
     kv_str(&kv, "general.name", "llmkit");
-    kv_u32(&kv, "general.file_type", file_type(w0 ? w0->dtype : LLM_DT_F32));
+    kv_u32(&kv, "general.file_type", file_type(c, L));
     kv_u32(&kv, "general.alignment", LLM_GGUF_ALIGN);
     kv_u32(&kv, "gpt2.context_length", (uint32_t)cfg.max_seq_len);
     kv_u32(&kv, "gpt2.embedding_length", (uint32_t)cfg.n_embd);

@@ -311,6 +311,30 @@ check "... its config.json says torch_dtype bfloat16" grep -q '"torch_dtype": "b
 expect_exit "export --to onnx: 64" 64 llm-shard export --to onnx "$M" -o "$TMP/x"
 expect_exit "export of a shard: 65" 65 sh -c "llm-shard split --pp 2 '$M' -o '$TMP/p' && llm-shard export --to gguf '$TMP/p-tp0-pp0.llmk' -o '$TMP/x.gguf'"
 
+# general.file_type says what most matmul weights are, not just h.0's c_attn (a block
+# format leaves matrices whose rows do not fill its blocks in f32)
+llm-quantize -q "$M" "$TMP/q8k.llmk" --type q8_0 --keep h.0.attn.c_attn.weight
+expect_exit "export --to gguf of a q8_0 model with an f32 c_attn in layer 0" 0 llm-shard export --to gguf "$TMP/q8k.llmk" -o "$TMP/q8k.gguf"
+check "... general.file_type 7 (mostly Q8_0), not 0" python3 - "$TMP/q8k.gguf" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read(); at = 8
+def rd(f):
+    global at; v = struct.unpack_from("<" + f, b, at)[0]; at += struct.calcsize("<" + f); return v
+def s():
+    global at; n = rd("Q"); v = b[at:at + n].decode(); at += n; return v
+def val(t):
+    if t == 8: return s()
+    if t == 9:
+        et = rd("I"); n = rd("Q"); return [val(et) for _ in range(n)]
+    return rd({4: "I", 5: "i", 6: "f"}[t])
+nt, nkv = rd("Q"), rd("Q")
+kv = {}
+for _ in range(nkv):
+    k = s(); kv[k] = val(rd("I"))
+print("# general.file_type", kv["general.file_type"])
+sys.exit(kv["general.file_type"] != 7)
+PY
+
 # a model with more embedding rows than tokens (vocab_size 300, a 257-token byte
 # tokenizer): llama.cpp wants one token per token_embd row, so the GGUF token list is
 # padded with "[PAD<id>]" tokens of type unused (5), as llama.cpp's converter does
