@@ -316,21 +316,10 @@ expect_exit "export of a shard: 65" 65 sh -c "llm-shard split --pp 2 '$M' -o '$T
 llm-quantize -q "$M" "$TMP/q8k.llmk" --type q8_0 --keep h.0.attn.c_attn.weight
 expect_exit "export --to gguf of a q8_0 model with an f32 c_attn in layer 0" 0 llm-shard export --to gguf "$TMP/q8k.llmk" -o "$TMP/q8k.gguf"
 check "... general.file_type 7 (mostly Q8_0), not 0" python3 - "$TMP/q8k.gguf" <<'PY'
-import struct, sys
-b = open(sys.argv[1], "rb").read(); at = 8
-def rd(f):
-    global at; v = struct.unpack_from("<" + f, b, at)[0]; at += struct.calcsize("<" + f); return v
-def s():
-    global at; n = rd("Q"); v = b[at:at + n].decode(); at += n; return v
-def val(t):
-    if t == 8: return s()
-    if t == 9:
-        et = rd("I"); n = rd("Q"); return [val(et) for _ in range(n)]
-    return rd({4: "I", 5: "i", 6: "f"}[t])
-nt, nkv = rd("Q"), rd("Q")
-kv = {}
-for _ in range(nkv):
-    k = s(); kv[k] = val(rd("I"))
+import os, sys
+sys.path.insert(0, os.environ["TMP"])
+from llmkpy import gguf_kv
+kv, ne = gguf_kv(sys.argv[1])
 print("# general.file_type", kv["general.file_type"])
 sys.exit(kv["general.file_type"] != 7)
 PY
@@ -341,24 +330,10 @@ PY
 hedit "$M" "$TMP/v300.llmk" 'vocab_size: 257' 'vocab_size: 300'
 expect_exit "export --to gguf, vocab_size 300 > 257 tokens" 0 llm-shard export --to gguf "$TMP/v300.llmk" -o "$TMP/v300.gguf"
 check "... 300 tokens (257 real, 43 [PAD<id>] unused) = token_embd rows" python3 - "$TMP/v300.gguf" <<'PY'
-import struct, sys
-b = open(sys.argv[1], "rb").read(); at = 8
-def rd(f):
-    global at; v = struct.unpack_from("<" + f, b, at)[0]; at += struct.calcsize("<" + f); return v
-def s():
-    global at; n = rd("Q"); v = b[at:at + n].decode(); at += n; return v
-def val(t):
-    if t == 8: return s()
-    if t == 9:
-        et = rd("I"); n = rd("Q"); return [val(et) for _ in range(n)]
-    return rd({4: "I", 5: "i", 6: "f"}[t])
-nt, nkv = rd("Q"), rd("Q")
-kv = {}
-for _ in range(nkv):
-    k = s(); kv[k] = val(rd("I"))
-ne = {}
-for _ in range(nt):
-    name = s(); ne[name] = [rd("Q") for _ in range(rd("I"))]; rd("I"); rd("Q")
+import os, sys
+sys.path.insert(0, os.environ["TMP"])
+from llmkpy import gguf_kv
+kv, ne = gguf_kv(sys.argv[1])
 tok, typ = kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.token_type"]
 assert len(tok) == len(typ) == ne["token_embd.weight"][1] == ne["output.weight"][1] == 300, (len(tok), ne["token_embd.weight"])
 assert tok[256] == "<|endoftext|>" and typ[256] == 3 and typ[:256] == [1] * 256

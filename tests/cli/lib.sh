@@ -7,6 +7,43 @@ export PATH="$BIN:$PATH"
 DATA=${LLM_DATA:-$ROOT/../shared/data}
 TMP=$(mktemp -d /tmp/llmkit-cli.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
+# readers the Python checks share: `sys.path.insert(0, os.environ["TMP"])`, then
+# `from llmkpy import tensors, gguf_kv`
+export TMP
+cat >"$TMP/llmkpy.py" <<'PY'
+import array, re, struct
+
+def tensors(p):
+    """The f32 tensors of a .llmk file: name -> array('f')."""
+    b = open(p, 'rb').read(); h = int.from_bytes(b[12:20], 'little')
+    head = b[20:20 + h].decode(); base = (20 + h + 63) // 64 * 64
+    out = {}
+    for m in re.finditer(r'name: (\S+)\n\s*dtype: f32\n(?:.*\n)*?\s*offset: (\d+)\n\s*nbytes: (\d+)', head):
+        o, n = int(m.group(2)), int(m.group(3))
+        out[m.group(1)] = array.array('f', b[base + o:base + o + n])
+    return out
+
+def gguf_kv(path):
+    """A GGUF file's metadata (key -> value) and tensor shapes (name -> ne)."""
+    b = open(path, "rb").read(); at = [8]
+    def rd(f):
+        v = struct.unpack_from("<" + f, b, at[0])[0]; at[0] += struct.calcsize("<" + f); return v
+    def s():
+        n = rd("Q"); v = b[at[0]:at[0] + n].decode(); at[0] += n; return v
+    def val(t):
+        if t == 8: return s()
+        if t == 9:
+            et = rd("I"); n = rd("Q"); return [val(et) for _ in range(n)]
+        return rd({4: "I", 5: "i", 6: "f"}[t])
+    nt, nkv = rd("Q"), rd("Q")
+    kv = {}
+    for _ in range(nkv):
+        k = s(); kv[k] = val(rd("I"))
+    ne = {}
+    for _ in range(nt):
+        name = s(); ne[name] = [rd("Q") for _ in range(rd("I"))]; rd("I"); rd("Q")
+    return kv, ne
+PY
 _n=0
 ok()    { _n=$((_n+1)); echo "ok $_n - $*"; }
 notok() { _n=$((_n+1)); echo "not ok $_n - $*"; }
@@ -154,15 +191,9 @@ PY
 # weight: the attention key bias has a zero gradient up to rounding, which AdamW scales to
 # full-size steps, so its few elements differ by ~1e-6 between summation orders.
 wclose() { "${PY:-python3}" - "$1" "$2" <<'PY'
-import sys, array, re
-def tensors(p):
-    b = open(p, 'rb').read(); h = int.from_bytes(b[12:20], 'little')
-    head = b[20:20 + h].decode(); base = (20 + h + 63) // 64 * 64
-    out = {}
-    for m in re.finditer(r'name: (\S+)\n\s*dtype: f32\n(?:.*\n)*?\s*offset: (\d+)\n\s*nbytes: (\d+)', head):
-        o, n = int(m.group(2)), int(m.group(3))
-        out[m.group(1)] = array.array('f', b[base + o:base + o + n])
-    return out
+import os, sys
+sys.path.insert(0, os.environ["TMP"])
+from llmkpy import tensors
 A, B = tensors(sys.argv[1]), tensors(sys.argv[2])
 if not A or A.keys() != B.keys(): print('# tensor sets differ', len(A), len(B)); sys.exit(1)
 ww = wm = 0

@@ -129,19 +129,13 @@ PY
 # scaler: the first update after skipped overflow steps moves the weights by about lr
 # (Adam's first step: lr * g / |g|), not by the ~0.5 lr of a step count that went on
 check "the first update after skipped steps has the bias correction of a first update" "$PY" - <<'PY'
-import array, json, re
+import json, os, sys
+sys.path.insert(0, os.environ["TMP"])
+from llmkpy import tensors
 ev = [json.loads(l) for l in open("ls.jsonl")]
 over = {e["step"] for e in ev if e.get("event") == "loss_scale" and e.get("reason") == "overflow"}
 steps = {e["step"]: e for e in ev if "loss" in e}
 s = min(k for k in steps if k not in over)
-def tensors(p):
-    b = open(p, 'rb').read(); h = int.from_bytes(b[12:20], 'little')
-    head = b[20:20 + h].decode(); base = (20 + h + 63) // 64 * 64
-    out = {}
-    for m in re.finditer(r'name: (\S+)\n\s*dtype: f32\n(?:.*\n)*?\s*offset: (\d+)\n\s*nbytes: (\d+)', head):
-        o, n = int(m.group(2)), int(m.group(3))
-        out[m.group(1)] = array.array('f', b[base + o:base + o + n])
-    return out
 A, B = tensors("ls/step-%08d.llmk" % (s - 1)), tensors("ls/step-%08d.llmk" % s)
 d = max(max(abs(x - y) for x, y in zip(A[k], B[k])) for k in A if not k.startswith("opt."))
 r = d / steps[s]["lr"]
