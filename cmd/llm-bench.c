@@ -111,12 +111,7 @@ static int emit_file(const char *prog, const char *path, llm_bench_format fmt, c
         return 71;
     }
     llm_status st = {0};
-    llm_afile a;
-    rc = llm_afile_open(&a, path, 0, &st);
-    if (!rc && (rc = llm_afile_put(&a, buf, len, &st)))
-        llm_afile_abort(&a);
-    else if (!rc)
-        rc = llm_afile_commit(&a, &st);
+    rc = llm_afile_write(path, 0, buf, len, &st);
     free(buf);
     if (rc) {
         fprintf(stderr, "%s: %s\n", prog, st.msg);

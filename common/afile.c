@@ -300,12 +300,9 @@ int llm_afile_commit(llm_afile *a, llm_status *st)
     if (rc) {
         unlink(a->tmp);
     } else if (sync) {   /* the rename is durable once the directory is synced */
-        char *slash = strrchr(a->path, '/');
-        if (slash)
-            *slash = 0;
-        int dfd = open(slash ? (*a->path ? a->path : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (slash)
-            *slash = '/';
+        char dir[PATH_MAX];
+        llm_dir_of(a->path, dir, sizeof dir);
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
             if (fsync(dfd) && errno != EINVAL && errno != EROFS)
                 rc = fail(a, LLM_EIO, "sync the directory of", errno, st);
@@ -314,4 +311,17 @@ int llm_afile_commit(llm_afile *a, llm_status *st)
     }
     release(a);
     return rc;
+}
+
+int llm_afile_write(const char *path, unsigned flags, const void *p, uint64_t n, llm_status *st)
+{
+    llm_afile a;
+    int rc = llm_afile_open(&a, path, flags, st);
+    if (rc)
+        return rc;
+    if ((rc = llm_afile_put(&a, p, n, st))) {
+        llm_afile_abort(&a);
+        return rc;
+    }
+    return llm_afile_commit(&a, st);
 }

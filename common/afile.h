@@ -72,6 +72,9 @@ int llm_afile_commit(llm_afile *a, llm_status *st);
 /* Give up: remove the temp file (the old file at path stays) and free a. */
 void llm_afile_abort(llm_afile *a);
 
+/* A whole output at once: open, put n bytes, commit (abort on error). */
+int llm_afile_write(const char *path, unsigned flags, const void *p, uint64_t n, llm_status *st);
+
 /* For a program that writes for a long time (llm-tokenize, llm-quantize, llm-shard):
  * SIGINT, SIGTERM and SIGHUP remove the temp files being written, then end the process as
  * the signal would have (a signal the process ignores stays ignored). */

@@ -32,13 +32,7 @@ static int by_file(const char *path, int rank, void *blob, size_t n, double time
         if (stat(path, &old) == 0)
             return llm_err(st, LLM_EUSAGE, "dist-init: '%s' exists: an id from a job that did "
                            "not finish? Use a path new for each job, or remove it", path);
-        llm_afile a;
-        int rc = llm_afile_open(&a, path, LLM_AFILE_NODEV | LLM_AFILE_MKDIRS, st);
-        if (!rc && (rc = llm_afile_put(&a, blob, n, st)))
-            llm_afile_abort(&a);
-        else if (!rc)
-            rc = llm_afile_commit(&a, st);
-        if (rc)
+        if (llm_afile_write(path, LLM_AFILE_NODEV | LLM_AFILE_MKDIRS, blob, n, st))
             return llm_err_prefix(st, "dist-init");
         return 0;
     }

@@ -39,6 +39,15 @@ int llm_mkdirs(const char *path, llm_status *st)
     return 0;
 }
 
+void llm_dir_of(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, n, ".");
+    else
+        snprintf(dir, n, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+}
+
 int llm_mkdirs_parent(const char *path, llm_status *st)
 {
     const char *slash = path ? strrchr(path, '/') : NULL;

@@ -9,6 +9,10 @@
  * could not be made. */
 int llm_mkdirs(const char *path, llm_status *st);
 
+/* The directory that holds file path into dir (n bytes, truncated): "." for a bare
+ * name, "/" for a file in the root. */
+void llm_dir_of(const char *path, char *dir, size_t n);
+
 /* llm_mkdirs of the directory that holds file path (nothing for a bare file name). */
 int llm_mkdirs_parent(const char *path, llm_status *st);
 

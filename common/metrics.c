@@ -39,12 +39,7 @@ int llm_metrics_open(llm_metrics **out, const char *path, const char *prom, int 
         prom = target;
         /* its folder must take the file now, not fail at every step */
         char dir[PATH_MAX];
-        snprintf(dir, sizeof dir, "%s", target);
-        char *sl = strrchr(dir, '/');
-        if (!sl)
-            snprintf(dir, sizeof dir, ".");
-        else
-            sl[sl == dir] = 0;
+        llm_dir_of(target, dir, sizeof dir);
         if (access(dir, W_OK | X_OK))
             return llm_err(st, LLM_EIO, "prom file '%s': cannot write in '%s': %s", target, dir,
                            strerror(errno));
@@ -168,12 +163,7 @@ static int write_prom(llm_metrics *m, llm_status *st)
         return llm_err(st, LLM_ENOMEM, "out of memory");
     }
     /* rewritten every step: atomic (a collector never reads half a file), not synced */
-    llm_afile a;
-    int rc = llm_afile_open(&a, m->prom, LLM_AFILE_NODEV | LLM_AFILE_NOSYNC, st);
-    if (!rc && (rc = llm_afile_put(&a, text, len, st)))
-        llm_afile_abort(&a);
-    else if (!rc)
-        rc = llm_afile_commit(&a, st);
+    int rc = llm_afile_write(m->prom, LLM_AFILE_NODEV | LLM_AFILE_NOSYNC, text, len, st);
     free(text);
     return rc;
 }

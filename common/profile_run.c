@@ -88,12 +88,7 @@ static int peaks_save(const char *path, const llm_bench_row *rows, llm_status *s
         free(buf);
         return llm_err(st, LLM_ENOMEM, "out of memory for the peaks file '%s'", path);
     }
-    llm_afile a;
-    rc = llm_afile_open(&a, path, 0, st);
-    if (!rc && (rc = llm_afile_put(&a, buf, len, st)))
-        llm_afile_abort(&a);
-    else if (!rc)
-        rc = llm_afile_commit(&a, st);
+    rc = llm_afile_write(path, 0, buf, len, st);
     free(buf);
     return rc;
 }
@@ -422,11 +417,8 @@ static int write_trace(const llm_profile *prof, const char *path, llm_status *st
     int rc = llm_profile_write_trace(prof, m, st);
     if (fclose(m) && !rc)
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
-    llm_afile a;
-    if (!rc && !(rc = llm_afile_open(&a, path, LLM_AFILE_STDOUT, st))) {
-        rc = llm_afile_put(&a, buf, len, st);
-        rc = rc ? (llm_afile_abort(&a), rc) : llm_afile_commit(&a, st);
-    }
+    if (!rc)
+        rc = llm_afile_write(path, LLM_AFILE_STDOUT, buf, len, st);
     free(buf);
     return rc;
 }

@@ -69,12 +69,7 @@ static int write_config(const llm_model_config *cfg, int eot, const char *torch_
         return llm_err(st, LLM_ENOMEM, "out of memory");
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    llm_afile a;
-    int rc = llm_afile_open(&a, path, 0, st);
-    if (!rc && (rc = llm_afile_put(&a, s, strlen(s), st)))
-        llm_afile_abort(&a);
-    else if (!rc)
-        rc = llm_afile_commit(&a, st);
+    int rc = llm_afile_write(path, 0, s, strlen(s), st);
     free(s);
     return rc;
 }

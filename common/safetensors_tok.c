@@ -90,19 +90,6 @@ int llm_hf_tok_merges(const llm_ckpt *c, const int32_t **m, int64_t *n, llm_stat
     return LLM_OK;
 }
 
-static int write_text(const char *path, const char *s, size_t n, llm_status *st)
-{
-    llm_afile a;
-    int rc = llm_afile_open(&a, path, 0, st);
-    if (rc)
-        return rc;
-    if ((rc = llm_afile_put(&a, s, n, st))) {
-        llm_afile_abort(&a);
-        return rc;
-    }
-    return llm_afile_commit(&a, st);
-}
-
 int llm_hf_tok_write(const llm_ckpt *c, const char *dir, int max_len, llm_status *st)
 {
     llm_tokenizer *t;
@@ -163,10 +150,10 @@ int llm_hf_tok_write(const llm_ckpt *c, const char *dir, int max_len, llm_status
         goto out;
     }
     snprintf(path, sizeof path, "%s/vocab.json", dir);
-    if ((rc = write_text(path, js, strlen(js), st)))
+    if ((rc = llm_afile_write(path, 0, js, strlen(js), st)))
         goto out;
     snprintf(path, sizeof path, "%s/merges.txt", dir);
-    if ((rc = write_text(path, buf, len, st)))
+    if ((rc = llm_afile_write(path, 0, buf, len, st)))
         goto out;
     free(js);
     js = NULL;
@@ -180,7 +167,7 @@ int llm_hf_tok_write(const llm_ckpt *c, const char *dir, int max_len, llm_status
         goto out;
     }
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    rc = write_text(path, js, strlen(js), st);
+    rc = llm_afile_write(path, 0, js, strlen(js), st);
 out:
     free(js);
     free(buf);
