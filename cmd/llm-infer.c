@@ -334,7 +334,7 @@ int main(int argc, char **argv)
                                       llm_sampler_param(top_p), (uint64_t)seed};
         src.stops = stops.v;
         src.n_stops = stops.n;
-        src.jsonl = jsonl;
+        src.jsonl = jsonl || listen_addr;
         if (file)
             rc = read_file(file, &file_text, &st);
         if (prompt || file) {
@@ -342,7 +342,7 @@ int main(int argc, char **argv)
             src.prompts = one;
             src.n_prompts = 1;
         } else {
-            src.in = stdin;
+            src.in = listen_addr ? NULL : stdin;   /* --listen: lines come from its clients */
         }
         llm_infer_sink sink = {.out = stdout, .jsonl = jsonl, .err = stderr, .prog = "llm-infer"};
         sink.stream = src.n_prompts == 1 && !jsonl && isatty(STDOUT_FILENO);

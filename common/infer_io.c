@@ -253,25 +253,22 @@ out:
 int llm_infer_source_next(void *src, llm_infer_request *req, llm_status *st)
 {
     llm_infer_source *s = src;
-    for (;;) {
-        const char *text;
-        size_t len;
-        int toolong = 0;
-        if (s->in) {
-            int r = read_line(s, &len, &toolong, st);
-            if (r <= 0)
-                return r == 0 ? 0 : (int)st->code;
-            text = s->line;
-        } else {
-            if (s->index >= s->n_prompts)
-                return 0;
-            text = s->prompts[s->index];
-            len = strlen(text);
-        }
-        int r = llm_infer_source_request(s, text, len, toolong, req, st);
-        if (r)
-            return r < 0 ? (int)st->code : 1;
+    const char *text;
+    size_t len;
+    int toolong = 0;
+    if (s->in) {
+        int r = read_line(s, &len, &toolong, st);
+        if (r <= 0)
+            return r == 0 ? 0 : (int)st->code;
+        text = s->line;
+    } else {
+        if (s->index >= s->n_prompts)
+            return 0;
+        text = s->prompts[s->index];
+        len = strlen(text);
     }
+    int r = llm_infer_source_request(s, text, len, toolong, req, st);
+    return r > 0 ? 1 : r < 0 ? (int)st->code : LLM_INFER_NEXT_NONE;
 }
 
 int llm_infer_source_request(llm_infer_source *s, const char *text, size_t len, int toolong,

@@ -60,12 +60,6 @@ static void conn_close(conn *c)
 
 /* ---- the listening socket ---- */
 
-static int set_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-    return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -1 : 0;
-}
-
 static int listen_unix(llm_infer_net *n, const char *path, char *bound, size_t blen,
                        llm_status *st)
 {
@@ -91,7 +85,7 @@ static int listen_unix(llm_infer_net *n, const char *path, char *bound, size_t b
             return llm_err(st, LLM_EIO, "--listen unix:%s: a server is listening there", path);
         unlink(path);
     }
-    n->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    n->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (n->lfd < 0 || bind(n->lfd, (struct sockaddr *)&sa, sizeof sa) < 0)
         return llm_err(st, LLM_EIO, "--listen unix:%s: %s", path, strerror(errno));
     if (lstat(path, &sb) == 0) {   /* ours to remove at the end (not a file put there since) */
@@ -130,7 +124,7 @@ static int listen_tcp(llm_infer_net *n, const char *addr, char *bound, size_t bl
     if (g)
         return llm_err(st, LLM_EUSAGE, "--listen '%s': %s", addr, gai_strerror(g));
     int rc = LLM_OK;
-    n->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    n->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     if (n->lfd < 0 || setsockopt(n->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
         bind(n->lfd, ai->ai_addr, ai->ai_addrlen) < 0)
@@ -162,11 +156,9 @@ int llm_infer_net_open(llm_infer_net **out, const char *addr, llm_infer_source *
         n->c[i].fd = -1;
     n->src = src;
     n->stop = stop;
-    src->in = NULL;
-    src->jsonl = 1;
     int rc = !strncmp(addr, "unix:", 5) ? listen_unix(n, addr + 5, bound, boundlen, st)
                                         : listen_tcp(n, addr, bound, boundlen, st);
-    if (!rc && (listen(n->lfd, 64) < 0 || set_nonblock(n->lfd) < 0))
+    if (!rc && listen(n->lfd, 64) < 0)
         rc = llm_err(st, LLM_EIO, "--listen '%s': %s", addr, strerror(errno));
     if (rc) {
         llm_infer_net_free(n);
@@ -176,13 +168,19 @@ int llm_infer_net_open(llm_infer_net **out, const char *addr, llm_infer_source *
     return LLM_OK;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Send what waits for the clients (responses already made, the last ones "interrupted")
  * for up to ms milliseconds: a client that reads slowly still gets them; one that does
  * not read delays the end by ms at most. */
 static void drain(llm_infer_net *n, int ms)
 {
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
     for (;;) {
         struct pollfd p[LLM_INFER_NET_MAX_CONN];
         int idx[LLM_INFER_NET_MAX_CONN], k = 0;
@@ -191,11 +189,11 @@ static void drain(llm_infer_net *n, int ms)
                 p[k] = (struct pollfd){.fd = n->c[i].fd, .events = POLLOUT};
                 idx[k++] = i;
             }
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        long left = ms - ((t.tv_sec - t0.tv_sec) * 1000L + (t.tv_nsec - t0.tv_nsec) / 1000000L);
-        if (!k || left <= 0)
+        uint64_t t = now_ns();
+        if (!k || t >= end)
             return;
-        int r = poll(p, (nfds_t)k, (int)left);
+        int left = (int)((end - t + 999999) / 1000000);
+        int r = poll(p, (nfds_t)k, left);
         if (r < 0 && errno != EINTR)
             return;
         for (int j = 0; r > 0 && j < k; j++)
@@ -222,27 +220,12 @@ void llm_infer_net_free(llm_infer_net *n)
     free(n);
 }
 
-int llm_infer_net_clients(const llm_infer_net *n)
-{
-    int k = 0;
-    for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
-        k += n->c[i].fd >= 0;
-    return k;
-}
-
 long llm_infer_net_answered(const llm_infer_net *n)
 {
     return n->answered;
 }
 
 /* ---- moving bytes ---- */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* The client idle the longest: nothing of it waiting to be answered or sent; -1 if none. */
 static int idlest(const llm_infer_net *n)
@@ -408,10 +391,11 @@ static void pump(llm_infer_net *n, int timeout_ms)
 
 /* ---- llm_infer_io ---- */
 
-/* The next whole line of any client, as a request: 1, 0 when there is none now, -1 out of
- * memory. */
+/* The next whole line of any client, as a request: 1, 2 when only blank lines were there,
+ * 0 when there is none now, -1 out of memory. */
 static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
 {
+    int blank = 0;
     for (int t = 0; t < LLM_INFER_NET_MAX_CONN; t++) {
         int i = (n->next + t) % LLM_INFER_NET_MAX_CONN;
         conn *c = &n->c[i];
@@ -444,8 +428,10 @@ static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
             }
             if (r < 0)
                 return -1;
-            if (r == 0)
-                continue;   /* a blank line */
+            if (r == 0) {
+                blank = 1;
+                continue;
+            }
             req->route = (uint64_t)c->gen << 16 | (uint64_t)i;
             c->pending++;
             n->next = (i + 1) % LLM_INFER_NET_MAX_CONN;
@@ -454,7 +440,7 @@ static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
         if (c->fd >= 0)
             flush_out(c);   /* closes a client that has said everything */
     }
-    return 0;
+    return blank ? 2 : 0;
 }
 
 static int net_next(void *u, llm_infer_request *req, llm_status *st)
@@ -465,7 +451,7 @@ static int net_next(void *u, llm_infer_request *req, llm_status *st)
             return 0;
         int r = take_line(n, req, st);
         if (r)
-            return r < 0 ? (int)st->code : 1;
+            return r < 0 ? (int)st->code : r == 2 ? LLM_INFER_NEXT_NONE : 1;
         pump(n, 500);   /* a signal may go to another thread: look at stop now and then */
     }
 }

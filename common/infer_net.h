@@ -23,7 +23,7 @@ typedef struct llm_infer_net llm_infer_net;
 
 /* Listen on addr: "unix:PATH" (a socket file there is replaced unless a server listens
  * on it: LLM_EIO; any other file is refused), "HOST:PORT" or "[IPV6]:PORT" (PORT 0: any
- * free port).  src parses the lines (its in must be NULL; jsonl is set); stop, when set
+ * free port).  src parses the lines (the caller sets it for JSONL, in NULL); stop, when set
  * by a signal handler, ends the wait for requests.  *bound receives the address in the
  * same form, with the port.
  * Errors: LLM_EUSAGE (a bad address), LLM_EIO (socket, bind, listen), LLM_ENOMEM. */
@@ -40,8 +40,7 @@ void llm_infer_net_free(llm_infer_net *n);
  * to the client that asked. */
 llm_infer_io llm_infer_net_io(llm_infer_net *n);
 
-/* Clients connected and requests answered so far (for tests and --verbose). */
-int  llm_infer_net_clients(const llm_infer_net *n);
+/* Requests answered so far. */
 long llm_infer_net_answered(const llm_infer_net *n);
 
 #endif

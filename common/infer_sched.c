@@ -434,6 +434,10 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
                 llm_status_clear(st);
                 break;
             }
+            if (g == LLM_INFER_NEXT_NONE) {
+                i--;   /* the same slot, once ready has been asked again */
+                continue;
+            }
             if (g == 0) {
                 eof = 1;
                 break;

@@ -55,10 +55,14 @@ typedef struct {
 } llm_infer_result;
 
 /* Where requests come from and results go.  next: 1 and *req filled (zeroed first by
- * the caller), 0 at the end, or an llm_code (st set) to stop everything.  token: text
+ * the caller), LLM_INFER_NEXT_NONE when it took input that is no request (a blank line:
+ * ready is asked again, so that a source never waits while requests decode), 0 at the
+ * end, or an llm_code (st set) to stop everything.  token: text
  * that is final (stream it), may be NULL.  done: one finished request.  token/done
  * return 0, or non-zero to stop (e.g. stdout closed), which llm_infer_run returns as
  * LLM_EIO with their message in st. */
+#define LLM_INFER_NEXT_NONE (-1)
+
 typedef struct {
     int (*next)(void *u, llm_infer_request *req, llm_status *st);
     int (*token)(void *u, const llm_infer_request *req, const char *bytes, size_t n,

@@ -73,12 +73,12 @@ elif mode == "requests":          # what the concurrent clients send, for stdin 
     for k in range(3):
         for i in range(4):
             print(json.dumps(req(k, i)))
-elif mode == "interactive":       # send one, wait for its answer, send the next
+elif mode in ("interactive", "blank"):   # send one, wait for its answer, send the next
     s = connect(addr)
     f = s.makefile("rw")
     t0 = time.time()
     for i in range(3):
-        f.write(json.dumps(req(9, i, 3)) + "\n")
+        f.write(json.dumps(req(9, i, 3)) + ("\n\n" if mode == "blank" else "\n"))
         f.flush()
         r = json.loads(f.readline())
         print(r["id"], r["finish_reason"])
@@ -157,6 +157,9 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
     sh -c "[ \$(wc -l <got.txt) = 12 ] && cmp -s got.txt want.txt"
   out=$(timeout 60 $PY client.py "$ADDR" interactive 2>&1)
   check "a client that waits for each answer gets them (--batch 4): $(echo $out | tr '\n' ' ')" \
+    sh -c "[ \"\$(echo '$out' | grep -c ' length')\" = 3 ]"
+  out=$(timeout 20 $PY client.py "$ADDR" blank 2>&1)
+  check "... also with a blank line after each request: $(echo $out | tr '\n' ' ')" \
     sh -c "[ \"\$(echo '$out' | grep -c ' length')\" = 3 ]"
   out=$(timeout 60 $PY client.py "$ADDR" bad 2>&1)
   check "garbage and a 17 MiB line: error responses, then the next request answered" \
