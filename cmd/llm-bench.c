@@ -96,33 +96,14 @@ static int check_common(const char *prog, const opts *o, llm_bench_format *fmt, 
     return 0;
 }
 
-/* -o FILE: the results formatted in memory, then written atomically (llm_afile): a
- * failed write leaves the old FILE as it was and no partial one. */
-static int emit_file(const char *prog, const char *path, llm_bench_format fmt, const llm_bench_rows *rows)
+static int emit(const char *prog, const opts *o, llm_bench_format fmt, llm_bench_rows *rows)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    int rc = m ? llm_bench_write(m, fmt, rows->v, rows->n) : -1;
-    if (m && fclose(m) != 0) rc = -1;
-    if (rc != 0) {
-        free(buf);
-        fprintf(stderr, "%s: out of memory for the results\n", prog);
-        return 71;
-    }
-    llm_status st = {0};
-    rc = llm_afile_write(path, 0, buf, len, &st);
-    free(buf);
-    if (rc) {
+    if (strcmp(o->out, "-") != 0) {   /* all or nothing: a failed write keeps the old file */
+        llm_status st = {0};
+        if (llm_bench_write_file(o->out, fmt, rows->v, rows->n, &st) == 0) return 0;
         fprintf(stderr, "%s: %s\n", prog, st.msg);
         return llm_exit_code(st.code);
     }
-    return 0;
-}
-
-static int emit(const char *prog, const opts *o, llm_bench_format fmt, llm_bench_rows *rows)
-{
-    if (strcmp(o->out, "-") != 0) return emit_file(prog, o->out, fmt, rows);
     if (llm_bench_write(stdout, fmt, rows->v, rows->n) != 0) {
         int err = errno;
         if (llm_cli_stdout_closed(err)) return 0;
@@ -159,7 +140,6 @@ static int finish(const char *prog, const opts *o, llm_bench_format fmt, llm_ben
     return r;
 }
 
-/* Split a comma-separated list in place: up to cap items. */
 /* The comma-separated items of list (copied into buf), at most cap of them: their count,
  * or -1 with a message when there are more or the list does not fit buf. */
 static int split(const char *what, const char *list, char *buf, size_t blen, char **items,
@@ -203,9 +183,8 @@ static int run_gemm(int argc, char **argv)
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     char sbuf[1024], dbuf[256];
     char *sz[64], *dt[8];
-    int nsz = split("--sizes", o.sizes, sbuf, sizeof sbuf, sz, 64, &lg);
-    int ndt = nsz < 0 ? -1 : split("--dtype", o.dtypes, dbuf, sizeof dbuf, dt, 8, &lg);
-    if (nsz < 0 || ndt < 0) return 64;
+    int nsz = split("--sizes", o.sizes, sbuf, sizeof sbuf, sz, 64, &lg), ndt = 0;
+    if (nsz < 0 || (ndt = split("--dtype", o.dtypes, dbuf, sizeof dbuf, dt, 8, &lg)) < 0) return 64;
     if (nsz == 0 || ndt == 0) { llm_error(&lg, "empty --sizes or --dtype"); return 64; }
     int cuda = !strcmp(o.device, "cuda");
     double peak = o.peak;   /* cuda: <= 0 means the table's peak for each dtype */

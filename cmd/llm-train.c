@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/afile.h"
 #include "common/cli.h"
 #include "common/config.h"
 #include "common/dist.h"
@@ -127,9 +128,8 @@ int main(int argc, char **argv)
     }
     static const char *const bit[] = {"0", "1", NULL};
     int memstat = 0;
-    uint64_t wlimit; /* read by each output file as it opens; checked here, before step 1 */
-    if (llm_env_word("LLM_TRAIN_MEMSTAT", bit, &memstat, &st) ||
-        llm_env_u64("LLM_FAULT_WRITE_LIMIT", 0, UINT64_MAX, &wlimit, &st)) {
+    /* LLM_FAULT_WRITE_LIMIT is read by each output file as it opens: checked before step 1 */
+    if (llm_env_word("LLM_TRAIN_MEMSTAT", bit, &memstat, &st) || llm_afile_env_check(&st)) {
         llm_error(&lg, "%s", st.msg);
         return llm_exit_code(st.code);
     }

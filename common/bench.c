@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/afile.h"
 #include "common/json.h"
 #include "common/version.h"
 #include "kernels/cpu/quant_kern.h"
@@ -302,4 +303,19 @@ int llm_bench_write(FILE *f, llm_bench_format fmt, const llm_bench_row *rows, in
         return -1;
     }
     return 0;
+}
+
+int llm_bench_write_file(const char *path, llm_bench_format fmt, const llm_bench_row *rows,
+                         int n, llm_status *st)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    int rc = m ? llm_bench_write(m, fmt, rows, n) : -1;
+    if (m && fclose(m) != 0)
+        rc = -1;
+    rc = rc ? llm_err(st, LLM_ENOMEM, "out of memory for '%s'", path)
+            : llm_afile_write(path, 0, buf, len, st);
+    free(buf);
+    return rc;
 }

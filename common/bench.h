@@ -69,6 +69,11 @@ void llm_bench_row_times(llm_bench_row *r, double *t, int n, double work, double
  * set). */
 int llm_bench_write(FILE *f, llm_bench_format fmt, const llm_bench_row *rows, int n);
 
+/* The same into the file path, all or nothing (made in memory, then llm_afile_write): a
+ * failed write leaves the old file as it was.  LLM_ENOMEM, or llm_afile's errors. */
+int llm_bench_write_file(const char *path, llm_bench_format fmt, const llm_bench_row *rows,
+                         int n, llm_status *st);
+
 /* A byte size: decimal digits with an optional binary suffix K, M, G (KiB, MiB, GiB;
  * a trailing B or iB is accepted).  0, or -1 when malformed or above 1 TiB. */
 int llm_bench_parse_size(const char *s, size_t *out);

@@ -75,24 +75,6 @@ static int peaks_read(llm_profile_peaks *pk, const char *path, const char *devic
     return 0;
 }
 
-/* The measured rows as llm-bench JSON, atomically (llm_afile): a failed write leaves no
- * partial file that a later run would read as the peaks and refuse. */
-static int peaks_save(const char *path, const llm_bench_row *rows, llm_status *st)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
-    int rc = m ? llm_bench_write(m, LLM_BENCH_JSON, rows, 2) : -1;
-    if (m && fclose(m) != 0) rc = -1;
-    if (rc) {
-        free(buf);
-        return llm_err(st, LLM_ENOMEM, "out of memory for the peaks file '%s'", path);
-    }
-    rc = llm_afile_write(path, 0, buf, len, st);
-    free(buf);
-    return rc;
-}
-
 int llm_profile_peaks_get(llm_profile_peaks *pk, const char *path, int threads, llm_status *st)
 {
     return llm_profile_peaks_get_dev(pk, path, "cpu", threads, st);
@@ -123,7 +105,7 @@ int llm_profile_peaks_get_dev(llm_profile_peaks *pk, const char *path, const cha
     }
     if (pk->gflops <= 0) pk->gflops = rows[0].rate;
     if (pk->gbs <= 0) pk->gbs = rows[1].rate;
-    return path ? peaks_save(path, rows, st) : 0;
+    return path ? llm_bench_write_file(path, LLM_BENCH_JSON, rows, 2, st) : 0;
 }
 
 /* ---- the run ---- */
