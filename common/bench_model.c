@@ -45,9 +45,7 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
 {
     if (check_opts(o, st)) return st->code;
     llm_backend be;
-    char err[256];
-    int brc = llm_backend_init(&be, o->device, o->threads, err, sizeof err);
-    if (brc) return llm_err(st, llm_backend_code(brc), "%s", err);
+    if (llm_backend_open(&be, o->device, o->threads, st)) return st->code;
     llm_ckpt *ck = NULL;
     llm_model *m = NULL;
     int32_t *ids = NULL, *tgt = NULL;
@@ -135,9 +133,7 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
     if (!o->model_path) return llm_err(st, LLM_EUSAGE, "infer needs a model file (MODEL.llmk)");
     if (o->gen < 1) return llm_err(st, LLM_EUSAGE, "gen must be >= 1");
     llm_backend be;
-    char err[256];
-    int brc = llm_backend_init(&be, o->device, o->threads, err, sizeof err);
-    if (brc) return llm_err(st, llm_backend_code(brc), "%s", err);
+    if (llm_backend_open(&be, o->device, o->threads, st)) return st->code;
     llm_infer_model *im = NULL;
     llm_infer_ctx *ctx = NULL;
     llm_infer_row *r = NULL;

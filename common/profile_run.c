@@ -410,10 +410,8 @@ int llm_profile_run(const llm_profile_run_opts *o, FILE *out, const llm_log *lg,
     if (!o->model_path && !o->config) return llm_err(st, LLM_EUSAGE, "need a model file or --config");
     run_state r;
     memset(&r, 0, sizeof r);
-    char err[256];
-    int brc = llm_backend_init(&r.inner, o->device, o->threads, err, sizeof err);
-    if (brc)
-        return llm_err(st, llm_backend_code(brc), "%s", err);
+    if (llm_backend_open(&r.inner, o->device, o->threads, st))
+        return st->code;
     r.inner_ok = 1;
     int B = o->B > 0 ? o->B : 4;
     if (B > 4096) { run_free(&r); return llm_err(st, LLM_EUSAGE, "-b %d: must be in 1..4096", B); }

@@ -353,13 +353,11 @@ static int save(trainer *t, llm_train_result *res, llm_status *st)
 static int setup(trainer *t, llm_status *st)
 {
     const llm_train_config *c = t->cfg;
-    char err[256] = "";
     int made_dir = 0;
     if (llm_env_u64("LLM_TRAIN_FAULT_NAN", 0, INT64_MAX, &t->fault_nan, st))
         return st->code;
-    int brc = llm_backend_init(&t->raw, c->device, c->threads, err, sizeof err);
-    if (brc)
-        return llm_err(st, llm_backend_code(brc), "device '%s': %s", c->device, err);
+    if (llm_backend_open(&t->raw, c->device, c->threads, st))
+        return llm_err_prefix(st, "device '%s'", c->device);
     t->have_be = 1;
     llm_memtrack_init(&t->mem, &t->raw);
     t->be = &t->mem.be;

@@ -139,3 +139,10 @@ int llm_backend_threads(int threads)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
+
+int llm_backend_open(llm_backend *be, const char *device, int threads, llm_status *st)
+{
+    char err[256];
+    int rc = llm_backend_init(be, device, threads, err, sizeof err);
+    return rc ? llm_err(st, llm_backend_code(rc), "%s", err) : LLM_OK;
+}

@@ -386,6 +386,10 @@ struct llm_device_stats {
 #define LLM_BACKEND_ESETTING (-2)
 int  llm_backend_init(llm_backend *be, const char *device, int threads, char *err, size_t errlen);
 
+/* llm_backend_init reporting through st: its message, and LLM_EUSAGE for a bad setting,
+ * LLM_ENODEV for a device that is not there (auto's warning, if any, is not kept). */
+int llm_backend_open(llm_backend *be, const char *device, int threads, llm_status *st);
+
 /* The status code of a failed llm_backend_init's return value rc. */
 static inline llm_code llm_backend_code(int rc)
 {
