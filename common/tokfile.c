@@ -319,6 +319,7 @@ int llm_tokfile_writer_put(llm_tokfile_writer *w, const uint32_t *ids, size_t n,
     int rc = LLM_OK;
     for (size_t i = 0; i < n && w->version == 1; i++)
         if (ids[i] > 0xffff) {   /* once: after widen the version is 2 */
+            w->wide_at = w->n + i;
             rc = w->autov ? widen(w, st)
                           : llm_err(st, LLM_EUSAGE, "'%s': ids above 65535 need token file "
                                     "version 2", w->a.path);
@@ -331,35 +332,30 @@ int llm_tokfile_writer_put(llm_tokfile_writer *w, const uint32_t *ids, size_t n,
     return rc;
 }
 
-/* Version 2 back to 1 when every id fits 16 bits (an auto-version writer whose wide ids
- * went to the other side of a split), in place, first to last. */
+/* Version 2 back to 1 (an auto-version writer whose wide ids all went to the other side
+ * of a split), in place, first to last: an id's 2 bytes never overtake its 4. */
 static int narrow(llm_tokfile_writer *w, llm_status *st)
 {
     int mem = !llm_afile_seekable(&w->a), rc = LLM_OK;
     unsigned char raw[16384], thin[8192];
-    for (int pass = 0; pass < 2 && !rc; pass++)   /* 0: do they all fit?  1: rewrite */
-        for (uint64_t at = 0; at < w->n && !rc;) {
-            size_t k = w->n - at < 4096 ? (size_t)(w->n - at) : 4096;
-            const unsigned char *p = raw;
-            if (mem)
-                p = w->mem + 4 * at;
-            else
-                rc = llm_afile_read(&w->a, LLM_TOKFILE_HEADER_BYTES + 4 * at, raw, 4 * k, st);
-            for (size_t i = 0; i < k && !rc; i++) {
-                uint32_t id = rd32(p + 4 * i);
-                if (id > 0xffff)
-                    return LLM_OK;   /* version 2 it stays (only pass 0 can see one) */
-                thin[2 * i] = (unsigned char)id;
-                thin[2 * i + 1] = (unsigned char)(id >> 8);
-            }
-            if (!rc && pass == 1) {
-                if (mem)
-                    memcpy(w->mem + 2 * at, thin, 2 * k);
-                else
-                    rc = llm_afile_patch(&w->a, LLM_TOKFILE_HEADER_BYTES + 2 * at, thin, 2 * k, st);
-            }
-            at += k;
+    for (uint64_t at = 0; at < w->n && !rc;) {
+        size_t k = w->n - at < 4096 ? (size_t)(w->n - at) : 4096;
+        const unsigned char *p = raw;
+        if (mem)
+            p = w->mem + 4 * at;
+        else
+            rc = llm_afile_read(&w->a, LLM_TOKFILE_HEADER_BYTES + 4 * at, raw, 4 * k, st);
+        for (size_t i = 0; i < k && !rc; i++) {
+            uint32_t id = rd32(p + 4 * i);
+            thin[2 * i] = (unsigned char)id;
+            thin[2 * i + 1] = (unsigned char)(id >> 8);
         }
+        if (!rc && mem)
+            memcpy(w->mem + 2 * at, thin, 2 * k);
+        else if (!rc)
+            rc = llm_afile_patch(&w->a, LLM_TOKFILE_HEADER_BYTES + 2 * at, thin, 2 * k, st);
+        at += k;
+    }
     if (rc)
         return rc;
     if (mem)
@@ -399,7 +395,7 @@ int llm_tokfile_writer_split(llm_tokfile_writer *w, uint64_t cut, llm_tokfile_wr
     else if ((rc = llm_afile_truncate(&w->a, LLM_TOKFILE_HEADER_BYTES + cut * width, st)))
         return rc;
     w->n = cut;
-    return w->autov && w->version == 2 ? narrow(w, st) : LLM_OK;
+    return w->autov && w->version == 2 && w->wide_at >= cut ? narrow(w, st) : LLM_OK;
 }
 
 int llm_tokfile_writer_commit(llm_tokfile_writer *w, llm_status *st)

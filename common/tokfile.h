@@ -55,6 +55,7 @@ typedef struct {
     int open, version;
     int autov;                /* version 0 asked: 1 until an id needs 2 */
     uint64_t n;               /* ids put */
+    uint64_t wide_at;         /* autov: where the first id above 65535 is (if version 2) */
     unsigned char *mem;       /* a stream's ids, in the file's width */
     size_t mem_n, mem_cap;
 } llm_tokfile_writer;
