@@ -349,7 +349,7 @@ int llm_shard_split(const char *in, int tp, int pp, const int *layers, const cha
         return rc;
     llm_model_config cfg;
     rule *rules = NULL;
-    int *lb = NULL;
+    int *lb = NULL, writing = 0;
     if (llm_ckpt_section(c, "shard")) {
         rc = llm_err(st, LLM_EDATA, "already a shard (merge it first)");
         goto out;
@@ -392,7 +392,9 @@ int llm_shard_split(const char *in, int tp, int pp, const int *layers, const cha
     if ((rc = check_cuts(c, rules, tp, st)))
         goto out;
     /* -o shards/m: the shards' directory is made when missing (a set of files, as
-     * llm-train's output directory and export's Hugging Face folder are) */
+     * llm-train's output directory and export's Hugging Face folder are); from here on an
+     * error is the output's, not the model's */
+    writing = 1;
     if ((rc = llm_mkdirs_parent(prefix, st)))
         goto out;
     split_ctx x = {c, &cfg, rules, tp, pp, lb, source_id(c), prefix};
@@ -400,7 +402,7 @@ int llm_shard_split(const char *in, int tp, int pp, const int *layers, const cha
         for (int i = 0; i < tp && !rc; i++)
             rc = write_one(&x, i, j, st);
 out:
-    if (rc == LLM_EDATA || rc == LLM_EUSAGE)   /* the model's problem: named with the file */
+    if (!writing && (rc == LLM_EDATA || rc == LLM_EUSAGE))   /* the model's: named with the file */
         llm_err_prefix(st, "%s", in);
     free(rules);
     free(lb);

@@ -24,6 +24,8 @@ assert t["wte"]["split"]=="rows" and "ln_f.weight" in t and "wpe" not in t' "$TM
 expect_exit "merge" 0 llm-shard merge "$TMP/s-tp1-pp1.llmk" "$TMP/s-tp0-pp0.llmk" "$TMP/s-tp1-pp0.llmk" "$TMP/s-tp0-pp1.llmk" -o "$TMP/back.llmk"
 check "split + merge gives the source file byte for byte" cmp -s "$M" "$TMP/back.llmk"
 expect_exit "split --tp 4 --pp-layers 1,1" 0 llm-shard split --tp 4 --pp-layers 1,1 "$M" -o "$TMP/u"
+expect_exit "split into a prefix too long: 64" 64 llm-shard split --tp 2 "$M" -o "$TMP/$(printf 'a%.0s' $(seq 5000))"
+check "... the output's fault: the model file is not named" sh -c "grep -q 'output prefix too long' '$TMP/err' && ! grep -q 'm.llmk' '$TMP/err'"
 expect_exit "merge 8 shards to stdout" 0 sh -c "llm-shard merge $TMP/u-tp*-pp*.llmk -o - >$TMP/u.llmk"
 check "tp 4 x pp 2 round trip through a pipe" cmp -s "$M" "$TMP/u.llmk"
 
