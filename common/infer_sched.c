@@ -125,10 +125,7 @@ int llm_infer_stats_add_tpot(llm_infer_stats *s, double ms)
     s->tpot_sum += ms;
     if (s->n_tpot < LLM_INFER_TPOT_KEEP)
         return push_dbl(&s->tpot_ms, &s->n_tpot, &s->cap_tpot, ms);
-    uint64_t z = (s->tpot_rng += 0x9e3779b97f4a7c15ull);   /* splitmix64 */
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z = (z ^ (z >> 31)) % (k + 1);
+    uint64_t z = llm_splitmix64(&s->tpot_rng) % (k + 1);
     if (z < s->n_tpot)
         s->tpot_ms[z] = ms;
     return 0;

@@ -6,14 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 static uint64_t next_u64(llm_sampler *s)
@@ -50,7 +42,7 @@ int llm_sampler_init(llm_sampler *s, const llm_sampler_params *p, llm_status *st
     s->p = *p;
     uint64_t x = p->seed;
     for (int i = 0; i < 4; i++)
-        s->s[i] = splitmix(&x);
+        s->s[i] = llm_splitmix64(&x);
     return LLM_OK;
 }
 
