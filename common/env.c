@@ -11,10 +11,12 @@ int llm_env_u64(const char *name, uint64_t lo, uint64_t hi, uint64_t *out, llm_s
     const char *s = getenv(name);
     if (!s || !*s)
         return LLM_OK;
-    char *end;
+    char *end = NULL;
     errno = 0;
-    unsigned long long v = *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
-    if (*s < '0' || *s > '9' || errno || *end || v < lo || v > hi)
+    unsigned long long v = 0;
+    if (*s >= '0' && *s <= '9')   /* digits only: strtoull takes spaces and signs */
+        v = strtoull(s, &end, 10);
+    if (!end || errno || *end || v < lo || v > hi)
         return llm_err(st, LLM_EUSAGE, "%s '%.64s' is not a whole number in %llu..%llu", name, s,
                        (unsigned long long)lo, (unsigned long long)hi);
     *out = v;

@@ -191,10 +191,11 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
         llm_err(st, LLM_ENOMEM, "out of memory");
         goto fail;
     }
-    /* a device backend gets its own copy of every tensor bind() takes: 12 per layer and
-     * 4 more (a CPU backend, also through llm-profile's wrapper, reads the file's pages) */
-    if (!be->host_memory &&
-        !(m->dev = calloc((size_t)m->cfg.n_layer * 12 + 4, sizeof *m->dev))) {
+    /* the tensors bind() takes: 12 per layer and 4 more; a device backend gets its own
+     * copy of each (a CPU backend, also through llm-profile's wrapper, reads the file's
+     * pages) */
+    size_t nbind = (size_t)m->cfg.n_layer * 12 + 4;
+    if (!be->host_memory && !(m->dev = calloc(nbind, sizeof *m->dev))) {
         llm_err(st, LLM_ENOMEM, "out of memory");
         goto fail;
     }
@@ -202,12 +203,12 @@ int llm_infer_model_open(llm_infer_model **out, const char *path, llm_backend *b
      * one, also through llm-profile's wrapper) may get those weights repacked */
     if (be->infer_dtype_ok && be->infer_dtype_ok(be, LLM_QK_Q4_0R8)) {
         m->repack_mode = repack;
-        if (!(m->rep = calloc((size_t)m->cfg.n_layer * 12 + 4, sizeof *m->rep))) {
+        if (!(m->rep = calloc(nbind, sizeof *m->rep))) {
             llm_err(st, LLM_ENOMEM, "out of memory");
             goto fail;
         }
     }
-    if (!(m->wide = calloc((size_t)m->cfg.n_layer * 12 + 4, sizeof *m->wide))) {
+    if (!(m->wide = calloc(nbind, sizeof *m->wide))) {
         llm_err(st, LLM_ENOMEM, "out of memory");
         goto fail;
     }
