@@ -66,22 +66,24 @@ static int ggml_type(llm_dtype dt)
 
 /* general.file_type ("mostly X"): the first matmul weight that is not f32 (a block
  * format leaves matrices whose rows do not fill its blocks in f32), else the embedding's. */
-static uint32_t file_type(const llm_ckpt *c, int L)
+static llm_dtype weights_dtype(const llm_ckpt *c, int L)
 {
     static const char *const mats[] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
-    const llm_tensor *t = llm_ckpt_find(c, "wte");
-    llm_dtype dt = t ? t->dtype : LLM_DT_F32;
     for (int l = 0; l < L; l++)
         for (int k = 0; k < 4; k++) {
             char name[64];
             snprintf(name, sizeof name, "h.%d.%s.weight", l, mats[k]);
             const llm_tensor *w = llm_ckpt_find(c, name);
-            if (w && w->dtype != LLM_DT_F32) {
-                dt = w->dtype;
-                l = L;
-                break;
-            }
+            if (w && w->dtype != LLM_DT_F32)
+                return w->dtype;
         }
+    const llm_tensor *t = llm_ckpt_find(c, "wte");
+    return t ? t->dtype : LLM_DT_F32;
+}
+
+static uint32_t file_type(const llm_ckpt *c, int L)
+{
+    llm_dtype dt = weights_dtype(c, L);
     return dt == LLM_DT_F16 ? 1 : dt == LLM_DT_Q4_0 ? 2 : dt == LLM_DT_Q8_0 ? 7 : dt == LLM_DT_BF16 ? 32 : 0;
 }
 
