@@ -126,36 +126,26 @@ w, r = json.load(open(sys.argv[1]))["want"], json.load(open(sys.argv[2]))
 sys.exit(not (r["text"] == w and r["finish_reason"] == "stop"))' rs4.jsonl rs5
 
 # --batch 4: a request is answered without waiting for more input (a client that waits
-# for each response before sending the next got none)
-$PY - "$M" >inter.out 2>&1 <<'PY'
+# for each response before sending the next got none); also when a blank line follows
+# each request (it was taken as input and the wait for a request went on, stalling the
+# decode).  interactive BLANK: 1 to send a blank line after each request
+interactive() { $PY - "$M" "$1" <<'PY'
 import json, select, subprocess, sys
 p = subprocess.Popen(["llm-infer", sys.argv[1], "--jsonl", "--batch", "4"], stdin=subprocess.PIPE,
                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 ok = True
 for i in range(3):
-    p.stdin.write(b'{"id": %d, "prompt": "KING", "max_tokens": 30}\n' % i)
+    p.stdin.write(b'{"id": %d, "prompt": "KING", "max_tokens": 30}\n' % i + b'\n' * int(sys.argv[2]))
     p.stdin.flush()
     ok = ok and bool(select.select([p.stdout], [], [], 30)[0]) and json.loads(p.stdout.readline())["id"] == i
 p.kill() if not ok else p.stdin.close()
 p.wait()
 print("interactive", ok)
 PY
+}
+interactive 0 >inter.out 2>&1
 check "jsonl --batch 4: each response before the next request" grep -qx "interactive True" inter.out
-# ... also when a blank line follows a request (it was taken as input and the wait for a
-# request went on, stalling the decode)
-$PY - "$M" >inter2.out 2>&1 <<'PY'
-import json, select, subprocess, sys
-p = subprocess.Popen(["llm-infer", sys.argv[1], "--jsonl", "--batch", "4"], stdin=subprocess.PIPE,
-                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-ok = True
-for i in range(3):
-    p.stdin.write(b'{"id": %d, "prompt": "KING", "max_tokens": 30}\n\n' % i)
-    p.stdin.flush()
-    ok = ok and bool(select.select([p.stdout], [], [], 30)[0]) and json.loads(p.stdout.readline())["id"] == i
-p.kill() if not ok else p.stdin.close()
-p.wait()
-print("interactive", ok)
-PY
+interactive 1 >inter2.out 2>&1
 check "jsonl --batch 4: a blank line after a request does not hold it" grep -qx "interactive True" inter2.out
 
 # plain mode: stdin lines answered in input order whatever the batch

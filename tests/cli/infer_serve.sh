@@ -155,12 +155,11 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
   $PY client.py "$ADDR" concurrent >got.txt 2>client.err
   check "3 clients at once: each gets its 4 responses, equal to stdin --jsonl's" \
     sh -c "[ \$(wc -l <got.txt) = 12 ] && cmp -s got.txt want.txt"
-  out=$(timeout 60 $PY client.py "$ADDR" interactive 2>&1)
-  check "a client that waits for each answer gets them (--batch 4): $(echo $out | tr '\n' ' ')" \
-    sh -c "[ \"\$(echo '$out' | grep -c ' length')\" = 3 ]"
-  out=$(timeout 20 $PY client.py "$ADDR" blank 2>&1)
-  check "... also with a blank line after each request: $(echo $out | tr '\n' ' ')" \
-    sh -c "[ \"\$(echo '$out' | grep -c ' length')\" = 3 ]"
+  for mode in "interactive:a client that waits for each answer gets them (--batch 4)" \
+              "blank:... also with a blank line after each request"; do
+    out=$(timeout 30 $PY client.py "$ADDR" "${mode%%:*}" 2>&1)
+    check "${mode#*:}: $(echo $out | tr '\n' ' ')" sh -c "[ \"\$(echo '$out' | grep -c ' length')\" = 3 ]"
+  done
   out=$(timeout 60 $PY client.py "$ADDR" bad 2>&1)
   check "garbage and a 17 MiB line: error responses, then the next request answered" \
     sh -c "echo '$out' | sed -n 1p | grep -q '^error' && echo '$out' | sed -n 2p | grep -q 'longer than 16 MiB' && [ \"\$(echo '$out' | sed -n 3p)\" = 'length -' ]"
