@@ -19,7 +19,7 @@ expect_exit "-d of a valid header followed by endless bytes: 65" 65 timeout 20 \
   sh -c "cat '$TMP/hi.bin' /dev/zero | $T -d --vocab byte --count -"
 check "... says the length does not match the header" grep -q "header says 3 tokens" "$TMP/err"
 expect_exit "--val-fraction 1 is 64" 64 $T --vocab byte --val-fraction 1 -o "$TMP/x"
-printf 'tiny\n' >"$TMP/vtiny.txt"; head -c 20000 "$DATA/tinyshakespeare/input.txt" >"$TMP/vbig.txt"
+printf 'tiny\n' >"$TMP/vtiny.txt"; head -c 20000 /dev/zero | tr '\0' a >"$TMP/vbig.txt"
 $T --vocab byte --eot --val-fraction 0.1 -o "$TMP/vf" "$TMP/vtiny.txt" "$TMP/vbig.txt" 2>"$TMP/err" >/dev/null
 check "a lopsided split (val 20001 of 20007 tokens for 0.1) is said" grep -q "vf_val.bin: 20001 tokens (far from --val-fraction" "$TMP/err"
 $T --vocab byte --eot --val-fraction 0.1 -o "$TMP/vg" $(for i in $(seq 10); do echo "$TMP/vbig.txt"; done) 2>"$TMP/err" >/dev/null
