@@ -362,7 +362,7 @@ static int run_model(int train, int argc, char **argv)
         {"seq", 't', LLM_OPT_INT, &T, "T", NULL},   /* llm-profile's spelling */
         {"precision", 'p', LLM_OPT_STR, &prec, "P",
          "fp32, bf16 or fp16 matmul operands, as llm-train (default: the config's train.precision, else fp32)"},
-        {"peak", 0, LLM_OPT_DOUBLE, &o.peak, "GFLOPS", "peak for MFU (default: measured FMA peak)"},
+        {"peak", 0, LLM_OPT_DOUBLE, &o.peak, "GFLOPS", "peak for MFU (default: cpu the measured FMA peak, cuda the table peak of the precision)"},
         {0},
     };
     const llm_opt table_infer[] = {

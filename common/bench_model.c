@@ -115,8 +115,13 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
     llm_bench_row_kv(row, "batch", o->B);
     llm_bench_row_kv(row, "ms_per_step", 1e3 * row->t_med);
     llm_bench_row_kv(row, "flops_per_token", fpt);
-    llm_bench_row_kv(row, "mfu", peak > 0 ? 100.0 * row->rate * fpt / (peak * 1e9) : 0);
-    row->peak_pct = peak > 0 ? 100.0 * row->rate * fpt / (peak * 1e9) : -1;
+    /* a GPU that the peak table does not know: no mfu (and peak_pct null) unless --peak */
+    if (peak > 0) {
+        llm_bench_row_kv(row, "mfu", 100.0 * row->rate * fpt / (peak * 1e9));
+        row->peak_pct = 100.0 * row->rate * fpt / (peak * 1e9);
+    } else {
+        snprintf(row->note, sizeof row->note, "no peak known for this GPU: no mfu (give --peak)");
+    }
 done:
     free(ids);
     free(tgt);

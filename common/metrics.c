@@ -134,7 +134,8 @@ static int write_prom(llm_metrics *m, llm_status *st)
         {"llmkit_train_grad_norm", "gauge", "Gradient norm before clipping.", s->grad_norm, m->have_last},
         {"llmkit_train_tokens_per_second", "gauge", "Training throughput.", s->tokens_per_s, m->have_last},
         {"llmkit_train_step_seconds", "gauge", "Duration of the last step.", s->ms / 1000.0, m->have_last},
-        {"llmkit_train_mfu", "gauge", "Model FLOPs utilisation estimate.", s->mfu, m->have_last},
+        {"llmkit_train_mfu", "gauge", "Model FLOPs utilisation estimate.", s->mfu,
+         m->have_last && isfinite(s->mfu)},
         {"llmkit_train_rss_bytes", "gauge", "Peak resident set size.", s->rss_mb * 1048576.0, m->have_last},
         {"llmkit_train_skipped_total", "counter", "Non-finite steps skipped.", (double)s->skipped, m->have_last},
         {"llmkit_train_val_loss", "gauge", "Validation loss of the last eval.", m->val_loss, m->have_val},
@@ -190,7 +191,8 @@ int llm_metrics_step(llm_metrics *m, const llm_step_metrics *s, llm_status *st)
     llm_json_knum(&j, "grad_norm", s->grad_norm);
     llm_json_knum(&j, "tokens_per_s", round(s->tokens_per_s * 10) / 10);
     llm_json_knum(&j, "ms", round(s->ms * 1000) / 1000);
-    llm_json_knum(&j, "mfu", round(s->mfu * 1e6) / 1e6);
+    if (isfinite(s->mfu))   /* NaN: no peak known for the device */
+        llm_json_knum(&j, "mfu", round(s->mfu * 1e6) / 1e6);
     llm_json_knum(&j, "rss_mb", round(s->rss_mb * 10) / 10);
     llm_json_kint(&j, "skipped", s->skipped);
     llm_json_knum(&j, "data_ms", round(s->data_ms * 1000) / 1000);

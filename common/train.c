@@ -538,13 +538,17 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
      * llm-bench and the planner use */
     double flops = tokens * llm_bench_train_flops_per_token(mc, c->seq_len);
     /* the peak when none is configured: on a GPU its table peak for the GEMMs of this
-     * precision (bf16/f16 tensor cores, fp32 or TF32; 60 TFLOP/s for a device the table
-     * does not know), on the CPU the FMA rate of its threads measured now, as llm-bench
-     * measures its peak (a fixed guess read 1.16 on an AVX-512 machine) */
+     * precision (bf16/f16 tensor cores, fp32 or TF32), on the CPU the FMA rate of its
+     * threads measured now, as llm-bench measures its peak (a fixed guess read 1.16 on
+     * an AVX-512 machine).  A GPU the table does not know has no MFU (NaN: the metrics
+     * leave it out) rather than one against a guessed peak. */
     double peak = c->peak_flops;
     if (!(peak > 0) && !strcmp(t.be->name, "cuda")) {
         double gflops = llm_bench_gpu_train_peak_gflops(llm_model_precision(t.m));
-        peak = gflops > 0 ? gflops * 1e9 : 60e12;
+        peak = gflops > 0 ? gflops * 1e9 : NAN;
+        if (!(gflops > 0))
+            llm_info(t.log, "mfu: no peak known for this GPU at %s; set train.peak_flops to "
+                     "have it reported", llm_dtype_name(llm_model_precision(t.m)));
     } else if (!(peak > 0)) {
         peak = llm_bench_cpu_peak_gflops(t.be->threads > 0 ? t.be->threads : 1) * 1e9;
     }

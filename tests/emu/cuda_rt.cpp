@@ -73,6 +73,17 @@ int smem_optin_max()
     return (k < 48 ? 48 : k > 227 ? 227 : k) * 1024;
 }
 
+/* The compute capability the devices report: 9.0, or LLM_EMU_CC=M.m (a device that
+ * llm-bench's peak table does not know, for instance) */
+void emu_cc(int *major, int *minor)
+{
+    const char *s = getenv("LLM_EMU_CC");
+    int ma = 9, mi = 0;
+    if (s && *s && sscanf(s, "%d.%d", &ma, &mi) != 2) ma = 9, mi = 0;
+    *major = ma;
+    *minor = mi;
+}
+
 thread_local int cur_dev = 0;   /* cudaSetDevice: per host thread, as in CUDA */
 
 double now_ms()
@@ -295,7 +306,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "llmkit emulated device (tests/emu)");
     p->totalGlobalMem = TOTAL;
-    p->major = 9;
+    emu_cc(&p->major, &p->minor);
     p->multiProcessorCount = 4;
     return cudaSuccess;
 }
