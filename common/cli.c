@@ -54,12 +54,15 @@ int llm_parse_int(const char *s, int *out)
 
 int llm_parse_double(const char *s, double *out)
 {
+    /* decimal only: strtod also takes hex floats (0x1p-3), spaces, "infinity" and locale
+     * forms, which YAML readers take as strings */
     if (!s || !*s || s[strspn(s, "+-0123456789.eE")])
-        return -1;   /* decimal only: strtod also takes hex floats, spaces, "infinity" */
+        return -1;
     char *end;
-    errno = 0;
     double v = strtod(s, &end);
-    if (errno || *end || end == s || !isfinite(v))
+    /* ERANGE on underflow still gives a usable (tiny or zero) value, which a checkpoint
+     * may hold; overflow is inf */
+    if (*end || end == s || !isfinite(v))
         return -1;
     *out = v;
     return 0;

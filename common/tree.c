@@ -1,5 +1,6 @@
 /* tree.c — document tree, strict YAML parser (libyaml events) and block-style emitter. */
 #include "common/tree.h"
+#include "common/cli.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -285,21 +286,7 @@ int llm_node_int(const llm_node *n, int *out)
 
 int llm_node_double(const llm_node *n, double *out)
 {
-    const char *s = plain_value(n);
-    if (!s || !*s || s[0] == ' ' || s[0] == '\t')
-        return -1;
-    /* decimal only: strtod also reads hex floats (0x1p-3) and locale forms, which YAML
-     * readers take as strings */
-    if (s[strspn(s, "+-0123456789.eE")])
-        return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*end || end == s || !isfinite(v))
-        return -1;
-    /* ERANGE on underflow still gives a usable (tiny or zero) value; overflow is inf */
-    *out = v;
-    return 0;
+    return llm_parse_double(plain_value(n), out);   /* cli.c: the flags' reader */
 }
 
 int llm_node_bool(const llm_node *n, int *out)

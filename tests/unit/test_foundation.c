@@ -164,6 +164,17 @@ static void test_parse_numbers(void **state)
     assert_int_equal(llm_parse_double("nan", &d), -1);
     assert_int_equal(llm_parse_double("1e999", &d), -1);
     assert_int_equal(llm_parse_double("", &d), -1);
+    assert_int_equal(llm_parse_double(NULL, &d), -1);
+    assert_int_equal(llm_parse_double("0x1p-3", &d), -1);   /* decimal only */
+    assert_int_equal(llm_parse_double(" 1", &d), -1);
+    assert_int_equal(llm_parse_double("1 ", &d), -1);
+    assert_int_equal(llm_parse_double("1e5e", &d), -1);
+    /* an underflow reads as the tiny value (a checkpoint may hold one), as the
+     * config's llm_node_double, which is this function */
+    assert_int_equal(llm_parse_double("4e-320", &d), 0);
+    assert_true(d > 0 && d < 1e-300);
+    assert_int_equal(llm_parse_double("1e-400", &d), 0);
+    assert_true(d == 0);
 }
 
 static void test_env_strict(void **state)
