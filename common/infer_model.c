@@ -55,7 +55,12 @@ static int bind_widened(llm_infer_model *m, llm_wref *w, const char *name, const
     if (llm_quant_decode(t->dtype, t->data, f, t->nelem, st))
         return llm_err_prefix(st, "tensor '%s'", name);
     w->dtype = LLM_DT_F32;
-    return place(m, w, name, f, t->nelem * sizeof *f, st);
+    if (place(m, w, name, f, t->nelem * sizeof *f, st))
+        return st->code;
+    /* a device backend has its copy now (to_device lets go of the source at return) */
+    if (m->dev)
+        free(m->wide[--m->n_wide]);
+    return LLM_OK;
 }
 
 /* Find name with the given shape; f32only: the kernels read it as f32 (bf16 and f16

@@ -70,6 +70,19 @@ check "... nll within 1e-3 of the f32 model's" "$PY" -c "
 import json, sys
 a, b = json.load(open('$TMP/e3')), json.load(open('$TMP/out'))
 assert a['tokens'] == b['tokens'] and abs(a['nll'] - b['nll']) < 1e-3 * a['nll'], (a, b)"
+# ... and on the emulated device, where the widened copies are uploaded and freed
+E=$ROOT/build/emu/bin
+[ "${LLM_SAN:-0}" = 1 ] && E=$ROOT/build/san/emu/bin
+if [ -x "$E/llm-infer" ]; then
+  "$E/llm-infer" "$TMP/m5.llmk" --eval "$TMP/ids.bin" --ctx 8 -t 1 --device cuda >"$TMP/e5c" 2>"$TMP/err5c"
+  llm-infer "$TMP/m5.llmk" --eval "$TMP/ids.bin" --ctx 8 -t 1 >"$TMP/e5" 2>/dev/null
+  check "... on cuda (emu) the cpu's nll within 1e-5" "$PY" -c "
+import json
+a, b = json.load(open('$TMP/e5')), json.load(open('$TMP/e5c'))
+assert a['tokens'] == b['tokens'] and abs(a['nll'] - b['nll']) < 1e-5 * a['nll'], (a, b)"
+else
+  skip "v5 import on cuda (emu)" "no $E/llm-infer (make CUDA=emu all)"
+fi
 # ... and fine-tunes: model.init_from widens the bf16 weights to llm-train's f32 master
 # weights (exact), giving the first loss of the f32 model up to bf16 rounding
 for v in 3 5; do   # 257 tokens: the byte tokenizer's
