@@ -677,13 +677,14 @@ int main(int argc, char **argv)
         unsetenv("LLM_CUDA_FAULT");
     }
     x.cuda = !strcmp(device, "cuda");
+    /* through llm_backend_init, as the tools: its settings check (LLM_CUDA_TF32, ...) too */
     if (!x.cuda) {
         if (llm_backend_init(&x.g, device, 2, err, sizeof err)) {
             fprintf(stderr, "gpu_check: %s\n", err);
             return 1;
         }
         if (!strncmp(x.g.name, "cpu", 3)) llm_backend_cpu_infer_init(&x.g, !strcmp(x.g.name, "cpu-ref"));
-    } else if (llm_backend_cuda_init(&x.g, 0, err, sizeof err)) {
+    } else if (llm_backend_init(&x.g, "cuda", 0, err, sizeof err)) {
         if (!strncmp(err, "no CUDA device", 14)) {
             printf("gpu_check: no GPU: skipped (%s)\n", err);
             return 0;
