@@ -19,8 +19,10 @@
 typedef struct {
     int fd;              /* -1: a free entry */
     uint32_t gen;        /* bumped when the entry is reused: late responses are dropped */
-    char *in;            /* bytes received, not yet taken as lines */
-    size_t n_in, cap_in;
+    char *in;            /* bytes received; in[off_in, n_in) not yet taken as lines */
+    size_t off_in, n_in, cap_in;
+    size_t scan;         /* no '\n' in in[off_in, scan): each byte is looked for once */
+    size_t open;         /* after the last '\n' received: where the open line starts */
     int skipping;        /* inside a line longer than LLM_INFER_MAX_LINE: drop to its end */
     int toolong;         /* such lines not yet answered */
     int eof;             /* the client sent its last byte */
@@ -233,7 +235,7 @@ static int idlest(const llm_infer_net *n)
     int best = -1;
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
         const conn *c = &n->c[i];
-        if (c->fd >= 0 && !c->pending && !c->n_in && !c->toolong && !c->skipping &&
+        if (c->fd >= 0 && !c->pending && c->n_in == c->off_in && !c->toolong && !c->skipping &&
             c->off_out == c->n_out && (best < 0 || c->last < n->c[best].last))
             best = i;
     }
@@ -286,31 +288,85 @@ static void flush_out(conn *c)
     }
     if (c->fd >= 0 && c->n_out - c->off_out > LLM_INFER_NET_MAX_OUT)
         conn_close(c);
-    if (c->fd >= 0 && c->eof && !c->pending && !c->n_in && !c->toolong && c->n_out == 0)
+    if (c->fd >= 0 && c->eof && !c->pending && c->n_in == c->off_in && !c->toolong &&
+        c->n_out == 0)
         conn_close(c);   /* said all it had to say, and heard every answer */
 }
 
-/* Whether c holds a whole line (or an over-long one to answer). */
-static int has_line(const conn *c)
+/* The end ('\n') of c's first whole line, or NULL; bytes already looked at are not
+ * looked at again (a client may pipeline up to LLM_INFER_MAX_LINE bytes of requests,
+ * and this is asked once per decode step). */
+static char *line_end(conn *c)
 {
-    return c->fd >= 0 && (c->toolong || (c->n_in && memchr(c->in, '\n', c->n_in)) ||
-                          (c->eof && c->n_in));
+    if (c->scan < c->n_in) {
+        char *nl = memchr(c->in + c->scan, '\n', c->n_in - c->scan);
+        c->scan = nl ? (size_t)(nl - c->in) : c->n_in;   /* at the '\n': found at once again */
+        return nl;
+    }
+    return NULL;
+}
+
+/* Whether c holds a whole line (or an over-long one to answer). */
+static int has_line(conn *c)
+{
+    return c->fd >= 0 && (c->toolong || line_end(c) || (c->eof && c->n_in > c->off_in));
+}
+
+/* Nothing unread: the buffer starts over (and is given back after a long line). */
+static void in_reset(conn *c)
+{
+    c->off_in = c->n_in = c->scan = c->open = 0;
+    if (c->cap_in > 4 * READ_CHUNK) {
+        free(c->in);
+        c->in = NULL;
+        c->cap_in = 0;
+    }
+}
+
+/* Move the unread bytes to the front of c's buffer. */
+static void in_compact(conn *c)
+{
+    memmove(c->in, c->in + c->off_in, c->n_in - c->off_in);
+    c->n_in -= c->off_in;
+    c->scan -= c->off_in;
+    c->open -= c->off_in;
+    c->off_in = 0;
+}
+
+/* Room in c's buffer for a chunk and a final 0: 0, or -1 out of memory.  The taken bytes
+ * are dropped by moving the unread ones when that costs no more than the bytes taken
+ * since the last move, or when the buffer is as large as it gets (unread bytes are at
+ * most LLM_INFER_MAX_LINE before a read, so half of it is then free): each byte is moved
+ * a bounded number of times, not once per line taken. */
+static int in_room(conn *c)
+{
+    size_t unread = c->n_in - c->off_in;
+    if (c->cap_in - c->n_in > READ_CHUNK)
+        return 0;
+    if (c->off_in && (c->off_in >= unread || c->cap_in >= 2 * (size_t)LLM_INFER_MAX_LINE)) {
+        in_compact(c);
+        if (c->cap_in - c->n_in > READ_CHUNK)
+            return 0;
+    }
+    size_t nc = c->cap_in ? c->cap_in * 2 : READ_CHUNK * 2;
+    if (nc <= c->n_in + READ_CHUNK)
+        nc = c->n_in + READ_CHUNK + 1;
+    char *p = realloc(c->in, nc);
+    if (!p)
+        return -1;
+    c->in = p;
+    c->cap_in = nc;
+    return 0;
 }
 
 /* Read what c sent; keeps at most one line's worth, counting longer lines to answer. */
 static void read_in(conn *c)
 {
-    for (;;) {
-        if (c->cap_in - c->n_in <= READ_CHUNK) {   /* room for a chunk and a final 0 */
-            size_t nc = c->cap_in ? c->cap_in * 2 : READ_CHUNK * 2;
-            if (nc <= c->n_in + READ_CHUNK)
-                nc = c->n_in + READ_CHUNK + 1;
-            char *p = realloc(c->in, nc);
-            if (!p)
-                return;   /* try again later */
-            c->in = p;
-            c->cap_in = nc;
-        }
+    /* past a line's worth unread there is a whole line at least: take it first (also when
+     * a hangup, not POLLIN, brought us here) */
+    while (c->n_in - c->off_in <= LLM_INFER_MAX_LINE) {
+        if (in_room(c) < 0)
+            return;   /* try again later */
         ssize_t r = recv(c->fd, c->in + c->n_in, READ_CHUNK, 0);
         if (r < 0 && errno == EINTR)
             continue;
@@ -335,15 +391,16 @@ static void read_in(conn *c)
             c->skipping = !nl;
         }
         /* a line still open past the limit: answer it once, drop the rest of it */
-        char *last = c->n_in ? memrchr(c->in, '\n', c->n_in) : NULL;
-        size_t open_from = last ? (size_t)(last + 1 - c->in) : 0;
-        if (c->n_in - open_from > LLM_INFER_MAX_LINE) {
-            c->n_in = open_from;
+        char *last = c->n_in > start ? memrchr(c->in + start, '\n', c->n_in - start) : NULL;
+        if (last)
+            c->open = (size_t)(last + 1 - c->in);
+        if (c->n_in - c->open > LLM_INFER_MAX_LINE) {
+            c->n_in = c->open;
+            if (c->scan > c->n_in)
+                c->scan = c->n_in;
             c->toolong++;
             c->skipping = 1;
         }
-        if (c->n_in > LLM_INFER_MAX_LINE)
-            return;   /* a whole line at least: take it first */
     }
 }
 
@@ -365,7 +422,7 @@ static void pump(llm_infer_net *n, int timeout_ms)
         if (c->fd < 0)
             continue;
         short ev = 0;
-        if (!c->eof && c->n_in <= LLM_INFER_MAX_LINE)
+        if (!c->eof && c->n_in - c->off_in <= LLM_INFER_MAX_LINE)
             ev |= POLLIN;
         if (c->n_out > c->off_out)
             ev |= POLLOUT;
@@ -405,26 +462,24 @@ static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
                 c->toolong--;
                 r = llm_infer_source_request(n->src, "", 0, 1, req, st);
             } else {
-                char *nl = memchr(c->in, '\n', c->n_in);
-                size_t len = nl ? (size_t)(nl - c->in) : c->n_in, used = nl ? len + 1 : len;
+                char *line = c->in + c->off_in, *nl = line_end(c);
+                size_t len = nl ? (size_t)(nl - line) : c->n_in - c->off_in;
+                size_t used = nl ? len + 1 : len;
                 /* read_in cuts a line once it is open past the limit; one whose end came
                  * in the same read is over it too (the limit counts a CR, as on stdin) */
                 int over = len > LLM_INFER_MAX_LINE;
                 if (over)
                     len = 0;
-                else if (len && c->in[len - 1] == '\r')
+                else if (len && line[len - 1] == '\r')
                     len--;
-                char save = c->in[len];
-                c->in[len] = 0;
-                r = llm_infer_source_request(n->src, over ? "" : c->in, len, over, req, st);
-                c->in[len] = save;
-                memmove(c->in, c->in + used, c->n_in - used);
-                c->n_in -= used;
-                if (!c->n_in && c->cap_in > 4 * READ_CHUNK) {   /* after a long line */
-                    free(c->in);
-                    c->in = NULL;
-                    c->cap_in = 0;
-                }
+                char save = line[len];
+                line[len] = 0;
+                r = llm_infer_source_request(n->src, over ? "" : line, len, over, req, st);
+                line[len] = save;
+                c->off_in += used;   /* taken: moved out of the way only by in_room */
+                c->scan = c->off_in;
+                if (c->off_in == c->n_in)
+                    in_reset(c);
             }
             if (r < 0)
                 return -1;
