@@ -111,6 +111,37 @@ elif mode == "unread":            # many requests, read only after SIGTERM to th
     time.sleep(3)
     os.kill(int(sys.argv[3]), signal.SIGTERM)
     print(len(s.makefile("rb").readlines()))
+elif mode == "pipelined":         # 40000 lines of 1 KiB (2.5 times the unread limit) in one
+    s = connect(addr)             # send, read meanwhile: each one answered once
+    n = 40000                     # (a prompt over the context is an error; every 100th is good)
+    data = b"".join((json.dumps({"id": i, "prompt": "ROMEO:" if i % 100 == 0 else "x" * 1000,
+                                 "max_tokens": 2, "seed": 1}) + "\n").encode() for i in range(n))
+    t = threading.Thread(target=lambda: (s.sendall(data), s.shutdown(socket.SHUT_WR)))
+    t.start()
+    got = [json.loads(line) for line in s.makefile("r")]
+    t.join()
+    print(len(got), len(set(r["id"] for r in got)), sum(r["finish_reason"] == "length" for r in got))
+elif mode == "trickle":           # 200 requests, CRLF and blank lines, in random pieces
+    import random
+    random.seed(5)
+    s = connect(addr)
+    data = b"".join((json.dumps(req(1, i, 1)) + ("\r\n" if i % 3 else "\n\n")).encode()
+                    for i in range(200))
+    def send():
+        at = 0
+        while at < len(data):
+            k = random.choice((1, 7, 100, 900, 5000))
+            s.sendall(data[at:at + k])
+            at += k
+            if random.random() < 0.05:
+                time.sleep(0.01)
+        s.shutdown(socket.SHUT_WR)
+    t = threading.Thread(target=send)
+    t.start()
+    got = [json.loads(line) for line in s.makefile("r")]
+    t.join()
+    print(len(got), sorted(r["id"] for r in got) == sorted("c1-%d" % i for i in range(200)),
+          sum(r["finish_reason"] == "length" for r in got))
 elif mode == "hold":              # N clients held open for 2 s
     held = [connect(addr) for _ in range(int(sys.argv[3]))]
     time.sleep(2)
@@ -166,6 +197,12 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
   out=$(timeout 60 $PY client.py "$ADDR" around 2>&1)
   check "1000 requests before a 17 MiB line and one after, sent at once: 1002 responses, 1 error ($out)" \
     [ "$out" = "1002 1" ]
+  out=$(timeout 120 $PY client.py "$ADDR" pipelined 2>&1)
+  check "40000 lines of 1 KiB pipelined in one send (42 MB): each answered once, 400 good ($out)" \
+    [ "$out" = "40000 40000 400" ]
+  out=$(timeout 60 $PY client.py "$ADDR" trickle 2>&1)
+  check "200 requests in pieces of 1 to 5000 bytes, CRLF and blank lines: each answered ($out)" \
+    [ "$out" = "200 True 200" ]
   out=$(timeout 60 $PY client.py "$ADDR" justover 2>&1)
   check "a line 100 bytes over 16 MiB: refused as on stdin ($out)" [ "$out" = "input line longer than 16 MiB" ]
   out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
