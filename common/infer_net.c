@@ -352,21 +352,29 @@ static int in_room(conn *c)
     if (nc <= c->n_in + READ_CHUNK)
         nc = c->n_in + READ_CHUNK + 1;
     char *p = realloc(c->in, nc);
-    if (!p)
-        return -1;
+    if (!p) {
+        if (!c->off_in)
+            return -1;
+        in_compact(c);   /* short of memory: what the taken bytes leave may do */
+        return c->cap_in - c->n_in > READ_CHUNK ? 0 : -1;
+    }
     c->in = p;
     c->cap_in = nc;
     return 0;
 }
 
-/* Read what c sent; keeps at most one line's worth, counting longer lines to answer. */
+/* Read what c sent; keeps at most one line's worth, counting longer lines to answer.
+ * A client whose bytes find no memory is closed: left in the poll set with its bytes
+ * unread, it would wake every poll at once for as long as memory is short. */
 static void read_in(conn *c)
 {
     /* past a line's worth unread there is a whole line at least: take it first (also when
      * a hangup, not POLLIN, brought us here) */
     while (c->n_in - c->off_in <= LLM_INFER_MAX_LINE) {
-        if (in_room(c) < 0)
-            return;   /* try again later */
+        if (in_room(c) < 0) {
+            conn_close(c);
+            return;
+        }
         ssize_t r = recv(c->fd, c->in + c->n_in, READ_CHUNK, 0);
         if (r < 0 && errno == EINTR)
             continue;

@@ -5,7 +5,9 @@
  * response line per request on the same connection, as each completes.  Lines are
  * taken from the connections in turn, so no client can starve the others.  A client
  * that goes away loses its requests' responses and nothing else; a client that does not
- * read its responses is dropped once LLM_INFER_NET_MAX_OUT bytes wait for it.
+ * read its responses is dropped once LLM_INFER_NET_MAX_OUT bytes wait for it, and one
+ * whose input finds no memory to be read into is dropped too (polled with its bytes
+ * unread, it would wake every poll at once).
  */
 #ifndef LLM_INFER_NET_H
 #define LLM_INFER_NET_H

@@ -142,6 +142,31 @@ elif mode == "trickle":           # 200 requests, CRLF and blank lines, in rando
     t.join()
     print(len(got), sorted(r["id"] for r in got) == sorted("c1-%d" % i for i in range(200)),
           sum(r["finish_reason"] == "length" for r in got))
+elif mode == "nomem":             # memory capped (RLIMIT_AS) below what a 17 MiB line needs
+    import resource               # to be read: that client is closed, not polled in a loop
+    pid = int(sys.argv[3])
+    def ticks():
+        f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+        return int(f[11]) + int(f[12])
+    vm = [int(l.split()[1]) for l in open("/proc/%d/status" % pid) if l.startswith("VmSize:")][0]
+    resource.prlimit(pid, resource.RLIMIT_AS, ((vm << 10) + (28 << 20), resource.RLIM_INFINITY))
+    s = connect(addr)
+    s.settimeout(10)
+    try:
+        s.sendall(b'{"prompt": "' + b"x" * (17 << 20) + b'"}\n')
+        r = s.recv(100)
+        print("closed" if r == b"" else "data")
+    except socket.timeout:
+        print("open")
+    except (BrokenPipeError, ConnectionResetError):
+        print("closed")
+    t0 = ticks()
+    time.sleep(2)
+    print("ticks", ticks() - t0)
+    f = connect(addr).makefile("rw")
+    f.write(json.dumps(req(6, 1, 2)) + "\n")
+    f.flush()
+    print(json.loads(f.readline())["finish_reason"])
 elif mode == "hold":              # N clients held open for 2 s
     held = [connect(addr) for _ in range(int(sys.argv[3]))]
     time.sleep(2)
@@ -243,6 +268,21 @@ if start_server srv3.log unix:"$TMP/s3.sock" --batch 8; then
     sh -c "[ $SRC = 0 ] && [ -n '$n' ] && [ '$out' = '$n' ]"
 else
   notok "the server did not start: $(head -c 300 srv3.log)"
+fi
+
+# ---- out of memory for a client's bytes: that client is closed, no busy loop ----
+if [ -n "${LLM_SAN:-}" ]; then
+  skip "a client whose bytes find no memory is closed" "RLIMIT_AS under sanitizers"
+elif start_server srv5.log unix:"$TMP/s5.sock"; then
+  timeout 60 $PY client.py "$ADDR" leave >/dev/null 2>&1   # the threads and arenas made
+  out=$(timeout 60 $PY client.py "$ADDR" nomem $SP 2>&1)
+  t=$(echo "$out" | sed -n 's/^ticks //p')
+  check "memory capped, a 17 MiB line: that client closed, $t ticks of CPU in 2 s (< 50), the next served ($(echo $out | tr '\n' ' '))" \
+    sh -c "[ \"\$(echo '$out' | sed -n 1p)\" = closed ] && [ -n '$t' ] && [ '$t' -lt 50 ] && [ \"\$(echo '$out' | sed -n 3p)\" = length ]"
+  stop_server
+  check "... SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
+else
+  notok "the server did not start: $(head -c 300 srv5.log)"
 fi
 
 # ---- out of descriptors: the clients wait in the queue, no busy loop ----
