@@ -344,6 +344,7 @@ int main(int argc, char **argv)
         {"LLMKIT_DATA", "data folder: the GPT-2 vocabulary is looked for in its gpt2/"},
         {"LLM_TOKENIZE_WINDOW", "bytes of text held before encoding (default 16777216)"},
         {"LLM_FAULT_WRITE_LIMIT", "test hook: writing past byte N of an output fails as on a full disk"},
+        {"LLM_FAULT_RENAME", "test hook: putting an output whose name ends in this in place fails"},
         {0},
     };
     const llm_cli cli = {PROG, "[options] [FILE|-]...",

@@ -55,8 +55,16 @@ static void untrack(const llm_afile *a)
             live[i] = NULL;
 }
 
+/* llm_afile_hold_signals: a signal that comes is kept here until the release (a flag,
+ * not a signal mask: a mask is per thread, and a library's threads would take it). */
+static volatile sig_atomic_t held, pending;
+
 static void on_signal(int sig)
 {
+    if (held) {
+        pending = sig;
+        return;
+    }
     for (int i = 0; i < LIVE_MAX; i++)
         if (live[i])
             unlink(live[i]);
@@ -76,6 +84,18 @@ void llm_afile_remove_on_signal(void)
         if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
             sigaction(sigs[i], &sa, NULL);
     }
+}
+
+void llm_afile_hold_signals(void)
+{
+    held = 1;
+}
+
+void llm_afile_release_signals(void)
+{
+    held = 0;
+    if (pending)
+        on_signal(pending);
 }
 
 static void release(llm_afile *a)
@@ -278,16 +298,20 @@ void llm_afile_abort(llm_afile *a)
     release(a);
 }
 
-int llm_afile_commit(llm_afile *a, llm_status *st)
+int llm_afile_finish(llm_afile *a, llm_status *st)
 {
+    if (a->finished)
+        return LLM_OK;
     if (a->fd < 0)
         return llm_err(st, LLM_ESOFTWARE, "commit of a closed output");
     int rc = flush(a, st), sync = !(a->flags & LLM_AFILE_NOSYNC);
+    a->finished = 1;
     if (a->in_place) {
         if (a->fd != STDOUT_FILENO && close(a->fd) && !rc)
             rc = fail(a, LLM_EIO, "write", errno, st);
         a->fd = -1;
-        release(a);
+        if (rc)
+            release(a);
         return rc;
     }
     if (!rc && sync && fsync(a->fd))
@@ -295,21 +319,66 @@ int llm_afile_commit(llm_afile *a, llm_status *st)
     if (close(a->fd) && !rc)
         rc = fail(a, LLM_EIO, "write", errno, st);
     a->fd = -1;
-    if (!rc && rename(a->tmp, a->path))
-        rc = fail(a, LLM_EIO, "rename to", errno, st);
     if (rc) {
         unlink(a->tmp);
-    } else if (sync) {   /* the rename is durable once the directory is synced */
-        char dir[PATH_MAX];
-        llm_dir_of(a->path, dir, sizeof dir);
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            if (fsync(dfd) && errno != EINVAL && errno != EROFS)
-                rc = fail(a, LLM_EIO, "sync the directory of", errno, st);
-            close(dfd);
-        }
+        release(a);
+    }
+    return rc;
+}
+
+/* Test hook: LLM_FAULT_RENAME=SUFFIX makes the rename over a path ending in SUFFIX fail. */
+static int rename_fault(const char *path)
+{
+    const char *f = getenv("LLM_FAULT_RENAME");
+    size_t n = f ? strlen(f) : 0, m = strlen(path);
+    return n && n <= m && !strcmp(path + m - n, f);
+}
+
+int llm_afile_publish(llm_afile *a, llm_status *st)
+{
+    if (!a->finished)
+        return llm_err(st, LLM_ESOFTWARE, "publish of an output not finished");
+    int rc = LLM_OK;
+    if (!a->in_place && a->tmp) {
+        if (rename_fault(a->path))
+            rc = fail(a, LLM_EIO, "rename to", EIO, st);
+        else if (rename(a->tmp, a->path))
+            rc = fail(a, LLM_EIO, "rename to", errno, st);
+        if (rc)
+            unlink(a->tmp);
     }
     release(a);
+    return rc;
+}
+
+int llm_afile_sync_dir(const char *path, llm_status *st)
+{
+    char dir[PATH_MAX], r[128];
+    llm_dir_of(path, dir, sizeof dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = LLM_OK;
+    if (dfd >= 0) {
+        if (fsync(dfd) && errno != EINVAL && errno != EROFS)
+            rc = llm_err(st, LLM_EIO, "cannot sync the directory of '%s': %s", path,
+                         why(errno, r, sizeof r));
+        close(dfd);
+    }
+    return rc;
+}
+
+int llm_afile_commit(llm_afile *a, llm_status *st)
+{
+    int sync = !(a->flags & LLM_AFILE_NOSYNC) && !a->in_place;
+    char *path = sync && a->path ? strdup(a->path) : NULL;
+    if (sync && a->path && !path) {
+        llm_afile_abort(a);
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    }
+    int rc = llm_afile_finish(a, st);
+    if (!rc)
+        rc = llm_afile_publish(a, st);
+    if (!rc && path)   /* the rename is durable once the directory is synced */
+        rc = llm_afile_sync_dir(path, st);
+    free(path);
     return rc;
 }
 

@@ -31,6 +31,7 @@ typedef struct {
     int fd;
     int in_place;        /* stdout, a device or a FIFO: no temp file, no rename */
     int is_stdout;       /* "-" with LLM_AFILE_STDOUT */
+    int finished;        /* llm_afile_finish done: closed, to be published */
     unsigned flags;
     char *path;          /* the file written (a link's target), for messages */
     char *tmp;           /* the temp file beside it, or NULL */
@@ -69,6 +70,18 @@ int llm_afile_read(llm_afile *a, uint64_t off, void *p, size_t n, llm_status *st
  * (no syncs with NOSYNC).  On error the temp file is removed.  Frees a either way. */
 int llm_afile_commit(llm_afile *a, llm_status *st);
 
+/* Commit in steps, for outputs that must change together (llm-tokenize's train/val
+ * pair): llm_afile_finish flushes, syncs and closes the temp file, which stays hidden
+ * (on error it is removed and a freed); llm_afile_publish then renames it over path (on
+ * error the temp file is removed and the old file stays) and frees a either way, without
+ * syncing the directory; llm_afile_sync_dir(path) makes the renames in path's directory
+ * durable.  A finished a may still be aborted instead of published.  commit is the three
+ * in a row (of a finished a: the last two).  Test hook: with LLM_FAULT_RENAME=SUFFIX, publishing over a path that ends in
+ * SUFFIX fails (EIO) as a rename can on a full or failing disk. */
+int llm_afile_finish(llm_afile *a, llm_status *st);
+int llm_afile_publish(llm_afile *a, llm_status *st);
+int llm_afile_sync_dir(const char *path, llm_status *st);
+
 /* Give up: remove the temp file (the old file at path stays) and free a. */
 void llm_afile_abort(llm_afile *a);
 
@@ -79,5 +92,11 @@ int llm_afile_write(const char *path, unsigned flags, const void *p, uint64_t n,
  * SIGINT, SIGTERM and SIGHUP remove the temp files being written, then end the process as
  * the signal would have (a signal the process ignores stays ignored). */
 void llm_afile_remove_on_signal(void);
+
+/* Around a few renames that must not be cut apart (llm-tokenize's train/val pair): a
+ * signal of remove_on_signal's that comes after hold waits until release, which then
+ * removes the temp files left and ends the process as the signal would have. */
+void llm_afile_hold_signals(void);
+void llm_afile_release_signals(void);
 
 #endif

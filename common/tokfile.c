@@ -398,7 +398,7 @@ int llm_tokfile_writer_split(llm_tokfile_writer *w, uint64_t cut, llm_tokfile_wr
     return w->autov && w->version == 2 && w->wide_at >= cut ? narrow(w, st) : LLM_OK;
 }
 
-int llm_tokfile_writer_commit(llm_tokfile_writer *w, llm_status *st)
+int llm_tokfile_writer_finish(llm_tokfile_writer *w, llm_status *st)
 {
     if (!w->open)
         return llm_err(st, LLM_ESOFTWARE, "token file writer not open");
@@ -409,11 +409,23 @@ int llm_tokfile_writer_commit(llm_tokfile_writer *w, llm_status *st)
         rc = llm_afile_patch(&w->a, 0, hdr, sizeof hdr, st);
     else if (!(rc = llm_afile_put(&w->a, hdr, sizeof hdr, st)))
         rc = llm_afile_put(&w->a, w->mem, w->mem_n, st);
+    free(w->mem);
+    w->mem = NULL;
+    w->mem_n = w->mem_cap = 0;
+    if (!rc && (rc = llm_afile_finish(&w->a, st)))
+        w->open = 0;   /* finish removed the temp file and freed a */
+    if (rc)
+        llm_tokfile_writer_abort(w);
+    return rc;
+}
+
+int llm_tokfile_writer_commit(llm_tokfile_writer *w, llm_status *st)
+{
+    int rc = llm_tokfile_writer_finish(w, st);
     if (!rc) {
         rc = llm_afile_commit(&w->a, st);
         w->open = 0;
     }
-    llm_tokfile_writer_abort(w);
     return rc;
 }
 

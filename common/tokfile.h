@@ -74,6 +74,10 @@ int  llm_tokfile_writer_split(llm_tokfile_writer *w, uint64_t cut, llm_tokfile_w
                               llm_status *st);
 /* Write the count, finish the file (llm_afile_commit); frees w either way. */
 int  llm_tokfile_writer_commit(llm_tokfile_writer *w, llm_status *st);
+/* The first half of commit (llm_afile_finish): the file is complete and synced but still
+ * hidden; then llm_afile_commit or llm_afile_publish of w->a puts it in place, or
+ * llm_tokfile_writer_abort removes it.  On error w is freed. */
+int  llm_tokfile_writer_finish(llm_tokfile_writer *w, llm_status *st);
 /* Leave no file behind (the old one at path stays); frees w.  Harmless after commit. */
 void llm_tokfile_writer_abort(llm_tokfile_writer *w);
 

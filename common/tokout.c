@@ -170,6 +170,63 @@ int llm_tokout_put(void *tokout, const uint32_t *ids, size_t n, llm_status *st)
     return rc;
 }
 
+/* Put a finished val and train file in place (both complete, synced and hidden beside
+ * their names: nothing has changed yet) as nearly all-or-nothing as POSIX allows: there is
+ * no rename of two files at once.  Val goes first and train last, so a new train file
+ * means a whole new pair.  The old val is kept by a hard link (.NAME.keep.PID beside it)
+ * until train is in place; if train's rename fails, the link is renamed back over val (or
+ * the new val removed, when there was none), so the user sees the old pair (or none) and
+ * an error, exit 74.  SIGINT, SIGTERM and SIGHUP wait until both renames are done.  What
+ * is left:
+ *  - a crash, SIGKILL or power loss between the two renames (microseconds) leaves the new
+ *    val beside the old train, and the .keep link and train's temp file (hidden);
+ *  - putting the old val back can fail as well (the disk went read-only): the message
+ *    says that val is new and where the old one is kept;
+ *  - where hard links are not supported the old val cannot be kept: a failed train rename
+ *    then leaves the new val beside the old train, and the message says so;
+ *  - the directory syncs after both renames can fail: the new pair is in place but may
+ *    not survive a crash (exit 74, as for a single file).
+ * Frees val and train either way. */
+static int publish_pair(llm_afile *val, llm_afile *train, llm_status *st)
+{
+    char vpath[PATH_MAX], tpath[PATH_MAX], keep[PATH_MAX + 64];
+    snprintf(vpath, sizeof vpath, "%s", val->path);
+    snprintf(tpath, sizeof tpath, "%s", train->path);
+    const char *slash = strrchr(vpath, '/'), *base = slash ? slash + 1 : vpath;
+    snprintf(keep, sizeof keep, "%.*s.%s.keep.%ld", (int)(base - vpath), vpath, base,
+             (long)getpid());
+    int files = !val->in_place && !train->in_place;   /* not a device, FIFO or stdout */
+    llm_afile_hold_signals();
+    unlink(keep);   /* a crashed run's, of this pid */
+    int had_val = files && access(vpath, F_OK) == 0;
+    int kept = had_val && link(vpath, keep) == 0, link_err = kept ? 0 : errno;
+    int rc = llm_afile_publish(val, st);
+    if (rc) {
+        llm_afile_abort(train);   /* nothing changed */
+    } else if ((rc = llm_afile_publish(train, st)) && files) {
+        /* put val back as it was: the pair stays the old one */
+        char msg[PATH_MAX + 128] = "", first[LLM_MSG_MAX];
+        if (kept && rename(keep, vpath))
+            snprintf(msg, sizeof msg, "new; the old one is kept as '%s'", keep);
+        else if (had_val && !kept)
+            snprintf(msg, sizeof msg, "new; the old one could not be kept (link: %s)",
+                     strerror(link_err));
+        else if (!had_val && unlink(vpath))
+            snprintf(msg, sizeof msg, "new and could not be removed");
+        if (*msg && st) {
+            snprintf(first, sizeof first, "%s", st->msg);
+            llm_err(st, rc, "%s; '%s' is %s", first, vpath, msg);
+        }
+        kept = 0;   /* renamed back (or left, named in the message) */
+    }
+    if (kept)
+        unlink(keep);
+    llm_afile_release_signals();
+    if (!rc && files && (rc = llm_afile_sync_dir(vpath, st)) == LLM_OK)
+        rc = llm_afile_sync_dir(tpath, st);
+    return rc;
+}
+
 /* The last val_fraction of the ids (from the document start nearest that cut, when
  * there are documents) move to PREFIX_val.bin. */
 static int commit_split(llm_tokout *o, const llm_encoder *e, char *summary, size_t len,
@@ -209,14 +266,16 @@ static int commit_split(llm_tokout *o, const llm_encoder *e, char *summary, size
         llm_tokfile_writer_abort(&vw);
         return rc;
     }
-    int existed = access(o->name, F_OK) == 0;
     o->open = 0;
-    if ((rc = llm_tokfile_writer_commit(&o->bin, st))) {
+    if ((rc = llm_tokfile_writer_finish(&vw, st))) {
+        llm_tokfile_writer_abort(&o->bin);
+        return rc;
+    }
+    if ((rc = llm_tokfile_writer_finish(&o->bin, st))) {
         llm_tokfile_writer_abort(&vw);
         return rc;
     }
-    if ((rc = llm_tokfile_writer_commit(&vw, st)) && !existed)
-        unlink(o->name); /* no half-written pair */
+    rc = publish_pair(&vw.a, &o->bin.a, st);
     double got = (double)(n - cut) / (double)n, want = o->spec.val_fraction;
     if (!rc)
         snprintf(summary, len, "%s: %llu tokens, %s: %llu tokens%s", o->name,

@@ -224,6 +224,21 @@ LLM_FAULT_WRITE_LIMIT=100000 expect_exit "full disk while decoding is 74" 74 $T 
 if [ "$(cat "$TMP/full/out.bin")" = old ] && [ "$(ls -A "$TMP/full" | wc -l)" = 1 ]; then ok "... the old file kept, no temp file"; else notok "... the old file kept, no temp file"; fi
 LLM_FAULT_WRITE_LIMIT=100000 expect_exit "full disk in --val-fraction is 74" 74 $T --vocab byte --val-fraction 0.5 -o "$TMP/full/pair" "$TMP/big.raw"
 check "... leaves no pair" [ "$(ls -A "$TMP/full" | wc -l)" = 1 ]
+# the pair is put in place by two renames: when the second fails, the first is undone
+mkdir -p "$TMP/pair"
+$T --vocab byte --val-fraction 0.5 -o "$TMP/pair/p" "$TMP/small.txt"
+cp "$TMP/pair/p_train.bin" "$TMP/pair-old-train"; cp "$TMP/pair/p_val.bin" "$TMP/pair-old-val"
+samepair() { cmp -s "$TMP/pair/p_train.bin" "$TMP/pair-old-train" && cmp -s "$TMP/pair/p_val.bin" "$TMP/pair-old-val" &&
+  [ "$(ls -A "$TMP/pair" | tr '\n' ' ')" = "p_train.bin p_val.bin " ]; }
+LLM_FAULT_RENAME=p_train.bin expect_exit "--val-fraction: train's rename fails (the second): 74" 74 $T --vocab byte --val-fraction 0.5 -o "$TMP/pair/p" "$TMP/big.raw"
+check "... names the file" grep -q "rename to .*p_train.bin" "$TMP/err"
+check "... the old pair is kept whole, val put back, nothing hidden left" samepair
+LLM_FAULT_RENAME=p_val.bin expect_exit "--val-fraction: val's rename fails (the first): 74" 74 $T --vocab byte --val-fraction 0.5 -o "$TMP/pair/p" "$TMP/big.raw"
+check "... the old pair is kept whole" samepair
+LLM_FAULT_RENAME=q_train.bin expect_exit "--val-fraction, no old pair: train's rename fails: 74" 74 $T --vocab byte --val-fraction 0.5 -o "$TMP/pair/q" "$TMP/big.raw"
+check "... leaves no val either" samepair
+check "--val-fraction over an old pair" $T --vocab byte --val-fraction 0.5 -o "$TMP/pair/p" "$TMP/big.raw"
+check "... replaces both" sh -c "[ \$(stat -c %s '$TMP/pair/p_train.bin') = $((1024 + 300000)) ] && [ \$(stat -c %s '$TMP/pair/p_val.bin') = $((1024 + 300000)) ]"
 
 # ---- bad input, nothing half-written ----
 printf 'garbage-not-a-token-file-0123456789' >"$TMP/garbage.bin"

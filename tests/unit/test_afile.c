@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/afile.h"
@@ -145,6 +147,75 @@ static void test_failure_keeps_old(void **state)
     free(b);
 }
 
+/* finish, then publish or abort: until the publish the old file is what a reader sees;
+ * a publish that fails (LLM_FAULT_RENAME) keeps it and removes the temp file. */
+static void test_finish_publish(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    size_t n;
+    put_old("f.bin");
+    llm_afile a;
+    assert_int_equal(llm_afile_open(&a, path("f.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_afile_put(&a, "new!", 4, &st), LLM_OK);
+    assert_int_equal(llm_afile_finish(&a, &st), LLM_OK);
+    assert_int_equal(llm_afile_finish(&a, &st), LLM_OK);   /* again: nothing to do */
+    char *b = tu_slurp(path("f.bin"), &n);
+    assert_int_equal(n, 3);
+    free(b);
+    assert_int_equal(count("f.bin"), 2);                   /* the temp file, complete */
+    llm_afile_abort(&a);
+    assert_int_equal(count("f.bin"), 1);
+
+    assert_int_equal(llm_afile_open(&a, path("f.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_afile_put(&a, "new!", 4, &st), LLM_OK);
+    assert_int_equal(llm_afile_finish(&a, &st), LLM_OK);
+    setenv("LLM_FAULT_RENAME", "/f.bin", 1);
+    assert_int_equal(llm_afile_publish(&a, &st), LLM_EIO);
+    unsetenv("LLM_FAULT_RENAME");
+    assert_non_null(strstr(st.msg, "rename to"));
+    assert_int_equal(count("f.bin"), 1);
+    b = tu_slurp(path("f.bin"), &n);
+    assert_int_equal(n, 3);
+    free(b);
+
+    assert_int_equal(llm_afile_open(&a, path("f.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_afile_put(&a, "new!", 4, &st), LLM_OK);
+    assert_int_equal(llm_afile_finish(&a, &st), LLM_OK);
+    assert_int_equal(llm_afile_commit(&a, &st), LLM_OK);   /* commit of a finished file */
+    b = tu_slurp(path("f.bin"), &n);
+    assert_int_equal(n, 4);
+    free(b);
+    assert_int_equal(count("f.bin"), 1);
+}
+
+/* A signal that comes while held waits: the process goes on until the release, which
+ * then removes the temp files and ends it by that signal. */
+static void test_hold_signals(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        llm_status st = {0};
+        llm_afile a;
+        llm_afile_remove_on_signal();
+        if (llm_afile_open(&a, path("h.bin"), 0, &st))
+            _exit(1);
+        llm_afile_hold_signals();
+        kill(getpid(), SIGTERM);
+        put_old("h-went-on");
+        llm_afile_release_signals();
+        _exit(2);
+    }
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFSIGNALED(ws));
+    assert_int_equal(WTERMSIG(ws), SIGTERM);
+    assert_int_equal(count("h-went-on"), 1);
+    assert_int_equal(count("h.bin"), 0);
+}
+
 /* A symbolic link stays and its file is replaced; a missing folder is made with MKDIRS
  * and is an error without; a directory is refused. */
 static void test_targets(void **state)
@@ -226,6 +297,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_patch_truncate),
         cmocka_unit_test(test_failure_keeps_old),
+        cmocka_unit_test(test_finish_publish),
+        cmocka_unit_test(test_hold_signals),
         cmocka_unit_test(test_targets),
         cmocka_unit_test(test_devices),
     };
