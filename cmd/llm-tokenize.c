@@ -23,7 +23,7 @@
 #define PROG "llm-tokenize"
 
 typedef struct {
-    const char *out, *vocab, *vocab_dir, *format;
+    const char *out, *vocab, *vocab_dir, *format, *shard_arg;
     int eot, split_docs, decode, count, threads, quiet, verbose;
     double val_fraction;
     int64_t shard_tokens;
@@ -317,8 +317,10 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
 
 int main(int argc, char **argv)
 {
-    /* NAN: --val-fraction not given (the parser takes finite numbers only, so 0 is refused) */
-    opts o = {.out = NULL, .vocab = "gpt2", .format = "bin", .threads = 0, .shard_tokens = INT64_MIN,
+    /* NAN: --val-fraction not given (the parser takes finite numbers only, so 0 is refused);
+     * --shard-tokens is taken as text, since every int64 can be typed (INT64_MIN meant "not
+     * given" once) and parsed below */
+    opts o = {.out = NULL, .vocab = "gpt2", .format = "bin", .threads = 0,
               .val_fraction = NAN};
     const llm_opt table[] = {
         {"output", 'o', LLM_OPT_STR, &o.out, "FILE",
@@ -331,7 +333,7 @@ int main(int argc, char **argv)
         {"split-docs", 0, LLM_OPT_FLAG, &o.split_docs, NULL, "blank lines also separate documents"},
         {"val-fraction", 0, LLM_OPT_DOUBLE, &o.val_fraction, "F",
          "write PREFIX_train.bin and PREFIX_val.bin, the last F of the tokens to val"},
-        {"shard-tokens", 0, LLM_OPT_I64, &o.shard_tokens, "N",
+        {"shard-tokens", 0, LLM_OPT_STR, &o.shard_arg, "N",
          "write PREFIX_000000.bin, PREFIX_000001.bin, ... of N tokens each"},
         {"decode", 'd', LLM_OPT_FLAG, &o.decode, NULL, "decode token files (or --format ids) to text"},
         {"count", 0, LLM_OPT_FLAG, &o.count, NULL, "print only the number of tokens"},
@@ -372,8 +374,9 @@ int main(int argc, char **argv)
         bad = "--val-fraction only goes with encoding to token files";
     else if (o.val_fraction > 0 && (!o.out || !strcmp(o.out, "-")))
         bad = "--val-fraction needs -o PREFIX";
-    else if (o.shard_tokens != INT64_MIN && (o.shard_tokens < 1 || o.shard_tokens > UINT32_MAX))
-        bad = "--shard-tokens must be 1..4294967295";
+    else if (o.shard_arg && (llm_parse_i64(o.shard_arg, &o.shard_tokens) || o.shard_tokens < 1 ||
+                             o.shard_tokens > UINT32_MAX))
+        bad = "--shard-tokens must be an integer, 1..4294967295";
     else if (o.shard_tokens > 0 && (o.decode || o.count || o.val_fraction > 0 || !strcmp(o.format, "ids")))
         bad = "--shard-tokens only goes with encoding to token files, without --val-fraction";
     else if (o.shard_tokens > 0 && (!o.out || !strcmp(o.out, "-")))

@@ -206,6 +206,12 @@ check "a prefix with glob characters: shards written" $T --vocab byte --shard-to
 check "... beside another prefix's shard the glob would have matched" [ -f "$TMP/sh/g[1]_000001.bin" ]
 expect_exit "... and refused the second time: 64" 64 $T --vocab byte --shard-tokens 10 -o "$TMP/sh/g[1]" "$TMP/small.txt"
 expect_exit "--shard-tokens -1: 64" 64 $T --vocab byte --shard-tokens -1 -o "$TMP/sh/x" "$TMP/small.txt"
+# INT64_MIN was the "not given" mark: it wrote PREFIX itself, one file, exit 0
+expect_exit "--shard-tokens -9223372036854775808: 64" 64 $T --vocab byte --shard-tokens -9223372036854775808 -o "$TMP/sh/x" "$TMP/small.txt"
+check "... says the range" grep -q -- "--shard-tokens must be an integer, 1..4294967295" "$TMP/err"
+check "... and writes nothing" [ -z "$(ls -A "$TMP/sh" | grep '^x')" ]
+expect_exit "--shard-tokens 4294967296: 64" 64 $T --vocab byte --shard-tokens 4294967296 -o "$TMP/sh/x" "$TMP/small.txt"
+expect_exit "--shard-tokens 1e3: 64" 64 $T --vocab byte --shard-tokens 1e3 -o "$TMP/sh/x" "$TMP/small.txt"
 expect_exit "--shard-tokens with --format ids: 64" 64 $T --vocab byte --shard-tokens 10 --format ids -o "$TMP/sh/x" "$TMP/small.txt"
 
 # SIGTERM part way (the input a FIFO kept open): the temp file goes, the signal's status
