@@ -334,7 +334,7 @@ int main(int argc, char **argv)
         {"val-fraction", 0, LLM_OPT_DOUBLE, &o.val_fraction, "F",
          "write PREFIX_train.bin and PREFIX_val.bin, the last F of the tokens to val"},
         {"shard-tokens", 0, LLM_OPT_STR, &o.shard_arg, "N",
-         "write PREFIX_000000.bin, PREFIX_000001.bin, ... of N tokens each"},
+         "write PREFIX_000000.bin, PREFIX_000001.bin, ... of N tokens each (1000000 shards at most)"},
         {"decode", 'd', LLM_OPT_FLAG, &o.decode, NULL, "decode token files (or --format ids) to text"},
         {"count", 0, LLM_OPT_FLAG, &o.count, NULL, "print only the number of tokens"},
         {"threads", 'j', LLM_OPT_INT, &o.threads, "N", "encoding threads (default: 0 = one per CPU, at most 8)"},

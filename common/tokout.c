@@ -23,11 +23,21 @@ struct llm_tokout {
     char name[PATH_MAX];
 };
 
-static int shard_name(llm_tokout *o, unsigned k, llm_status *st)
+int llm_tokout_shard_name(char *buf, size_t n, const char *prefix, uint64_t k,
+                          uint64_t shard_tokens, llm_status *st)
 {
-    if (snprintf(o->name, sizeof o->name, "%s_%06u.bin", o->spec.path, k) >= (int)sizeof o->name)
+    if (k >= LLM_TOKOUT_MAX_SHARDS)
+        return llm_err(st, LLM_EUSAGE, "more than %u shards of %llu tokens: use a larger "
+                       "--shard-tokens (the names have 6 digits, so that they sort in order)",
+                       LLM_TOKOUT_MAX_SHARDS, (unsigned long long)shard_tokens);
+    if (snprintf(buf, n, "%s_%06u.bin", prefix, (unsigned)k) >= (int)n)
         return llm_err(st, LLM_EUSAGE, "output prefix too long");
     return LLM_OK;
+}
+
+static int shard_name(llm_tokout *o, unsigned k, llm_status *st)
+{
+    return llm_tokout_shard_name(o->name, sizeof o->name, o->spec.path, k, o->spec.shard_tokens, st);
 }
 
 int llm_tokout_open(llm_tokout **out, const llm_tokout_spec *spec, llm_status *st)

@@ -5,6 +5,7 @@
 #ifndef LLM_TOKOUT_H
 #define LLM_TOKOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/status.h"
@@ -26,6 +27,14 @@ typedef struct {
 } llm_tokout_spec;
 
 typedef struct llm_tokout llm_tokout;
+
+/* SHARDS: the name of shard k (from 0) of prefix into buf (n bytes): PREFIX_000000.bin.
+ * Always 6 digits, so that a glob (which sorts by name) reads the shards in order: a
+ * shard k of LLM_TOKOUT_MAX_SHARDS or more is LLM_EUSAGE, asking for a larger
+ * --shard-tokens (the run then fails and removes its shards), as is a name over n. */
+#define LLM_TOKOUT_MAX_SHARDS 1000000u
+int  llm_tokout_shard_name(char *buf, size_t n, const char *prefix, uint64_t k,
+                           uint64_t shard_tokens, llm_status *st);
 
 /* Open the output: for SHARDS, LLM_EUSAGE when a shard of that prefix exists already (an
  * earlier run's would be read with the new ones by a glob). */

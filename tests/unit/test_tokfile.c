@@ -1,4 +1,4 @@
-/* Unit tests for token files (common/tokfile.c). */
+/* Unit tests for token files (common/tokfile.c) and shard names (common/tokout.c). */
 #include "tests/unit/testutil.h"
 
 #include <dirent.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/tokfile.h"
+#include "common/tokout.h"
 
 static char *dir;
 
@@ -365,6 +366,27 @@ static void test_writer_fifo(void **state)
     unlink(fifo);
 }
 
+/* Shard names keep 6 digits, so that their order by name is their order: the last one
+ * is _999999; one more is refused, naming --shard-tokens (1000000 shards of 1 token
+ * would take the CLI test most of an hour, so the boundary is tested here). */
+static void test_shard_names(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    char a[64], b[64];
+    assert_int_equal(llm_tokout_shard_name(a, sizeof a, "d/p", 0, 7, &st), LLM_OK);
+    assert_string_equal(a, "d/p_000000.bin");
+    assert_int_equal(llm_tokout_shard_name(a, sizeof a, "d/p", 999998, 7, &st), LLM_OK);
+    assert_int_equal(llm_tokout_shard_name(b, sizeof b, "d/p", 999999, 7, &st), LLM_OK);
+    assert_string_equal(b, "d/p_999999.bin");
+    assert_true(strcmp(a, b) < 0);
+    assert_int_equal(llm_tokout_shard_name(a, sizeof a, "d/p", 1000000, 7, &st), LLM_EUSAGE);
+    assert_non_null(strstr(st.msg, "more than 1000000 shards of 7 tokens"));
+    assert_non_null(strstr(st.msg, "--shard-tokens"));
+    assert_int_equal(llm_tokout_shard_name(a, sizeof a, "d/p", (uint64_t)1 << 32, 7, &st), LLM_EUSAGE);
+    assert_int_equal(llm_tokout_shard_name(a, 14, "d/p", 0, 7, &st), LLM_EUSAGE);   /* too long */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -376,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_writer_widens_once),
         cmocka_unit_test(test_split_versions),
         cmocka_unit_test(test_writer_fifo),
+        cmocka_unit_test(test_shard_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
