@@ -174,7 +174,7 @@ static int feed_input(llm_encoder *e, const char *path, char *buf, size_t cap, l
 
 /* Encode: the inputs stream through a window (LLM_TOKENIZE_WINDOW bytes; default
  * 16 MiB), and the ids go out as they come. */
-static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
+static int run_encode(const opts *o, const llm_tokenizer *t, uint64_t window, llm_status *st)
 {
     llm_tokout_spec spec = {LLM_TOKOUT_FILE, o->out, o->val_fraction, (uint64_t)o->shard_tokens};
     if (o->count)
@@ -185,13 +185,11 @@ static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
         spec.kind = LLM_TOKOUT_SPLIT;
     else if (o->shard_tokens > 0)
         spec.kind = LLM_TOKOUT_SHARDS;
-    uint64_t window = 0;
     size_t cap = 1 << 20;
     char *buf = malloc(cap);
     llm_encoder *e = NULL;
     llm_tokout *out = NULL;
-    int rc = buf ? llm_env_u64("LLM_TOKENIZE_WINDOW", 1, (uint64_t)1 << 40, &window, st)
-                 : llm_err(st, LLM_ENOMEM, "out of memory");
+    int rc = buf ? LLM_OK : llm_err(st, LLM_ENOMEM, "out of memory");
     /* a missing input fails before any output (stdout included) is written */
     for (int i = 0; i < o->files.n && !rc; i++) {
         const char *path = o->files.v[i];
@@ -239,7 +237,9 @@ static int run_encode(const opts *o, const llm_tokenizer *t, llm_status *st)
 
 /* Decode: every input is opened and checked first (ids against the vocabulary; text ids
  * parsed once to check them, and again as they are decoded), then the text is produced a
- * chunk at a time, so memory stays small for big token files. */
+ * chunk at a time, so memory stays small for big token files.  No text window
+ * (LLM_TOKENIZE_WINDOW): files are mapped, and a pipe is read whole because its ids are
+ * checked before anything is written; the text is made DECODE_CHUNK ids at a time. */
 static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
 {
     int nin = o->files.n ? o->files.n : 1, vocab = llm_tokenizer_vocab_size(t), ids_fmt = !strcmp(o->format, "ids");
@@ -344,7 +344,7 @@ int main(int argc, char **argv)
     };
     static const llm_env env[] = {
         {"LLMKIT_DATA", "data folder: the GPT-2 vocabulary is looked for in its gpt2/"},
-        {"LLM_TOKENIZE_WINDOW", "bytes of text held before encoding (default 16777216)"},
+        {"LLM_TOKENIZE_WINDOW", "bytes of text held before encoding (default 16777216; encoding only)"},
         {"LLM_FAULT_WRITE_LIMIT", "test hook: writing past byte N of an output fails as on a full disk"},
         {"LLM_FAULT_RENAME", "test hook: putting an output whose name ends in this in place fails"},
         {0},
@@ -405,9 +405,14 @@ int main(int argc, char **argv)
 
     llm_status st = {0};
     llm_tokenizer *t = NULL;
-    int rc = llm_tokenizer_load(&t, o.vocab, o.vocab_dir, &st);
+    /* the encoder's window, refused when bad for -d too (which has none): every variable
+     * the page lists is read strictly, whatever the mode */
+    uint64_t window = 0;
+    int rc = llm_env_u64("LLM_TOKENIZE_WINDOW", 1, (uint64_t)1 << 40, &window, &st);
     if (!rc)
-        rc = o.decode ? run_decode(&o, t, &st) : run_encode(&o, t, &st);
+        rc = llm_tokenizer_load(&t, o.vocab, o.vocab_dir, &st);
+    if (!rc)
+        rc = o.decode ? run_decode(&o, t, &st) : run_encode(&o, t, window, &st);
     llm_tokenizer_free(t);
     llm_strlist_free(&o.files);
     if (rc) {

@@ -56,6 +56,11 @@ out=$($T --vocab byte --count "$TMP/small.txt" "$TMP/small.txt")
 [ "$out" = 30 ] && ok "--count over two files" || notok "--count over two files ($out)"
 out=$($T --vocab byte -d --count "$TMP/small.bin")
 [ "$out" = 15 ] && ok "decode --count" || notok "decode --count ($out)"
+# LLM_TOKENIZE_WINDOW is the encoder's (-d has no window) but read strictly by -d too
+LLM_TOKENIZE_WINDOW=16M expect_exit "-d with LLM_TOKENIZE_WINDOW=16M: 64" 64 $T --vocab byte -d -o "$TMP/win.txt" "$TMP/small.bin"
+check "... naming it, no output" sh -c "grep -q \"LLM_TOKENIZE_WINDOW '16M'\" '$TMP/err' && [ ! -e '$TMP/win.txt' ]"
+LLM_TOKENIZE_WINDOW=1 $T --vocab byte -d "$TMP/small.bin" >"$TMP/win.out" && cmp -s "$TMP/small.txt" "$TMP/win.out" &&
+  ok "-d with LLM_TOKENIZE_WINDOW=1: the same text" || notok "-d with LLM_TOKENIZE_WINDOW=1: the same text"
 
 # ---- documents, --eot, --split-docs, --val-fraction ----
 printf 'one\n\ntwo\n\n\nthree\n' >"$TMP/docs.txt"
