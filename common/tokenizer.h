@@ -72,7 +72,8 @@ int llm_tokenizer_decode(const llm_tokenizer *t, const uint32_t *ids, size_t n, 
 
 /* llm_tokenizer_encode with up to nthreads threads (<= 1: the calling thread only).
  * Large texts are cut only where a pre-token boundary is certain (before a space, tab or
- * line end that follows a character other than white space: llm_tok__cut_ok), each
+ * line end that follows a character other than white space, or between a letter, a
+ * digit and punctuation: llm_tok__cut_ok), each
  * piece is encoded by its own thread,
  * and the ids are appended in input order: the result is identical to
  * llm_tokenizer_encode. */

@@ -43,7 +43,7 @@ size_t llm_tok__safe_cut(const llm_tokenizer *t, const char *text, size_t from, 
     if (t->kind != LLM_TOK_GPT2)
         return from;
     for (size_t i = from ? from : 1; i < to; i++)
-        if (llm_tok__cut_ok(text, i))
+        if (llm_tok__cut_ok(text, i, to))
             return i;
     return to;
 }

@@ -4,7 +4,7 @@
  * depend on what follows is encoded (on several threads) and handed on, and the rest
  * waits for more bytes.  That part ends at a document boundary that is certain, or
  * inside a document at a cut where GPT-2's pre-tokenizer is certain to have a boundary
- * (llm_tok__cut_ok), so the ids are those of encoding each whole input at once.
+ * (llm_tok__cut_ok: before white space, or between letters, digits and punctuation), so the ids are those of encoding each whole input at once.
  */
 #include "common/tokenizer_int.h"
 
@@ -125,13 +125,14 @@ static size_t doc_end(const char *p, size_t s, size_t n, int final, size_t *sure
 }
 
 /* The last safe cut in (s, limit]: everything before it can be encoded now.  s when
- * there is none.  A GPT-2 cut is just before a space or line end, which must be in pend. */
+ * there is none.  A GPT-2 cut is just before a space or line end, or between a letter,
+ * a digit and punctuation (llm_tok__cut_ok); the character after it must be in pend. */
 static size_t last_cut(const llm_tokenizer *t, const char *p, size_t s, size_t limit, size_t n)
 {
     if (t->kind != LLM_TOK_GPT2)
         return limit;
     for (size_t i = limit < n ? limit : n - 1; i > s; i--)
-        if (llm_tok__cut_ok(p, i))
+        if (llm_tok__cut_ok(p, i, n))
             return i;
     return s;
 }

@@ -555,7 +555,7 @@ static void test_cut_every_code_point(void **state)
         b[n] = ' ';
         assert_int_equal(llm_tok__utf8_before(b, n), (int32_t)cp);
         int space = pcre2_match(re, b + 1, n - 1, 0, 0, md, NULL) > 0;
-        int cut = llm_tok__cut_ok((const char *)b, n);
+        int cut = llm_tok__cut_ok((const char *)b, n, n + 1);
         if (space && cut)
             printf("# U+%04X is white space to PCRE2, yet a cut after it was taken\n", cp);
         assert_false(space && cut);
@@ -563,6 +563,40 @@ static void test_cut_every_code_point(void **state)
         cuts += cut;
     }
     printf("# %zu white-space code points above 0x7f; cuts after %zu code points\n", spaces, cuts);
+    /* the certain classes of llm_tok__gpt2_class are PCRE2's, code point by code point */
+    static const char *const cls_pat[3] = {"\\p{L}", "\\p{N}", "\\s"};
+    pcre2_code *cre[3];
+    pcre2_match_data *cmd[3];
+    for (int k = 0; k < 3; k++) {
+        cre[k] = pcre2_compile((PCRE2_SPTR)cls_pat[k], PCRE2_ZERO_TERMINATED,
+                               PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &eoff, NULL);
+        assert_non_null(cre[k]);
+        cmd[k] = pcre2_match_data_create_from_pattern(cre[k], NULL);
+    }
+    size_t known[4] = {0};
+    for (uint32_t cp = 0; cp <= 0x10ffff; cp++) {
+        if (cp >= 0xd800 && cp <= 0xdfff)
+            continue;
+        int k = llm_tok__gpt2_class((int32_t)cp);
+        known[k]++;
+        if (!k)
+            continue;
+        unsigned char b[8] = {(unsigned char)cp};
+        size_t n = cp < 0x80 ? 1 : put_utf8(b, cp);
+        int in[3];
+        for (int j = 0; j < 3; j++)
+            in[j] = pcre2_match(cre[j], b, n, 0, 0, cmd[j], NULL) > 0;
+        int want = in[2] ? -1 : in[0] ? LLM_TOK__L : in[1] ? LLM_TOK__N : LLM_TOK__O;
+        if (want != k)
+            printf("# U+%04X: class %d here, %d to PCRE2\n", cp, k, want);
+        assert_int_equal(k, want);
+    }
+    printf("# certain classes: %zu letters, %zu numbers, %zu other\n", known[1], known[2], known[3]);
+    assert_true(known[1] > 30000 && known[2] >= 20 && known[3] > 200);
+    for (int k = 0; k < 3; k++) {
+        pcre2_match_data_free(cmd[k]);
+        pcre2_code_free(cre[k]);
+    }
     assert_true(spaces >= 20);
     assert_true(cuts > 1000000);
     pcre2_match_data_free(md);
@@ -571,7 +605,7 @@ static void test_cut_every_code_point(void **state)
     static const char *const bad[] = {"\xe6\x97 ", "\x97 ", "\xc0\x80 ", "\xed\xa0\x80 ",
                                       "\xf4\x90\x80\x80 ", "\xe6 ", "\xf0\x9f\x99 "};
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++)
-        assert_false(llm_tok__cut_ok(bad[k], strlen(bad[k]) - 1));
+        assert_false(llm_tok__cut_ok(bad[k], strlen(bad[k]) - 1, strlen(bad[k])));
 }
 
 /* On random byte strings rich in UTF-8, white space of every kind and invalid bytes,
@@ -589,6 +623,10 @@ static void test_gpt2_cuts_agree(void **state)
         "\xe2\x81\x9f", "\xef\xbb\xbf", "\xe6\x97\xa5", "\xe3\x80\x82", "\xef\xbc\x8c",
         "\xc3\xa9", "\xf0\x9f\x99\x82", "\xd9\xa3", "\xe2\x80\x9d", "\x80", "\xff", "\xe6\x97",
         "\xf0\x9f", "\xc2",
+        /* letters, digits and punctuation of the certain classes, contractions */
+        "\xe3\x81\xae", "\xe3\x82\xa2", "\xe3\x83\xbc", "\xe3\x80\x85", "\xe3\x80\x87", "\xe3\x80\x8c",
+        "\xe3\x80\x8d", "\xe3\x80\x81", "\xef\xbc\x91", "\xef\xbc\xa1", "\xcc\x81", "\xe3\x82\x99",
+        "\xd0\x96", "\xea\xb0\x80", "\xe2\x80\x99", "'t", "'re", "'ll", "s", "ll", "d", "7", "-",
     };
     tu_rng r = {21};
     size_t cuts = 0;
@@ -604,7 +642,7 @@ static void test_gpt2_cuts_agree(void **state)
         llm_ids whole = {0};
         assert_int_equal(llm_tokenizer_encode(gpt2, text, n, &whole, &st), LLM_OK);
         for (size_t i = 1; i < n; i++) {
-            if (!llm_tok__cut_ok(text, i))
+            if (!llm_tok__cut_ok(text, i, n))
                 continue;
             llm_ids two = {0};
             assert_int_equal(llm_tokenizer_encode(gpt2, text, i, &two, &st), LLM_OK);
@@ -624,6 +662,59 @@ static void test_gpt2_cuts_agree(void **state)
     }
     printf("# %zu cuts checked\n", cuts);
     assert_true(cuts > 1000);
+}
+
+/* Text of Japanese, mixed with ASCII letters, digits, apostrophes, spaces and combining
+ * marks: encoding it piece by piece, cut at every place llm_tok__cut_ok allows at once,
+ * gives the ids of the whole. */
+static void test_gpt2_cut_everywhere(void **state)
+{
+    (void)state;
+    if (!gpt2) {
+        printf("# SKIP: shared GPT-2 data not found (set LLM_DATA)\n");
+        skip();
+    }
+    static const char *const piece[] = {
+        "\xe6\x97\xa5", "\xe6\x9c\xac", "\xe8\xaa\x9e", "\xe3\x81\xae", "\xe3\x81\x97", "\xe3\x82\xab",
+        "\xe3\x83\xbc", "\xe3\x80\x82", "\xe3\x80\x81", "\xe3\x80\x8c", "\xe3\x80\x8d", "\xef\xbc\x81",
+        "\xef\xbc\x91", "\xef\xbc\x92", "\xcc\x81", "\xcc\x88", "\xe3\x82\x99", "'", "'s", "'t", "'ll",
+        "a", "b", "s", "t", "1", "2", ".", "\"", " ", "\n", "\xe3\x80\x80", "\xe2\x80\x94", "\xc3\xa9",
+    };
+    tu_rng r = {77};
+    size_t cuts = 0, held = 0;
+    for (int c = 0; c < 2000; c++) {
+        char text[600];
+        size_t n = 0, parts = 1 + tu_next(&r) % 150;
+        for (size_t k = 0; k < parts; k++) {
+            const char *a = piece[tu_next(&r) % (sizeof piece / sizeof *piece)];
+            memcpy(text + n, a, strlen(a));
+            n += strlen(a);
+        }
+        llm_status st = {0};
+        llm_ids whole = {0}, parts_ids = {0};
+        assert_int_equal(llm_tokenizer_encode(gpt2, text, n, &whole, &st), LLM_OK);
+        size_t from = 0;
+        for (size_t i = 1; i <= n; i++) {
+            if (i < n && !llm_tok__cut_ok(text, i, n))
+                continue;
+            assert_int_equal(llm_tokenizer_encode(gpt2, text + from, i - from, &parts_ids, &st), LLM_OK);
+            held = i - from > held ? i - from : held;
+            from = i;
+            cuts += i < n;
+        }
+        if (parts_ids.n != whole.n || memcmp(parts_ids.v, whole.v, whole.n * sizeof *whole.v)) {
+            printf("# cut everywhere differs:");
+            for (size_t j = 0; j < n; j++)
+                printf(" %02x", (unsigned char)text[j]);
+            printf("\n");
+        }
+        assert_int_equal(parts_ids.n, whole.n);
+        assert_memory_equal(parts_ids.v, whole.v, whole.n * sizeof *whole.v);
+        llm_ids_free(&whole);
+        llm_ids_free(&parts_ids);
+    }
+    printf("# %zu cuts at once checked; longest piece %zu bytes\n", cuts, held);
+    assert_true(cuts > 50000);
 }
 
 static void test_gpt2_concurrent_encode(void **state)
@@ -748,6 +839,7 @@ int main(void)
         cmocka_unit_test(test_gpt2_concurrent_encode),
         cmocka_unit_test(test_cut_every_code_point),
         cmocka_unit_test(test_gpt2_cuts_agree),
+        cmocka_unit_test(test_gpt2_cut_everywhere),
         cmocka_unit_test(test_ckpt_storage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -85,6 +85,9 @@ static const char *const alphabet[] = {
     "\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x99\x82", "-", " \n", "\n \n", "\r\n\r\n",
     "x\n\n\n", "\xff", "hello world", "\n\r\n", "\xe3\x80\x82\n", "\xe3\x80\x80", "\xc2\xa0",
     "\xc2\x85", "\xe6\x97\xa5 ", "\xe6\x97", "\x80",
+    /* Japanese without white space: letters, punctuation, digits, a combining mark */
+    "\xe3\x81\xae", "\xe3\x80\x8c", "\xe3\x80\x8d", "\xe3\x80\x81", "\xe3\x83\xbc", "\xef\xbc\x91",
+    "\xcc\x81", "'t", "\xe3\x80\x82",
 };
 
 static char *random_text(tu_rng *r, size_t *n)
@@ -211,7 +214,8 @@ static void test_stream_no_cut(void **state)
 }
 
 /* CRLF lines, one long line and lines of Japanese are cut before '\r', spaces and line
- * ends: ids come out while the input is still being fed, not all at its end. */
+ * ends, and one line of Japanese between its letters and its punctuation: ids come out
+ * while the input is still being fed, not all at its end. */
 static int count_calls(void *ctx, const uint32_t *v, size_t n, llm_status *st)
 {
     (void)v, (void)n, (void)st;
@@ -227,9 +231,11 @@ static void test_stream_cuts_early(void **state)
         skip();
     }
     static const char *const unit[] = {"Some words, then CRLF.\r\n", "one long line of words ",
-                                       "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe6\x96\x87\xe3\x80\x82\n"};
-    static const char *const what[] = {"crlf", "long line", "japanese lines"};
-    for (int k = 0; k < 3; k++) {
+                                       "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe6\x96\x87\xe3\x80\x82\n",
+                                       "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe6\x96\x87\xe3\x80\x82"};
+    static const char *const what[] = {"crlf", "long line", "japanese lines",
+                                       "one line of japanese, no white space"};
+    for (int k = 0; k < 4; k++) {
         int calls = 0;
         llm_status st = {0};
         llm_encoder *e = NULL;
