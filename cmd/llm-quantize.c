@@ -71,14 +71,22 @@ int main(int argc, char **argv)
                      rep.dropped_bytes / 1e6, rep.train_dropped ? " and the train: section" : "");
         else if (rep.train_dropped)
             llm_info(&lg, "notice: dropped the train: section");
+        if (rep.shard_cut)
+            llm_info(&lg, "notice: %d tensor(s) of this shard stay as they were: llm-shard split cut "
+                     "their rows below a multiple of 32 (the whole tensors' are), and a merge keeps them so; "
+                     "split with a smaller --tp to convert them", rep.shard_cut);
         /* data goes to stdout, unless the model itself is written there */
         FILE *rf = strcmp(pos.v[1], "-") == 0 ? stderr : stdout;
         if (report || json)
             llm_quantize_report_print(&rep, rf, json);
-        else
-            llm_info(&lg, "%s: %d tensor(s) to %s, %.1f MB -> %.1f MB of tensors, %.2f s",
-                     pos.v[1], rep.converted, type, rep.bytes_in / 1e6, rep.bytes_out / 1e6,
+        else {
+            char kept[96] = "";
+            if (rep.kept)   /* a model already in the type: say so rather than "0 tensors" alone */
+                snprintf(kept, sizeof kept, " (%d already %s, copied as they are)", rep.kept, type);
+            llm_info(&lg, "%s: %d tensor(s) to %s%s, %.1f MB -> %.1f MB of tensors, %.2f s",
+                     pos.v[1], rep.converted, type, kept, rep.bytes_in / 1e6, rep.bytes_out / 1e6,
                      rep.seconds);
+        }
         if (fflush(rf) != 0 || ferror(rf))
             if (!llm_cli_stdout_closed(errno)) {
                 llm_error(&lg, "writing the report: %s", strerror(errno));

@@ -47,8 +47,13 @@ static void classify(const llm_tensor *t, const llm_quantize_opts *o, llm_qz_ent
         e->why = strcmp(t->name, "wpe") == 0 ? "positional embedding" : "not a weight";
         return;
     }
+    if (t->dtype == o->type && t->ndim == 2) {
+        e->why = "already in the type";
+        e->kept = 1;
+        return;
+    }
     if (!is_float(t->dtype)) {
-        e->why = t->dtype == o->type ? "already converted" : "not floating point";
+        e->why = "not floating point";
         return;
     }
     if (t->ndim != 2) {
@@ -57,10 +62,6 @@ static void classify(const llm_tensor *t, const llm_quantize_opts *o, llm_qz_ent
     }
     if (llm_quant_is_block(o->type) && t->shape[1] % 32) {
         e->why = "rows not a multiple of 32";
-        return;
-    }
-    if (t->dtype == o->type) {
-        e->why = "already in the type";
         return;
     }
     e->action = LLM_QZ_CONVERT;
@@ -123,19 +124,78 @@ static int convert(const llm_tensor *t, llm_qz_entry *e, void *out, int stats, i
     return LLM_OK;
 }
 
-/* Every top-level key but tensors, train and quant, mappings or not (llmk(5): other
- * top-level keys are kept). */
+/* Every top-level key but tensors, train, quant and shard (rewritten by shard_section),
+ * mappings or not (llmk(5): other top-level keys are kept). */
 static llm_node *header_copy_except(const llm_node *h, llm_ckpt_writer *w, llm_status *st)
 {
     for (int k = 0; k < h->n; k++) {
         const char *key = h->items[k]->key;
-        if (!strcmp(key, "tensors") || !strcmp(key, "train") || !strcmp(key, "quant"))
+        if (!strcmp(key, "tensors") || !strcmp(key, "train") || !strcmp(key, "quant") ||
+            !strcmp(key, "shard"))
             continue;
         llm_node *cp = llm_node_copy(h->items[k]);
         if (!cp || llm_ckpt_set_section(w, key, cp, st))
             return NULL;
     }
     return (llm_node *)h;
+}
+
+/* The shard: section of a shard being quantized (common/shard.h), as llm_shard_merge
+ * needs it: the entries of dropped tensors leave the list and their source indices join
+ * `dropped`; each remaining entry says whether this run converted its tensor or found
+ * it already in the type (`quant: converted|kept`), so that a merge counts each source
+ * tensor once.  *cut counts the pieces left unconverted because the split cut their rows
+ * below a multiple of 32 where the whole tensor's are not.  Returns the new section,
+ * NULL when out of memory. */
+static llm_node *shard_section(const llm_ckpt *ck, const llm_node *sec, const llm_quantize_opts *o,
+                               int *cut)
+{
+    const llm_node *old = llm_node_get(sec, "tensors"), *od = llm_node_get(sec, "dropped");
+    if (!old || old->kind != LLM_NODE_SEQ)   /* not a shard's: left for merge to refuse */
+        return llm_node_copy(sec);
+    llm_node *s = llm_node_copy(sec), *list = llm_node_new_seq(), *dropped = NULL;
+    if (!s || !list || !(dropped = od ? llm_node_copy(od) : llm_node_new_seq()))
+        goto fail;
+    for (int k = 0; k < old->n; k++) {
+        const llm_node *e = old->items[k];
+        const char *name = llm_node_str(llm_node_get(e, "name"));
+        const llm_tensor *t = name ? llm_ckpt_find(ck, name) : NULL;
+        llm_qz_entry q = {0};
+        if (t)
+            classify(t, o, &q);
+        if (t && q.action == LLM_QZ_DROP) {
+            const llm_node *ix = llm_node_get(e, "index");
+            if (ix && llm_node_append(dropped, llm_node_copy(ix)))
+                goto fail;
+            continue;
+        }
+        const llm_node *fs = llm_node_get(e, "shape");
+        int64_t cols;
+        if (t && q.why && !strcmp(q.why, "rows not a multiple of 32") && fs && fs->kind == LLM_NODE_SEQ &&
+            fs->n == 2 && !llm_node_i64(fs->items[1], &cols) && cols % 32 == 0)
+            (*cut)++;
+        llm_node *c = llm_node_copy(e);
+        if (!c || llm_node_append(list, c))
+            goto fail;
+        if (t && (q.action == LLM_QZ_CONVERT || q.kept) &&
+            llm_node_set_str(c, "quant", q.action == LLM_QZ_CONVERT ? "converted" : "kept"))
+            goto fail;
+    }
+    if (llm_node_set(s, "tensors", list)) {
+        list = NULL;
+        goto fail;
+    }
+    list = NULL;
+    if (dropped->n ? llm_node_set(s, "dropped", dropped) : (llm_node_free(dropped), 0)) {
+        dropped = NULL;
+        goto fail;
+    }
+    return s;
+fail:
+    llm_node_free(s);
+    llm_node_free(list);
+    llm_node_free(dropped);
+    return NULL;
 }
 
 int llm_quantize_file(const char *in, const char *out, const llm_quantize_opts *o,
@@ -212,15 +272,24 @@ int llm_quantize_file(const char *in, const char *out, const llm_quantize_opts *
             r->converted++;
             llm_quant_err_merge(&r->err, &e->err);
         }
+        r->kept += e->kept;
         r->nelem += e->nelem;
         r->bytes_in += e->bytes_in;
         r->bytes_out += e->bytes_out;
         if ((rc = llm_ckpt_add(w, t->name, e->to, t->ndim, t->shape, data, 0, st)))
             goto done;
     }
+    const llm_node *shs = llm_ckpt_section(ck, "shard");
+    llm_node *sh = shs ? shard_section(ck, shs, o, &r->shard_cut) : NULL;
+    if (shs && (!sh || llm_ckpt_set_section(w, "shard", sh, st))) {
+        rc = st->code ? (int)st->code : llm_err(st, LLM_ENOMEM, "out of memory");
+        goto done;
+    }
     llm_node *q = llm_node_new_map();
     if (!q || llm_node_set_str(q, "type", llm_dtype_name(o->type)) ||
-        llm_node_set_int(q, "converted", r->converted) || llm_node_set_int(q, "block", llm_quant_is_block(o->type) ? 32 : 1)) {
+        llm_node_set_int(q, "converted", r->converted) ||
+        (r->kept && llm_node_set_int(q, "kept", r->kept)) ||
+        llm_node_set_int(q, "block", llm_quant_is_block(o->type) ? 32 : 1)) {
         llm_node_free(q);
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto done;
@@ -288,6 +357,7 @@ void llm_quantize_report_print(const llm_qz_report *r, FILE *f, int json)
         llm_json_obj_begin(&j);
         llm_json_kint(&j, "tensors", r->n - r->dropped);
         llm_json_kint(&j, "converted", r->converted);
+        llm_json_kint(&j, "kept", r->kept);
         llm_json_kint(&j, "dropped", r->dropped);
         llm_json_kint(&j, "elements", (int64_t)r->nelem);
         llm_json_kint(&j, "bytes_in", (int64_t)r->bytes_in);
@@ -326,7 +396,7 @@ void llm_quantize_report_print(const llm_qz_report *r, FILE *f, int json)
     if (r->stats)
         fprintf(f, " %11.4e %11.4e %11.4e", llm_quant_err_rmse(&r->err), r->err.max_abs,
                 llm_quant_err_rel(&r->err));
-    fprintf(f, "\n%d converted, %d dropped (%llu bytes), %.2fx smaller tensors, %.3f s\n",
-            r->converted, r->dropped, (unsigned long long)r->dropped_bytes,
+    fprintf(f, "\n%d converted, %d already %s (kept as they are), %d dropped (%llu bytes), "
+            "%.2fx smaller tensors, %.3f s\n", r->converted, r->kept, llm_dtype_name(r->type), r->dropped, (unsigned long long)r->dropped_bytes,
             r->bytes_out ? (double)r->bytes_in / (double)r->bytes_out : 0.0, r->seconds);
 }

@@ -8,8 +8,12 @@
  * for GPT-2, and inference reads it as f32), tokenizer tensors, and tensors matched by a
  * --keep glob.  Block formats need rows that are a multiple of 32: other tensors stay
  * as they are (the report says why).  Optimizer moments ("opt.*") and the "train"
- * section are dropped (the result is an inference model).  The header gains a "quant"
- * section {type, converted}.
+ * section are dropped (the result is an inference model).  Weights already in the type
+ * (a q8_0 model quantized to q8_0 again) are copied as they are and counted as kept, not
+ * converted.  The header gains a "quant" section {type, converted, kept (when any),
+ * block}.  A shard (common/shard.h) stays one: its shard: section loses the dropped
+ * tensors' entries (their source indices listed under `dropped`) and marks each entry
+ * `quant: converted|kept`, so that llm_shard_merge reassembles the quantized shards.
  */
 #ifndef LLM_QUANTIZE_H
 #define LLM_QUANTIZE_H
@@ -38,6 +42,7 @@ typedef struct {
     const char *why;           /* static text for COPY/DROP ("--keep", "1-D", ...) */
     uint64_t nelem, bytes_in, bytes_out;
     llm_quant_err err;         /* CONVERT with stats only */
+    int kept;                  /* COPY of a 2-D weight already in the type */
 } llm_qz_entry;
 
 typedef struct {
@@ -45,6 +50,9 @@ typedef struct {
     llm_qz_entry *t;
     int n;
     int converted, dropped;
+    int kept;                  /* weights already in the type, copied as they are */
+    int shard_cut;             /* a shard's pieces whose rows the split cut below a multiple
+                                  of 32 (the whole tensor's are): left unconverted */
     int train_dropped;         /* 1 when the input had a train: section */
     uint64_t nelem, bytes_in, bytes_out;   /* over written tensors */
     uint64_t dropped_bytes;

@@ -8,7 +8,9 @@
  *           n_layer, source (crc32 of the source's tensor table, 8 hex digits),
  *           source_tensors (count), tensors: [{name, index (position in the source),
  *           split: rows|cols|replicated|rank0, shape (the full shape), and for rows/cols:
- *           axis, parts, begin, end}]}
+ *           axis, parts, begin, end; quant: converted|kept when llm-quantize rewrote
+ *           the shard}], and from llm-quantize: dropped: [source indices of the tensors
+ *           it dropped from this shard]}
  *
  * Megatron tensor parallelism over tp ranks (C = n_embd, Vp = padded vocab):
  *   attn.c_attn.weight (3C,C), .bias (3C): rows; q, k and v are 3 parts, each rank takes
@@ -68,7 +70,10 @@ int llm_shard_split(const char *in, int tp, int pp, const int *layers, const cha
 /* Reassemble the shards paths[0..n) (any order) into out.  The set is validated: the
  * same source and sizes in every shard, each (tp, pp) exactly once, every source tensor
  * present with consistent dtype and shapes, copies of replicated tensors identical.
- * Split then merge gives every tensor byte for byte, in the source order.
+ * Split then merge gives every tensor byte for byte, in the source order.  Shards that
+ * llm-quantize rewrote one by one must all carry the same quant type; a source index in
+ * some shard's dropped list is left out (and must be in no shard's tensors), and the
+ * quant section counts each source tensor marked converted (kept) once.
  * Errors: LLM_EDATA naming the shard and the problem; those of open/write. */
 int llm_shard_merge(const char *const *paths, int n, const char *out, llm_status *st);
 

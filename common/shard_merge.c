@@ -18,12 +18,15 @@ typedef struct {
     unsigned char *buf;      /* rows / cols: the reassembled tensor */
     const void **have;       /* rows / cols: the first piece seen for each tp rank */
     int compressed;
+    int qz;                  /* llm-quantize's mark: 0 none, 1 converted, 2 kept */
 } full_t;
 
 typedef struct {
     int tp_rank, tp_size, pp_rank, pp_size, lbeg, lend, nsrc;
     const char *source;
     const llm_node *list;
+    const llm_node *dropped;   /* source indices llm-quantize dropped, or NULL */
+    const char *quant;         /* the quant: section's type, or NULL */
 } shard_hdr;
 
 static int get_int(const llm_node *m, const char *k, int lo, int hi, int *out)
@@ -52,6 +55,13 @@ static int read_hdr(const llm_ckpt *c, const char *path, shard_hdr *h, llm_statu
     h->list = llm_node_get(s, "tensors");
     if (!h->list || h->list->kind != LLM_NODE_SEQ)
         return llm_err(st, LLM_EDATA, "'%s': shard section has no tensors list", path);
+    h->dropped = llm_node_get(s, "dropped");
+    if (h->dropped && h->dropped->kind != LLM_NODE_SEQ)
+        return llm_err(st, LLM_EDATA, "'%s': shard section's dropped is not a list", path);
+    const llm_node *q = llm_ckpt_section(c, "quant");
+    h->quant = q ? llm_node_str(llm_node_get(q, "type")) : NULL;
+    if (q && !h->quant)
+        return llm_err(st, LLM_EDATA, "'%s': quant section has no type", path);
     return LLM_OK;
 }
 
@@ -70,8 +80,10 @@ static int take(full_t *F, const shard_hdr *h, const llm_ckpt *c, const char *pa
 {
     const char *name = llm_node_str(llm_node_get(e, "name"));
     int idx, kind = kind_of(llm_node_str(llm_node_get(e, "split")));
-    const llm_node *sh = llm_node_get(e, "shape");
-    if (!name || get_int(e, "index", 0, h->nsrc - 1, &idx) || kind < 0 || !sh ||
+    const llm_node *sh = llm_node_get(e, "shape"), *qn = llm_node_get(e, "quant");
+    const char *qs = qn ? llm_node_str(qn) : NULL;
+    int qz = !qn ? 0 : qs && !strcmp(qs, "converted") ? 1 : qs && !strcmp(qs, "kept") ? 2 : -1;
+    if (!name || qz < 0 || get_int(e, "index", 0, h->nsrc - 1, &idx) || kind < 0 || !sh ||
         sh->kind != LLM_NODE_SEQ || sh->n < 1 || sh->n > LLM_CKPT_MAX_DIMS)
         return llm_err(st, LLM_EDATA, "'%s': malformed shard tensor entry (line %d)", path, e->line);
     const llm_tensor *t = llm_ckpt_find(c, name);
@@ -105,6 +117,8 @@ static int take(full_t *F, const shard_hdr *h, const llm_ckpt *c, const char *pa
                memcmp(f->shape, shape, sizeof(int64_t) * (size_t)sh->n)) {
         return llm_err(st, LLM_EDATA, "'%s': tensor %d ('%s') disagrees with the other shards", path, idx, name);
     }
+    if (qz == 1 || !f->qz)   /* converted on any shard: converted */
+        f->qz = qz;
     if (kind == LLM_SPLIT_REPL || kind == LLM_SPLIT_RANK0) {
         if (kind == LLM_SPLIT_RANK0 && h->tp_rank != 0)
             return llm_err(st, LLM_EDATA, "'%s': rank0 tensor '%s' on tp rank %d", path, name, h->tp_rank);
@@ -143,6 +157,36 @@ static int take(full_t *F, const shard_hdr *h, const llm_ckpt *c, const char *pa
     return LLM_OK;
 }
 
+/* The quant: section of shards quantized one by one counts each shard's conversions:
+ * the merged file's counts each source tensor once, as quantizing the merged model would
+ * (the entries' quant: marks; none when the model was quantized before the split, and
+ * then its counts stand).  0, or -1 when out of memory. */
+static int requant(llm_node *q, const full_t *F, int nsrc)
+{
+    int conv = 0, kept = 0, marked = 0;
+    for (int k = 0; k < nsrc; k++) {
+        marked |= F[k].qz != 0;
+        conv += F[k].qz == 1;
+        kept += F[k].qz == 2;
+    }
+    if (!marked)
+        return 0;
+    /* in llm-quantize's order: type, converted, kept (when any), block */
+    const llm_node *bl = llm_node_get(q, "block");
+    llm_node *blk = bl ? llm_node_copy(bl) : NULL;
+    if ((bl && !blk) || llm_node_set_int(q, "converted", conv)) {
+        llm_node_free(blk);
+        return -1;
+    }
+    llm_node_remove(q, "kept");
+    llm_node_remove(q, "block");
+    if (kept && llm_node_set_int(q, "kept", kept)) {
+        llm_node_free(blk);
+        return -1;
+    }
+    return blk ? llm_node_set(q, "block", blk) : 0;
+}
+
 int llm_shard_merge(const char *const *paths, int n, const char *out, llm_status *st)
 {
     if (n < 1)
@@ -165,6 +209,11 @@ int llm_shard_merge(const char *const *paths, int n, const char *out, llm_status
                     hs[i].nsrc != hs[0].nsrc || strcmp(hs[i].source, hs[0].source)))
             rc = llm_err(st, LLM_EDATA, "'%s' comes from another split than '%s' (source, sizes differ)",
                          paths[i], paths[0]);
+        else if (!rc && (!hs[i].quant != !hs[0].quant || (hs[i].quant && strcmp(hs[i].quant, hs[0].quant))))
+            rc = llm_err(st, LLM_EDATA, "'%s' is %s%s, '%s' is %s%s: quantize every shard of a split "
+                         "to the same type, or none", paths[i], hs[i].quant ? "quantized to " : "not quantized",
+                         hs[i].quant ? hs[i].quant : "", paths[0], hs[0].quant ? "quantized to " : "not quantized",
+                         hs[0].quant ? hs[0].quant : "");
     }
     if (rc)
         goto out;
@@ -193,6 +242,23 @@ int llm_shard_merge(const char *const *paths, int n, const char *out, llm_status
         for (int k = 0; k < hs[i].list->n; k++)
             if ((rc = take(F, &hs[i], cs[i], paths[i], hs[i].list->items[k], st)))
                 goto out;
+    /* source tensors llm-quantize dropped from the shards that held them (opt.*): in no
+     * shard's list, and then in none */
+    for (int i = 0; i < n; i++)
+        for (int k = 0; hs[i].dropped && k < hs[i].dropped->n; k++) {
+            int idx;
+            if (llm_node_int(hs[i].dropped->items[k], &idx) || idx < 0 || idx >= nsrc) {
+                rc = llm_err(st, LLM_EDATA, "'%s': bad source index in the shard section's dropped list",
+                             paths[i]);
+                goto out;
+            }
+            if (F[idx].name) {
+                rc = llm_err(st, LLM_EDATA, "'%s': tensor %d ('%s') was dropped from this shard but is in "
+                             "another: quantize every shard of a split, or none", paths[i], idx, F[idx].name);
+                goto out;
+            }
+            F[idx].qz = -1;
+        }
     if ((rc = llm_ckpt_writer_new(&w, st)))
         goto out;
     const llm_ckpt *head = grid[0];
@@ -202,6 +268,10 @@ int llm_shard_merge(const char *const *paths, int n, const char *out, llm_status
         if (!s->key || !strcmp(s->key, "tensors") || !strcmp(s->key, "shard"))
             continue;
         llm_node *cp = llm_node_copy(s);
+        if (cp && !strcmp(s->key, "quant") && requant(cp, F, nsrc)) {
+            llm_node_free(cp);
+            cp = NULL;
+        }
         if (!cp) {
             rc = llm_err(st, LLM_ENOMEM, "out of memory");
             goto out;
@@ -211,6 +281,8 @@ int llm_shard_merge(const char *const *paths, int n, const char *out, llm_status
     }
     for (int k = 0; k < nsrc; k++) {
         full_t *f = &F[k];
+        if (f->qz < 0)
+            continue;   /* dropped */
         if (!f->name) {
             rc = llm_err(st, LLM_EDATA, "source tensor %d is in no shard (a shard is missing)", k);
             goto out;

@@ -105,6 +105,54 @@ then ok "--report table"; else notok "--report table: $(head -5 rep.txt)"; fi
 check "q4_0 -> q4_0 copies" llm-quantize q4_0.llmk again.llmk --type q4_0
 if cmp -s <(llm-shard info again.llmk | grep -A100 '^tensors' | grep -v quant) <(llm-shard info q4_0.llmk | grep -A100 '^tensors'); then ok "q4_0 -> q4_0: same tensors"; else notok "q4_0 -> q4_0 changed tensors"; fi
 
+# same format again, q8_0: nothing converted, and the summary, report and header say the
+# weights were kept as they were (not "0 converted" alone)
+llm-quantize q8_0.llmk again8.llmk --type q8_0 2>err
+check "q8_0 -> q8_0: the summary says 9 kept" grep -q "0 tensor(s) to q8_0 (9 already q8_0, copied as they are)" err
+llm-quantize q8_0.llmk /dev/null --type q8_0 --json >again8.rep 2>err
+check "... the JSON totals: converted 0, kept 9; header quant: converted 0, kept 9" $PY -c "
+import json, subprocess
+t = json.load(open('again8.rep'))['totals']; assert (t['converted'], t['kept']) == (0, 9), t
+q = json.loads(subprocess.check_output(['llm-shard', 'info', '--json', 'again8.llmk']))['quant']
+assert (q['converted'], q['kept']) == (0, 9), q
+w = [x for x in json.load(open('again8.rep'))['tensors'] if x['name'] == 'wte'][0]
+assert w['action'] == 'copy' and w['why'] == 'already in the type', w"
+llm-quantize q8_0.llmk /dev/null --type q8_0 --report >rep.txt 2>err
+check "... the table's last line" grep -q "^0 converted, 9 already q8_0 (kept as they are), 0 dropped" rep.txt
+
+# quantized tensor-parallel shards (llm-shard(1)): split, quantize each shard (which
+# drops their optimizer moments), merge: the file quantizing the whole model gives, byte
+# for byte; and quantize, split, merge gives the quantized model back
+mkdir -p sq
+for ty in q8_0 bf16; do
+  llm-shard split --tp 2 --pp 2 m.llmk -o sq/$ty 2>err || notok "split: $(cat err)"
+  for f in sq/$ty-tp*-pp*.llmk; do llm-quantize -q "$f" "${f%.llmk}.q.llmk" --type $ty 2>err || notok "quantize $f: $(cat err)"; done
+  expect_exit "$ty: split -> quantize each shard -> merge" 0 llm-shard merge sq/$ty-tp*-pp*.q.llmk -o sq/$ty-merged.llmk
+  check "... the same file as quantizing the whole model" cmp -s sq/$ty-merged.llmk $ty.llmk
+done
+check "... the shard section lists the dropped moments' indices, and each converted entry" $PY -c "
+import json, subprocess
+s = json.loads(subprocess.check_output(['llm-shard', 'info', '--json', 'sq/q8_0-tp1-pp1.q.llmk']))['shard']
+assert s['source_tensors'] == 84 and len(s['dropped']) > 0 and min(s['dropped']) >= 28, s['dropped']
+t = {e['name']: e for e in s['tensors']}
+assert not any(n.startswith('opt.') for n in t)
+assert t['h.1.mlp.c_fc.weight']['quant'] == 'converted' and 'quant' not in t['h.1.ln_1.weight']"
+for f in sq/q8_0-tp*-pp*.q.llmk; do llm-quantize -q "$f" "${f%.q.llmk}.qq.llmk" --type q8_0; done
+llm-shard merge sq/q8_0-tp*-pp*.qq.llmk -o sq/qq.llmk 2>err
+check "shards quantized q8_0 -> q8_0, merged: the file of q8_0 -> q8_0 on the whole (kept 9)" cmp -s sq/qq.llmk again8.llmk
+llm-shard split --tp 2 --pp 2 q8_0.llmk -o sq/pre 2>err && llm-shard merge sq/pre-tp*-pp*.llmk -o sq/pre.llmk 2>>err
+check "quantize -> split -> merge: the quantized model back" cmp -s sq/pre.llmk q8_0.llmk
+expect_exit "merge of quantized and unquantized shards: 65" 65 llm-shard merge sq/q8_0-tp0-pp0.q.llmk sq/q8_0-tp1-pp0.q.llmk sq/q8_0-tp0-pp1.llmk sq/q8_0-tp1-pp1.llmk -o sq/x.llmk
+check "... saying to quantize every shard alike" grep -q "quantize every shard of a split" "$TMP/err"
+# the dropped list is hostile input too: a dropped index that another shard holds, or
+# one outside the source
+for v in 0 84; do
+  hedit sq/q8_0-tp1-pp1.q.llmk sq/bad-tp1-pp1.q.llmk 'dropped:\n  - \d+' "dropped:\n  - $v"
+  expect_exit "merge with tensor $v in a dropped list: 65" 65 llm-shard merge sq/q8_0-tp0-pp*.q.llmk sq/q8_0-tp1-pp0.q.llmk sq/bad-tp1-pp1.q.llmk -o sq/x.llmk
+  check "... naming the problem" grep -q "$([ $v = 0 ] && echo "tensor 0 ('wte') was dropped from this shard but is in another" || echo "bad source index")" "$TMP/err"
+done
+expect_exit "merge of q8_0 and bf16 shards: 65" 65 llm-shard merge sq/q8_0-tp0-pp0.q.llmk sq/q8_0-tp1-pp0.q.llmk sq/bf16-tp0-pp1.q.llmk sq/bf16-tp1-pp1.q.llmk -o sq/x.llmk
+
 # refusals
 expect_exit "unknown type: 64" 64 llm-quantize m.llmk x.llmk --type q3_banana
 expect_exit "f32 type: 64" 64 llm-quantize m.llmk x.llmk --type f32
