@@ -90,7 +90,7 @@ static int cmd_convert(int argc, char **argv)
     const char *from = NULL, *to = NULL, *out = NULL;
     const llm_opt opts[] = {
         {"from", 0, LLM_OPT_STR, &from, "FMT", "read FILE in format FMT (llmc, safetensors: a directory) and write .llmk"},
-        {"to", 0, LLM_OPT_STR, &to, "FMT", "read the .llmk FILE and write format FMT (llmc)"},
+        {"to", 0, LLM_OPT_STR, &to, "FMT", "read the .llmk FILE and write format FMT (llmc: bf16 when any parameter is, else f32)"},
         {"output", 'o', LLM_OPT_STR, &out, "OUT", "output file, - for stdout (required)"},
         {0}};
     const llm_cli cli = {"llm-shard convert", "--from llmc|safetensors|--to llmc [options] FILE|DIR -o OUT",
@@ -113,9 +113,12 @@ static int cmd_convert(int argc, char **argv)
         return 64;
     }
     llm_status st = {0};
+    char note[LLM_MSG_MAX] = "";
     int rc = st_in  ? llm_hf_import(pos.v[0], out, &st)
              : from ? llm_llmc_import(pos.v[0], out, &st)
-                    : llm_llmc_export(pos.v[0], out, &st);
+                    : llm_llmc_export(pos.v[0], out, note, sizeof note, &st);
+    if (!rc && note[0])
+        fprintf(stderr, "llm-shard convert: note: %s\n", note);
     return done(rc, &st, &pos);
 }
 
@@ -123,7 +126,7 @@ static int cmd_export(int argc, char **argv)
 {
     const char *to = NULL, *out = NULL;
     const llm_opt opts[] = {
-        {"to", 0, LLM_OPT_STR, &to, "FMT", "gguf (a file) or safetensors (a directory) (required)"},
+        {"to", 0, LLM_OPT_STR, &to, "FMT", "gguf (a file) or safetensors (a directory; tokenizer files when the checkpoint has a tokenizer) (required)"},
         {"output", 'o', LLM_OPT_STR, &out, "OUT", "the GGUF file or the Hugging Face directory (required)"},
         {0}};
     const llm_cli cli = {"llm-shard export", "--to gguf|safetensors FILE -o OUT",
@@ -135,15 +138,18 @@ static int cmd_export(int argc, char **argv)
     if (!env_ok(&pos, &ret))
         return ret;
     llm_status st = {0};
+    char note[LLM_MSG_MAX] = "";
     int rc;
     if (!to || !out)
         rc = llm_err(&st, LLM_EUSAGE, "--to FMT and -o OUT are required");
     else if (!strcmp(to, "gguf"))
         rc = llm_gguf_export(pos.v[0], out, &st);
     else if (!strcmp(to, "safetensors"))
-        rc = llm_hf_export(pos.v[0], out, &st);
+        rc = llm_hf_export(pos.v[0], out, note, sizeof note, &st);
     else
         rc = llm_err(&st, LLM_EUSAGE, "unknown export format '%s' (gguf, safetensors)", to);
+    if (!rc && note[0])
+        fprintf(stderr, "llm-shard export: warning: %s\n", note);
     return done(rc, &st, &pos);
 }
 

@@ -14,6 +14,7 @@
 
 #include "common/ckpt.h"
 #include "common/model_impl.h"
+#include "common/quant.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "llm.c files are little-endian; this code assumes a little-endian host"
@@ -227,7 +228,31 @@ done:
 
 /* ---- export ---- */
 
-int llm_llmc_export(const char *in, const char *out, llm_status *st)
+/* Tensor t's data as dtype dt (f32 or bf16) to o: as stored, or through f32. */
+static int put_as(llm_afile *o, const llm_tensor *t, llm_dtype dt, llm_status *st)
+{
+    if (t->dtype == dt)
+        return llm_afile_put(o, t->data, t->nbytes, st);
+    uint64_t nb = 0;
+    llm_dtype_nbytes(dt, t->nelem, &nb);
+    float *f = malloc(t->nelem * sizeof *f + 1);
+    void *b = dt == LLM_DT_F32 ? (void *)f : malloc(nb + 1);
+    int rc = !f || !b ? llm_err(st, LLM_ENOMEM, "tensor '%s': out of memory", t->name) : LLM_OK;
+    if (!rc && t->dtype == LLM_DT_F32)
+        memcpy(f, t->data, t->nbytes);
+    else if (!rc)
+        rc = llm_quant_decode(t->dtype, t->data, f, t->nelem, st);
+    if (!rc && dt != LLM_DT_F32 && (rc = llm_quant_encode(dt, f, b, t->nelem, st)))
+        llm_err_prefix(st, "tensor '%s'", t->name);
+    if (!rc)
+        rc = llm_afile_put(o, b, nb, st);
+    if (b != f)
+        free(b);
+    free(f);
+    return rc;
+}
+
+int llm_llmc_export(const char *in, const char *out, char *note, size_t note_len, llm_status *st)
 {
     llm_ckpt *ck = NULL;
     int rc = llm_ckpt_open(&ck, in, 0, st);
@@ -250,20 +275,28 @@ int llm_llmc_export(const char *in, const char *out, llm_status *st)
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto done;
     }
+    /* llm.c holds every parameter in one dtype: version 3 f32, version 5 bf16.  Any bf16
+     * tensor makes it 5 (a model quantized to bf16 keeps wpe, the norms and the biases
+     * f32: those are rounded to bf16); f16 alone widens to f32 exactly. */
     llm_dtype dt = LLM_DT_F32;
+    int nconv = 0;
+    if (note && note_len)
+        note[0] = 0;
     for (int i = 0; i < nviews; i++) {
         const llm_tensor *t = llm_ckpt_find(ck, views[i].name);
         if (!t) {
             rc = llm_err(st, LLM_EDATA, "no tensor '%s'", views[i].name);
             goto done;
         }
-        if (i == 0)
-            dt = t->dtype;
-        if (t->dtype != dt || (dt != LLM_DT_F32 && dt != LLM_DT_BF16)) {
-            rc = llm_err(st, LLM_EDATA, "tensor '%s': dtype %s; llm.c files hold all f32 or all bf16",
-                         views[i].name, llm_dtype_name(t->dtype));
+        if (t->dtype != LLM_DT_F32 && t->dtype != LLM_DT_BF16 && t->dtype != LLM_DT_F16) {
+            rc = llm_err(st, LLM_EDATA, "tensor '%s' is %s: llm.c files hold f32 (version 3) or bf16 "
+                         "(version 5) parameters; export the model from before llm-quantize, or "
+                         "quantized with --type bf16, or use export --to gguf for %s",
+                         views[i].name, llm_dtype_name(t->dtype), llm_dtype_name(t->dtype));
             goto done;
         }
+        if (t->dtype == LLM_DT_BF16)
+            dt = LLM_DT_BF16;
         int ok = t->ndim == views[i].ndim && t->nelem == views[i].numel && t->data;
         for (int d = 0; ok && d < t->ndim; d++)
             ok = t->shape[d] == views[i].shape[d];
@@ -274,6 +307,15 @@ int llm_llmc_export(const char *in, const char *out, llm_status *st)
         }
         ts[i] = t;
     }
+    for (int i = 0; i < nviews; i++)
+        nconv += ts[i]->dtype != dt;
+    if (nconv && note && note_len)
+        snprintf(note, note_len, dt == LLM_DT_BF16
+                     ? "%d of the %d parameter tensors rounded to bf16 (llm.c's version 5 holds "
+                       "every parameter in bf16): lossy for these, which the checkpoint kept f32 or f16"
+                     : "%d of the %d parameter tensors widened from f16 to f32 (llm.c's version 3 "
+                       "holds every parameter in f32): exact",
+                 nconv, nviews);
     if ((rc = llm_afile_open(&o, out, LLM_AFILE_STDOUT, st)))
         goto done;
     opened = 1;
@@ -290,14 +332,12 @@ int llm_llmc_export(const char *in, const char *out, llm_status *st)
     int L = cfg.n_layer;
     /* llm.c order: wte, wpe, each per-layer kind over all layers, lnf. */
     for (int i = 0; !rc && i < 2; i++)
-        rc = llm_afile_put(&o, ts[i]->data, ts[i]->nbytes, st);
+        rc = put_as(&o, ts[i], dt, st);
     for (int k = 0; !rc && k < PV_PER_LAYER; k++)
-        for (int l = 0; !rc && l < L; l++) {
-            const llm_tensor *t = ts[PV_LAYER(l, k)];
-            rc = llm_afile_put(&o, t->data, t->nbytes, st);
-        }
+        for (int l = 0; !rc && l < L; l++)
+            rc = put_as(&o, ts[PV_LAYER(l, k)], dt, st);
     for (int i = nviews - 2; !rc && i < nviews; i++)
-        rc = llm_afile_put(&o, ts[i]->data, ts[i]->nbytes, st);
+        rc = put_as(&o, ts[i], dt, st);
     if (!rc) {
         opened = 0;
         rc = llm_afile_commit(&o, st);

@@ -40,10 +40,14 @@ int llm_llmc_parse_header(const void *buf, size_t len, uint64_t file_size, llm_l
 int llm_llmc_import(const char *in, const char *out, llm_status *st);
 
 /* Convert .llmk in to an llm.c file out (path or "-"; files are written atomically).
- * The checkpoint must hold a gpt2 model section and every parameter tensor, all f32
- * (written as version 3) or all bf16 (version 5); other tensors (optimizer moments,
- * tokenizer) are ignored.  llm.c -> .llmk -> llm.c reproduces the file byte for byte
+ * The checkpoint must hold a gpt2 model section and every parameter tensor in f32, f16
+ * or bf16 (q8_0/q4_0: LLM_EDATA, saying what to do instead); other tensors (optimizer
+ * moments, tokenizer) are ignored.  llm.c holds all parameters in one dtype: any bf16
+ * tensor makes the file version 5 and the others are rounded to bf16 (a model
+ * llm-quantize made bf16 keeps wpe, norms and biases f32); else version 3, f16 widened
+ * to f32 exactly.  note (note_len bytes, may be NULL) gets "" or one line saying what
+ * was converted, for stderr.  llm.c -> .llmk -> llm.c reproduces the file byte for byte
  * (header words after the eighth are written as 0, as llm.c writes them). */
-int llm_llmc_export(const char *in, const char *out, llm_status *st);
+int llm_llmc_export(const char *in, const char *out, char *note, size_t note_len, llm_status *st);
 
 #endif

@@ -66,9 +66,11 @@ int llm_st_write(llm_st_writer *w, const char *path, llm_status *st);
  * model.safetensors (transformer.* names, Conv1D weights transposed to (in, out), wte
  * with the real vocabulary rows only; f32/f16/bf16 as stored), config.json
  * (GPT2LMHeadModel) and the tokenizer (vocab.json + merges.txt; the byte tokenizer as a
- * 257-entry vocabulary without merges, which encodes to the same ids).  Quantized
- * tensors are refused (LLM_EDATA).  Errors: those of llm_ckpt_open; LLM_EIO. */
-int llm_hf_export(const char *in, const char *outdir, llm_status *st);
+ * 257-entry vocabulary without merges, which encodes to the same ids).  A checkpoint
+ * without a tokenizer section gets no tokenizer files, and note (note_len bytes, may be
+ * NULL; else "" or one line for stderr) says so.  Quantized tensors are refused
+ * (LLM_EDATA).  Errors: those of llm_ckpt_open; LLM_EIO. */
+int llm_hf_export(const char *in, const char *outdir, char *note, size_t note_len, llm_status *st);
 
 /* Import a Hugging Face GPT-2 directory (model.safetensors, config.json, and vocab.json
  * + merges.txt or tokenizer.json when present) into the .llmk out.  Names with or

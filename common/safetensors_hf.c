@@ -74,8 +74,10 @@ static int write_config(const llm_model_config *cfg, int eot, const char *torch_
     return rc;
 }
 
-int llm_hf_export(const char *in, const char *outdir, llm_status *st)
+int llm_hf_export(const char *in, const char *outdir, char *note, size_t note_len, llm_status *st)
 {
+    if (note && note_len)
+        note[0] = 0;
     llm_ckpt *c;
     int rc = llm_ckpt_open(&c, in, 0, st);   /* its messages name the file */
     if (rc)
@@ -154,6 +156,9 @@ int llm_hf_export(const char *in, const char *outdir, llm_status *st)
         goto out;
     if (tk)
         rc = llm_hf_tok_write(c, outdir, cfg.max_seq_len, st);
+    else if (note && note_len)   /* a model without one (an llm.c import): say so, it is not an error */
+        snprintf(note, note_len, "'%s' has no tokenizer section: no vocab.json, merges.txt or "
+                 "tokenizer_config.json written (load a tokenizer separately, e.g. GPT-2's)", in);
 out:
     if (rc == LLM_EDATA)   /* what the checkpoint lacks: named with the file */
         llm_err_prefix(st, "%s", in);

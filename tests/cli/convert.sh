@@ -96,6 +96,36 @@ import json
 a, b = ([json.loads(l)['loss'] for l in open('$TMP/ft%d.jsonl' % v) if '\"loss\"' in l][0] for v in (3, 5))
 assert abs(a - b) < 1e-3 * a, (a, b)"
 
+# a model llm-quantize made bf16 keeps wpe, the norms and the biases f32; llm.c's version 5
+# holds every parameter in bf16, so those are rounded on export (a note says so): the
+# file is then the f32 model rounded to bf16 throughout.  f16 widens to version 3
+# exactly; q8_0 is refused, saying what to do instead.
+llm-quantize -q "$TMP/m3.llmk" "$TMP/mb.llmk" --type bf16
+expect_exit "export of a bf16-quantized model (f32 wpe, norms, biases)" 0 llm-shard convert --to llmc "$TMP/mb.llmk" -o "$TMP/mb.bin"
+check "... a note: which tensors were rounded to bf16" grep -q "note: 19 of the 28 parameter tensors rounded to bf16.*lossy" "$TMP/err"
+check "... version 5, every parameter the f32 one rounded to bf16" "$PY" - "$TMP/m3.bin" "$TMP/mb.bin" <<'PY'
+import struct, sys
+a, b = open(sys.argv[1], 'rb').read(), open(sys.argv[2], 'rb').read()
+assert struct.unpack_from('<2i', b) == (20240326, 5) and a[8:1024] == b[8:1024]
+def bf(u): return (u + 0x7fff + ((u >> 16) & 1)) >> 16
+x = struct.unpack_from('<%dI' % ((len(a) - 1024) // 4), a, 1024)
+assert b[1024:] == struct.pack('<%dH' % len(x), *map(bf, x))
+PY
+llm-quantize -q "$TMP/m3.llmk" "$TMP/mh.llmk" --type f16
+expect_exit "export of an f16-quantized model" 0 llm-shard convert --to llmc "$TMP/mh.llmk" -o "$TMP/mh.bin"
+check "... version 3, the f16 weights widened exactly (a note)" sh -c "grep -q 'widened from f16 to f32.*exact' '$TMP/err' && \
+  [ \"\$(od -An -tu4 -j4 -N4 '$TMP/mh.bin' | tr -d ' ')\" = 3 ] && llm-shard convert --from llmc '$TMP/mh.bin' -o '$TMP/mh3.llmk' && \
+  llm-quantize -q '$TMP/mh3.llmk' '$TMP/mh3h.llmk' --type f16 && cmp -s '$TMP/mh3h.llmk' '$TMP/mh.llmk'"
+mk "$TMP/m32.bin" C=32 && llm-shard convert --from llmc "$TMP/m32.bin" -o "$TMP/m32.llmk" && llm-quantize -q "$TMP/m32.llmk" "$TMP/m32q.llmk" --type q8_0
+expect_exit "export of a q8_0 model: 65" 65 llm-shard convert --to llmc "$TMP/m32q.llmk" -o "$TMP/x.bin"
+check "... saying why and what to do" grep -q "tensor 'wte' is q8_0: llm.c files hold f32 (version 3) or bf16 (version 5).*export --to gguf" "$TMP/err"
+
+# an llm.c model has no tokenizer: its Hugging Face export has no tokenizer files, and
+# says so on stderr instead of leaving AutoTokenizer to fail later
+expect_exit "export --to safetensors without a tokenizer section: 0" 0 llm-shard export --to safetensors "$TMP/m3.llmk" -o "$TMP/hf3"
+check "... a warning naming the missing files" grep -q "warning: .*m3.llmk' has no tokenizer section: no vocab.json, merges.txt or tokenizer_config.json written" "$TMP/err"
+check "... model.safetensors and config.json only" [ "$(ls "$TMP/hf3" | tr '\n' ' ')" = "config.json model.safetensors " ]
+
 pipe_rt() {
   llm-shard convert --from llmc - -o - <"$TMP/m3.bin" |
     llm-shard convert --to llmc - -o - | cmp -s - "$TMP/m3.bin"

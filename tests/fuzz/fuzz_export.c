@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     snprintf(back, sizeof back, "%s/back.llmk", fz_dir());
     /* what an exporter accepts, its importer reads back */
     snprintf(out, sizeof out, "%s/out.bin", fz_dir());
-    if (llm_llmc_export(in, out, &st) == 0 && llm_llmc_import(out, back, &st)) {
+    if (llm_llmc_export(in, out, NULL, 0, &st) == 0 && llm_llmc_import(out, back, &st)) {
         fprintf(stderr, "llm.c export accepted, import refused: %s\n", st.msg);
         abort();
     }
@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(p, sizeof p, "%s/%s", out, files[i]);
         unlink(p);
     }
-    if (llm_hf_export(in, out, &st) == 0 && llm_hf_import(out, back, &st)) {
+    if (llm_hf_export(in, out, NULL, 0, &st) == 0 && llm_hf_import(out, back, &st)) {
         fprintf(stderr, "safetensors export accepted, import refused: %s\n", st.msg);
         abort();
     }

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char dir2[512], back[512];
         snprintf(dir2, sizeof dir2, "%s/re", fz_dir());
         snprintf(back, sizeof back, "%s/back.llmk", fz_dir());
-        if (llm_hf_export(out, dir2, &st) || llm_hf_import(dir2, back, &st)) {
+        if (llm_hf_export(out, dir2, NULL, 0, &st) || llm_hf_import(dir2, back, &st)) {
             fprintf(stderr, "imported, but the export does not import back: %s\n", st.msg);
             abort();
         }

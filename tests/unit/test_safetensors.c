@@ -115,7 +115,7 @@ static void roundtrip(const char *gpt2)
     fx_spec s = {2, 2, 64, gpt2 ? 50257 : 257, 32, 0, 0, 1, gpt2};
     fx_write(in, &s, 3);
     llm_status st = {0};
-    int rc = llm_hf_export(in, hf, &st);
+    int rc = llm_hf_export(in, hf, NULL, 0, &st);
     if (rc)
         fail_msg("export: %s", st.msg);
     llm_st_file *f;
@@ -160,7 +160,7 @@ static void test_export_shapes(void **state)
         for (int mode = 0; mode < 3; mode++) {
             fx_rewrite_shape(in, bad, fx_shape_victims[v], mode);
             snprintf(hf, sizeof hf, "%s/hf%d_%d", dir, v, mode);
-            assert_int_equal(llm_hf_export(bad, hf, &st), LLM_EDATA);
+            assert_int_equal(llm_hf_export(bad, hf, NULL, 0, &st), LLM_EDATA);
             if (!strstr(st.msg, fx_shape_victims[v]) || !strstr(st.msg, "does not fit"))
                 fail_msg("error does not name '%s': %s", fx_shape_victims[v], st.msg);
             snprintf(path, sizeof path, "%s/model.safetensors", hf);
