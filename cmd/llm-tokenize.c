@@ -334,7 +334,7 @@ int main(int argc, char **argv)
         {"val-fraction", 0, LLM_OPT_DOUBLE, &o.val_fraction, "F",
          "write PREFIX_train.bin and PREFIX_val.bin, the last F of the tokens to val"},
         {"shard-tokens", 0, LLM_OPT_STR, &o.shard_arg, "N",
-         "write PREFIX_000000.bin, PREFIX_000001.bin, ... of N tokens each (1000000 shards at most)"},
+         "write PREFIX_000000.bin, PREFIX_000001.bin, ... of N tokens each (1..2147483647; 1000000 shards at most)"},
         {"decode", 'd', LLM_OPT_FLAG, &o.decode, NULL, "decode token files (or --format ids) to text"},
         {"count", 0, LLM_OPT_FLAG, &o.count, NULL, "print only the number of tokens"},
         {"threads", 'j', LLM_OPT_INT, &o.threads, "N", "encoding threads (default: 0 = one per CPU, at most 8)"},
@@ -375,8 +375,8 @@ int main(int argc, char **argv)
     else if (o.val_fraction > 0 && (!o.out || !strcmp(o.out, "-")))
         bad = "--val-fraction needs -o PREFIX";
     else if (o.shard_arg && (llm_parse_i64(o.shard_arg, &o.shard_tokens) || o.shard_tokens < 1 ||
-                             o.shard_tokens > UINT32_MAX))
-        bad = "--shard-tokens must be an integer, 1..4294967295";
+                             o.shard_tokens > LLM_TOKFILE_MAX_TOKENS))
+        bad = "--shard-tokens must be an integer, 1..2147483647 (llm.c reads a file's count as an int)";
     else if (o.shard_tokens > 0 && (o.decode || o.count || o.val_fraction > 0 || !strcmp(o.format, "ids")))
         bad = "--shard-tokens only goes with encoding to token files, without --val-fraction";
     else if (o.shard_tokens > 0 && (!o.out || !strcmp(o.out, "-")))

@@ -313,9 +313,10 @@ int llm_tokfile_writer_put(llm_tokfile_writer *w, const uint32_t *ids, size_t n,
 {
     if (!w->open)
         return llm_err(st, LLM_ESOFTWARE, "token file writer not open");
-    if (n > UINT32_MAX - w->n)
-        return llm_err(st, LLM_EUSAGE, "'%s': over %u tokens do not fit a token file", w->a.path,
-                       UINT32_MAX);
+    if (n > LLM_TOKFILE_MAX_TOKENS - w->n)   /* llm.c reads the count as an int */
+        return llm_err(st, LLM_EUSAGE, "'%s': over %d tokens do not fit a token file (llm.c reads "
+                       "the count as a signed 32-bit integer): write shards (--shard-tokens)",
+                       w->a.path, LLM_TOKFILE_MAX_TOKENS);
     int rc = LLM_OK;
     for (size_t i = 0; i < n && w->version == 1; i++)
         if (ids[i] > 0xffff) {   /* once: after widen the version is 2 */
@@ -402,6 +403,12 @@ int llm_tokfile_writer_finish(llm_tokfile_writer *w, llm_status *st)
 {
     if (!w->open)
         return llm_err(st, LLM_ESOFTWARE, "token file writer not open");
+    if (!w->n) {   /* llm.c's loader asserts a count above 0: refuse rather than write one */
+        int rc = llm_err(st, LLM_EDATA, "'%s': no tokens to write (llm.c's loader refuses an "
+                         "empty token file); nothing written", w->a.path);
+        llm_tokfile_writer_abort(w);
+        return rc;
+    }
     unsigned char hdr[LLM_TOKFILE_HEADER_BYTES];
     put_header(hdr, w->version, w->n);
     int rc;
@@ -442,9 +449,10 @@ void llm_tokfile_writer_abort(llm_tokfile_writer *w)
 int llm_tokfile_write(const char *path, const uint32_t *ids, uint64_t n, int version,
                       llm_status *st)
 {
-    if (n > UINT32_MAX)
-        return llm_err(st, LLM_EUSAGE, "'%s': %llu tokens do not fit a token file (at most %u)", path,
-                       (unsigned long long)n, UINT32_MAX);
+    if (n > LLM_TOKFILE_MAX_TOKENS)
+        return llm_err(st, LLM_EUSAGE, "'%s': %llu tokens do not fit a token file (at most %d: llm.c "
+                       "reads the count as a signed 32-bit integer)", path, (unsigned long long)n,
+                       LLM_TOKFILE_MAX_TOKENS);
     llm_tokfile_writer w;
     int rc = llm_tokfile_writer_open(&w, path, version, st);
     if (!rc && (rc = llm_tokfile_writer_put(&w, ids, (size_t)n, st)))

@@ -15,6 +15,9 @@
 #include "common/status.h"
 
 #define LLM_TOKFILE_MAGIC 20240520
+/* llm.c reads h[2], the count, as an int: a file holds 1 to INT32_MAX tokens (writers
+ * refuse more, and refuse an empty file, whose 0 llm.c's loader asserts against). */
+#define LLM_TOKFILE_MAX_TOKENS 2147483647
 #define LLM_TOKFILE_HEADER_BYTES 1024
 
 typedef struct {

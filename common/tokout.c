@@ -68,9 +68,9 @@ int llm_tokout_open(llm_tokout **out, const llm_tokout_spec *spec, llm_status *s
         o->open = !rc;
         break;
     case LLM_TOKOUT_SHARDS: {
-        if (!spec->shard_tokens || spec->shard_tokens > UINT32_MAX) {
-            rc = llm_err(st, LLM_EUSAGE, "shards of %llu tokens (want 1 to %u)",
-                         (unsigned long long)spec->shard_tokens, UINT32_MAX);
+        if (!spec->shard_tokens || spec->shard_tokens > LLM_TOKFILE_MAX_TOKENS) {
+            rc = llm_err(st, LLM_EUSAGE, "shards of %llu tokens (want 1 to %d)",
+                         (unsigned long long)spec->shard_tokens, LLM_TOKFILE_MAX_TOKENS);
             break;
         }
         char pat[2 * PATH_MAX + 64];
@@ -317,7 +317,8 @@ int llm_tokout_commit(llm_tokout *o, const llm_encoder *e, char *summary, size_t
         rc = commit_split(o, e, summary, len, st);
         break;
     case LLM_TOKOUT_SHARDS:
-        /* the last, partly filled shard; an empty input still gives one (empty) file */
+        /* the last, partly filled shard; an empty input is refused at its commit (llm.c's
+         * loader asserts a count above 0) */
         if (o->open || !o->shards) {
             if (!o->open && !(rc = shard_name(o, 0, st)) &&
                 !(rc = llm_tokfile_writer_open(&o->bin, o->name, 0, st)))

@@ -197,8 +197,13 @@ Y
 check "llm-train trains from the shards through a glob" llm-train --config "$TMP/sh/t.yaml" -o "$TMP/sh-run" -q
 expect_exit "shards exist already: 64" 64 $T --vocab byte --shard-tokens 100000 -o "$TMP/sh/b" "$TMP/big.raw"
 check "... naming the first" grep -q "b_000000.bin' exists: remove the earlier shards" "$TMP/err"
-check "an empty input: one empty shard" $T --vocab byte --shard-tokens 10 -o "$TMP/sh/e" /dev/null
-check "... of a header only" [ "$(stat -c %s "$TMP/sh/e_000000.bin")" = 1024 ]
+# llm.c's loader asserts a token file's count is above 0, and reads it as an int
+expect_exit "an empty input: refused, 65" 65 $T --vocab byte --shard-tokens 10 -o "$TMP/sh/e" /dev/null
+check "... saying why, no shard written" sh -c "grep -q \"e_000000.bin': no tokens to write (llm.c's loader refuses an empty token file)\" '$TMP/err' && [ ! -e '$TMP/sh/e_000000.bin' ]"
+expect_exit "an empty input to one file: refused, 65" 65 $T --vocab byte -o "$TMP/sh/e.bin" /dev/null
+check "... none written" [ ! -e "$TMP/sh/e.bin" ]
+expect_exit "--shard-tokens above INT32_MAX: 64" 64 $T --vocab byte --shard-tokens 2147483648 -o "$TMP/sh/g" "$TMP/small.txt"
+check "... naming the limit" grep -q "1..2147483647" "$TMP/err"
 # a read error after shards were finished: 74, and none of this run's shards stay
 expect_exit "a read error after two shards: 74" 74 $T --vocab byte --shard-tokens 100000 -o "$TMP/sh/f" "$TMP/big.raw" /proc/self/mem
 check "... leaves no shard" [ -z "$(ls -A "$TMP/sh" | grep 'f_')" ]

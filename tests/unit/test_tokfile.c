@@ -98,11 +98,23 @@ static void test_roundtrip_v1_v2(void **state)
     ids[7] = 1;
     assert_int_equal(llm_tokfile_write(path("d.bin"), ids, 1000, 2, &st), LLM_OK);
     assert_int_equal(file_size(path("d.bin")), 1024 + 4 * 1000);
-    /* empty */
-    assert_int_equal(llm_tokfile_write(path("e.bin"), ids, 0, 0, &st), LLM_OK);
-    assert_int_equal(llm_tokfile_open(&tf, path("e.bin"), 10, &st), LLM_OK);
-    assert_int_equal(tf.ntok, 0);
-    llm_tokfile_close(&tf);
+    /* empty: refused, as llm.c's loader refuses it (it asserts a count above 0), and
+     * nothing written */
+    assert_int_equal(llm_tokfile_write(path("e.bin"), ids, 0, 0, &st), LLM_EDATA);
+    assert_non_null(strstr(st.msg, "no tokens"));
+    assert_int_equal(file_size(path("e.bin")), -1);
+    /* llm.c reads the count as an int: over INT32_MAX tokens are refused before any id is
+     * read or any byte written, by the whole-file and the streaming writer alike */
+    assert_int_equal(llm_tokfile_write(path("big.bin"), ids, (uint64_t)INT32_MAX + 1, 0, &st), LLM_EUSAGE);
+    assert_int_equal(file_size(path("big.bin")), -1);
+    llm_tokfile_writer w;
+    assert_int_equal(llm_tokfile_writer_open(&w, path("big2.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_writer_put(&w, ids, 10, &st), LLM_OK);
+    w.n = INT32_MAX - 5;   /* as if INT32_MAX - 5 ids had gone in */
+    assert_int_equal(llm_tokfile_writer_put(&w, ids, 6, &st), LLM_EUSAGE);
+    assert_non_null(strstr(st.msg, "2147483647"));
+    llm_tokfile_writer_abort(&w);
+    assert_int_equal(file_size(path("big2.bin")), -1);
 }
 
 static void test_reads_handmade_file(void **state)
