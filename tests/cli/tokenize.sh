@@ -218,7 +218,7 @@ expect_exit "... and refused the second time: 64" 64 $T --vocab byte --shard-tok
 expect_exit "--shard-tokens -1: 64" 64 $T --vocab byte --shard-tokens -1 -o "$TMP/sh/x" "$TMP/small.txt"
 # INT64_MIN was the "not given" mark: it wrote PREFIX itself, one file, exit 0
 expect_exit "--shard-tokens -9223372036854775808: 64" 64 $T --vocab byte --shard-tokens -9223372036854775808 -o "$TMP/sh/x" "$TMP/small.txt"
-check "... says the range" grep -q -- "--shard-tokens must be an integer, 1..4294967295" "$TMP/err"
+check "... says the range" grep -q -- "--shard-tokens must be an integer, 1..2147483647" "$TMP/err"
 check "... and writes nothing" [ -z "$(ls -A "$TMP/sh" | grep '^x')" ]
 expect_exit "--shard-tokens 4294967296: 64" 64 $T --vocab byte --shard-tokens 4294967296 -o "$TMP/sh/x" "$TMP/small.txt"
 expect_exit "--shard-tokens 1e3: 64" 64 $T --vocab byte --shard-tokens 1e3 -o "$TMP/sh/x" "$TMP/small.txt"
