@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/cli.h"
 #include "common/afile.h"
 #include "common/env.h"
@@ -37,13 +38,6 @@ typedef struct {
     size_t n;
     int mapped;
 } input;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Read a whole input: regular files are mapped, pipes and stdin read into memory. */
 static int input_read(input *in, const char *path, llm_status *st)
@@ -205,10 +199,10 @@ static int run_encode(const opts *o, const llm_tokenizer *t, uint64_t window, ll
         rc = llm_encoder_new(&e, t, o->eot, o->split_docs, o->threads, window, llm_tokout_put, out, st);
     if (!rc && spec.kind == LLM_TOKOUT_SPLIT)
         llm_encoder_keep_starts(e);   /* the val cut goes to a document start */
-    double t0 = now();
+    double t0 = llm_now_s();
     for (int i = 0; i < (o->files.n ? o->files.n : 1) && !rc; i++)
         rc = feed_input(e, o->files.n ? o->files.v[i] : "-", buf, cap, st);
-    double dt = now() - t0;
+    double dt = llm_now_s() - t0;
     if (!rc) {
         size_t ndocs;
         llm_encoder_doc_starts(e, &ndocs);
@@ -267,7 +261,7 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
             rc = llm_err(st, LLM_EIO, "cannot write to stdout: %s", strerror(errno));
     } else if (!rc) {
         llm_afile k;
-        double t0 = now(), busy = 0;
+        double t0 = llm_now_s(), busy = 0;
         uint64_t bytes = 0;
         rc = llm_afile_open(&k, o->out, LLM_AFILE_STDOUT, st);
         int opened = !rc;
@@ -285,9 +279,9 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
                 }
                 char *text;
                 size_t len;
-                double t1 = now();
+                double t1 = llm_now_s();
                 rc = llm_tokenizer_decode(t, chunk, m, &text, &len, st);
-                busy += now() - t1;
+                busy += llm_now_s() - t1;
                 if (!rc) {
                     rc = llm_afile_put(&k, text, len, st);
                     bytes += len;
@@ -301,7 +295,7 @@ static int run_decode(const opts *o, const llm_tokenizer *t, llm_status *st)
             llm_afile_abort(&k);
         llm_debug(&o->lg, "decoded %llu tokens into %llu bytes in %.3f s (%.1f MB/s; %.3f s in all)",
                   (unsigned long long)total, (unsigned long long)bytes, busy,
-                  busy > 0 ? bytes / 1e6 / busy : 0.0, now() - t0);
+                  busy > 0 ? bytes / 1e6 / busy : 0.0, llm_now_s() - t0);
     }
     for (int i = 0; i < nin && tf && tx; i++) {
         if (tf[i].base)

@@ -17,7 +17,6 @@
  * here: <cblas.h> may be another vendor's. */
 char *openblas_get_corename(void);
 
-
 int llm_bench_format_parse(const char *name, llm_bench_format *out)
 {
     static const struct { const char *n; llm_bench_format f; } t[] = {
@@ -114,20 +113,13 @@ int llm_bench_parse_size(const char *s, size_t *out)
     return 0;
 }
 
-double llm_bench_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void llm_bench_time(void (*fn)(void *ctx), void *ctx, int warmup, int reps, double *t)
 {
     for (int i = 0; i < warmup; i++) fn(ctx);
     for (int i = 0; i < reps; i++) {
-        double t0 = llm_bench_now();
+        double t0 = llm_now_s();
         fn(ctx);
-        t[i] = llm_bench_now() - t0;
+        t[i] = llm_now_s() - t0;
     }
 }
 

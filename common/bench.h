@@ -10,6 +10,8 @@
 #ifndef LLM_BENCH_H
 #define LLM_BENCH_H
 
+#include "common/clock.h"
+
 #include <stdio.h>
 
 #include "common/status.h"
@@ -77,9 +79,6 @@ int llm_bench_write_file(const char *path, llm_bench_format fmt, const llm_bench
 /* A byte size: decimal digits with an optional binary suffix K, M, G (KiB, MiB, GiB;
  * a trailing B or iB is accepted).  0, or -1 when malformed or above 1 TiB. */
 int llm_bench_parse_size(const char *s, size_t *out);
-
-/* Monotonic clock in seconds. */
-double llm_bench_now(void);
 
 /* Run fn(ctx) warmup times untimed, then reps times, each timed with the monotonic
  * clock; t (reps entries, caller's) receives the seconds of each repetition. */

@@ -56,10 +56,10 @@ int llm_bench_collective_dist(const char *coll, llm_dist *d, size_t bytes, int w
          * is the slowest rank's (reduced below), as a collective ends for all at once */
         if ((rc = llm_dist_barrier(d, st)))
             break;
-        double t0 = llm_bench_now();
+        double t0 = llm_now_s();
         rc = one(coll, d, buf, recv, n, st);
         if (i >= 0)
-            t[i] = llm_bench_now() - t0;
+            t[i] = llm_now_s() - t0;
     }
     if (!rc)
         rc = llm_dist_allreduce(d, t, (size_t)reps, LLM_DIST_F64, LLM_DIST_MAX, st);

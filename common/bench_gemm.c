@@ -82,14 +82,14 @@ double llm_bench_cpu_peak_gflops(int threads)
     double best = 0;
     volatile float sink = 0;
     for (int rep = 0; rep < 12; rep++) {
-        double t0 = llm_bench_now();
+        double t0 = llm_now_s();
 #if defined(__x86_64__)
         sink += lanes == 16 ? fma_loop_avx512(iters)
                 : lanes == 8 ? fma_loop_avx2(iters) : fma_loop_scalar(iters);
 #else
         sink += fma_loop_scalar(iters);
 #endif
-        double dt = llm_bench_now() - t0;
+        double dt = llm_now_s() - t0;
         double g = 2.0 * PEAK_CHAINS * lanes * (double)iters / dt / 1e9;
         if (g > best) best = g;
     }

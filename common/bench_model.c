@@ -1,5 +1,6 @@
 /* bench_model.c — training and inference throughput. */
 #include "common/bench_model.h"
+#include "common/rng.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,14 +24,6 @@ double llm_bench_gpu_train_peak_gflops(llm_dtype lo)
 double llm_bench_train_flops_per_token(const llm_model_config *c, int T)
 {
     return 6.0 * (double)llm_model_num_params(c) + 6.0 * c->n_layer * (double)T * c->n_embd;
-}
-
-static uint64_t mix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 static int check_opts(const llm_bench_model_opts *o, llm_status *st)
@@ -77,12 +70,12 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
     if (!ids || !tgt || !t) { rc = llm_err(st, LLM_ENOMEM, "out of memory"); goto done; }
     uint64_t s = 42;
     for (size_t i = 0; i < n; i++) {
-        ids[i] = (int32_t)(mix(&s) % (uint64_t)mc.vocab_size);
-        tgt[i] = (int32_t)(mix(&s) % (uint64_t)mc.vocab_size);
+        ids[i] = (int32_t)(llm_splitmix64(&s) % (uint64_t)mc.vocab_size);
+        tgt[i] = (int32_t)(llm_splitmix64(&s) % (uint64_t)mc.vocab_size);
     }
     llm_adamw_config hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f};
     for (int k = 0; k < o->warmup + o->reps; k++) {
-        double t0 = llm_bench_now();
+        double t0 = llm_now_s();
         float loss;
         int skipped = 0;
         if ((rc = llm_model_set_loss_scale(m, ls.scale, st)) || (rc = llm_model_zero_grad(m, st)) ||
@@ -92,7 +85,7 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
         /* fp16: an overflow skips the step and halves the scale, as in llm-train */
         llm_loss_scaler_update(&ls, skipped && isfinite(loss), skipped && !isfinite(loss), NULL);
         be.sync(&be);
-        if (k >= o->warmup) t[k - o->warmup] = llm_bench_now() - t0;
+        if (k >= o->warmup) t[k - o->warmup] = llm_now_s() - t0;
     }
     llm_bench_row_init(row, "train", "step");
     snprintf(row->device, sizeof row->device, "%s", be.name);
@@ -164,24 +157,24 @@ int llm_bench_infer(const llm_bench_model_opts *o, llm_bench_row rows[2], llm_st
     for (int rep = 0; rep < o->warmup + o->reps; rep++) {
         for (int b = 0; b < B; b++) {
             for (int i = 0; i < T; i++)
-                r[(size_t)b * T + i] = (llm_infer_row){(int32_t)(mix(&s) % (uint64_t)mc->vocab_size), b, i};
+                r[(size_t)b * T + i] = (llm_infer_row){(int32_t)(llm_splitmix64(&s) % (uint64_t)mc->vocab_size), b, i};
             which[b] = (b + 1) * T - 1;
         }
-        double t0 = llm_bench_now();
+        double t0 = llm_now_s();
         if ((rc = llm_infer_forward(ctx, r, B * T, st))) goto done;
-        double t1 = llm_bench_now();
+        double t1 = llm_now_s();
         /* greedy, as llm-infer --temperature 0: the first tokens are the prefill's */
         if ((rc = llm_infer_argmax(ctx, which, B, next, st))) goto done;
-        double t2 = llm_bench_now();
+        double t2 = llm_now_s();
         for (int k = 0; k < o->gen; k++) {
-            double a = llm_bench_now();
+            double a = llm_now_s();
             for (int b = 0; b < B; b++) {
                 r[b] = (llm_infer_row){next[b], b, T + k};
                 which[b] = b;
             }
             if ((rc = llm_infer_forward(ctx, r, B, st)) || (rc = llm_infer_argmax(ctx, which, B, next, st)))
                 goto done;
-            if (rep >= o->warmup) td[(size_t)(rep - o->warmup) * o->gen + k] = llm_bench_now() - a;
+            if (rep >= o->warmup) td[(size_t)(rep - o->warmup) * o->gen + k] = llm_now_s() - a;
         }
         if (rep >= o->warmup) {
             tp[rep - o->warmup] = t1 - t0;

@@ -9,13 +9,6 @@
 #include <time.h>
 #include <unistd.h>
 
-double llm_dist__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 size_t llm_dist__tsize(llm_dist_type t)
 {
     return t == LLM_DIST_F64 ? 8 : 4;
@@ -86,7 +79,7 @@ static void *watchdog(void *arg)
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&d->cv, &d->mu, &ts);
-        if (d->busy_since > 0 && llm_dist__now() - d->busy_since > d->timeout_s) {
+        if (d->busy_since > 0 && llm_now_s() - d->busy_since > d->timeout_s) {
             fprintf(stderr, "llm: rank %d/%d: collective '%s' did not complete within %.0f s "
                     "(--dist-timeout): a rank died or hangs; aborting\n", d->rank, d->world,
                     d->busy_what, d->timeout_s);
@@ -106,7 +99,7 @@ void llm_dist__busy(llm_dist *d, const char *what)
     if (!d->wd_running)
         return;
     pthread_mutex_lock(&d->mu);
-    d->busy_since = what ? llm_dist__now() : 0;
+    d->busy_since = what ? llm_now_s() : 0;
     d->busy_what = what;
     pthread_mutex_unlock(&d->mu);
 }

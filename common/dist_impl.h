@@ -2,6 +2,8 @@
 #ifndef LLM_DIST_IMPL_H
 #define LLM_DIST_IMPL_H
 
+#include "common/clock.h"
+
 #include <pthread.h>
 
 #include "common/dist.h"
@@ -53,7 +55,6 @@ struct llm_dist_req {
     void *impl;                       /* the implementation's handles */
 };
 
-double llm_dist__now(void);
 size_t llm_dist__tsize(llm_dist_type t);
 /* Inside what (a collective, or the communicator's setup) from now on; NULL: done.  The
  * watchdog (when it runs: world > 1) ends the process with exit 70 when one takes longer

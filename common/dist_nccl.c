@@ -59,7 +59,7 @@ static void n_abort(llm_dist *d)
 static int wait_event(llm_dist *d, const char *what, cudaEvent_t ev, llm_status *st)
 {
     nccl_state *s = d->impl;
-    double t0 = llm_dist__now();
+    double t0 = llm_now_s();
     for (;;) {
         cudaError_t e = ev ? cudaEventQuery(ev) : cudaStreamQuery(s->stream);
         if (e == cudaSuccess)
@@ -75,7 +75,7 @@ static int wait_event(llm_dist *d, const char *what, cudaEvent_t ev, llm_status 
             rc = llm_err(st, LLM_EIO, "nccl: %s: the communicator was aborted", what);
         else if (ncclCommGetAsyncError(s->comm, &ae), ae != ncclSuccess && ae != ncclInProgress)
             rc = nerr(st, what, ae);
-        else if (llm_dist__now() - t0 > d->timeout_s)
+        else if (llm_now_s() - t0 > d->timeout_s)
             rc = llm_err(st, LLM_EIO, "nccl: %s did not complete within %.0f s "
                          "(--dist-timeout): communicator aborted", what, d->timeout_s);
         if (rc)

@@ -36,7 +36,7 @@ static int by_file(const char *path, int rank, void *blob, size_t n, double time
             return llm_err_prefix(st, "dist-init");
         return 0;
     }
-    double t0 = llm_dist__now();
+    double t0 = llm_now_s();
     for (;;) {
         struct stat sb;
         if (stat(path, &sb) == 0 && (size_t)sb.st_size == n) {
@@ -47,7 +47,7 @@ static int by_file(const char *path, int rank, void *blob, size_t n, double time
             if (got == n)
                 return 0;
         }
-        if (llm_dist__now() - t0 > timeout_s)
+        if (llm_now_s() - t0 > timeout_s)
             return llm_err(st, LLM_EIO, "dist-init: '%s' did not appear within %.0f s (is rank 0 "
                            "running, and is the path on a shared filesystem?)", path, timeout_s);
         nap();
@@ -99,7 +99,7 @@ static int tcp_serve(int s, int world, const void *blob, size_t n, double t0, do
         return llm_err(st, LLM_ENOMEM, "out of memory");
     int got = 1, rc = 0;
     while (got < world && !rc) {
-        double left = timeout_s - (llm_dist__now() - t0);
+        double left = timeout_s - (llm_now_s() - t0);
         struct pollfd pf = {s, POLLIN, 0};
         int k = left > 0 ? poll(&pf, 1, (int)(left * 1000) + 1) : 0;
         if (k < 0 && errno == EINTR)
@@ -152,7 +152,7 @@ static int by_tcp(const char *hostport, int rank, int world, void *blob, size_t 
     if (g)
         return llm_err(st, LLM_EUSAGE, "dist-init 'tcp://%s': %s", hostport, gai_strerror(g));
     int rc = 0;
-    double t0 = llm_dist__now();
+    double t0 = llm_now_s();
     if (rank == 0) {
         int s = socket(ai->ai_family, ai->ai_socktype, 0), one = 1;
         if (s >= 0)
@@ -178,7 +178,7 @@ static int by_tcp(const char *hostport, int rank, int world, void *blob, size_t 
             }
             if (s >= 0)
                 close(s);
-            if (llm_dist__now() - t0 > timeout_s) {
+            if (llm_now_s() - t0 > timeout_s) {
                 rc = llm_err(st, LLM_EIO, "dist-init: no rank 0 at tcp://%s within %.0f s",
                              hostport, timeout_s);
                 break;

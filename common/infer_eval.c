@@ -1,5 +1,6 @@
 /* infer_eval.c — perplexity over a token file with the inference forward. */
 #include "common/infer_eval.h"
+#include "common/clock.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -9,13 +10,6 @@
 
 /* Rows of logits held at once. */
 #define EVAL_CHUNK 64
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* -log softmax(logits[0..V))[target] */
 static double row_nll(const float *lg, int V, uint32_t target)
@@ -46,7 +40,7 @@ int llm_infer_eval(llm_infer_ctx *c, const llm_infer_model *m, const llm_tokfile
         rc = llm_err(st, LLM_ENOMEM, "out of memory");
         goto out;
     }
-    double t0 = now_s(), sum = 0.0;
+    double t0 = llm_now_s(), sum = 0.0;
     uint64_t scored_to = 0;   /* targets with index <= scored_to are done (0 is never one) */
     uint64_t count = 0, last = tf->ntok - 1;
     for (uint64_t b = 0; scored_to < last; b += (uint64_t)stride) {
@@ -89,7 +83,7 @@ int llm_infer_eval(llm_infer_ctx *c, const llm_infer_model *m, const llm_tokfile
     res->tokens = count;
     res->nll = sum / (double)count;
     res->ppl = exp(res->nll);
-    res->seconds = now_s() - t0;
+    res->seconds = llm_now_s() - t0;
 out:
     free(rows);
     free(which);

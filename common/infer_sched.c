@@ -1,5 +1,6 @@
 /* infer_sched.c — continuous batching over cache slots; see infer_sched.h. */
 #include "common/infer_sched.h"
+#include "common/clock.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,13 +27,6 @@ typedef struct {
     double *iv;            /* inter-token intervals (ms) */
     size_t n_iv, cap_iv;
 } slot_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void llm_infer_request_free(llm_infer_request *r)
 {
@@ -162,7 +156,7 @@ static int io_fail(llm_status *st)
 
 static int finish(run_t *r, slot_t *s, const char *reason, const char *error, llm_status *st)
 {
-    double t = now_s();
+    double t = llm_now_s();
     llm_infer_result res = {0};
     res.req = &s->req;
     res.text = s->text ? s->text : "";
@@ -242,7 +236,7 @@ static size_t stop_at(const slot_t *s, size_t before)
  * *done = 1 when the request finished (already delivered). */
 static int on_token(run_t *r, slot_t *s, int tok, int *done, llm_status *st)
 {
-    double t = now_s();
+    double t = llm_now_s();
     *done = 0;
     if (s->t_first == 0)
         s->t_first = t;
@@ -322,7 +316,7 @@ static int admit(run_t *r, slot_t *s, int slot, llm_infer_request *req, llm_stat
     s->req = *req;
     memset(req, 0, sizeof *req);
     s->active = 1;
-    s->t_admit = now_s();
+    s->t_admit = llm_now_s();
     for (int i = 0; i < s->req.n_stops; i++) {
         size_t l = strlen(s->req.stops[i]);
         if (l - 1 > s->max_stop)
@@ -348,7 +342,7 @@ static int admit(run_t *r, slot_t *s, int slot, llm_infer_request *req, llm_stat
         return finish(r, s, "error", err, st);
     if (s->req.max_tokens == 0)
         return finish(r, s, "length", NULL, st);
-    double t0 = now_s();
+    double t0 = llm_now_s();
     int R = llm_infer_ctx_max_rows(r->c), P = s->req.n_prompt;
     for (int p0 = 0; p0 < P; p0 += R) {
         int k = P - p0 < R ? P - p0 : R;
@@ -373,7 +367,7 @@ static int admit(run_t *r, slot_t *s, int slot, llm_infer_request *req, llm_stat
                   : llm_infer_logits(r->c, &last, 1, r->logits, st))
         return st->code;
     s->len = P;
-    s->prefill_s = now_s() - t0;
+    s->prefill_s = llm_now_s() - t0;
     r->stats->prefill_s += s->prefill_s;
     if (!greedy(s) && (tok = sample(r, s, r->logits, st)) < 0)
         return st->code;
@@ -464,7 +458,7 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
                 break;
             continue;
         }
-        double t0 = now_s();
+        double t0 = llm_now_s();
         /* a step whose rows all sample greedily takes their ids alone (computed on the
          * device where the backend can); any other step brings the logits back */
         int all_greedy = 1;
@@ -511,7 +505,7 @@ int llm_infer_run(llm_infer_ctx *c, llm_infer_model *m, int slots, const llm_inf
             if ((rc = on_token(&r, &sl[i], tok, &done, st)))
                 goto out;
         }
-        stats->decode_s += now_s() - t0;
+        stats->decode_s += llm_now_s() - t0;
         stats->decode_tokens += n;
     }
 out:

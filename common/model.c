@@ -1,6 +1,7 @@
 /* model.c — GPT-2 configuration, parameter layout, initialisation and the optimizer
  * step.  The passes are in model_pass.c, checkpoints in model_io.c. */
 #include "common/model_impl.h"
+#include "common/rng.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -299,14 +300,6 @@ typedef struct {
     double spare;
 } init_rng;
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 static uint64_t xoshiro(init_rng *r)
@@ -344,7 +337,7 @@ void llm_model_init_gpt2(llm_model *m, uint64_t seed)
     init_rng r = {{0}, 0, 0.0};
     uint64_t x = seed;
     for (int i = 0; i < 4; i++)
-        r.s[i] = splitmix64(&x);
+        r.s[i] = llm_splitmix64(&x);
     llm_backend *be = m->be;
     enum { CHUNK = 1 << 16 };
     float *buf = malloc(CHUNK * sizeof(float));

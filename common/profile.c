@@ -5,13 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-double llm_profile__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- regions (named parameter tensors) ---- */
 
 static int site_intern(llm_profile *p, const char *name)
@@ -110,7 +103,7 @@ void llm_profile_add_time(llm_profile *p, int op, int site, int layer, double du
 void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t0,
                         llm_op_cost c)
 {
-    double t1 = llm_profile__now();
+    double t1 = llm_now_s();
     /* on a GPU the duration is known only once the device has run the op (flush) */
     int later = p->dev != NULL;
     double dur = later ? 0 : t1 - t0;
@@ -131,7 +124,6 @@ void llm_profile_op_end(llm_profile *p, llm_op op, int site, int layer, double t
     }
     if (later) llm_profile_dev_end(p, op, site, layer, ti);
 }
-
 
 /* ---- small uploads remembered off the CPU (see attention_rows) ---- */
 
@@ -601,7 +593,7 @@ int llm_profile_new(llm_profile **out, llm_backend *inner, size_t trace_cap, llm
         llm_profile_free(p);
         return st && st->code ? (int)st->code : llm_err(st, LLM_ENOMEM, "out of memory for the profiler");
     }
-    p->t_origin = llm_profile__now();
+    p->t_origin = llm_now_s();
     *out = p;
     return 0;
 }
@@ -631,7 +623,7 @@ void llm_profile_reset(llm_profile *p)
     p->nspans = 0;
     p->span_open = -1;
     p->total_s = 0;
-    p->t_origin = llm_profile__now();
+    p->t_origin = llm_now_s();
 }
 
 void llm_profile_span_begin(llm_profile *p, const char *name)
@@ -645,7 +637,7 @@ void llm_profile_span_begin(llm_profile *p, const char *name)
     }
     span *s = &p->spans[p->nspans];
     snprintf(s->name, sizeof s->name, "%s", name);
-    s->t0 = llm_profile__now() - p->t_origin;
+    s->t0 = llm_now_s() - p->t_origin;
     s->dur = -1;
     p->span_open = (long)p->nspans++;
     llm_profile_dev_span_begin(p, s->name);
@@ -656,7 +648,7 @@ void llm_profile_span_end(llm_profile *p)
     if (p->span_open < 0) return;
     llm_profile_dev_span_end(p);
     span *s = &p->spans[p->span_open];
-    s->dur = llm_profile__now() - p->t_origin - s->t0;
+    s->dur = llm_now_s() - p->t_origin - s->t0;
     p->span_open = -1;
     llm_profile_dev_flush(p);
 }

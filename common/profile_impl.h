@@ -2,6 +2,8 @@
 #ifndef LLM_PROFILE_IMPL_H
 #define LLM_PROFILE_IMPL_H
 
+#include "common/clock.h"
+
 #include <stdint.h>
 
 #include "common/profile.h"
@@ -110,7 +112,6 @@ agg_entry *llm_profile_agg_get(llm_profile *p, int op, int site, int layer);
  * the registered region holding ptr (NULL: none), an op's site and layer from its weight
  * pointer, the tied output projection shown as lm_head, and forgetting remembered
  * uploads into [dst, dst + bytes). */
-double llm_profile__now(void);
 const region *llm_profile__region_of(const llm_profile *p, const void *ptr);
 void llm_profile__attribute(llm_profile *p, const void *weight, int *site, int *layer);
 int llm_profile__lm_head_site(llm_profile *p, int site);
@@ -125,7 +126,7 @@ void llm_profile__lo_forget(llm_profile *p, const void *ptr, size_t bytes);
 /* Timing brackets of a wrapper (p in scope): an op's start, then its end with its site,
  * layer and cost (llm_profile_op_end); the profiler of a wrapped backend and its inner
  * backend. */
-#define BEGIN(OP) double t0_ = llm_profile_dev_begin(p, (OP), llm_profile__now())
+#define BEGIN(OP) double t0_ = llm_profile_dev_begin(p, (OP), llm_now_s())
 #define END(OP, SITE, LAYER, COST) llm_profile_op_end(p, (OP), (SITE), (LAYER), t0_, (COST))
 #define P(be) ((llm_profile *)(be)->ctx)
 #define IN(p) ((p)->inner)

@@ -1,6 +1,7 @@
 /* profile_run.c — llm-profile's driver: train steps, prefill, decode through the
  * profiling backend; the per-op report with predicted and measured memory. */
 #include "common/profile_run.h"
+#include "common/rng.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -110,14 +111,6 @@ int llm_profile_peaks_get_dev(llm_profile_peaks *pk, const char *path, const cha
 
 /* ---- the run ---- */
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 typedef struct {
     llm_backend inner, be;
     int inner_ok;
@@ -181,8 +174,8 @@ static int run_train(run_state *r, const llm_profile_run_opts *o, llm_model_conf
     if (!r->ids || !r->tgt) return llm_err(st, LLM_ENOMEM, "out of memory for B*T=%zu tokens", n);
     uint64_t s = o->seed;
     for (size_t i = 0; i < n; i++) {
-        r->ids[i] = (int32_t)(rng_next(&s) % (uint64_t)mc->vocab_size);
-        r->tgt[i] = (int32_t)(rng_next(&s) % (uint64_t)mc->vocab_size);
+        r->ids[i] = (int32_t)(llm_splitmix64(&s) % (uint64_t)mc->vocab_size);
+        r->tgt[i] = (int32_t)(llm_splitmix64(&s) % (uint64_t)mc->vocab_size);
     }
     llm_adamw_config hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f};
     for (int step = 1; step <= o->warmup + steps; step++) {
@@ -250,7 +243,7 @@ static int run_infer(run_state *r, const llm_profile_run_opts *o, llm_model_conf
         for (int b = 0; b < B; b++)
             for (int t = 0; t < prompt; t++) {
                 llm_infer_row *row = &r->rows[(size_t)b * prompt + t];
-                row->id = (int32_t)(rng_next(&s) % (uint64_t)mc->vocab_size);
+                row->id = (int32_t)(llm_splitmix64(&s) % (uint64_t)mc->vocab_size);
                 row->slot = b;
                 row->pos = t;
             }

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "common/rng.h"
+
 #include "common/status.h"
 
 typedef struct {
@@ -36,15 +38,6 @@ typedef struct {
  * others (NaN, infinities) as they are. */
 float llm_sampler_param(double x);
 
-/* splitmix64: the next of a stream of well-mixed 64-bit values from the state *x (seeds
- * the sampler's generator; a cheap random number where no sampler is at hand). */
-static inline uint64_t llm_splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* Validate p (temperature >= 0 finite, top_k >= 0, 0 < top_p <= 1): LLM_EUSAGE naming
  * the field otherwise.  Seeds the RNG from p->seed. */
