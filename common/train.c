@@ -324,16 +324,16 @@ static int print_sample(trainer *t, llm_status *st)
     return rc;
 }
 
-static int save(trainer *t, llm_train_result *res, llm_status *st)
+/* The checkpoint of step t->step; pos: the data position after it. */
+static int save(trainer *t, const llm_data_pos *pos, llm_train_result *res, llm_status *st)
 {
     char path[LLM_CFG_PATH_MAX + 32];
     llm_train_ckpt_path(path, sizeof path, t->cfg->out_dir, t->step);
-    llm_data_pos pos = llm_data_tell(t->train);
     /* ZeRO-1 on several ranks: rank 0 gathers the moments' shards as it writes */
     int rc = t->dd ? llm_train_dist_save_begin(t->dd, st) : 0;
     if (!rc && !t->rank)
         rc = llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, t->in_a_row,
-                            &t->ls, &pos, st);
+                            &t->ls, pos, st);
     if (t->dd) {
         llm_status later = {0};
         int rc2 = llm_train_dist_save_end(t->dd, rc ? &later : st);
@@ -554,6 +554,10 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     }
     peak *= world;
     int ran = 0, save_failed = 0;
+    /* the data position after the last completed step (a failed step may have read some of
+     * its micro-batches), and the step whose state is on disk (a fresh run: its start) */
+    llm_data_pos done = llm_data_tell(t.train);
+    int64_t on_disk = t.step;
     while (t.step < c->max_steps) {
         double t0 = now_s(), w0 = llm_data_wait_seconds(t.train);
         double lr = llm_schedule_lr(&t.sched, t.step + 1), loss = 0, gn = 0;
@@ -562,6 +566,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
             break;
         t.step++;
         ran++;
+        done = llm_data_tell(t.train);
         double dt = now_s() - t0, wait = llm_data_wait_seconds(t.train) - w0;
         res->step_seconds += dt;
         res->data_seconds += wait;
@@ -638,7 +643,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         if (t.dd && (rc = llm_train_dist_agree(t.dd, stop_now, &stop_now, st)))
             break; /* every rank stops at the same step when any rank is asked to */
         if (t.step % c->save_every == 0 || last || stop_now) {
-            if (save(&t, res, st)) {
+            if (save(&t, &done, res, st)) {
                 llm_metrics_progress_clear(t.met);
                 save_failed = 1;
                 if (last || stop_now) {   /* the caller reports it */
@@ -650,6 +655,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
                 llm_status_clear(st);
             } else {
                 save_failed = 0;
+                on_disk = t.step;
             }
         }
         if (stop_now) {
@@ -660,6 +666,23 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         }
     }
     (void)save_failed;
+    /* Bad data (a token id beyond the vocabulary) ends the run, but the steps done so far
+     * are sound: the failed step read its batch before changing anything (only the data
+     * reader fails with LLM_EDATA in a step or an evaluation), so save the last completed
+     * one, which a resume continues from, and keep the data error for the exit status.
+     * One process only: ranks that fail in the middle of a step may hold collectives the
+     * others never start, so the save's own collectives are not safe there. */
+    if (rc == LLM_EDATA && t.step > on_disk && world == 1) {
+        llm_status why = *st, sst = {0};
+        if (save(&t, &done, res, &sst)) {
+            llm_error(t.log, "%s", sst.msg);
+        } else {
+            size_t l = strlen(why.msg);
+            snprintf(why.msg + l, sizeof why.msg - l, " (the state after step %lld, the last "
+                     "complete one, is saved in '%.200s')", (long long)t.step, res->last_ckpt);
+        }
+        *st = why;
+    }
     res->mem_peak = (double)t.mem.peak;
     res->rss_peak = llm_peak_rss_mb() * 1024.0 * 1024.0;
     teardown(&t);

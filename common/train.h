@@ -51,7 +51,9 @@ typedef struct {
 /* Run training as configured (cfg must have passed llm_config_validate).  Returns 0 when
  * the run reached max_steps, or stopped on request / exit_after with a checkpoint, or
  * diverged (res->diverged; no checkpoint is written then).  Errors: LLM_EDATA (bad data,
- * a checkpoint that does not match the config: the differences are named), LLM_ENOINPUT,
+ * a checkpoint that does not match the config: the differences are named; a token id
+ * beyond the vocabulary after some steps of one process saves the last complete step
+ * first, named in the message), LLM_ENOINPUT,
  * LLM_EIO (a final checkpoint could not be written; the previous one is intact),
  * LLM_ENODEV, LLM_ENOMEM. */
 int llm_train_run(const llm_train_config *cfg, const llm_train_opts *o, llm_train_result *res,

@@ -136,8 +136,32 @@ t = [65] * 5000; t[3000] = 300
 with open('badid.bin', 'wb') as f:
     f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253))); f.write(struct.pack('<%dH' % len(t), *t))
 PY
-expect_exit "an id beyond the vocabulary: exit 65" 65 llm-train --config run.yaml -o bad --set data.train="$TMP/badid.bin" --set data.sampling=sequential --set train.max_steps=20 --metrics /dev/null
+# B x T = 256 tokens a step, read in order: position 3000 is in step 12's batch
+bad=(--set data.train="$TMP/badid.bin" --set data.sampling=sequential --set train.max_steps=20 --set train.save_every=1000)
+expect_exit "an id beyond the vocabulary in step 12: exit 65" 65 llm-train --config run.yaml -o bad "${bad[@]}" --metrics bad.jsonl
 check "the bad id is named" grep -q "badid.bin': token id 300 at position 3000 is not below the vocabulary size 257" "$TMP/err"
+# ... and the 11 steps done are not lost (save_every 1000): saved as step 11, the state a
+# run of 11 steps on the same data ends in (weights, moments, the data position after its
+# batches), which a resume continues from, meeting the same id at once
+check "... the state after step 11 is saved" [ "$(ls bad 2>/dev/null)" = step-00000011.llmk ]
+check "... said with the error" grep -q "vocabulary size 257 (the state after step 11, the last complete one, is saved in 'bad/step-00000011.llmk')$" "$TMP/err"
+check "... it verifies" verify bad/step-00000011.llmk
+# the train section of a checkpoint but its config (exit_after differs)
+trainsec() { llm-shard info "$1" | sed -n '/^train:/,/^  config:/p'; }
+expect_exit "11 steps of the same data" 0 llm-train --config run.yaml -o bad11 "${bad[@]}" --set train.exit_after=11 --metrics /dev/null
+check "... the same weights and moments" weights bad/step-00000011.llmk bad11/step-00000011.llmk
+check "... the same train section (step, data position)" diff <(trainsec bad/step-00000011.llmk) <(trainsec bad11/step-00000011.llmk)
+expect_exit "resumed: the same id, exit 65" 65 llm-train --config run.yaml -o bad "${bad[@]}" --resume auto --metrics bad2.jsonl
+check "... at once, named, nothing more written" sh -c "grep -q \"resuming from 'bad/step-00000011.llmk'\" '$TMP/err' && grep -q 'token id 300 at position 3000' '$TMP/err' && [ ! -s bad2.jsonl ] && [ \"\$(ls bad)\" = step-00000011.llmk ]"
+# with accumulation the bad batch is the second of step 6: the first one read is not in the
+# data position saved
+expect_exit "B=4 x 2: an id beyond the vocabulary in step 6: exit 65" 65 llm-train --config run.yaml -o bada "${bad[@]}" --set train.total_batch_tokens=512 --metrics /dev/null
+check "... the state after step 5 is saved" [ "$(ls bada 2>/dev/null)" = step-00000005.llmk ]
+expect_exit "B=4 x 2: 5 steps of the same data" 0 llm-train --config run.yaml -o bada5 "${bad[@]}" --set train.total_batch_tokens=512 --set train.exit_after=5 --metrics /dev/null
+check "... the same train section (step, data position)" diff <(trainsec bada/step-00000005.llmk) <(trainsec bada5/step-00000005.llmk)
+check "... the same weights and moments" weights bada/step-00000005.llmk bada5/step-00000005.llmk
+expect_exit "a bad id in step 1: exit 65" 65 llm-train --config run.yaml -o bad0 "${bad[@]}" --set train.batch_size=64 --set train.max_steps=2 --metrics /dev/null
+check "... no checkpoint of the untrained model" [ -z "$(ls bad0 2>/dev/null)" ]
 # in data.val it is found at the start, not at the first evaluation: by default (eval_every
 # 0) after the last step, which then ended the run without its final checkpoint
 expect_exit "an id beyond the vocabulary in data.val: exit 65" 65 llm-train --config run.yaml -o badval --set data.val="$TMP/badid.bin" --set train.eval_every=0 --set train.eval_batches=20 --set train.max_steps=3 --metrics badval.jsonl
