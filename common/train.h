@@ -4,9 +4,10 @@
  * Steps are numbered from 1; the checkpoint DIR/step-NNNNNNNN.llmk holds the state after
  * step N: parameters, AdamW moments ("opt.m.*", "opt.v.*"), the tokenizer, and the
  * header section train: {step, skipped, [skipped_in_a_row: when not 0], precision,
- * [loss_scale, loss_scale_clean: fp16], data: <data position>, config: <the resolved
- * config>}.  Resuming from it repeats the rest of the run exactly (same losses bit for
- * bit, same weights) on the same device and thread count.
+ * [loss_scale, loss_scale_clean: fp16], optimizer: {name: adamw, t: the updates applied,
+ * step - skipped}, data: <data position>, config: <the resolved config>}.  Resuming from
+ * it repeats the rest of the run exactly (same losses bit for bit, same weights) on the
+ * same device and thread count.
  */
 #ifndef LLM_TRAIN_H
 #define LLM_TRAIN_H

@@ -128,6 +128,9 @@ int llm_train_save(const char *path, llm_model *m, const llm_tokenizer *tok,
                    const llm_train_config *cfg, int64_t step, int64_t skipped,
                    int64_t in_a_row, const llm_loss_scaler *ls, const llm_data_pos *pos, llm_status *st)
 {
+    /* optimizer.t: AdamW's step count, the updates applied so far (a skipped step applies
+     * none: adam_t in train.c); a resume derives it from step and skipped, so only people
+     * and other tools read it */
     llm_ckpt_writer *w = NULL;
     if (llm_ckpt_writer_new(&w, st))
         return st->code;
@@ -142,7 +145,7 @@ int llm_train_save(const char *path, llm_model *m, const llm_tokenizer *tok,
         (in_a_row && llm_node_set_int(train, "skipped_in_a_row", in_a_row)) ||
         llm_node_set_str(train, "precision", cfg->precision[0] ? cfg->precision : "fp32") ||
         (ls && llm_loss_scaler_save(ls, train)) || llm_node_set_str(opt, "name", "adamw") ||
-        llm_node_set_int(opt, "t", step) || llm_node_set(train, "optimizer", opt) ||
+        llm_node_set_int(opt, "t", step - skipped) || llm_node_set(train, "optimizer", opt) ||
         llm_node_set(train, "data", dp) || llm_node_set(train, "config", conf)) {
         /* set() took ownership of whatever it was given, even on failure */
         llm_node_free(model);

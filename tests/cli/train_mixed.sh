@@ -142,6 +142,20 @@ r = d / steps[s]["lr"]
 print("# first update at step %d (after %d skipped): largest change %.3g = %.3f lr" % (s, len(over & set(range(s))), d, r))
 raise SystemExit(not (s > 1 and 0.9 < r < 1.1))
 PY
+# a checkpoint's optimizer.t is AdamW's count, the updates applied: step - skipped
+check "checkpoints hold AdamW's count as optimizer.t: step - skipped" "$PY" - <<'PY'
+import glob, re
+n = 0
+for p in sorted(glob.glob("ls/step-*.llmk")):
+    b = open(p, "rb").read(); h = b[20:20 + int.from_bytes(b[12:20], "little")].decode()
+    tr = re.search(r"(?m)^train:\n((?:  .*\n)*)", h).group(1)
+    step, skipped = (int(re.search(r"(?m)^  %s: (\d+)$" % k, tr).group(1)) for k in ("step", "skipped"))
+    t = int(re.search(r"(?m)^  optimizer:\n(?:    .*\n)*?    t: (\d+)$", tr).group(1))
+    assert t == step - skipped, (p, step, skipped, t)
+    n += skipped > 0
+print("# %d checkpoints after skipped steps" % n)
+raise SystemExit(n == 0)
+PY
 # the initial weights and zero moments: a run whose only step is skipped by the fault hook
 LLM_TRAIN_FAULT_NAN=1 llm-train --config ls.yaml -o nan --set train.max_steps=1 -q >/dev/null 2>&1
 check "a skipped overflow leaves weights and moments as initialised" weights ls/step-00000001.llmk nan/step-00000001.llmk
