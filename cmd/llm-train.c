@@ -16,8 +16,24 @@
 #include "common/train.h"
 #include "kernels/backend.h"
 
-/* The one piece of global state: what the signal handlers tell the loop. */
-static volatile sig_atomic_t stop_requested;
+/* The global state: what the signal handlers tell the loop, and -q for the first one. */
+static volatile sig_atomic_t stop_requested, quiet_start;
+
+#define STOPPED_AT_START "stopped on a signal before training started: nothing written"
+
+/* Until the config is read nothing is written and nothing needs saving: a signal ends
+ * the program there and then, also in a blocking read (a config on a terminal or a FIFO),
+ * where a flag would wait for the read. */
+static void on_signal_at_start(int sig)
+{
+    static const char msg[] = "llm-train: " STOPPED_AT_START "\n";
+    (void)sig;
+    if (!quiet_start) {
+        ssize_t n = write(2, msg, sizeof msg - 1);
+        (void)n;
+    }
+    _exit(0);
+}
 
 static void on_signal(int sig)
 {
@@ -28,8 +44,33 @@ static void on_signal(int sig)
     stop_requested = sig;
 }
 
+/* SIGTERM, SIGINT and SIGUSR1 go to handler. */
+static void catch_signals(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+}
+
+/* A signal since the config was read, before training started: nothing to save, and
+ * nothing written yet. */
+static int stopped_at_start(const llm_log *lg)
+{
+    if (!stop_requested)
+        return 0;
+    llm_info(lg, STOPPED_AT_START);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
+    /* first: a signal from here on ends the start cleanly instead of killing it */
+    catch_signals(on_signal_at_start);
     const char *config = NULL, *out = NULL, *resume = NULL, *metrics = NULL, *prom = NULL;
     const char *dist_init = NULL, *precision = NULL, *device = NULL;
     double dist_timeout = 600;
@@ -78,6 +119,7 @@ int main(int argc, char **argv)
         llm_strlist_free(&sets);
         return r == LLM_CLI_EXIT ? 0 : 64;
     }
+    quiet_start = quiet;
     llm_log lg = llm_log_make("llm-train", quiet, verbose);
     llm_status st = {0};
     llm_train_config cfg;
@@ -97,6 +139,9 @@ int main(int argc, char **argv)
         {"--device", "train.device", device}};
     for (size_t i = 0; !rc && i < sizeof from / sizeof *from; i++)
         rc = llm_config_set_opt(&cfg, from[i].opt, from[i].key, from[i].value, &st);
+    /* the config is read: from here on a signal is a request the loop answers (a
+     * --print-config is written whole) */
+    catch_signals(on_signal);
     if (!rc && print) {
         llm_cli_quiet_sigpipe();
         rc = llm_config_print(&cfg, stdout, &st);
@@ -112,14 +157,6 @@ int main(int argc, char **argv)
     if (print)
         return 0;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
     llm_cli_quiet_sigpipe();
 
     if (dist_timeout <= 0) {
@@ -133,6 +170,8 @@ int main(int argc, char **argv)
         llm_error(&lg, "%s", st.msg);
         return llm_exit_code(st.code);
     }
+    if (stopped_at_start(&lg))
+        return 0;
     /* auto becomes a device before the ranks start: NCCL or not, and each rank's GPU */
     if (!strcmp(cfg.device, "auto"))
         snprintf(cfg.device, sizeof cfg.device, "%s", llm_backend_resolve("auto"));

@@ -42,6 +42,8 @@ typedef struct {
     int rank;              /* only rank 0 logs metrics, evaluates and writes checkpoints */
     llm_loss_scaler ls;    /* fp16: dynamic loss scaling; else a fixed scale of 1 */
     uint64_t fault_nan;    /* LLM_TRAIN_FAULT_NAN (test hook, llm-train.1): 0 or a step */
+    int halted;            /* setup saw a stop request: no step, nothing written */
+    int made_dir, made_metrics; /* this run made output.dir, output.metrics */
 } trainer;
 
 static double now_s(void)
@@ -350,10 +352,19 @@ static int save(trainer *t, const llm_data_pos *pos, llm_train_result *res, llm_
     return 0;
 }
 
+/* A stop request during the start of one process ends it there (setup: t->halted), before
+ * the first step, so that a signal during a long load is answered at once; several ranks
+ * go on to agree before their first step (llm_train_run). */
+static int halt(trainer *t)
+{
+    if (t->o->stop && *t->o->stop && llm_dist_world(t->o->dist) <= 1)
+        t->halted = 1;
+    return t->halted;
+}
+
 static int setup(trainer *t, llm_status *st)
 {
     const llm_train_config *c = t->cfg;
-    int made_dir = 0;
     if (llm_env_u64("LLM_TRAIN_FAULT_NAN", 0, INT64_MAX, &t->fault_nan, st))
         return st->code;
     if (llm_backend_open(&t->raw, c->device, c->threads, st))
@@ -363,7 +374,9 @@ static int setup(trainer *t, llm_status *st)
     t->be = &t->mem.be;
     llm_model_config mc;
     llm_ckpt *init = NULL;
-    int rc;
+    int rc = 0;
+    if (halt(t))
+        goto out;
     if ((rc = model_config(t, &mc, &init, st)) || (rc = llm_model_new(&t->m, &mc, t->be, st)))
         goto out;
     /* ZeRO-1: this rank's moments only, before a resume loads them */
@@ -388,7 +401,7 @@ static int setup(trainer *t, llm_status *st)
                                             : !strcmp(c->recompute, "selective")
                                                 ? LLM_RECOMPUTE_SELECTIVE : LLM_RECOMPUTE_NONE, st)))
         goto out;
-    if ((rc = load_tokenizer(t, st)))
+    if (halt(t) || (rc = load_tokenizer(t, st)))
         goto out;
     if (t->tok && llm_tokenizer_vocab_size(t->tok) > mc.vocab_size) {
         rc = llm_err(st, LLM_EDATA, "tokenizer '%s' has %d tokens but model.vocab_size is %d",
@@ -404,6 +417,8 @@ static int setup(trainer *t, llm_status *st)
         if ((rc = llm_data_open(&t->val, &vopt, st)))
             goto out;
     }
+    if (halt(t))
+        goto out;
     if ((rc = llm_schedule_init(&t->sched, c->schedule, c->lr, c->min_lr, c->warmup_steps,
                                 c->max_steps, c->decay_fraction, st)))
         goto out;
@@ -416,15 +431,17 @@ static int setup(trainer *t, llm_status *st)
     }
     if (t->val && (rc = check_val(t, st)))
         goto out;
+    if (halt(t))
+        goto out;
     struct stat od;
-    made_dir = stat(c->out_dir, &od) != 0;
+    t->made_dir = stat(c->out_dir, &od) != 0;
     if ((rc = llm_mkdirs(c->out_dir, st)))
         goto out;
     if (!t->rank)
         llm_train_clean_temps(c->out_dir, t->log);
     if (t->o->resume && (rc = resume(t, &mc, st)))
         goto out;
-    if ((rc = check_out_dir(t, st)))
+    if ((rc = check_out_dir(t, st)) || halt(t))
         goto out;
     if ((t->o->dist && llm_dist_world(t->o->dist) > 1) || c->zero) {
         if ((rc = llm_train_dist_new(&t->dd, t->o->dist, t->m, t->be, c->zero, st)) ||
@@ -432,13 +449,26 @@ static int setup(trainer *t, llm_status *st)
             goto out;
         llm_train_dist_set_bucket_mb(t->dd, c->bucket_mb);
     }
+    t->made_metrics = !t->rank && c->metrics[0] && strcmp(c->metrics, "-") &&
+                      stat(c->metrics, &od) != 0;
     rc = t->rank ? llm_metrics_open(&t->met, "/dev/null", "", 0, st)
                  : llm_metrics_open(&t->met, c->metrics, c->prom, t->o->progress, st);
 out:
     llm_ckpt_close(init);
-    if (rc && made_dir)
-        rmdir(c->out_dir);   /* a run refused at its start leaves no empty directory */
+    if ((rc || t->halted) && t->made_dir)
+        rmdir(c->out_dir);   /* a run refused or stopped at its start leaves no empty directory */
     return rc;
+}
+
+/* A run stopped before its first step after setup: the metrics file and output.dir it
+ * made, still empty, go again (after teardown closed the file). */
+static void unmake_outputs(const trainer *t)
+{
+    struct stat sb;
+    if (t->made_metrics && !stat(t->cfg->metrics, &sb) && sb.st_size == 0)
+        remove(t->cfg->metrics);
+    if (t->made_dir)
+        rmdir(t->cfg->out_dir);
 }
 
 static void teardown(trainer *t)
@@ -521,7 +551,11 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     trainer t = {.cfg = c, .o = o, .log = o->log ? o->log : &deflog,
                  .rank = llm_dist_rank(o->dist)};
     int rc = setup(&t, st);
-    if (rc) {
+    if (rc || t.halted) {
+        if (t.halted) {
+            res->stopped = 1;
+            llm_info(t.log, "stopped on a signal before training started: nothing written");
+        }
         teardown(&t);
         return rc;
     }
@@ -559,6 +593,18 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     llm_data_pos done = llm_data_tell(t.train);
     int64_t on_disk = t.step;
     while (t.step < c->max_steps) {
+        if (!ran && o->stop) {
+            /* a signal since setup looked: stop before the first step, every rank alike */
+            int stop = *o->stop != 0;
+            if (t.dd && (rc = llm_train_dist_agree(t.dd, stop, &stop, st)))
+                break;
+            if (stop) {
+                res->stopped = 1;
+                llm_info(t.log, "stopped on a signal before step %lld: nothing written",
+                         (long long)t.step + 1);
+                break;
+            }
+        }
         double t0 = now_s(), w0 = llm_data_wait_seconds(t.train);
         double lr = llm_schedule_lr(&t.sched, t.step + 1), loss = 0, gn = 0;
         int skipped;
@@ -686,5 +732,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     res->mem_peak = (double)t.mem.peak;
     res->rss_peak = llm_peak_rss_mb() * 1024.0 * 1024.0;
     teardown(&t);
+    if (!ran && res->stopped)
+        unmake_outputs(&t);
     return rc;
 }

@@ -212,6 +212,50 @@ check "double SIGINT: exit 130 or a clean 0 (got $rc)" test $rc = 130 -o $rc = 0
 okv=1; for f in i/step-*.llmk; do verify "$f" || okv=0; done
 check "double SIGINT: every checkpoint verifies" [ $okv = 1 ]
 
+# ---- a signal during the start: a clean stop before the first step, nothing written ----
+# fifo_term FIFO FEED CMD...: start CMD, wait until it opens FIFO to read (its handlers are
+# in place by then), SIGTERM it, then write the file FEED into FIFO ("": keep it open and
+# write nothing); prints CMD's exit status (128 + N when signal N killed it), its stderr
+# in $TMP/err
+fifo_term() { $PY - "$@" <<'PY'
+import errno, os, signal, subprocess, sys, time
+fifo, feed, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.environ["TMP"] + "/err", "w"))
+for _ in range(1200):  # a writer's open that does not wait succeeds once a reader waits in its open
+    try:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        break
+    except OSError as e:
+        if e.errno != errno.ENXIO or p.poll() is not None:
+            raise
+        time.sleep(0.05)
+p.send_signal(signal.SIGTERM)
+if feed:
+    os.set_blocking(fd, True)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(open(feed, "rb").read())
+    except BrokenPipeError:
+        pass
+try:
+    rc = p.wait(timeout=60)
+except subprocess.TimeoutExpired:
+    p.kill()
+    rc = p.wait()
+if not feed:
+    os.close(fd)
+print(128 - rc if rc < 0 else rc)
+PY
+}
+mkfifo cfg.fifo ck.fifo
+rc=$(fifo_term cfg.fifo "" llm-train --config cfg.fifo -o sc --metrics sc.jsonl)
+check "SIGTERM while the config is read: exit 0 (got $rc)" [ "$rc" = 0 ]
+check "... said, nothing written" sh -c "grep -q 'stopped on a signal before training started: nothing written' '$TMP/err' && [ ! -e sc ] && [ ! -e sc.jsonl ]"
+rc=$(fifo_term ck.fifo a/step-00000012.llmk llm-train --config run.yaml -o sr --resume ck.fifo --set train.max_steps=14 --metrics sr.jsonl)
+check "SIGTERM while a checkpoint to resume from is read: exit 0 (got $rc)" [ "$rc" = 0 ]
+check "... stopped once it is loaded, before step 13" sh -c "grep -q \"resuming from 'ck.fifo' (step 12)\" '$TMP/err' && grep -q 'stopped on a signal before training started: nothing written' '$TMP/err'"
+check "... nothing written" sh -c "[ ! -e sr ] && [ ! -e sr.jsonl ]"
+
 # ---- kill -9 during saves: the newest complete checkpoint always loads ----
 cat >big.yaml <<Y
 model: {n_layer: 2, n_head: 4, n_embd: 128, vocab_size: 257, max_seq_len: 16}
