@@ -1,5 +1,6 @@
 /* data.c — batches over token files, with an optional prefetch thread (see data.h). */
 #include "common/data.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -253,13 +254,6 @@ void llm_data_free(llm_data *d)
     free(d);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void split(const llm_data *d, const int32_t *rows, int32_t *in, int32_t *tg)
 {
     size_t T = (size_t)d->T, W = T + 1;
@@ -271,7 +265,7 @@ static void split(const llm_data *d, const int32_t *rows, int32_t *in, int32_t *
 
 int llm_data_next(llm_data *d, int32_t *inputs, int32_t *targets, llm_status *st)
 {
-    double t0 = now_s();
+    double t0 = llm_now_s();
     int rc = 0;
     if (!d->prefetch) {
         llm_data_pos p = d->pos;
@@ -301,7 +295,7 @@ int llm_data_next(llm_data *d, int32_t *inputs, int32_t *targets, llm_status *st
         }
         pthread_mutex_unlock(&d->mu);
     }
-    d->wait_s += now_s() - t0;
+    d->wait_s += llm_now_s() - t0;
     return rc;
 }
 

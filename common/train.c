@@ -1,5 +1,6 @@
 /* train.c — the training loop (see train.h). */
 #include "common/train.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -45,13 +46,6 @@ typedef struct {
     int halted;            /* setup saw a stop request: no step, nothing written */
     int made_dir, made_metrics; /* this run made output.dir, output.metrics */
 } trainer;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int file_exists(const char *dir, const char *name)
 {
@@ -605,7 +599,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
                 break;
             }
         }
-        double t0 = now_s(), w0 = llm_data_wait_seconds(t.train);
+        double t0 = llm_now_s(), w0 = llm_data_wait_seconds(t.train);
         double lr = llm_schedule_lr(&t.sched, t.step + 1), loss = 0, gn = 0;
         int skipped;
         if ((rc = one_step(&t, accum, lr, &loss, &gn, &skipped, st)))
@@ -613,7 +607,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         t.step++;
         ran++;
         done = llm_data_tell(t.train);
-        double dt = now_s() - t0, wait = llm_data_wait_seconds(t.train) - w0;
+        double dt = llm_now_s() - t0, wait = llm_data_wait_seconds(t.train) - w0;
         res->step_seconds += dt;
         res->data_seconds += wait;
         res->last_step = t.step;
