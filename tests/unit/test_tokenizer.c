@@ -608,6 +608,19 @@ static void test_cut_every_code_point(void **state)
         assert_false(llm_tok__cut_ok(bad[k], strlen(bad[k]) - 1, strlen(bad[k])));
 }
 
+/* 1 to max_parts pieces drawn from piece[0..n), joined into text (the caller's, large
+ * enough for max_parts of the longest piece); returns its length */
+static size_t joined_pieces(tu_rng *r, const char *const *piece, size_t n, size_t max_parts, char *text)
+{
+    size_t len = 0, parts = 1 + tu_next(r) % max_parts;
+    for (size_t k = 0; k < parts; k++) {
+        const char *a = piece[tu_next(r) % n];
+        memcpy(text + len, a, strlen(a));
+        len += strlen(a);
+    }
+    return len;
+}
+
 /* On random byte strings rich in UTF-8, white space of every kind and invalid bytes,
  * encoding the two sides of every cut taken gives the ids of the whole. */
 static void test_gpt2_cuts_agree(void **state)
@@ -632,12 +645,7 @@ static void test_gpt2_cuts_agree(void **state)
     size_t cuts = 0;
     for (int c = 0; c < 3000; c++) {
         char text[200];
-        size_t n = 0, parts = 1 + tu_next(&r) % 24;
-        for (size_t k = 0; k < parts; k++) {
-            const char *a = piece[tu_next(&r) % (sizeof piece / sizeof *piece)];
-            memcpy(text + n, a, strlen(a));
-            n += strlen(a);
-        }
+        size_t n = joined_pieces(&r, piece, sizeof piece / sizeof *piece, 24, text);
         llm_status st = {0};
         llm_ids whole = {0};
         assert_int_equal(llm_tokenizer_encode(gpt2, text, n, &whole, &st), LLM_OK);
@@ -684,12 +692,7 @@ static void test_gpt2_cut_everywhere(void **state)
     size_t cuts = 0, held = 0;
     for (int c = 0; c < 2000; c++) {
         char text[600];
-        size_t n = 0, parts = 1 + tu_next(&r) % 150;
-        for (size_t k = 0; k < parts; k++) {
-            const char *a = piece[tu_next(&r) % (sizeof piece / sizeof *piece)];
-            memcpy(text + n, a, strlen(a));
-            n += strlen(a);
-        }
+        size_t n = joined_pieces(&r, piece, sizeof piece / sizeof *piece, 150, text);
         llm_status st = {0};
         llm_ids whole = {0}, parts_ids = {0};
         assert_int_equal(llm_tokenizer_encode(gpt2, text, n, &whole, &st), LLM_OK);
