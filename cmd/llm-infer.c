@@ -143,16 +143,19 @@ int main(int argc, char **argv)
 {
     const char *prompt = NULL, *file = NULL, *eval = NULL, *device = "auto", *shards = NULL;
     const char *listen_addr = NULL;
+    /* --seed is taken as text, since every int64 can be typed (INT64_MIN meant "not
+     * given" once, so --seed -9223372036854775808 was random), and parsed below */
+    const char *seed_arg = NULL;
     int max_tokens = 128, top_k = 0, jsonl = 0, batch = 1, ctx = 0, stride = 0, stats = 0;
     int threads = 0, quiet = 0, verbose = 0;
-    int64_t seed = INT64_MIN;   /* not given: random */
+    int64_t seed = 0;
     double temperature = 1.0, top_p = 1.0;
     llm_strlist stops = {0}, pos = {0};
     const llm_opt opts[] = {
         {"prompt", 'p', LLM_OPT_STR, &prompt, "TEXT", "generate from this prompt"},
         {"file", 'f', LLM_OPT_STR, &file, "FILE", "generate from the whole of FILE as one prompt"},
         {"max-tokens", 'n', LLM_OPT_INT, &max_tokens, "N", "tokens to generate at most (default: 128)"},
-        {"seed", 0, LLM_OPT_I64, &seed, "N", "sampling seed (default: random); request i uses N+i"},
+        {"seed", 0, LLM_OPT_STR, &seed_arg, "N", "sampling seed (default: random); request i uses N+i"},
         {"temperature", 0, LLM_OPT_DOUBLE, &temperature, "T", "softmax temperature; 0 is greedy (default: 1)"},
         {"top-k", 0, LLM_OPT_INT, &top_k, "K", "sample from the K most likely tokens (default: 0, off)"},
         {"top-p", 0, LLM_OPT_DOUBLE, &top_p, "P", "nucleus sampling mass (default: 1, off)"},
@@ -203,7 +206,8 @@ int main(int argc, char **argv)
         bad = "--listen serves JSON requests; it excludes -p, -f, --eval and --jsonl";
     else if (!eval && (ctx || stride)) bad = "--ctx and --stride go with --eval";
     else if (max_tokens < 0) bad = "-n must be >= 0";
-    else if (seed < 0 && seed != INT64_MIN) bad = "--seed must be >= 0";
+    else if (seed_arg && llm_parse_i64_range(seed_arg, 0, INT64_MAX, &seed))
+        bad = "--seed must be an integer >= 0";
     else if (batch < 1 || batch > 1024) bad = "--batch must be in 1..1024";
     else if (threads < 0) bad = "--threads must be >= 0";
     else if (!llm_backend_known(device)) bad = "--device must be cpu, cpu-ref, cuda or auto";
@@ -223,7 +227,7 @@ int main(int argc, char **argv)
         return 64;
     }
     llm_cli_quiet_sigpipe();
-    if (seed == INT64_MIN)
+    if (!seed_arg)
         seed = (int64_t)(((uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid()) >> 1);
 
     llm_status st = {0};

@@ -368,8 +368,7 @@ int main(int argc, char **argv)
         bad = "--val-fraction only goes with encoding to token files";
     else if (o.val_fraction > 0 && (!o.out || !strcmp(o.out, "-")))
         bad = "--val-fraction needs -o PREFIX";
-    else if (o.shard_arg && (llm_parse_i64(o.shard_arg, &o.shard_tokens) || o.shard_tokens < 1 ||
-                             o.shard_tokens > LLM_TOKFILE_MAX_TOKENS))
+    else if (o.shard_arg && llm_parse_i64_range(o.shard_arg, 1, LLM_TOKFILE_MAX_TOKENS, &o.shard_tokens))
         bad = "--shard-tokens must be an integer, 1..2147483647 (llm.c reads a file's count as an int)";
     else if (o.shard_tokens > 0 && (o.decode || o.count || o.val_fraction > 0 || !strcmp(o.format, "ids")))
         bad = "--shard-tokens only goes with encoding to token files, without --val-fraction";

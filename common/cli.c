@@ -43,6 +43,15 @@ int llm_parse_i64(const char *s, int64_t *out)
     return 0;
 }
 
+int llm_parse_i64_range(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    int64_t v;
+    if (llm_parse_i64(s, &v) || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 int llm_parse_int(const char *s, int *out)
 {
     int64_t v;

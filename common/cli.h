@@ -92,6 +92,9 @@ int llm_cli_dispatch(const char *prog, const char *summary, const llm_subcmd *su
 int llm_parse_i64(const char *s, int64_t *out);
 int llm_parse_int(const char *s, int *out);
 int llm_parse_double(const char *s, double *out);
+/* An option taken as text (LLM_OPT_STR) so that "not given" is NULL and no value that
+ * can be typed stands for it: s as an integer in lo..hi, 0, else -1. */
+int llm_parse_i64_range(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
 /* Install SIGPIPE handling so that a closed stdout ends a program quietly: SIGPIPE is
  * ignored and llm_cli_stdout_closed(errno) tells whether a write error was EPIPE. */

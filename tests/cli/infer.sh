@@ -14,6 +14,10 @@ tiny_model 40
 check "help" llm-infer --help
 expect_exit "missing model: 66" 66 llm-infer nope.llmk -p hi
 expect_exit "--seed -5: 64 (it was silently random)" 64 llm-infer "$M" -p hi --seed -5
+expect_exit "--seed -9223372036854775808: 64 (INT64_MIN meant 'not given': it was silently random)" 64 \
+  llm-infer "$M" -p hi --seed -9223372036854775808
+expect_exit "--seed 12x: 64" 64 llm-infer "$M" -p hi --seed 12x
+expect_exit "--seed 9223372036854775807: 0" 0 llm-infer "$M" -p hi -n 2 --seed 9223372036854775807
 printf 'LLMK\0\r\n\032garbage' >bad.llmk
 expect_exit "corrupt model: 65" 65 llm-infer bad.llmk -p hi
 check "... the message names the file once" [ "$(grep -o bad.llmk "$TMP/err" | wc -l)" = 1 ]
