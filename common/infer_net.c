@@ -15,6 +15,10 @@
 #include <unistd.h>
 
 #define READ_CHUNK (64u << 10)
+/* The output buffer's size past which the sent bytes are always moved out of the way
+ * rather than the buffer grown: at most LLM_INFER_NET_MAX_OUT bytes wait when a response
+ * is added (more and the client was dropped), so half of it is then free. */
+#define OUT_CAP_MAX (2 * (size_t)LLM_INFER_NET_MAX_OUT)
 
 typedef struct {
     int fd;              /* -1: a free entry */
@@ -26,8 +30,8 @@ typedef struct {
     int skipping;        /* inside a line longer than LLM_INFER_MAX_LINE: drop to its end */
     int toolong;         /* such lines not yet answered */
     int eof;             /* the client sent its last byte */
-    char *out;           /* responses not yet sent */
-    size_t n_out, off_out;
+    char *out;           /* responses; out[off_out, n_out) not yet sent */
+    size_t n_out, off_out, cap_out;
     long pending;        /* requests taken and not yet answered */
     uint64_t last;       /* when it last sent a byte or was sent one (ns, monotonic) */
 } conn;
@@ -265,6 +269,57 @@ static void accept_all(llm_infer_net *n)
     }
 }
 
+/* All sent: the buffer starts over (and is given back when large). */
+static void out_reset(conn *c)
+{
+    c->off_out = c->n_out = 0;
+    if (c->cap_out > 4 * READ_CHUNK) {
+        free(c->out);
+        c->out = NULL;
+        c->cap_out = 0;
+    }
+}
+
+/* Move the bytes not yet sent to the front of c's buffer. */
+static void out_compact(conn *c)
+{
+    memmove(c->out, c->out + c->off_out, c->n_out - c->off_out);
+    c->n_out -= c->off_out;
+    c->off_out = 0;
+}
+
+/* Room in c's buffer for len more bytes: 0, or -1 out of memory.  As in_room: the sent
+ * bytes are dropped by moving the unsent ones when that costs no more than the bytes sent
+ * since the last move, or when the buffer is as large as it gets (OUT_CAP_MAX); else it
+ * doubles.  Each byte is moved a bounded number of times, not once per response added
+ * behind a partial send. */
+static int out_room(conn *c, size_t len)
+{
+    size_t unsent = c->n_out - c->off_out;
+    if (c->cap_out - c->n_out >= len)
+        return 0;
+    if (c->off_out && (c->off_out >= unsent || c->cap_out >= OUT_CAP_MAX)) {
+        out_compact(c);
+        if (c->cap_out - c->n_out >= len)
+            return 0;
+    }
+    size_t nc = c->cap_out ? c->cap_out * 2 : READ_CHUNK;
+    if (nc > OUT_CAP_MAX)
+        nc = OUT_CAP_MAX;
+    if (nc < c->n_out + len)
+        nc = c->n_out + len;   /* one response larger than the rest of the room */
+    char *p = realloc(c->out, nc);
+    if (!p) {
+        if (!c->off_out)
+            return -1;
+        out_compact(c);   /* short of memory: what the sent bytes leave may do */
+        return c->cap_out - c->n_out >= len ? 0 : -1;
+    }
+    c->out = p;
+    c->cap_out = nc;
+    return 0;
+}
+
 /* Send what waits for c; a client that is gone or stuck is closed. */
 static void flush_out(conn *c)
 {
@@ -281,11 +336,8 @@ static void flush_out(conn *c)
         c->off_out += (size_t)w;
         c->last = now_ns();
     }
-    if (c->fd >= 0 && c->off_out == c->n_out) {   /* all sent: give the buffer back */
-        free(c->out);
-        c->out = NULL;
-        c->off_out = c->n_out = 0;
-    }
+    if (c->fd >= 0 && c->off_out == c->n_out)
+        out_reset(c);
     if (c->fd >= 0 && c->n_out - c->off_out > LLM_INFER_NET_MAX_OUT)
         conn_close(c);
     if (c->fd >= 0 && c->eof && !c->pending && c->n_in == c->off_in && !c->toolong &&
@@ -531,6 +583,7 @@ static int net_ready(void *u)
 
 static int net_done(void *u, const llm_infer_result *res, llm_status *st)
 {
+    (void)st;   /* nothing here ends the server */
     llm_infer_net *n = u;
     int i = (int)(res->req->route & 0xffff);
     uint32_t gen = (uint32_t)(res->req->route >> 16);
@@ -541,28 +594,21 @@ static int net_done(void *u, const llm_infer_result *res, llm_status *st)
     if (c->fd < 0 || c->gen != gen)
         return LLM_OK;   /* the client went away: nobody to answer */
     c->pending--;
+    /* a response that finds no memory closes its client (the others and the server go
+     * on): a gap in its responses would go unseen, and its requests still in flight are
+     * dropped as a departed client's */
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return llm_err(st, LLM_ENOMEM, "out of memory");
-    llm_infer_result_json(res, f);
-    fputc('\n', f);
-    if (fclose(f)) {
+    if (f) {
+        llm_infer_result_json(res, f);
+        fputc('\n', f);
+    }
+    if (!f || fclose(f) || out_room(c, len) < 0) {
         free(buf);
-        return llm_err(st, LLM_ENOMEM, "out of memory");
+        conn_close(c);
+        return LLM_OK;
     }
-    if (c->off_out) {   /* keep the buffer from creeping */
-        memmove(c->out, c->out + c->off_out, c->n_out - c->off_out);
-        c->n_out -= c->off_out;
-        c->off_out = 0;
-    }
-    char *p = realloc(c->out, c->n_out + len);
-    if (!p) {
-        free(buf);
-        return llm_err(st, LLM_ENOMEM, "out of memory");
-    }
-    c->out = p;
     memcpy(c->out + c->n_out, buf, len);
     c->n_out += len;
     free(buf);

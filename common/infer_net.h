@@ -7,7 +7,8 @@
  * that goes away loses its requests' responses and nothing else; a client that does not
  * read its responses is dropped once LLM_INFER_NET_MAX_OUT bytes wait for it, and one
  * whose input finds no memory to be read into is dropped too (polled with its bytes
- * unread, it would wake every poll at once).
+ * unread, it would wake every poll at once), as is one whose responses find no memory
+ * to wait in (the server goes on).
  */
 #ifndef LLM_INFER_NET_H
 #define LLM_INFER_NET_H

@@ -121,6 +121,56 @@ elif mode == "pipelined":         # 40000 lines of 1 KiB (2.5 times the unread l
     got = [json.loads(line) for line in s.makefile("r")]
     t.join()
     print(len(got), len(set(r["id"] for r in got)), sum(r["finish_reason"] == "length" for r in got))
+elif mode == "slowread":          # 20000 requests in one send, responses read slowly in
+    s = connect(addr)             # small pieces: a backlog waits at the server, sent in part
+    n = 20000                     # each time (6 MB in all: under the unread limit)
+    data = b"".join((json.dumps({"id": i, "prompt": "ROMEO:" if i % 100 == 0 else "x" * 80,
+                                 "max_tokens": 2, "seed": 1}) + "\n").encode() for i in range(n))
+    t = threading.Thread(target=lambda: (s.sendall(data), s.shutdown(socket.SHUT_WR)))
+    t.start()
+    buf = bytearray()
+    while True:
+        b = s.recv(4096)
+        if not b:
+            break
+        buf += b
+        time.sleep(0.0005)
+    t.join()
+    got = [json.loads(line) for line in buf.decode().splitlines()]
+    print(len(got), sorted(r["id"] for r in got) == list(range(n)),
+          sum(r["finish_reason"] == "length" for r in got))
+elif mode == "outnomem":          # memory capped, responses left unread: that client is
+    import resource               # closed when its buffer cannot grow, the server goes on
+    pid = int(sys.argv[3])
+    def ticks():
+        f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+        return int(f[11]) + int(f[12])
+    vm = [int(l.split()[1]) for l in open("/proc/%d/status" % pid) if l.startswith("VmSize:")][0]
+    resource.prlimit(pid, resource.RLIMIT_AS, ((vm << 10) + (12 << 20), resource.RLIM_INFINITY))
+    s = connect(addr)
+    s.settimeout(30)
+    line = (json.dumps({"prompt": "x" * 80, "max_tokens": 2}) + "\n").encode()
+    try:                          # in pieces, so that its input takes little memory
+        for _ in range(120):      # 120000 responses of 300 bytes: more than 16 MiB
+            s.sendall(line * 1000)
+            time.sleep(0.01)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    try:
+        while s.recv(1 << 16):
+            pass
+        print("closed")
+    except socket.timeout:
+        print("open")
+    except ConnectionResetError:
+        print("closed")
+    t0 = ticks()
+    time.sleep(1)
+    print("ticks", ticks() - t0)
+    f = connect(addr).makefile("rw")
+    f.write(json.dumps(req(6, 1, 2)) + "\n")
+    f.flush()
+    print(json.loads(f.readline())["finish_reason"])
 elif mode == "trickle":           # 200 requests, CRLF and blank lines, in random pieces
     import random
     random.seed(5)
@@ -225,6 +275,9 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
   out=$(timeout 120 $PY client.py "$ADDR" pipelined 2>&1)
   check "40000 lines of 1 KiB pipelined in one send (42 MB): each answered once, 400 good ($out)" \
     [ "$out" = "40000 40000 400" ]
+  out=$(timeout 120 $PY client.py "$ADDR" slowread 2>&1)
+  check "20000 requests in one send, responses read slowly in 4 KiB pieces: each answered once ($out)" \
+    [ "$out" = "20000 True 200" ]
   out=$(timeout 60 $PY client.py "$ADDR" trickle 2>&1)
   check "200 requests in pieces of 1 to 5000 bytes, CRLF and blank lines: each answered ($out)" \
     [ "$out" = "200 True 200" ]
@@ -283,6 +336,21 @@ elif start_server srv5.log unix:"$TMP/s5.sock"; then
   check "... SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
 else
   notok "the server did not start: $(head -c 300 srv5.log)"
+fi
+
+# ---- out of memory for a client's responses: that client is closed, the server goes on ----
+if [ -n "${LLM_SAN:-}" ]; then
+  skip "a client whose responses find no memory is closed" "RLIMIT_AS under sanitizers"
+elif start_server srv6.log unix:"$TMP/s6.sock"; then
+  timeout 60 $PY client.py "$ADDR" leave >/dev/null 2>&1   # the threads and arenas made
+  out=$(timeout 90 $PY client.py "$ADDR" outnomem $SP 2>&1)
+  t=$(echo "$out" | sed -n 's/^ticks //p')
+  check "memory capped, responses unread: that client closed, $t ticks of CPU in 1 s (< 50), the next served ($(echo $out | tr '\n' ' '))" \
+    sh -c "[ \"\$(echo '$out' | sed -n 1p)\" = closed ] && [ -n '$t' ] && [ '$t' -lt 50 ] && [ \"\$(echo '$out' | sed -n 3p)\" = length ]"
+  stop_server
+  check "... SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
+else
+  notok "the server did not start: $(head -c 300 srv6.log)"
 fi
 
 # ---- out of descriptors: the clients wait in the queue, no busy loop ----
