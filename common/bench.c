@@ -198,9 +198,17 @@ static void csv_field(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* the shortest of %.{6..17}g that reads back to the same double, as the json writer's
+ * numbers: %.6g alone wrote a work of 6291456 bytes as 6.29146e+06 */
 static void csv_num(FILE *f, double v)
 {
-    if (isfinite(v)) fprintf(f, "%.6g", v);
+    if (!isfinite(v)) return;
+    char buf[40];
+    for (int p = 6; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    fputs(buf, f);
 }
 
 static void write_csv(FILE *f, const llm_bench_row *rows, int n)

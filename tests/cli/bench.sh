@@ -51,6 +51,16 @@ import csv
 rows=list(csv.DictReader(open('$TMP/g.csv')))
 assert len(rows)==2 and rows[0]['device']=='cpu' and rows[0]['dtype']=='f32' and 'peak_gflops' in rows[0] and rows[1]['commit']
 " && ok "gemm csv: header and rows" || notok "gemm csv: $(head -3 "$TMP/g.csv")"
+# csv numbers are written in full, as json's are: a work of 6291456 bytes (and a size of
+# 1048576 in an extra column) is not "6.29146e+06" ("1.04858e+06")
+llm-bench mem --size 3M --op copy -r 1 -w 0 -j 1 -F csv >"$TMP/m.csv" 2>/dev/null
+llm-bench allreduce -b 1M -e 1M -r 1 -w 0 -F csv >"$TMP/a.csv" 2>/dev/null
+"$PY" -c "
+import csv
+r=list(csv.DictReader(open('$TMP/m.csv')))[0]; a=list(csv.DictReader(open('$TMP/a.csv')))[0]
+assert r['work']=='6291456' and a['size']=='1048576' and a['count']=='262144', (r['work'], a['size'], a['count'])
+" && ok "csv: numbers such as work and size are written in full" ||
+  notok "csv: work $(tail -1 "$TMP/m.csv" | cut -d, -f13) (want 6291456), $(head -c 300 "$TMP/a.csv")"
 llm-bench gemm --sizes 8 -t f32,f64 -r 1 -w 0 -j 1 --peak 50 -F json >"$TMP/gp.json" 2>/dev/null
 "$PY" -c "
 import json
