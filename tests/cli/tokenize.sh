@@ -220,6 +220,7 @@ expect_exit "--shard-tokens -1: 64" 64 $T --vocab byte --shard-tokens -1 -o "$TM
 expect_exit "--shard-tokens -9223372036854775808: 64" 64 $T --vocab byte --shard-tokens -9223372036854775808 -o "$TMP/sh/x" "$TMP/small.txt"
 check "... says the range" grep -q -- "--shard-tokens must be an integer, 1..2147483647" "$TMP/err"
 check "... and writes nothing" [ -z "$(ls -A "$TMP/sh" | grep '^x')" ]
+expect_exit "--shard-tokens 2147483648 (INT32_MAX + 1): 64" 64 $T --vocab byte --shard-tokens 2147483648 -o "$TMP/sh/x" "$TMP/small.txt"
 expect_exit "--shard-tokens 4294967296: 64" 64 $T --vocab byte --shard-tokens 4294967296 -o "$TMP/sh/x" "$TMP/small.txt"
 expect_exit "--shard-tokens 1e3: 64" 64 $T --vocab byte --shard-tokens 1e3 -o "$TMP/sh/x" "$TMP/small.txt"
 expect_exit "--shard-tokens with --format ids: 64" 64 $T --vocab byte --shard-tokens 10 --format ids -o "$TMP/sh/x" "$TMP/small.txt"
