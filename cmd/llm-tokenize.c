@@ -402,8 +402,11 @@ int main(int argc, char **argv)
      * the page lists is read strictly, whatever the mode */
     uint64_t window = 0;
     int rc = llm_env_u64("LLM_TOKENIZE_WINDOW", 1, (uint64_t)1 << 40, &window, &st);
-    if (!rc)
+    int no_vocab = 0;  /* GPT-2's files not where the default looks: say where to get them */
+    if (!rc) {
         rc = llm_tokenizer_load(&t, o.vocab, o.vocab_dir, &st);
+        no_vocab = rc == LLM_ENOINPUT && !strcmp(o.vocab, "gpt2") && !o.vocab_dir;
+    }
     if (!rc)
         rc = o.decode ? run_decode(&o, t, &st) : run_encode(&o, t, window, &st);
     llm_tokenizer_free(t);
@@ -412,6 +415,10 @@ int main(int argc, char **argv)
         if (rc == LLM_EIO && llm_cli_stdout_closed(errno))
             return 0;
         llm_error(&o.lg, "%s", st.msg);
+        if (no_vocab)
+            llm_error(&o.lg, "the GPT-2 vocabulary (encoder.json, vocab.bpe) is looked for in "
+                      "$LLMKIT_DATA/gpt2, else ./data/gpt2: fetch it with scripts/get-data.sh, "
+                      "point LLMKIT_DATA or --vocab-dir at it, or use --vocab byte");
         return llm_exit_code(rc);
     }
     return 0;

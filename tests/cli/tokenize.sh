@@ -121,6 +121,16 @@ if have_data gpt2/encoder.json && have_data tinyshakespeare/input.gpt2.u16; then
 else
   skip "gpt2 tests" "shared data not found (set LLM_DATA)"
 fi
+# no GPT-2 vocabulary where the default looks: the error says where it is looked for and
+# how to get it; a --vocab-dir that lacks it is only named
+mkdir -p "$TMP/novocab"
+(cd "$TMP/novocab" && env -u LLMKIT_DATA $T --count /dev/null >/dev/null 2>"$TMP/nv.err"); rc=$?
+[ $rc = 66 ] && grep -q "scripts/get-data.sh" "$TMP/nv.err" && grep -q 'LLMKIT_DATA' "$TMP/nv.err" &&
+  grep -q -- '--vocab-dir' "$TMP/nv.err" && ok "missing default vocabulary: exit 66 and how to get it" ||
+  notok "missing default vocabulary: exit $rc, $(cat "$TMP/nv.err")"
+(cd "$TMP/novocab" && $T --vocab-dir "$TMP/nope" --count /dev/null >/dev/null 2>"$TMP/nv.err"); rc=$?
+[ $rc = 66 ] && [ "$(wc -l <"$TMP/nv.err")" = 1 ] && ok "missing --vocab-dir: one error line" ||
+  notok "missing --vocab-dir: exit $rc, $(cat "$TMP/nv.err")"
 
 # ---- streaming: any window gives the same files, and memory stays near the window ----
 if have_data gpt2/encoder.json && have_data tinyshakespeare/input.gpt2.u16; then
