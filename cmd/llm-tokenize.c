@@ -321,7 +321,7 @@ int main(int argc, char **argv)
          "output file, - for stdout (default: -); with --val-fraction or --shard-tokens the PREFIX"},
         {"vocab", 0, LLM_OPT_STR, &o.vocab, "NAME", "gpt2, byte, or a MODEL.llmk file (default: gpt2)"},
         {"vocab-dir", 0, LLM_OPT_STR, &o.vocab_dir, "DIR",
-         "folder with encoder.json and vocab.bpe (default: $LLMKIT_DATA/gpt2)"},
+         "folder with encoder.json and vocab.bpe (default: the first of $LLMKIT_DATA/gpt2, $LLM_DATA/gpt2, ./data/gpt2 that has them)"},
         {"format", 0, LLM_OPT_STR, &o.format, "FMT", "bin (token file) or ids (decimal text) (default: bin)"},
         {"eot", 0, LLM_OPT_FLAG, &o.eot, NULL, "put the end-of-text token before each document"},
         {"split-docs", 0, LLM_OPT_FLAG, &o.split_docs, NULL, "blank lines also separate documents"},
@@ -338,6 +338,7 @@ int main(int argc, char **argv)
     };
     static const llm_env env[] = {
         {"LLMKIT_DATA", "data folder: the GPT-2 vocabulary is looked for in its gpt2/"},
+        {"LLM_DATA", "data folder searched next (then ./data)"},
         {"LLM_TOKENIZE_WINDOW", "bytes of text held before encoding (default 16777216; encoding only)"},
         {"LLM_FAULT_WRITE_LIMIT", "test hook: writing past byte N of an output fails as on a full disk"},
         {"LLM_FAULT_RENAME", "test hook: putting an output whose name ends in this in place fails"},
@@ -417,7 +418,7 @@ int main(int argc, char **argv)
         llm_error(&o.lg, "%s", st.msg);
         if (no_vocab)
             llm_error(&o.lg, "the GPT-2 vocabulary (encoder.json, vocab.bpe) is looked for in "
-                      "$LLMKIT_DATA/gpt2, else ./data/gpt2: fetch it with scripts/get-data.sh, "
+                      "$LLMKIT_DATA/gpt2, $LLM_DATA/gpt2, then ./data/gpt2: fetch it with scripts/get-data.sh, "
                       "point LLMKIT_DATA or --vocab-dir at it, or use --vocab byte");
         return llm_exit_code(rc);
     }

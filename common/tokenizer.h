@@ -113,6 +113,11 @@ void llm_encoder_keep_starts(llm_encoder *e);
 const uint64_t *llm_encoder_doc_starts(const llm_encoder *e, size_t *ndocs);
 void llm_encoder_free(llm_encoder *e);
 
+/* Where GPT-2's encoder.json and vocab.bpe are by default: the first of $LLMKIT_DATA/gpt2,
+ * $LLM_DATA/gpt2 and ./data/gpt2 (unset or empty variables skipped) that holds both goes
+ * to dir; 1.  None does: the first of them goes to dir (for the message); 0. */
+int llm_tokenizer_gpt2_find(char *dir, size_t n);
+
 /* Load by name: "byte", "gpt2" (from vocab_dir: encoder.json + vocab.bpe; NULL means
  * $LLMKIT_DATA/gpt2, or ./data/gpt2 when LLMKIT_DATA is unset), or the path of a .llmk
  * file whose tokenizer is used.  Errors as for the loaders above. */

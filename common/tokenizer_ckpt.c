@@ -126,6 +126,26 @@ int llm_tokenizer_from_ckpt(llm_tokenizer **out, const llm_ckpt *ck, llm_status 
     return LLM_OK;
 }
 
+int llm_tokenizer_gpt2_find(char *dir, size_t n)
+{
+    const char *bases[] = {getenv("LLMKIT_DATA"), getenv("LLM_DATA"), "./data"};
+    int first = 1;
+    for (size_t i = 0; i < sizeof bases / sizeof *bases; i++) {
+        if (!bases[i] || !*bases[i])
+            continue;
+        char enc[4200], bpe[4200];
+        snprintf(enc, sizeof enc, "%s/gpt2/encoder.json", bases[i]);
+        snprintf(bpe, sizeof bpe, "%s/gpt2/vocab.bpe", bases[i]);
+        int found = access(enc, F_OK) == 0 && access(bpe, F_OK) == 0;
+        if (found || first)   /* none found: the first place looked, for the message */
+            snprintf(dir, n, "%s/gpt2", bases[i]);
+        if (found)
+            return 1;
+        first = 0;
+    }
+    return 0;
+}
+
 int llm_tokenizer_load(llm_tokenizer **out, const char *spec, const char *vocab_dir,
                        llm_status *st)
 {
@@ -134,8 +154,7 @@ int llm_tokenizer_load(llm_tokenizer **out, const char *spec, const char *vocab_
     if (!strcmp(spec, "gpt2")) {
         char dir[4096];
         if (!vocab_dir) {
-            const char *d = getenv("LLMKIT_DATA");
-            snprintf(dir, sizeof dir, "%s/gpt2", d && *d ? d : "./data");
+            llm_tokenizer_gpt2_find(dir, sizeof dir);
             vocab_dir = dir;
         }
         return llm_tokenizer_gpt2(out, vocab_dir, st);

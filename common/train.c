@@ -47,16 +47,8 @@ typedef struct {
     int made_dir, made_metrics; /* this run made output.dir, output.metrics */
 } trainer;
 
-static int file_exists(const char *dir, const char *name)
-{
-    char p[LLM_CFG_PATH_MAX + 64];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    struct stat sb;
-    return stat(p, &sb) == 0;
-}
-
 /* data.tokenizer: byte | gpt2 (encoder.json + vocab.bpe from $LLMKIT_DATA/gpt2,
- * $LLM_DATA/gpt2 or data/gpt2) | a directory holding them | a .llmk file. */
+ * $LLM_DATA/gpt2 or ./data/gpt2: llm_tokenizer_gpt2_find) | a directory holding them | a .llmk file. */
 static int load_tokenizer(trainer *t, llm_status *st)
 {
     const char *spec = t->cfg->tokenizer;
@@ -64,19 +56,12 @@ static int load_tokenizer(trainer *t, llm_status *st)
         return llm_tokenizer_byte(&t->tok, st);
     struct stat sb;
     if (!strcmp(spec, "gpt2")) {
-        const char *envs[] = {"LLMKIT_DATA", "LLM_DATA"};
         char dir[LLM_CFG_PATH_MAX];
-        for (int i = 0; i < 3; i++) {
-            const char *base = i < 2 ? getenv(envs[i]) : "data";
-            if (!base || !*base)
-                continue;
-            snprintf(dir, sizeof dir, "%s/gpt2", base);
-            if (file_exists(dir, "encoder.json") && file_exists(dir, "vocab.bpe"))
-                return llm_tokenizer_gpt2(&t->tok, dir, st);
-        }
+        if (llm_tokenizer_gpt2_find(dir, sizeof dir))
+            return llm_tokenizer_gpt2(&t->tok, dir, st);
         /* training needs no tokenizer, only the checkpoints' users do: go on, loudly */
         llm_warn(t->log, "tokenizer 'gpt2': encoder.json and vocab.bpe not found in "
-                 "$LLMKIT_DATA/gpt2, $LLM_DATA/gpt2 or data/gpt2 (set data.tokenizer to their "
+                 "$LLMKIT_DATA/gpt2, $LLM_DATA/gpt2 or ./data/gpt2 (set data.tokenizer to their "
                  "directory); checkpoints will carry no tokenizer");
         return 0;
     }

@@ -124,13 +124,25 @@ fi
 # no GPT-2 vocabulary where the default looks: the error says where it is looked for and
 # how to get it; a --vocab-dir that lacks it is only named
 mkdir -p "$TMP/novocab"
-(cd "$TMP/novocab" && env -u LLMKIT_DATA $T --count /dev/null >/dev/null 2>"$TMP/nv.err"); rc=$?
+(cd "$TMP/novocab" && env -u LLMKIT_DATA -u LLM_DATA $T --count /dev/null >/dev/null 2>"$TMP/nv.err"); rc=$?
 [ $rc = 66 ] && grep -q "scripts/get-data.sh" "$TMP/nv.err" && grep -q 'LLMKIT_DATA' "$TMP/nv.err" &&
   grep -q -- '--vocab-dir' "$TMP/nv.err" && ok "missing default vocabulary: exit 66 and how to get it" ||
   notok "missing default vocabulary: exit $rc, $(cat "$TMP/nv.err")"
 (cd "$TMP/novocab" && $T --vocab-dir "$TMP/nope" --count /dev/null >/dev/null 2>"$TMP/nv.err"); rc=$?
 [ $rc = 66 ] && [ "$(wc -l <"$TMP/nv.err")" = 1 ] && ok "missing --vocab-dir: one error line" ||
   notok "missing --vocab-dir: exit $rc, $(cat "$TMP/nv.err")"
+# the default looks in $LLMKIT_DATA/gpt2, $LLM_DATA/gpt2, then ./data/gpt2, as llm-train
+# does: a LLMKIT_DATA without gpt2/ falls through to LLM_DATA's
+if have_data gpt2/encoder.json; then
+  n=$(cd "$TMP/novocab" && printf 'Hello world' | LLMKIT_DATA="$TMP/novocab" LLM_DATA="$DATA" $T --count 2>"$TMP/nv.err")
+  check "default vocabulary: \$LLMKIT_DATA without gpt2/, then \$LLM_DATA's ($n tokens)" [ "$n" = 2 ]
+  mkdir -p "$TMP/novocab/data" && ln -sfn "$DATA/gpt2" "$TMP/novocab/data/gpt2"
+  n=$(cd "$TMP/novocab" && printf 'Hello world' | env -u LLMKIT_DATA -u LLM_DATA $T --count 2>"$TMP/nv.err")
+  check "... then ./data/gpt2 ($n tokens)" [ "$n" = 2 ]
+  rm -rf "$TMP/novocab/data"
+else
+  skip "default vocabulary search" "shared data not found"
+fi
 
 # ---- streaming: any window gives the same files, and memory stays near the window ----
 if have_data gpt2/encoder.json && have_data tinyshakespeare/input.gpt2.u16; then
