@@ -128,6 +128,13 @@ check "jsonl: the earliest of several stop strings ends the text" $PY -c '
 import json, sys
 w, r = json.load(open(sys.argv[1]))["want"], json.load(open(sys.argv[2]))
 sys.exit(not (r["text"] == w and r["finish_reason"] == "stop"))' rs4.jsonl rs5
+# tokens keep the stop string's ids (byte model: the bytes of the text up to the end of
+# the stop string that matched first, here one letter past the cut)
+check "jsonl: tokens hold the stop string's ids, text does not" $PY -c '
+import json, sys
+w, r = json.load(open(sys.argv[1]))["want"], json.load(open(sys.argv[2]))
+t = json.load(open(sys.argv[3]))["text"]
+sys.exit(not (bytes(r["tokens"]) == t[:len(w) + 2].encode() and r["completion_tokens"] == len(r["tokens"])))' rs4.jsonl rs5 rs1
 
 # --batch 4: a request is answered without waiting for more input (a client that waits
 # for each response before sending the next got none); also when a blank line follows
