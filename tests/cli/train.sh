@@ -184,30 +184,58 @@ assert len(a) == len(b) == 3
 for x, y in zip(a, b): assert abs(x - y) <= 1e-6 * max(1, abs(x)), (x, y)
 PY
 
-# ---- SIGTERM: finish the step, checkpoint, exit 0; the resumed curve continues ----
-llm-train --config run.yaml -o c --set train.save_every=1000 --metrics c1.jsonl 2>c.err &
-pid=$!
-for i in $(seq 1 300); do sleep 0.1; [ "$(grep -c '"loss"' c1.jsonl 2>/dev/null)" -ge 3 ] && break; done
-kill -TERM $pid; wait $pid; rc=$?
-check "SIGTERM: exit 0 (got $rc)" [ $rc = 0 ]
-n=$(ls c 2>/dev/null | grep -c '^step-.*\.llmk$')
-check "SIGTERM: one complete checkpoint" [ "$n" = 1 ]
-ck=$(ls c/step-*.llmk 2>/dev/null | tail -1)
-check "SIGTERM: it verifies" verify "$ck"
-check "SIGTERM: it is the last step logged" [ "$ck" = "c/step-$(printf %08d "$(losses c1.jsonl | tail -1 | cut -d' ' -f1)").llmk" ]
-expect_exit "SIGTERM: resume" 0 llm-train --config run.yaml -o c --resume auto --metrics c2.jsonl
-check "SIGTERM: resumed curve identical to the straight one" diff <(losses a.jsonl) <(losses c1.jsonl c2.jsonl)
-# USR1 as well
-llm-train --config run.yaml -o u --set train.save_every=1000 --metrics u.jsonl 2>/dev/null &
-pid=$!
-for i in $(seq 1 300); do sleep 0.1; [ -s u.jsonl ] && break; done
-kill -USR1 $pid; wait $pid; rc=$?
-check "SIGUSR1: exit 0 with a checkpoint" test $rc = 0 -a -n "$(ls u/step-*.llmk 2>/dev/null)"
+# ---- SIGTERM, SIGUSR1: finish the step, checkpoint, exit 0; the resumed curve continues ----
+# sig_run SIG DIR [ARGS...]: start a run far longer than the test (max_steps 1000000, no
+# periodic save) with metrics in DIR.jsonl and stderr in DIR.err, wait until the metrics
+# show step 2 (so the signal lands in the loop, not the start), send SIG and wait for the
+# end (generous limits, no timing asserted); sets RC (124: it did not end: killed) and
+# STEP (the last step in the metrics)
+LONG=(--set train.max_steps=1000000 --set train.save_every=1000000)
+sig_run() {
+  local sig=$1 dir=$2 pid i s; shift 2
+  llm-train --config run.yaml -o "$dir" "${LONG[@]}" --metrics "$dir.jsonl" "$@" 2>"$dir.err" &
+  pid=$!
+  for i in $(seq 1 1200); do
+    s=$(losses "$dir.jsonl" 2>/dev/null | tail -1 | cut -d' ' -f1)
+    [ "${s:-0}" -ge 2 ] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -"$sig" $pid
+  for i in $(seq 1 3000); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $pid 2>/dev/null; then kill -9 $pid; wait $pid; RC=124; else wait $pid; RC=$?; fi
+  STEP=$(losses "$dir.jsonl" 2>/dev/null | tail -1 | cut -d' ' -f1)
+}
+# sig_checks NAME DIR: exit 0, one checkpoint: of the last step logged, at least 2 and
+# before max_steps, which verifies
+sig_checks() {
+  local name=$1 dir=$2 ck
+  check "$name: exit 0 (got $RC)" [ "$RC" = 0 ]
+  check "$name: stopped in the loop, at step ${STEP:-none} (>= 2, < max_steps)" \
+    sh -c "[ '${STEP:-0}' -ge 2 ] && [ '${STEP:-0}' -lt 1000000 ]"
+  check "$name: said so" grep -q "stopping at step ${STEP:-none} on a signal" "$dir.err"
+  check "$name: one checkpoint, of that step" [ "$(ls "$dir" 2>/dev/null)" = "$(printf 'step-%08d.llmk' "${STEP:-0}")" ]
+  ck=$(printf '%s/step-%08d.llmk' "$dir" "${STEP:-0}")
+  check "$name: it verifies" verify "$ck"
+}
+sig_run TERM c
+sig_checks SIGTERM c
+# resumed for 2 more steps: the losses of a straight run of as many steps, bit for bit
+expect_exit "SIGTERM: resume for 2 steps" 0 llm-train --config run.yaml -o c --resume auto "${LONG[@]}" --set train.exit_after=2 --metrics c2.jsonl
+expect_exit "SIGTERM: a straight run of $((STEP + 2)) steps" 0 llm-train --config run.yaml -o cs "${LONG[@]}" --set train.exit_after=$((STEP + 2)) --metrics cs.jsonl
+check "SIGTERM: resumed curve identical to the straight one" diff <(losses cs.jsonl) <(losses c.jsonl c2.jsonl)
+check "... and the same final weights" weights "$(printf 'cs/step-%08d.llmk' $((STEP + 2)))" "$(printf 'c/step-%08d.llmk' $((STEP + 2)))"
+sig_run USR1 u
+sig_checks SIGUSR1 u
 # a second SIGINT ends at once; the last complete checkpoint is unharmed
-llm-train --config run.yaml -o i --set train.save_every=1 --set train.keep_last=0 --metrics i.jsonl 2>/dev/null &
+llm-train --config run.yaml -o i "${LONG[@]}" --set train.save_every=1 --set train.keep_last=3 --metrics i.jsonl 2>/dev/null &
 pid=$!
-for i in $(seq 1 300); do sleep 0.1; [ "$(grep -c '"loss"' i.jsonl 2>/dev/null)" -ge 2 ] && break; done
-kill -INT $pid; kill -INT $pid; wait $pid; rc=$?
+for i in $(seq 1 1200); do sleep 0.1; [ "$(grep -c '"loss"' i.jsonl 2>/dev/null)" -ge 2 ] && break; done
+kill -INT $pid; kill -INT $pid
+for i in $(seq 1 3000); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && kill -9 $pid
+wait $pid; rc=$?
+# both signals may arrive before the handler runs, and count as one: then a clean 0
 check "double SIGINT: exit 130 or a clean 0 (got $rc)" test $rc = 130 -o $rc = 0
 okv=1; for f in i/step-*.llmk; do verify "$f" || okv=0; done
 check "double SIGINT: every checkpoint verifies" [ $okv = 1 ]
