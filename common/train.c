@@ -43,9 +43,48 @@ typedef struct {
     int rank;              /* only rank 0 logs metrics, evaluates and writes checkpoints */
     llm_loss_scaler ls;    /* fp16: dynamic loss scaling; else a fixed scale of 1 */
     uint64_t fault_nan;    /* LLM_TRAIN_FAULT_NAN (test hook, llm-train.1): 0 or a step */
+    int fault_at;          /* LLM_TRAIN_FAULT (test hook, llm-train.1): FAULT_* or 0 */
+    int64_t fault_step;    /* ... the step it names */
     int halted;            /* setup saw a stop request: no step, nothing written */
     int made_dir, made_metrics; /* this run made output.dir, output.metrics */
 } trainer;
+
+/* LLM_TRAIN_FAULT=WHERE:N: the test hook that makes step N fail before its update, or the
+ * evaluation or the sample after step N fail, as out of memory would */
+enum { FAULT_STEP = 1, FAULT_EVAL, FAULT_SAMPLE };
+static const char *const fault_names[] = {"", "step", "eval", "sample"};
+
+static int fault_parse(trainer *t, llm_status *st)
+{
+    const char *v = getenv("LLM_TRAIN_FAULT");
+    if (!v || !*v)
+        return 0;
+    for (int k = FAULT_STEP; k <= FAULT_SAMPLE; k++) {
+        size_t l = strlen(fault_names[k]);
+        const char *n = v + l + 1;
+        char *end;
+        errno = 0;
+        if (strncmp(v, fault_names[k], l) || v[l] != ':' || *n < '1' || *n > '9')
+            continue;
+        unsigned long long x = strtoull(n, &end, 10);
+        if (errno || *end || x > INT64_MAX)
+            break;
+        t->fault_at = k;
+        t->fault_step = (int64_t)x;
+        return 0;
+    }
+    return llm_err(st, LLM_EUSAGE, "LLM_TRAIN_FAULT '%s': want step:N, eval:N or sample:N "
+                   "(N >= 1)", v);
+}
+
+/* The fault of LLM_TRAIN_FAULT, if it is due at `where` of step `step`. */
+static int fault_due(const trainer *t, int where, int64_t step, llm_status *st)
+{
+    if (t->fault_at != where || t->fault_step != step)
+        return 0;
+    return llm_err(st, LLM_ENOMEM, "out of memory (test hook LLM_TRAIN_FAULT=%s:%lld)",
+                   fault_names[where], (long long)step);
+}
 
 /* data.tokenizer: byte | gpt2 (encoder.json + vocab.bpe from $LLMKIT_DATA/gpt2,
  * $LLM_DATA/gpt2 or ./data/gpt2: llm_tokenizer_gpt2_find) | a directory holding them | a .llmk file. */
@@ -237,7 +276,8 @@ static int evaluate(trainer *t, double *val_loss, llm_status *st)
     for (int64_t i = 0; i < c->eval_batches; i++) {
         float loss = 0;
         if (llm_data_next(t->val, t->in, t->tg, st) ||
-            llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &loss, st))
+            llm_model_forward(t->m, t->in, t->tg, c->batch_size, c->seq_len, &loss, st) ||
+            fault_due(t, FAULT_EVAL, t->step, st))
             return st->code;
         sum += loss;
     }
@@ -274,7 +314,8 @@ static int print_sample(trainer *t, llm_status *st)
     int rc = 0;
     for (int i = 0; i < n && mf; i++) {
         int start = len > T ? len - T : 0, w = len - start;
-        if ((rc = llm_model_forward(t->m, ctx + start, NULL, 1, w, NULL, st)))
+        if ((rc = llm_model_forward(t->m, ctx + start, NULL, 1, w, NULL, st)) ||
+            (rc = fault_due(t, FAULT_SAMPLE, t->step, st)))
             break;
         if ((rc = llm_model_logits_to_host(t->m, (size_t)(w - 1), 1, row, st)))
             break;
@@ -344,7 +385,8 @@ static int halt(trainer *t)
 static int setup(trainer *t, llm_status *st)
 {
     const llm_train_config *c = t->cfg;
-    if (llm_env_u64("LLM_TRAIN_FAULT_NAN", 0, INT64_MAX, &t->fault_nan, st))
+    if (llm_env_u64("LLM_TRAIN_FAULT_NAN", 0, INT64_MAX, &t->fault_nan, st) ||
+        fault_parse(t, st))
         return st->code;
     if (llm_backend_open(&t->raw, c->device, c->threads, st))
         return llm_err_prefix(st, "device '%s'", c->device);
@@ -503,6 +545,8 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
             return st->code;
         sum += l;
     }
+    if (fault_due(t, FAULT_STEP, t->step + 1, st))
+        return st->code;
     *loss = sum / (double)accum;
     if (fault > 0 && t->step + 1 >= fault)
         *loss = NAN;
@@ -660,8 +704,12 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
                 stop_now |= st->code == LLM_EINTR;
                 llm_status_clear(st);
             }
-            if (c->sample_tokens > 0 && t.tok && (rc = print_sample(&t, st)))
-                break;
+            /* the sample is for the eye: failing it (out of memory) is no reason to stop */
+            if (c->sample_tokens > 0 && t.tok && print_sample(&t, st)) {
+                llm_metrics_progress_clear(t.met);
+                llm_warn(t.log, "step %lld: no sample: %s", (long long)t.step, st->msg);
+                llm_status_clear(st);
+            }
         }
         if (o->stop && *o->stop)
             stop_now = 1;  /* a signal during the evaluation */

@@ -41,6 +41,9 @@ rm -rf sp hf
 train=(llm-train --config m.yaml -o t2 --set train.max_steps=1 -q)
 refused LLM_TRAIN_FAULT_NAN three "${train[@]}"
 refused LLM_TRAIN_FAULT_NAN -1 "${train[@]}"
+refused LLM_TRAIN_FAULT step "${train[@]}"
+refused LLM_TRAIN_FAULT step:-1 "${train[@]}"
+refused LLM_TRAIN_FAULT update:3 "${train[@]}"
 refused LLM_TRAIN_MEMSTAT yes "${train[@]}"
 refused LLM_CPU_GEMM openblas "${train[@]}"
 refused LLM_CUDA_FLASH off "${train[@]}"

@@ -174,6 +174,14 @@ $PY -c "import struct; open('shortval.bin', 'wb').write(struct.pack('<256i', 202
 expect_exit "a val file of 600 tokens, eval_batches 20" 0 llm-train --config run.yaml -o shortval --set data.val="$TMP/shortval.bin" --set train.eval_batches=20 --set train.max_steps=1 --metrics /dev/null
 check "... said: it wraps around within 3 batches" grep -q "data.val wraps around within 3 batch(es) of 4 x 64 tokens; train.eval_batches 20 scores" "$TMP/err"
 
+# ---- a sample that fails is a warning: the run goes on (LLM_TRAIN_FAULT: llm-train.1) ----
+LLM_TRAIN_FAULT=sample:6 expect_exit "the sample after step 6 fails: exit 0" 0 llm-train --config run.yaml -o smp --set train.sample_tokens=8 --metrics smp.jsonl
+check "... a warning" grep -q "warning: step 6: no sample: out of memory (test hook LLM_TRAIN_FAULT=sample:6)" "$TMP/err"
+check "... the run went on to step 12, with its sample" sh -c "[ -f smp/step-00000012.llmk ] && grep -q -- '---- sample at step 12 ----' '$TMP/err' && ! grep -q -- '---- sample at step 6' '$TMP/err'"
+check "... the straight run's losses" diff <(losses a.jsonl) <(losses smp.jsonl)
+expect_exit "LLM_TRAIN_FAULT=step:0 refused: 64" 64 env LLM_TRAIN_FAULT=step:0 llm-train --config run.yaml -o ff --metrics /dev/null
+check "... named" grep -q "LLM_TRAIN_FAULT 'step:0': want step:N, eval:N or sample:N" "$TMP/err"
+
 # ---- gradient accumulation: B=4 x 2 == B=8 x 1 ----
 expect_exit "B=8 x 1" 0 llm-train --config run.yaml -o g8 --set train.batch_size=8 --set train.max_steps=3 --metrics g8.jsonl
 expect_exit "B=4 x 2" 0 llm-train --config run.yaml -o g4 --set train.total_batch_tokens=512 --set train.max_steps=3 --metrics g4.jsonl
