@@ -45,6 +45,7 @@ typedef struct {
     uint64_t fault_nan;    /* LLM_TRAIN_FAULT_NAN (test hook, llm-train.1): 0 or a step */
     int fault_at;          /* LLM_TRAIN_FAULT (test hook, llm-train.1): FAULT_* or 0 */
     int64_t fault_step;    /* ... the step it names */
+    int unsound;           /* an error may have left the model between two steps' states */
     int halted;            /* setup saw a stop request: no step, nothing written */
     int made_dir, made_metrics; /* this run made output.dir, output.metrics */
 } trainer;
@@ -517,7 +518,9 @@ static int adam_t(const trainer *t)
     return (int)(t->step + 1 - t->skipped_total);
 }
 
-/* One optimizer step over accum micro-batches. */
+/* One optimizer step over accum micro-batches.  An error before the update leaves the
+ * model as the last step left it; one in the update (or in a step of several ranks or
+ * ZeRO, data errors aside) may not: t->unsound says so. */
 static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *gnorm,
                     int *skipped, llm_status *st)
 {
@@ -530,9 +533,11 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
     if (t->dd) {
         llm_adamw_config hp = {(float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
                                (float)c->weight_decay, (float)c->grad_clip};
-        return llm_train_dist_step(t->dd, t->train, t->in, t->tg, c->batch_size, c->seq_len,
-                                   accum, &hp, adam_t(t), fault > 0 && t->step + 1 >= fault,
-                                   loss, gnorm, skipped, st);
+        int rc = llm_train_dist_step(t->dd, t->train, t->in, t->tg, c->batch_size, c->seq_len,
+                                     accum, &hp, adam_t(t), fault > 0 && t->step + 1 >= fault,
+                                     loss, gnorm, skipped, st);
+        t->unsound = rc && rc != LLM_EDATA;   /* only the data reader fails with LLM_EDATA */
+        return rc;
     }
     if (llm_model_zero_grad(t->m, st))
         return st->code;
@@ -558,7 +563,9 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
     }
     llm_adamw_config hp = {(float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
                            (float)c->weight_decay, (float)c->grad_clip};
-    return llm_model_update(t->m, &hp, adam_t(t), gnorm, skipped, st);
+    int rc = llm_model_update(t->m, &hp, adam_t(t), gnorm, skipped, st);
+    t->unsound = rc != 0;   /* it may have stopped part way through the parameters */
+    return rc;
 }
 
 int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_result *res,
@@ -610,7 +617,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         peak = llm_bench_cpu_peak_gflops(t.be->threads > 0 ? t.be->threads : 1) * 1e9;
     }
     peak *= world;
-    int ran = 0, save_failed = 0;
+    int ran = 0, save_failed = 0;   /* save_failed: the final save, which ended the run */
     /* the data position after the last completed step (a failed step may have read some of
      * its micro-batches), and the step whose state is on disk (a fresh run: its start) */
     llm_data_pos done = llm_data_tell(t.train);
@@ -718,8 +725,8 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         if (t.step % c->save_every == 0 || last || stop_now) {
             if (save(&t, &done, res, st)) {
                 llm_metrics_progress_clear(t.met);
-                save_failed = 1;
                 if (last || stop_now) {   /* the caller reports it */
+                    save_failed = 1;
                     rc = st->code;
                     break;
                 }
@@ -727,7 +734,6 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
                 llm_error(t.log, "%s", st->msg);
                 llm_status_clear(st);
             } else {
-                save_failed = 0;
                 on_disk = t.step;
             }
         }
@@ -738,22 +744,28 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
             break;
         }
     }
-    (void)save_failed;
-    /* Bad data (a token id beyond the vocabulary) ends the run, but the steps done so far
-     * are sound: the failed step read its batch before changing anything (only the data
-     * reader fails with LLM_EDATA in a step or an evaluation), so save the last completed
-     * one, which a resume continues from, and keep the data error for the exit status.
-     * One process only: ranks that fail in the middle of a step may hold collectives the
-     * others never start, so the save's own collectives are not safe there. */
-    if (rc == LLM_EDATA && t.step > on_disk && world == 1) {
+    /* An error that ends the run after some steps need not lose them: an error in a step
+     * before its update (bad data, out of memory in the forward or backward pass) or in an
+     * evaluation leaves the model, the optimizer and `done` as the last complete step left
+     * them, so save that step, which a resume continues from, and keep the error for the
+     * exit status.  Not after a failed final save (that is the error), nor when the update
+     * itself failed (t.unsound: it may have changed part of the weights).  Where the device
+     * failed, the save fails too: both are said.  One process only: ranks that fail in the
+     * middle of a step may hold collectives the others never start, so the save's own
+     * collectives are not safe there. */
+    if (rc && !save_failed && t.step > on_disk && world == 1) {
         llm_status why = *st, sst = {0};
-        if (save(&t, &done, res, &sst)) {
-            llm_error(t.log, "%s", sst.msg);
-        } else {
-            size_t l = strlen(why.msg);
+        size_t l = strlen(why.msg);
+        if (t.unsound)
+            snprintf(why.msg + l, sizeof why.msg - l, " (in the update of step %lld: the "
+                     "state after step %lld is not saved, as the update may have changed "
+                     "part of the weights)", (long long)t.step + 1, (long long)t.step);
+        else if (save(&t, &done, res, &sst))
+            snprintf(why.msg + l, sizeof why.msg - l, "; the state after step %lld, the last "
+                     "complete one, is not saved: %.300s", (long long)t.step, sst.msg);
+        else
             snprintf(why.msg + l, sizeof why.msg - l, " (the state after step %lld, the last "
                      "complete one, is saved in '%.200s')", (long long)t.step, res->last_ckpt);
-        }
         *st = why;
     }
     res->mem_peak = (double)t.mem.peak;

@@ -52,11 +52,14 @@ typedef struct {
 /* Run training as configured (cfg must have passed llm_config_validate).  Returns 0 when
  * the run reached max_steps, or stopped on request / exit_after with a checkpoint, or
  * diverged (res->diverged; no checkpoint is written then).  Errors: LLM_EDATA (bad data,
- * a checkpoint that does not match the config: the differences are named; a token id
- * beyond the vocabulary after some steps of one process saves the last complete step
- * first, named in the message), LLM_ENOINPUT,
+ * a checkpoint that does not match the config: the differences are named), LLM_ENOINPUT,
  * LLM_EIO (a final checkpoint could not be written; the previous one is intact),
- * LLM_ENODEV, LLM_ENOMEM. */
+ * LLM_ENODEV, LLM_ENOMEM.  An error after some steps of one process (not a failed final
+ * save) first saves the last complete step, unless its checkpoint exists or the error
+ * came in a step's update (which may have changed part of the weights); st->msg is the
+ * error's, followed by the file saved, or by why the save failed, or by why none was
+ * attempted (the update), and the code stays the error's.  A failed sample (train.
+ * sample_tokens) is a warning. */
 int llm_train_run(const llm_train_config *cfg, const llm_train_opts *o, llm_train_result *res,
                   llm_status *st);
 

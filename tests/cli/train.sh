@@ -174,7 +174,26 @@ $PY -c "import struct; open('shortval.bin', 'wb').write(struct.pack('<256i', 202
 expect_exit "a val file of 600 tokens, eval_batches 20" 0 llm-train --config run.yaml -o shortval --set data.val="$TMP/shortval.bin" --set train.eval_batches=20 --set train.max_steps=1 --metrics /dev/null
 check "... said: it wraps around within 3 batches" grep -q "data.val wraps around within 3 batch(es) of 4 x 64 tokens; train.eval_batches 20 scores" "$TMP/err"
 
-# ---- a sample that fails is a warning: the run goes on (LLM_TRAIN_FAULT: llm-train.1) ----
+# ---- errors after some steps: the last complete step is saved (LLM_TRAIN_FAULT: llm-train.1) ----
+nosave=(--set train.save_every=1000 --metrics /dev/null)
+LLM_TRAIN_FAULT=step:7 expect_exit "out of memory in step 7: exit 71" 71 llm-train --config run.yaml -o oom "${nosave[@]}"
+check "... the state after step 6 is saved" [ "$(ls oom 2>/dev/null)" = step-00000006.llmk ]
+check "... said with the error" grep -q "out of memory (test hook LLM_TRAIN_FAULT=step:7) (the state after step 6, the last complete one, is saved in 'oom/step-00000006.llmk')$" "$TMP/err"
+expect_exit "6 steps" 0 llm-train --config run.yaml -o oom6 "${nosave[@]}" --set train.exit_after=6
+check "... the same weights and moments" weights oom/step-00000006.llmk oom6/step-00000006.llmk
+check "... the same train section (step, data position)" diff <(trainsec oom/step-00000006.llmk) <(trainsec oom6/step-00000006.llmk)
+expect_exit "... resumed: the straight run's end" 0 llm-train --config run.yaml -o oom --resume auto "${nosave[@]}"
+check "... the same final weights" weights a/step-00000012.llmk oom/step-00000012.llmk
+LLM_TRAIN_FAULT=eval:6 expect_exit "out of memory in the evaluation after step 6: exit 71" 71 llm-train --config run.yaml -o oome "${nosave[@]}"
+check "... the state after step 6 is saved, said" sh -c "[ \"\$(ls oome 2>/dev/null)\" = step-00000006.llmk ] && grep -q \"LLM_TRAIN_FAULT=eval:6) (the state after step 6, the last complete one, is saved in 'oome/step-00000006.llmk')\$\" '$TMP/err'"
+check "... the same weights and moments as 6 steps" weights oome/step-00000006.llmk oom6/step-00000006.llmk
+LLM_TRAIN_FAULT=step:5 expect_exit "out of memory in step 5, step 4 saved already: exit 71" 71 llm-train --config run.yaml -o oom4 --set train.save_every=4 --metrics /dev/null
+check "... nothing more written or said" sh -c "[ \"\$(ls oom4)\" = step-00000004.llmk ] && ! grep -q 'last complete' '$TMP/err'"
+# the save fails too (a full disk): both reasons, the first error's exit status
+LLM_FAULT_WRITE_LIMIT=1000 LLM_TRAIN_FAULT=step:7 expect_exit "out of memory in step 7, then a full disk: exit 71" 71 llm-train --config run.yaml -o oomd "${nosave[@]}"
+check "... both said" grep -q "out of memory (test hook LLM_TRAIN_FAULT=step:7); the state after step 6, the last complete one, is not saved: checkpoint 'oomd/step-00000006.llmk' not written: .*no space left on device" "$TMP/err"
+check "... no file" [ -z "$(ls -A oomd 2>/dev/null)" ]
+# a sample that fails is a warning: the run goes on
 LLM_TRAIN_FAULT=sample:6 expect_exit "the sample after step 6 fails: exit 0" 0 llm-train --config run.yaml -o smp --set train.sample_tokens=8 --metrics smp.jsonl
 check "... a warning" grep -q "warning: step 6: no sample: out of memory (test hook LLM_TRAIN_FAULT=sample:6)" "$TMP/err"
 check "... the run went on to step 12, with its sample" sh -c "[ -f smp/step-00000012.llmk ] && grep -q -- '---- sample at step 12 ----' '$TMP/err' && ! grep -q -- '---- sample at step 6' '$TMP/err'"
