@@ -23,6 +23,7 @@ struct llm_data {
     int nfiles;
     uint64_t nwin;        /* window starts over all files */
     uint64_t ntok;
+    uint64_t files_hash;  /* llm_data_pos.files_hash */
     int B, T, sequential, prefetch;
 
     llm_data_pos pos;     /* producer position (after the read-ahead) */
@@ -42,6 +43,15 @@ struct llm_data {
 
     double wait_s;
 };
+
+/* 64-bit FNV-1a over n bytes, continuing from h */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001B3ull;
+    return h;
+}
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -210,6 +220,15 @@ int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
         }
         d->starts[i] = d->nwin;
         uint64_t nt = d->files[i].ntok;
+        /* the files by base name: a data folder moved elsewhere is the same data */
+        const char *base = strrchr(d->names[i], '/');
+        base = base ? base + 1 : d->names[i];
+        unsigned char le[8];
+        for (int k = 0; k < 8; k++)
+            le[k] = (unsigned char)(nt >> (8 * k));
+        d->files_hash = fnv1a(d->files_hash ? d->files_hash : 0xCBF29CE484222325ull, base,
+                              strlen(base) + 1);
+        d->files_hash = fnv1a(d->files_hash, le, sizeof le);
         d->ntok += nt;
         if (nt > (uint64_t)o->T)
             d->nwin += nt - (uint64_t)o->T;
@@ -224,6 +243,9 @@ int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
     /* mix the seed once so that seeds 1, 2, 3 start far apart */
     uint64_t s = o->seed;
     d->pos.rng = splitmix(&s);
+    d->pos.files = (uint64_t)d->nfiles;
+    d->pos.tokens = d->ntok;
+    d->pos.files_hash = d->files_hash;
     d->handed = d->pos;
     d->prefetch = o->prefetch;
     if (d->prefetch && start_thread(d)) {
@@ -311,8 +333,12 @@ int llm_data_seek(llm_data *d, const llm_data_pos *p, llm_status *st)
                        ") is outside the %d data file(s)", p->file, p->offset, d->nfiles);
     int was = d->running;
     stop_thread(d);
-    d->pos = *p;
-    d->handed = *p;
+    llm_data_pos q = *p;   /* of these files, whatever p says */
+    q.files = (uint64_t)d->nfiles;
+    q.tokens = d->ntok;
+    q.files_hash = d->files_hash;
+    d->pos = q;
+    d->handed = q;
     if (was && start_thread(d))
         return llm_err(st, LLM_ESOFTWARE, "cannot start the prefetch thread");
     return 0;
@@ -322,15 +348,30 @@ int llm_data_nfiles(const llm_data *d) { return d->nfiles; }
 uint64_t llm_data_ntok(const llm_data *d) { return d->ntok; }
 double llm_data_wait_seconds(const llm_data *d) { return d->wait_s; }
 
-static const char *pos_keys[] = {"rng", "file", "offset", "epoch", "batches"};
+int llm_data_files_differ(const llm_data *d, const llm_data_pos *p, char *why, size_t n)
+{
+    if (!p->files || (p->files == (uint64_t)d->nfiles && p->tokens == d->ntok &&
+                      p->files_hash == d->files_hash))
+        return 0;
+    snprintf(why, n, "%d file(s) of %" PRIu64 " tokens now, %" PRIu64 " of %" PRIu64 " then%s",
+             d->nfiles, d->ntok, p->files, p->tokens,
+             p->files == (uint64_t)d->nfiles && p->tokens == d->ntok
+                 ? ", under other names or with other lengths" : "");
+    return 1;
+}
+
+static const char *pos_keys[] = {"rng", "file", "offset", "epoch", "batches",
+                                 "files", "tokens", "files_hash"};
 
 llm_node *llm_data_pos_node(const llm_data_pos *p)
 {
-    const uint64_t v[] = {p->rng, p->file, p->offset, p->epoch, p->batches};
+    const uint64_t v[] = {p->rng, p->file, p->offset, p->epoch, p->batches,
+                          p->files, p->tokens, p->files_hash};
+    int nk = p->files ? 8 : 5;
     llm_node *m = llm_node_new_map();
-    for (int i = 0; m && i < 5; i++) {
+    for (int i = 0; m && i < nk; i++) {
         char buf[32];
-        snprintf(buf, sizeof buf, "%" PRIu64, v[i]);
+        snprintf(buf, sizeof buf, i == 7 ? "%016" PRIx64 : "%" PRIu64, v[i]);
         if (llm_node_set_str(m, pos_keys[i], buf)) {
             llm_node_free(m);
             return NULL;
@@ -341,16 +382,20 @@ llm_node *llm_data_pos_node(const llm_data_pos *p)
 
 int llm_data_pos_parse(const llm_node *map, llm_data_pos *p, llm_status *st)
 {
-    uint64_t v[5];
+    uint64_t v[8] = {0};
     if (!map || map->kind != LLM_NODE_MAP)
         return llm_err(st, LLM_EDATA, "data position: not a mapping");
-    for (int i = 0; i < 5; i++) {
+    /* the files (the last three) came later: all or none */
+    int nk = llm_node_get(map, "files") || llm_node_get(map, "tokens") ||
+             llm_node_get(map, "files_hash") ? 8 : 5;
+    for (int i = 0; i < nk; i++) {
         const char *s = llm_node_str(llm_node_get(map, pos_keys[i]));
         char *end;
         errno = 0;
-        if (!s || !*s || *s == '-' || (v[i] = strtoull(s, &end, 10), errno || *end))
+        if (!s || !*s || *s == '-' || *s == '+' || (i == 7 && strlen(s) != 16) ||
+            (v[i] = strtoull(s, &end, i == 7 ? 16 : 10), errno || *end) || (i == 5 && !v[i]))
             return llm_err(st, LLM_EDATA, "data position: bad or missing '%s'", pos_keys[i]);
     }
-    *p = (llm_data_pos){v[0], v[1], v[2], v[3], v[4]};
+    *p = (llm_data_pos){v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
     return 0;
 }

@@ -26,6 +26,11 @@ typedef struct {
     uint64_t offset;   /* sequential: start of the next window in that file */
     uint64_t epoch;    /* sequential: completed passes over all files */
     uint64_t batches;  /* batches handed out so far */
+    /* which files it is a position in (tell fills them; 0 when unknown, as in a position
+     * saved before they were recorded): their count, their tokens, and a 64-bit FNV-1a
+     * hash of each one's base name and token count in glob order.  Seek ignores them:
+     * llm_data_files_differ compares them with the files open. */
+    uint64_t files, tokens, files_hash;
 } llm_data_pos;
 
 typedef struct {
@@ -56,13 +61,20 @@ int llm_data_next(llm_data *d, int32_t *inputs, int32_t *targets, llm_status *st
 llm_data_pos llm_data_tell(const llm_data *d);
 int llm_data_seek(llm_data *d, const llm_data_pos *p, llm_status *st);
 
+/* When p records its files (p->files > 0) and d's differ from them (a file added,
+ * removed, renamed, or of another length): writes what differs into why (size n:
+ * "3 file(s) of 120000 tokens now, 2 of 80000 then") and returns 1; else 0. */
+int llm_data_files_differ(const llm_data *d, const llm_data_pos *p, char *why, size_t n);
+
 int llm_data_nfiles(const llm_data *d);
 uint64_t llm_data_ntok(const llm_data *d);          /* tokens over all files */
 /* Seconds the caller spent inside llm_data_next (waiting + copying), in total. */
 double llm_data_wait_seconds(const llm_data *d);
 
-/* A position as a mapping {rng, file, offset, epoch, batches} (u64 as decimal strings)
- * and back.  from_node errors: LLM_EDATA naming the key. */
+/* A position as a mapping {rng, file, offset, epoch, batches, files, tokens, files_hash}
+ * (u64 as decimal strings, files_hash as 16 hex digits) and back; parse takes a mapping
+ * without the last three (files = tokens = files_hash = 0) too.  from_node errors:
+ * LLM_EDATA naming the key. */
 llm_node *llm_data_pos_node(const llm_data_pos *p);
 int llm_data_pos_parse(const llm_node *map, llm_data_pos *p, llm_status *st);
 

@@ -211,6 +211,16 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
             break;
         }
         llm_ckpt_close(ck);
+        /* the position is a file index and an offset: in other files it is other data */
+        char why[200];
+        if (llm_data_files_differ(t->train, &pos, why, sizeof why)) {
+            rc = llm_err(st, LLM_EDATA, "checkpoint '%s': data.train '%s' is not the data of "
+                         "the run it continues (%s), where its data position means other "
+                         "tokens: restore those files, or start a new run from its weights "
+                         "(model.init_from, in another output directory)", path,
+                         t->cfg->train_data, why);
+            break;
+        }
         t->step = step;
         t->skipped_total = skipped;
         t->in_a_row = in_a_row;

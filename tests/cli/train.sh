@@ -122,6 +122,36 @@ check "... named" grep -q "'reuse' holds checkpoints after step 8 of 'reuse/step
 check "... the directory untouched" [ "$(ls reuse)" = "$(ls a)" ]
 expect_exit "resume from the newest by name into its directory" 0 llm-train --config run.yaml -o reuse --resume reuse/step-00000012.llmk --set train.max_steps=13 --metrics /dev/null
 
+# ---- a resume refuses data.train matching other files than the run it continues ----
+# (its data position is a file index and an offset: in other files, other tokens)
+mkdir -p sh sh2
+$PY - <<'PY'
+import struct
+def w(p, t):
+    with open(p, 'wb') as f:
+        f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253))); f.write(struct.pack('<%dH' % len(t), *t))
+b = open('train.bin', 'rb').read()[1024:]; t = struct.unpack('<%dH' % (len(b) // 2), b)
+w('sh/shard_0.bin', t[:20000]); w('sh/shard_1.bin', t[20000:40000]); w('shard_2.bin', t[40000:60000])
+PY
+shrun=(llm-train --config run.yaml --set data.sampling=sequential --metrics /dev/null)
+expect_exit "2 shards: 3 steps" 0 "${shrun[@]}" -o shr --set data.train="$TMP/sh/shard_*.bin" --set train.exit_after=3
+cp sh/shard_0.bin sh/shard_1.bin sh2/
+cp shard_2.bin sh/
+expect_exit "a shard added: the resume is refused, 65" 65 "${shrun[@]}" -o shr --set data.train="$TMP/sh/shard_*.bin" --resume auto
+check "... named, with the way on" grep -q "checkpoint 'shr/step-00000003.llmk': data.train '$TMP/sh/shard_\*.bin' is not the data of the run it continues (3 file(s) of 60000 tokens now, 2 of 40000 then), where its data position means other tokens: restore those files, or start a new run from its weights (model.init_from, in another output directory)$" "$TMP/err"
+check "... nothing written" [ "$(ls shr)" = step-00000003.llmk ]
+rm sh/shard_1.bin
+expect_exit "a shard removed (2 again, other ones): refused, 65" 65 "${shrun[@]}" -o shr --set data.train="$TMP/sh/shard_*.bin" --resume auto
+check "... the same count and length, other names: said" grep -q "(2 file(s) of 40000 tokens now, 2 of 40000 then, under other names or with other lengths)" "$TMP/err"
+expect_exit "a file of another length under the same name: refused, 65" 65 "${shrun[@]}" -o shr --set data.train="$TMP/sh/shard_0.bin" --resume auto
+expect_exit "the same files in another folder: resumed" 0 "${shrun[@]}" -o shr --set data.train="$TMP/sh2/shard_*.bin" --resume auto --set train.exit_after=1
+check "... from step 3" grep -q "resuming from 'shr/step-00000003.llmk' (step 3)" "$TMP/err"
+# a checkpoint written before the files were recorded resumes unchecked
+hedit shr/step-00000004.llmk oldpos.llmk '\n    files: .*\n    tokens: .*\n    files_hash: .*' ''
+check "... (a checkpoint without them: made)" sh -c "! llm-shard info oldpos.llmk | grep -q files_hash"
+expect_exit "a checkpoint without the files: resumed on other files" 0 "${shrun[@]}" -o shr_old --set data.train="$TMP/sh/shard_*.bin" --resume oldpos.llmk --set train.exit_after=1
+check "... and its checkpoint records them" sh -c "llm-shard info shr_old/step-00000005.llmk | grep -q \"files: '2'\""
+
 # ---- refusal of a checkpoint that does not match ----
 expect_exit "resume with another model refused (65)" 65 llm-train --config run.yaml -o b --resume auto --set model.n_embd=32
 check "difference named" grep -q "model.n_embd: 64 in the checkpoint, 32 in the config" "$TMP/err"

@@ -161,7 +161,7 @@ static void test_errors(void **state)
     o.prefetch = 0;
     o.vocab = 0;
     assert_int_equal(llm_data_open(&d, &o, &st), 0);
-    llm_data_pos bad = {0, 5, 0, 0, 0};
+    llm_data_pos bad = {.file = 5};
     assert_int_equal(llm_data_seek(d, &bad, &st), LLM_EDATA);
     llm_data_free(d);
     llm_node *m = llm_node_new_map();
@@ -170,12 +170,60 @@ static void test_errors(void **state)
     llm_node_free(m);
 }
 
+/* A position records its files: another file set (one more, one less, a rename, another
+ * length) is told apart; a position saved without them (5 keys) is taken, unchecked. */
+static void test_files(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    llm_data *d, *e;
+    llm_data_opts o = {pglob, 2, 4, 0, 1, 1, 0};
+    char why[200], pc[600], pd[600];
+    assert_int_equal(llm_data_open(&d, &o, &st), 0);
+    llm_data_pos p = llm_data_tell(d);
+    assert_int_equal(p.files, 2);
+    assert_int_equal(p.tokens, 150);
+    assert_int_equal(llm_data_files_differ(d, &p, why, sizeof why), 0);
+    /* the round trip keeps them; without them, parse gives 0 and nothing differs */
+    llm_node *n = llm_data_pos_node(&p);
+    llm_data_pos q;
+    assert_int_equal(llm_data_pos_parse(n, &q, &st), 0);
+    assert_memory_equal(&p, &q, sizeof p);
+    assert_int_equal(llm_node_remove(n, "files_hash"), 0);
+    assert_int_equal(llm_data_pos_parse(n, &q, &st), LLM_EDATA);   /* all or none */
+    assert_non_null(strstr(st.msg, "'files_hash'"));
+    llm_node_remove(n, "files");
+    llm_node_remove(n, "tokens");
+    assert_int_equal(llm_data_pos_parse(n, &q, &st), 0);
+    assert_int_equal(q.files, 0);
+    assert_int_equal(llm_data_files_differ(d, &q, why, sizeof why), 0);
+    llm_node_free(n);
+    /* a third shard */
+    snprintf(pc, sizeof pc, "%s/shard_2.bin", dir);
+    write_tokens(pc, 2000, 30);
+    assert_int_equal(llm_data_open(&e, &o, &st), 0);
+    assert_int_equal(llm_data_files_differ(e, &p, why, sizeof why), 1);
+    assert_string_equal(why, "3 file(s) of 180 tokens now, 2 of 150 then");
+    llm_data_free(e);
+    /* the same count and tokens under another name */
+    remove(pc);
+    snprintf(pd, sizeof pd, "%s/shard_9.bin", dir);
+    rename(pb, pd);
+    assert_int_equal(llm_data_open(&e, &o, &st), 0);
+    assert_int_equal(llm_data_files_differ(e, &p, why, sizeof why), 1);
+    assert_non_null(strstr(why, "2 file(s) of 150 tokens now, 2 of 150 then, under other names"));
+    llm_data_free(e);
+    rename(pd, pb);
+    llm_data_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sequential),
         cmocka_unit_test(test_random_prefetch_seek),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
