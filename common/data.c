@@ -1,6 +1,7 @@
 /* data.c — batches over token files, with an optional prefetch thread (see data.h). */
 #include "common/data.h"
 #include "common/clock.h"
+#include "common/rng.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -53,14 +54,6 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 typedef struct { int file; uint64_t off; uint32_t id; } bad_id;
 
 /* Fill rows (B x (T+1)) from *p and advance it.  Returns 0, or -1 with *bad set when an
@@ -87,7 +80,7 @@ static int produce(const llm_data *d, llm_data_pos *p, int32_t *rows, bad_id *ba
             p->offset += (uint64_t)d->T;
         } else {
             /* multiply-shift maps 64 random bits onto [0, nwin) without a division */
-            uint64_t r = (uint64_t)(((unsigned __int128)splitmix(&p->rng) * d->nwin) >> 64);
+            uint64_t r = (uint64_t)(((unsigned __int128)llm_splitmix64(&p->rng) * d->nwin) >> 64);
             int lo = 0, hi = d->nfiles - 1;
             while (lo < hi) { /* last file with starts[f] <= r */
                 int mid = (lo + hi + 1) / 2;
@@ -242,7 +235,7 @@ int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
     globfree(&g);
     /* mix the seed once so that seeds 1, 2, 3 start far apart */
     uint64_t s = o->seed;
-    d->pos.rng = splitmix(&s);
+    d->pos.rng = llm_splitmix64(&s);
     d->pos.files = (uint64_t)d->nfiles;
     d->pos.tokens = d->ntok;
     d->pos.files_hash = d->files_hash;
