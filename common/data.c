@@ -10,14 +10,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "common/tokfile.h"
 
 #define MAX_FILES 100000
 
+/* What made a batch bad: an id at or above the vocabulary, or a file that shrank under
+ * its mapping (its pages past the new end would raise SIGBUS when read). */
+typedef struct { int file; uint64_t off; uint32_t id; int shrank; } bad_id;
+
 struct llm_data {
     llm_tokfile *files;
+    struct stat *sb;      /* each file as opened: device, inode and size */
     char **names;
     int64_t vocab;
     uint64_t *starts;     /* random: cumulative count of window starts before file i */
@@ -33,10 +39,8 @@ struct llm_data {
     /* one-slot prefetch buffer */
     int32_t *slot;        /* B*(T+1) tokens */
     llm_data_pos slot_pos;
-    int slot_bad;         /* the slot's batch holds an id >= vocab: */
-    int bad_file;         /* where */
-    uint64_t bad_off;
-    uint32_t bad_id;
+    int slot_bad;         /* the slot's batch holds an id >= vocab, or its file shrank: */
+    bad_id bad;           /* where */
     int full, quit, running;
     pthread_t th;
     pthread_mutex_t mu;
@@ -54,7 +58,29 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-typedef struct { int file; uint64_t off; uint32_t id; } bad_id;
+/* Whether file f, mapped, is now shorter than when it was opened (truncated in place:
+ * the same device and inode; a file renamed over its name leaves the mapping intact).
+ * Checked before each read, so that a file cut during a run is an error rather than a
+ * SIGBUS; a cut between this check and the read can still raise it. */
+static int shrank(const llm_data *d, int f)
+{
+    struct stat now;
+    const struct stat *was = &d->sb[f];
+    return d->files[f].mapped && stat(d->names[f], &now) == 0 && now.st_dev == was->st_dev &&
+           now.st_ino == was->st_ino && now.st_size < was->st_size;
+}
+
+/* The error of a bad batch (LLM_EDATA). */
+static int bad_err(const llm_data *d, const bad_id *b, llm_status *st)
+{
+    if (b->shrank)
+        return llm_err(st, LLM_EDATA, "'%s': the file shrank while it was read (it was %lld "
+                       "bytes): a data file changed under the run", d->names[b->file],
+                       (long long)d->sb[b->file].st_size);
+    return llm_err(st, LLM_EDATA, "'%s': token id %u at position %llu is not below the "
+                   "vocabulary size %lld", d->names[b->file], b->id,
+                   (unsigned long long)b->off, (long long)d->vocab);
+}
 
 /* Fill rows (B x (T+1)) from *p and advance it.  Returns 0, or -1 with *bad set when an
  * id is not below the vocabulary (ids are checked here, batch by batch, so that opening
@@ -93,11 +119,15 @@ static int produce(const llm_data *d, llm_data_pos *p, int32_t *rows, bad_id *ba
             off = r - d->starts[f];
         }
         int32_t *row = rows + (size_t)b * W;
+        if (shrank(d, f)) {
+            *bad = (bad_id){f, off, 0, 1};
+            return -1;
+        }
         llm_tokfile_read(&d->files[f], off, W, row);
         if (d->vocab > 0 && !rc)
             for (size_t i = 0; i < W; i++)
                 if ((uint32_t)row[i] >= (uint64_t)d->vocab) {
-                    *bad = (bad_id){f, off + i, (uint32_t)row[i]};
+                    *bad = (bad_id){f, off + i, (uint32_t)row[i], 0};
                     rc = -1;
                     break;
                 }
@@ -123,11 +153,8 @@ static void *worker(void *arg)
         d->pos = p;
         d->slot_pos = p;
         d->slot_bad = r != 0;
-        if (r) {
-            d->bad_file = bad.file;
-            d->bad_off = bad.off;
-            d->bad_id = bad.id;
-        }
+        if (r)
+            d->bad = bad;
         d->full = 1;
         pthread_cond_broadcast(&d->cv);
     }
@@ -187,6 +214,7 @@ int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
     int n = (int)g.gl_pathc;
     if (!d || !(d->files = calloc((size_t)n, sizeof *d->files)) ||
         !(d->names = calloc((size_t)n, sizeof *d->names)) ||
+        !(d->sb = calloc((size_t)n, sizeof *d->sb)) ||
         !(d->starts = calloc((size_t)n, sizeof *d->starts)) ||
         !(d->slot = malloc((size_t)o->B * ((size_t)o->T + 1) * sizeof(int32_t)))) {
         globfree(&g);
@@ -206,6 +234,12 @@ int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
             return st->code;
         }
         d->nfiles = i + 1;
+        if (stat(g.gl_pathv[i], &d->sb[i])) {
+            llm_err(st, LLM_ENOINPUT, "'%s': %s", g.gl_pathv[i], strerror(errno));
+            globfree(&g);
+            llm_data_free(d);
+            return st->code;
+        }
         if (!(d->names[i] = strdup(g.gl_pathv[i]))) {
             globfree(&g);
             llm_data_free(d);
@@ -263,6 +297,7 @@ void llm_data_free(llm_data *d)
         pthread_cond_destroy(&d->cv);
     }
     free(d->files);
+    free(d->sb);
     free(d->names);
     free(d->starts);
     free(d->slot);
@@ -286,9 +321,7 @@ int llm_data_next(llm_data *d, int32_t *inputs, int32_t *targets, llm_status *st
         llm_data_pos p = d->pos;
         bad_id bad;
         if (produce(d, &p, d->slot, &bad))
-            rc = llm_err(st, LLM_EDATA, "'%s': token id %u at position %llu is not below the "
-                         "vocabulary size %lld", d->names[bad.file], bad.id,
-                         (unsigned long long)bad.off, (long long)d->vocab);
+            rc = bad_err(d, &bad, st);
         else {
             split(d, d->slot, inputs, targets);
             d->pos = d->handed = p;
@@ -299,9 +332,7 @@ int llm_data_next(llm_data *d, int32_t *inputs, int32_t *targets, llm_status *st
             pthread_cond_wait(&d->cv, &d->mu);
         if (d->slot_bad) {
             /* keep the slot: asking again gives the same error */
-            rc = llm_err(st, LLM_EDATA, "'%s': token id %u at position %llu is not below the "
-                         "vocabulary size %lld", d->names[d->bad_file], d->bad_id,
-                         (unsigned long long)d->bad_off, (long long)d->vocab);
+            rc = bad_err(d, &d->bad, st);
         } else {
             split(d, d->slot, inputs, targets);
             d->handed = d->slot_pos;

@@ -297,6 +297,26 @@ check "double SIGINT: exit 130 or a clean 0 (got $rc)" test $rc = 130 -o $rc = 0
 okv=1; for f in i/step-*.llmk; do verify "$f" || okv=0; done
 check "double SIGINT: every checkpoint verifies" [ $okv = 1 ]
 
+# ---- a data file cut in place during the run: an error (65), not SIGBUS; the last
+# complete step is saved ----
+cp "$TMP/train.bin" cut.bin
+llm-train --config run.yaml -o cutrun "${LONG[@]}" --set data.train="$TMP/cut.bin" --set train.eval_every=0 \
+  --metrics cut.jsonl 2>cut.err &
+pid=$!
+for i in $(seq 1 1200); do
+  s=$(losses cut.jsonl 2>/dev/null | tail -1 | cut -d' ' -f1)
+  [ "${s:-0}" -ge 2 ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
+truncate -s 2048 cut.bin
+for i in $(seq 1 3000); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+if kill -0 $pid 2>/dev/null; then kill -9 $pid; wait $pid; rc=124; else wait $pid; rc=$?; fi
+STEP=$(losses cut.jsonl 2>/dev/null | tail -1 | cut -d' ' -f1)
+check "data file truncated mid-run: exit 65, not a SIGBUS (got $rc)" [ "$rc" = 65 ]
+check "... says the file shrank" grep -q "cut.bin': the file shrank while it was read" cut.err
+check "... and saves the last complete step (${STEP:-none})" verify "$(printf 'cutrun/step-%08d.llmk' "${STEP:-0}")"
+
 # ---- a signal during the start: a clean stop before the first step, nothing written ----
 # fifo_term FIFO FEED CMD...: start CMD, wait until it opens FIFO to read (its handlers are
 # in place by then), SIGTERM it, then write the file FEED into FIFO ("": keep it open and
