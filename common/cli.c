@@ -152,9 +152,47 @@ static int set_value(const llm_cli *cli, const llm_opt *o, const char *val)
     }
 }
 
+/* The table index of the first entry named name (--name finds it; a hidden alias after
+ * it has the same name), -1 when none */
+static int opt_index(const llm_cli *cli, const char *name)
+{
+    int i = 0;
+    for (const llm_opt *p = cli->opts; p && p->name; p++, i++)
+        if (!strcmp(p->name, name))
+            return i;
+    return -1;
+}
+
+int llm_cli_given(const llm_cli *cli, const llm_cli_seen *seen, const char *name)
+{
+    int i = opt_index(cli, name);
+    if (i < 0 || i >= LLM_CLI_MAX_OPTS) {
+        fprintf(stderr, "%s: llm_cli_given: no option --%s in the table\n", cli->prog, name);
+        abort();
+    }
+    return seen->v[i];
+}
+
 int llm_cli_parse(const llm_cli *cli, int argc, char **argv, llm_strlist *pos)
 {
+    return llm_cli_parse_seen(cli, argc, argv, pos, NULL);
+}
+
+int llm_cli_parse_seen(const llm_cli *cli, int argc, char **argv, llm_strlist *pos,
+                       llm_cli_seen *seen)
+{
     int npos = 0, only_pos = 0;
+    if (seen) {
+        memset(seen, 0, sizeof *seen);
+        int n = 0;
+        for (const llm_opt *p = cli->opts; p && p->name; p++)
+            n++;
+        if (n > LLM_CLI_MAX_OPTS) {
+            char max[16];
+            snprintf(max, sizeof max, "%d", LLM_CLI_MAX_OPTS);
+            return usage_error(cli, "internal error: more than %s options to record%s", max, "");
+        }
+    }
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
         if (only_pos || a[0] != '-' || a[1] == '\0') {
@@ -209,6 +247,8 @@ int llm_cli_parse(const llm_cli *cli, int argc, char **argv, llm_strlist *pos)
                 val = a + 2;
             }
         }
+        if (seen)
+            seen->v[opt_index(cli, o->name)] = 1;
         if (o->kind == LLM_OPT_FLAG) {
             *(int *)o->dest = 1;
             continue;

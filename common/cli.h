@@ -68,6 +68,25 @@ enum { LLM_CLI_RUN = 0, LLM_CLI_EXIT = 1, LLM_CLI_ERROR = -1 };
  * when max_pos is 0); the caller frees pos with llm_strlist_free(). */
 int llm_cli_parse(const llm_cli *cli, int argc, char **argv, llm_strlist *pos);
 
+/* Which options were on the command line, for an option whose destination keeps a value
+ * meaning "not given" (0: the default) that the user can type too: --seq 0 is then told
+ * from no --seq and refused when 0 is no valid length.  Filled by llm_cli_parse_seen(),
+ * read by llm_cli_given(). */
+enum { LLM_CLI_MAX_OPTS = 64 };   /* table entries a seen record covers */
+typedef struct {
+    unsigned char v[LLM_CLI_MAX_OPTS];   /* by table index */
+} llm_cli_seen;
+
+/* llm_cli_parse(), and when seen is not NULL, clears it and records each option given (a
+ * hidden alias counts as the entry it aliases).  A table of more than LLM_CLI_MAX_OPTS
+ * entries with seen not NULL is an error (LLM_CLI_ERROR). */
+int llm_cli_parse_seen(const llm_cli *cli, int argc, char **argv, llm_strlist *pos,
+                       llm_cli_seen *seen);
+
+/* 1 when --name (or a short name or alias of it) was given to the parse that filled seen,
+ * else 0.  A name not in cli's table is the program's bug: a message, then abort(). */
+int llm_cli_given(const llm_cli *cli, const llm_cli_seen *seen, const char *name);
+
 /* Print the generated --help text. */
 void llm_cli_help(const llm_cli *cli, FILE *f);
 
@@ -93,7 +112,8 @@ int llm_parse_i64(const char *s, int64_t *out);
 int llm_parse_int(const char *s, int *out);
 int llm_parse_double(const char *s, double *out);
 /* An option taken as text (LLM_OPT_STR) so that "not given" is NULL and no value that
- * can be typed stands for it: s as an integer in lo..hi, 0, else -1. */
+ * can be typed stands for it: s as an integer in lo..hi, 0, else -1.  (For an option
+ * parsed as a number, llm_cli_given() tells a typed default from none.) */
 int llm_parse_i64_range(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
 /* Install SIGPIPE handling so that a closed stdout ends a program quietly: SIGPIPE is

@@ -149,6 +149,67 @@ static void test_cli_parse(void **state)
     stderr = saved;
 }
 
+/* llm_cli_parse_seen: a typed value that equals the "not given" default (--seq 0) is told
+ * from no option, a short name and a hidden alias count as the entry, and each parse
+ * starts afresh */
+static void test_cli_seen(void **state)
+{
+    (void)state;
+    int seq = 0, flag = 0;
+    double peak = 0;
+    llm_opt opts[] = {
+        {"seq", 's', LLM_OPT_INT, &seq, "T", "length (default: the model's)"},
+        {"seq", 't', LLM_OPT_INT, &seq, "T", NULL},   /* hidden alias */
+        {"peak", 0, LLM_OPT_DOUBLE, &peak, "X", "peak (default: measured)"},
+        {"flag", 'f', LLM_OPT_FLAG, &flag, NULL, "a flag"},
+        {0},
+    };
+    llm_cli cli = {"prog", "[options]", "test", opts, 0, 1, NULL};
+    llm_cli_seen seen;
+    char *none[] = {"prog", "a", NULL};
+    assert_int_equal(llm_cli_parse_seen(&cli, 2, none, NULL, &seen), LLM_CLI_RUN);
+    assert_int_equal(llm_cli_given(&cli, &seen, "seq"), 0);
+    assert_int_equal(llm_cli_given(&cli, &seen, "peak"), 0);
+    assert_int_equal(llm_cli_given(&cli, &seen, "flag"), 0);
+    char *zero[] = {"prog", "--seq", "0", "--peak=0", NULL};
+    assert_int_equal(llm_cli_parse_seen(&cli, 4, zero, NULL, &seen), LLM_CLI_RUN);
+    assert_int_equal(seq, 0);
+    assert_true(peak == 0);
+    assert_int_equal(llm_cli_given(&cli, &seen, "seq"), 1);
+    assert_int_equal(llm_cli_given(&cli, &seen, "peak"), 1);
+    assert_int_equal(llm_cli_given(&cli, &seen, "flag"), 0);
+    char *alias[] = {"prog", "-t0", "-f", NULL};
+    assert_int_equal(llm_cli_parse_seen(&cli, 3, alias, NULL, &seen), LLM_CLI_RUN);
+    assert_int_equal(llm_cli_given(&cli, &seen, "seq"), 1);
+    assert_int_equal(llm_cli_given(&cli, &seen, "peak"), 0);   /* cleared: a new parse */
+    assert_int_equal(llm_cli_given(&cli, &seen, "flag"), 1);
+    char *shortn[] = {"prog", "-s", "0", NULL};
+    assert_int_equal(llm_cli_parse_seen(&cli, 3, shortn, NULL, &seen), LLM_CLI_RUN);
+    assert_int_equal(llm_cli_given(&cli, &seen, "seq"), 1);
+    assert_int_equal(llm_cli_given(&cli, &seen, "flag"), 0);
+    /* after "--", an option-like word is a positional argument, not the option */
+    char *dashes[] = {"prog", "--", "--seq", NULL};
+    assert_int_equal(llm_cli_parse_seen(&cli, 3, dashes, NULL, &seen), LLM_CLI_RUN);
+    assert_int_equal(llm_cli_given(&cli, &seen, "seq"), 0);
+    /* llm_cli_parse is llm_cli_parse_seen without the record */
+    char *plain[] = {"prog", "--seq", "5", NULL};
+    assert_int_equal(llm_cli_parse(&cli, 3, plain, NULL), LLM_CLI_RUN);
+    assert_int_equal(seq, 5);
+
+    /* a table longer than a record holds is refused, not overrun */
+    llm_opt big[LLM_CLI_MAX_OPTS + 2];
+    for (int i = 0; i <= LLM_CLI_MAX_OPTS; i++)
+        big[i] = (llm_opt){"seq", 0, LLM_OPT_INT, &seq, "T", NULL};
+    big[LLM_CLI_MAX_OPTS + 1] = (llm_opt){0};
+    llm_cli bigcli = {"prog", "[options]", "test", big, 0, 1, NULL};
+    FILE *saved = stderr;
+    stderr = fopen("/dev/null", "w");
+    assert_int_equal(llm_cli_parse_seen(&bigcli, 2, none, NULL, &seen), LLM_CLI_ERROR);
+    assert_int_equal(llm_cli_parse(&bigcli, 2, none, NULL), LLM_CLI_RUN);
+    fclose(stderr);
+    stderr = saved;
+}
+
 static void test_parse_numbers(void **state)
 {
     (void)state;
@@ -224,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_status_codes),
         cmocka_unit_test(test_json_writer),
         cmocka_unit_test(test_cli_parse),
+        cmocka_unit_test(test_cli_seen),
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_env_strict),
     };
