@@ -189,7 +189,8 @@ int main(int argc, char **argv)
     const llm_cli cli = {"llm-infer", "MODEL.llmk|--shards PREFIX [options]",
                          "Generate text, score perplexity or serve requests from a model file.",
                          opts, 0, 1, env};
-    int r = llm_cli_parse(&cli, argc, argv, &pos);
+    llm_cli_seen seen;
+    int r = llm_cli_parse_seen(&cli, argc, argv, &pos, &seen);
     if (r != LLM_CLI_RUN) {
         llm_strlist_free(&stops);
         llm_strlist_free(&pos);
@@ -198,13 +199,16 @@ int main(int argc, char **argv)
     llm_log lg = llm_log_make("llm-infer", quiet, verbose);
     const char *model_arg = pos.n ? pos.v[0] : NULL;
     const char *bad = NULL;
+    /* 0 in ctx and stride is "not given" (the model's context, --ctx): a typed 0 is no
+     * window and refused */
+    int ctx_given = llm_cli_given(&cli, &seen, "ctx"), stride_given = llm_cli_given(&cli, &seen, "stride");
     if (!model_arg == !shards) bad = "give one MODEL.llmk or --shards PREFIX";
     else if (prompt && file) bad = "-p and -f exclude each other";
     else if (eval && (prompt || file || jsonl)) bad = "--eval excludes -p, -f and --jsonl";
     else if (jsonl && (prompt || file)) bad = "--jsonl reads stdin; it excludes -p and -f";
     else if (listen_addr && (prompt || file || eval || jsonl))
         bad = "--listen serves JSON requests; it excludes -p, -f, --eval and --jsonl";
-    else if (!eval && (ctx || stride)) bad = "--ctx and --stride go with --eval";
+    else if (!eval && (ctx_given || stride_given)) bad = "--ctx and --stride go with --eval";
     else if (max_tokens < 0) bad = "-n must be >= 0";
     else if (seed_arg && llm_parse_i64_range(seed_arg, 0, INT64_MAX, &seed))
         bad = "--seed must be an integer >= 0";
@@ -214,7 +218,8 @@ int main(int argc, char **argv)
     else if (top_k < 0) bad = "--top-k must be >= 0";
     else if (!(top_p > 0 && top_p <= 1)) bad = "--top-p must be in (0, 1]";
     else if (!(temperature >= 0)) bad = "--temperature must be >= 0";
-    else if (ctx < 0 || stride < 0) bad = "--ctx and --stride must be positive";
+    else if ((ctx_given && ctx < 1) || (stride_given && stride < 1))
+        bad = "--ctx and --stride must be positive";
     for (int i = 0; !bad && i < stops.n; i++)
         if (!stops.v[i][0] || strlen(stops.v[i]) > LLM_INFER_MAX_STOP_LEN)
             bad = "--stop needs 1..256 bytes";

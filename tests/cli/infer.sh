@@ -183,6 +183,16 @@ check "--eval: every token scored once, ppl = exp(nll) < vocab" grep -qx "eval T
 check "--eval: overlapping windows score every token once too" grep -qx "stride True" eres
 expect_exit "--eval of a missing file: 66" 66 llm-infer "$M" --eval nope.bin
 expect_exit "--eval --ctx beyond the context: 64" 64 llm-infer "$M" --eval val.bin --ctx 65
+# 0 in --ctx and --stride meant "not given": a typed 0 took the default (the model's
+# context, the window) and was let through without --eval too
+for a in "--ctx 0" "--stride 0" "--ctx -1" "--ctx 32 --stride 0"; do
+  expect_exit "--eval $a: 64" 64 llm-infer "$M" --eval val.bin $a
+  check "... it says why" grep -q -- "--ctx and --stride must be positive" "$TMP/err"
+done
+for a in "--ctx 0" "--stride 0" "--ctx 64"; do
+  expect_exit "$a without --eval: 64" 64 llm-infer "$M" -p hi -n 1 $a
+  check "... it says why" grep -q -- "--ctx and --stride go with --eval" "$TMP/err"
+done
 
 # a prompt whose text alone is too long for the context is refused before it is encoded
 "$PY" -c "import json; print(json.dumps({'prompt': 'x' * 1000000, 'max_tokens': 2}))" >long.jsonl
