@@ -19,6 +19,7 @@ typedef struct {
     int reps, warmup, threads, quiet, verbose;
     const char *sizes, *dtypes, *ops, *size, *minb, *maxb;
     double peak, factor;
+    int peak_given;   /* --peak on the command line (gemm, train): 0 in peak is "not given" */
 } opts;
 
 static void opts_default(opts *o)
@@ -64,7 +65,7 @@ static int check_common(const char *prog, const opts *o, llm_bench_format *fmt, 
         fprintf(stderr, "%s: --threads must be in 0..4096\n", prog);
         return 64;
     }
-    if (o->peak < 0) {   /* 0, the default: measured or from the table */
+    if (o->peak_given && !(o->peak > 0)) {   /* 0 in peak, the default: measured or the table's */
         fprintf(stderr, "%s: --peak must be positive\n", prog);
         return 64;
     }
@@ -114,12 +115,17 @@ static int emit(const char *prog, const opts *o, llm_bench_format fmt, llm_bench
 }
 
 /* Parse the options (pos may be NULL) and check the shared ones: -1 when the subcommand
- * should run, else its exit status (0 after --help). */
-static int start(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, const opts *o,
-                 llm_bench_format *fmt, int devs)
+ * should run, else its exit status (0 after --help).  seen (may be NULL) gets the options
+ * given, for the subcommand's own checks. */
+static int start(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, opts *o,
+                 llm_bench_format *fmt, int devs, llm_cli_seen *seen)
 {
-    int r = llm_cli_parse(cli, argc, argv, pos);
+    llm_cli_seen own;
+    if (!seen) seen = &own;
+    int r = llm_cli_parse_seen(cli, argc, argv, pos, seen);
     if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
+    for (const llm_opt *p = cli->opts; p->name; p++)   /* gemm and train have a --peak */
+        if (!strcmp(p->name, "peak")) o->peak_given = llm_cli_given(cli, seen, "peak");
     r = check_common(cli->prog, o, fmt, devs);
     return r ? r : -1;
 }
@@ -178,7 +184,7 @@ static int run_gemm(int argc, char **argv)
                          "Time C = A B with OpenBLAS (cpu) or cuBLASLt (cuda) for each size and dtype.",
                          table, 0, 0, NULL};
     llm_bench_format fmt;
-    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_GPU);
+    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_GPU, NULL);
     if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     char sbuf[1024], dbuf[256];
@@ -234,7 +240,7 @@ static int run_mem(int argc, char **argv)
                          "STREAM-style copy and triad bandwidth; on cuda also cudaMemcpy and pinned host<->device.",
                          table, 0, 0, NULL};
     llm_bench_format fmt;
-    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_GPU);
+    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_GPU, NULL);
     if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     size_t bytes;
@@ -289,7 +295,7 @@ static int run_coll(const char *coll, int argc, char **argv)
                          "result checked.",
                          table, 0, 0, NULL};
     llm_bench_format fmt;
-    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_NCCL);
+    int r = start(&cli, argc, argv, NULL, &o, &fmt, DEV_NCCL, NULL);
     if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
     size_t lo, hi;
@@ -379,11 +385,14 @@ static int run_model(int train, int argc, char **argv)
                          train ? table_train : table_infer, 0, 1, NULL};
     llm_strlist pos = {0};
     llm_bench_format fmt;
-    int r = start(&cli, argc, argv, &pos, &o, &fmt, DEV_MODEL);
+    llm_cli_seen seen;
+    int r = start(&cli, argc, argv, &pos, &o, &fmt, DEV_MODEL, &seen);
     const char *model = pos.n ? pos.v[0] : NULL;  /* a string of argv: outlives pos */
     llm_strlist_free(&pos);
     if (r >= 0) return r;
     llm_log lg = llm_log_make(prog, o.quiet, o.verbose);
+    /* 0 in T is "not given" (the config's or the model's length): a typed 0 is no length */
+    if (llm_cli_given(&cli, &seen, "seq") && T < 1) { llm_error(&lg, "--seq must be >= 1"); return 64; }
     if (!!model == !!config) { llm_error(&lg, "give a model file%s", train ? " or --config FILE (one of them)" : ""); return 64; }
     llm_precision precision = LLM_PREC_FP32;
     if (prec && llm_plan_precision_parse(prec, &precision)) {

@@ -182,6 +182,17 @@ n=$(schema "$TMP/tc.jsonl" jsonl 'r["precision"]=="fp16"' 2>&1)
 expect_exit "train bad precision exits 64" 64 llm-bench train --config "$TMP/tiny.yaml" --precision fp8
 grep -q "precision 'fp8'" "$TMP/err" && ok "train bad precision is named" || notok "train bad precision message: $(cat "$TMP/err")"
 expect_exit "infer has no --precision (64)" 64 llm-bench infer "$TMP/nope.llmk" --precision bf16
+# 0 in --seq and --peak meant "not given": a typed 0 took the config's length, the
+# measured peak (as --peak -5 is refused, "must be positive")
+for a in "--seq 0" "-t 0" "-s -1"; do
+  expect_exit "train $a exits 64 (0 was train.seq_len)" 64 llm-bench train --config "$TMP/tiny.yaml" -b 1 -r 1 -w 0 -j 1 --peak 50 $a
+  check "... it says --seq must be >= 1" grep -q -- "--seq must be >= 1" "$TMP/err"
+  expect_exit "infer $a exits 64 before the model is read" 64 llm-bench infer "$TMP/nope.llmk" $a
+done
+expect_exit "train --peak 0 exits 64 (it was the measured peak)" 64 llm-bench train --config "$TMP/tiny.yaml" -b 1 -r 1 -w 0 -j 1 --peak 0
+check "... it says --peak must be positive" grep -q -- "--peak must be positive" "$TMP/err"
+expect_exit "gemm --peak 0 exits 64 (it was the measured peak)" 64 llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak 0
+expect_exit "gemm --peak=0.0 exits 64" 64 llm-bench gemm --sizes 8 -r 1 -w 0 -j 1 --peak=0.0
 if command -v gnuplot >/dev/null; then
   "$ROOT/scripts/plot-throughput.sh" "$TMP/t.json" "$TMP/tp.png" >/dev/null 2>"$TMP/err" &&
     [ "$(head -c 4 "$TMP/tp.png" | od -An -c | tr -d ' ')" = '211PNG' ] && ok "plot-throughput.sh writes a PNG" ||
