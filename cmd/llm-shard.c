@@ -40,15 +40,21 @@ static int env_ok(llm_strlist *pos, int *ret)
 }
 
 /* Parse the options; 0 with *ret the exit status (0 after --help, 64 on usage errors)
- * when the subcommand should not run. */
-static int parse(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, int *ret)
+ * when the subcommand should not run.  seen (may be NULL) gets the options given. */
+static int parse_seen(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, int *ret,
+                      llm_cli_seen *seen)
 {
-    int r = llm_cli_parse(cli, argc, argv, pos);
+    int r = llm_cli_parse_seen(cli, argc, argv, pos, seen);
     if (r == LLM_CLI_RUN)
         return 1;
     llm_strlist_free(pos);
     *ret = r == LLM_CLI_EXIT ? 0 : 64;
     return 0;
+}
+
+static int parse(const llm_cli *cli, int argc, char **argv, llm_strlist *pos, int *ret)
+{
+    return parse_seen(cli, argc, argv, pos, ret, NULL);
 }
 
 static int cmd_info(int argc, char **argv)
@@ -155,7 +161,7 @@ static int cmd_export(int argc, char **argv)
 
 static int cmd_split(int argc, char **argv)
 {
-    int tp = 1, pp = 0, ret, layers[LLM_SHARD_MAX_PP], nl = 0;
+    int tp = 1, pp = 1, ret, layers[LLM_SHARD_MAX_PP], nl = 0;
     const char *out = NULL, *ppl = NULL;
     const llm_opt opts[] = {
         {"tp", 0, LLM_OPT_INT, &tp, "N", "tensor-parallel ranks (default: 1)"},
@@ -166,18 +172,21 @@ static int cmd_split(int argc, char **argv)
     const llm_cli cli = {"llm-shard split", "--tp N [--pp M] [--pp-layers L,...] FILE -o PREFIX",
                          "Split a checkpoint into tensor- and pipeline-parallel shards.", opts, 1, 1, NULL};
     llm_strlist pos = {0};
-    if (!parse(&cli, argc, argv, &pos, &ret))
+    llm_cli_seen seen;
+    if (!parse_seen(&cli, argc, argv, &pos, &ret, &seen))
         return ret;
     if (!env_ok(&pos, &ret))
         return ret;
     llm_status st = {0};
     int rc = LLM_OK;
+    /* --pp, when given, is checked against --pp-layers, whatever its value (0 too) */
+    int pp_given = llm_cli_given(&cli, &seen, "pp");
     if (!out)
         rc = llm_err(&st, LLM_EUSAGE, "-o PREFIX is required");
-    else if (ppl && !(rc = llm_shard_parse_layers(ppl, layers, LLM_SHARD_MAX_PP, &nl, &st)) && pp && pp != nl)
+    else if (ppl && !(rc = llm_shard_parse_layers(ppl, layers, LLM_SHARD_MAX_PP, &nl, &st)) && pp_given && pp != nl)
         rc = llm_err(&st, LLM_EUSAGE, "--pp %d but --pp-layers lists %d stages", pp, nl);
     if (!rc)
-        rc = llm_shard_split(pos.v[0], tp, ppl ? nl : pp ? pp : 1, ppl ? layers : NULL, out, &st);
+        rc = llm_shard_split(pos.v[0], tp, ppl ? nl : pp, ppl ? layers : NULL, out, &st);
     return done(rc, &st, &pos);
 }
 

@@ -39,6 +39,16 @@ expect_exit "--pp > n_layer: 64" 64 llm-shard split --pp 3 "$M" -o "$TMP/x"
 expect_exit "--pp-layers not adding up: 64" 64 llm-shard split --pp-layers 1,2 "$M" -o "$TMP/x"
 expect_exit "--pp-layers malformed: 64" 64 llm-shard split --pp-layers 1,,1 "$M" -o "$TMP/x"
 expect_exit "--pp and --pp-layers disagree: 64" 64 llm-shard split --pp 3 --pp-layers 1,1 "$M" -o "$TMP/x"
+# 0 in --pp meant "not given": --pp 0 split into 1 stage, and with --pp-layers skipped
+# the check that the counts agree
+expect_exit "--pp 0: 64 (it was 1 stage)" 64 llm-shard split --pp 0 "$M" -o "$TMP/p0"
+check "... it says --pp must be in 1..256" grep -q -- "--tp and --pp must be in 1..256" "$TMP/err"
+check "... and writes no shard" sh -c "! ls '$TMP'/p0-* 2>/dev/null"
+expect_exit "--pp 0 --pp-layers 1,1: 64 (the counts were not compared)" 64 llm-shard split --pp 0 --pp-layers 1,1 "$M" -o "$TMP/p0"
+check "... it says they disagree" grep -q -- "--pp 0 but --pp-layers lists 2 stages" "$TMP/err"
+expect_exit "--pp 2 --pp-layers 1,1 agree: 0" 0 llm-shard split --pp 2 --pp-layers 1,1 "$M" -o "$TMP/p2"
+expect_exit "--pp 1 as the default: 0" 0 llm-shard split --tp 2 --pp 1 "$M" -o "$TMP/p1"
+check "... 2 shard files" test "$(ls "$TMP"/p1-tp*-pp0.llmk | wc -l)" = 2
 expect_exit "no -o: 64" 64 llm-shard split --tp 2 "$M"
 expect_exit "splitting a shard: 65" 65 llm-shard split --tp 2 "$TMP/s-tp0-pp0.llmk" -o "$TMP/x"
 expect_exit "merge with a shard missing: 65" 65 llm-shard merge "$TMP"/s-tp0-pp*.llmk "$TMP/s-tp1-pp0.llmk" -o "$TMP/x.llmk"
