@@ -80,10 +80,16 @@ static int run_plan(int argc, char **argv)
     };
     const llm_cli cli = {prog, "--config FILE [options]",
                          "Predict per-device memory for a model, batch and parallel layout.", table, 0, 0, NULL};
-    int r = llm_cli_parse(&cli, argc, argv, NULL);
+    llm_cli_seen seen;
+    int r = llm_cli_parse_seen(&cli, argc, argv, NULL, &seen);
     if (r != LLM_CLI_RUN) return r == LLM_CLI_EXIT ? 0 : 64;
     llm_log lg = llm_log_make(prog, quiet, verbose);
     if (!config) { llm_error(&lg, "--config FILE is required (try '%s --help')", prog); return 64; }
+    /* 0 in gtok is "not given" (train.total_batch_tokens, else B T dp): a typed 0 is refused */
+    if (llm_cli_given(&cli, &seen, "global-batch") && gtok < 1) {
+        llm_error(&lg, "--global-batch %lld: must be positive", (long long)gtok);
+        return 64;
+    }
     if ((r = plan_count(&lg, "batch", bs, &B)) || (r = plan_count(&lg, "seq", ts, &T)) ||
         (r = plan_count(&lg, "gpus-per-node", gpn, &hw.gpus_per_node)) ||
         (r = plan_positive(&lg, "peak-tflops", &hw.peak_tflops)) || (r = plan_positive(&lg, "mfu", &hw.mfu)) ||
@@ -111,7 +117,6 @@ static int run_plan(int argc, char **argv)
     /* the step-time model: training on GPUs */
     llm_plan_time pt;
     int timed = pc.train && !pc.cpu;
-    if (gtok < 0) { llm_error(&lg, "global-batch %lld: must be positive", (long long)gtok); return 64; }
     hw.global_tokens = gtok > 0 ? (double)gtok : (double)tc.total_batch_tokens;
     if (timed && llm_plan_time_compute(&pc, &plan, &hw, &pt, &st)) { llm_error(&lg, "%s", st.msg); return llm_exit_code(st.code); }
     if (json) {
@@ -174,7 +179,8 @@ static int run_profile(int argc, char **argv)
             return 0;
         }
     llm_strlist pos = {0};
-    int r = llm_cli_parse(&cli, argc, argv, &pos);
+    llm_cli_seen seen;
+    int r = llm_cli_parse_seen(&cli, argc, argv, &pos, &seen);
     if (r != LLM_CLI_RUN) { llm_strlist_free(&pos); return r == LLM_CLI_EXIT ? 0 : 64; }
     llm_log lg = llm_log_make(prog, quiet, verbose);
     const char *model = pos.n ? pos.v[0] : NULL;
@@ -182,10 +188,18 @@ static int run_profile(int argc, char **argv)
     llm_profile_run_opts o = {.model_path = model, .device = device, .threads = threads, .B = B, .T = T,
                               .steps = steps, .warmup = warmup, .per_layer = per_layer, .json = json,
                               .trace_path = trace, .peaks = {pg, pb}, .seed = (unsigned long long)seed};
-    if (pg < 0 || pb < 0) {   /* 0, the default: measured */
+    /* 0 in pg, pb, B, T and steps is "not given" (the peaks measured or from --peaks, the
+     * config's or the default batch and length, the mode's steps): a typed 0 is refused */
+#define GIVEN(name) llm_cli_given(&cli, &seen, name)
+    if ((GIVEN("peak-gflops") && !(pg > 0)) || (GIVEN("peak-gbs") && !(pb > 0))) {
         llm_error(&lg, "--peak-gflops and --peak-gbs must be positive");
         return 64;
     }
+    if ((GIVEN("batch") && B < 1) || (GIVEN("seq") && T < 1) || (GIVEN("steps") && (steps < 1 || steps > 1000000))) {
+        llm_error(&lg, "-b and -t must be >= 1, --steps in 1..1000000");
+        return 64;
+    }
+#undef GIVEN
     if (!strcmp(mode, "train")) o.mode = LLM_PROFILE_TRAIN;
     else if (!strcmp(mode, "prefill")) o.mode = LLM_PROFILE_PREFILL;
     else if (!strcmp(mode, "decode")) o.mode = LLM_PROFILE_DECODE;
@@ -203,8 +217,8 @@ static int run_profile(int argc, char **argv)
         llm_error(&lg, "device '%s': use cpu, cpu-ref, cuda or auto", device);
         return 64;
     }
-    if (B < 0 || T < 0 || steps < 0 || steps > 1000000 || warmup < 0 || warmup > 1000 || threads < 0) {
-        llm_error(&lg, "-b, -t, --steps, --warmup and --threads must be >= 0");
+    if (warmup < 0 || warmup > 1000 || threads < 0) {
+        llm_error(&lg, "--warmup must be in 0..1000 and --threads >= 0");
         return 64;
     }
     llm_train_config tc;

@@ -325,6 +325,24 @@ expect_exit "plan -b 3 -t 8 --gpus-per-node 4 --mfu 0.3 runs" 0 llm-profile plan
 "$PY" -c "import json; d=json.load(open('$TMP/out')); assert d['batch']==3 and d['seq']==8 and d['time']['mfu']==0.3 and d['time']['gpus_per_node']==4" \
   && ok "plan: -b, -t, --gpus-per-node and --mfu taken" || notok "plan options: $(head -c 300 "$TMP/out")"
 expect_exit "plan --global-batch not a multiple exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --gpus 2 --global-batch 7
+# 0 in --global-batch meant "not given": a typed 0 took train.total_batch_tokens
+for a in "--global-batch 0" "--global-batch -1"; do
+  expect_exit "plan $a exits 64" 64 llm-profile plan --config "$TMP/cfg.yaml" --gpus 2 $a
+  check "... it says it must be positive" grep -q -- "--global-batch ${a#* }: must be positive" "$TMP/err"
+done
+# profiling: 0 in --peak-gflops, --peak-gbs, -b, -t and --steps meant "not given" (the
+# measured peaks, the config's batch and length, the mode's steps): a typed 0 is refused
+for a in "--peak-gflops 0 --peak-gbs 10" "--peak-gflops 50 --peak-gbs 0"; do
+  expect_exit "$a exits 64 (it was measured)" 64 llm-profile --config "$TMP/cfg.yaml" -j 1 -s 1 $a
+  check "... it says they must be positive" grep -q -- "--peak-gflops and --peak-gbs must be positive" "$TMP/err"
+  expect_exit "$a exits 64 before the model is read" 64 llm-profile "$TMP/nope.llmk" $a
+done
+for a in "-b 0" "-t 0" "--steps 0" "-s 1000001" "-b -1"; do
+  expect_exit "$a exits 64 (0 was the default)" 64 llm-profile --config "$TMP/cfg.yaml" -j 1 $PK $a
+  check "... it says why" grep -q -- "-b and -t must be >= 1, --steps in 1..1000000" "$TMP/err"
+done
+expect_exit "--warmup 0 runs (no untimed step)" 0 llm-profile --config "$TMP/cfg.yaml" -j 1 -s 1 -b 1 -t 8 --warmup 0 $PK
+expect_exit "--warmup -1 exits 64" 64 llm-profile --config "$TMP/cfg.yaml" -j 1 $PK --warmup -1
 printf 'model: {n_layer: [1]}\n' >"$TMP/bad.yaml"
 printf 'model: {n_layer: 2}\ntrain: {lerning_rate: 1}\n' >"$TMP/bad2.yaml"
 llm-profile plan --config "$TMP/bad.yaml" >/dev/null 2>"$TMP/err"; rc=$?
