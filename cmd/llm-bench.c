@@ -37,7 +37,7 @@ static void opts_default(opts *o)
     {"format", 'F', LLM_OPT_STR, &(o).format, "FMT", "table, csv, json or jsonl (default: table)"}, \
     {"reps", 'r', LLM_OPT_INT, &(o).reps, "N", "timed repetitions (default: 5; train, infer: 3)"},           \
     {"warmup", 'w', LLM_OPT_INT, &(o).warmup, "N", "untimed warm-up runs (default: 2; train, infer: 1)"},    \
-    {"threads", 'j', LLM_OPT_INT, &(o).threads, "N", "CPU threads (default: all cores)"},    \
+    {"threads", 'j', LLM_OPT_INT, &(o).threads, "N", "CPU threads (default: 0, all cores)"},    \
     {"device", 'd', LLM_OPT_STR, &(o).device, "DEV", "cpu or cuda; train, infer: also cpu-ref (default: cpu)"},          \
     {"output", 'o', LLM_OPT_STR, &(o).out, "FILE", "write results to FILE (default: stdout)"}, \
     {"quiet", 'q', LLM_OPT_FLAG, &(o).quiet, NULL, "errors only on stderr"},                 \

@@ -168,7 +168,7 @@ int main(int argc, char **argv)
         {"ctx", 0, LLM_OPT_INT, &ctx, "N", "--eval window length (default: the model's context)"},
         {"stride", 0, LLM_OPT_INT, &stride, "S", "--eval window step (default: --ctx)"},
         {"stats", 0, LLM_OPT_FLAG, &stats, NULL, "one JSON line of throughput and latency on stderr"},
-        {"threads", 'j', LLM_OPT_INT, &threads, "N", "CPU threads (default: all cores)"},
+        {"threads", 'j', LLM_OPT_INT, &threads, "N", "CPU threads (default: 0, all cores)"},
         {"threads", 't', LLM_OPT_INT, &threads, "N", NULL},   /* the earlier spelling */
         {"device", 0, LLM_OPT_STR, &device, "DEV", "cpu, cpu-ref, cuda or auto: cuda when a GPU is usable (default: auto)"},
         {"shards", 0, LLM_OPT_STR, &shards, "PREFIX", "under mpirun: rank r loads PREFIX-tp{r}-pp0.llmk"},

@@ -150,7 +150,7 @@ static int run_profile(int argc, char **argv)
     const llm_opt table[] = {
         {"config", 'c', LLM_OPT_STR, &config, "FILE", "profile a random-init model of this llm-train config"},
         {"device", 'd', LLM_OPT_STR, &device, "DEV", "cpu, cpu-ref, cuda or auto (default: cpu)"},
-        {"threads", 'j', LLM_OPT_INT, &threads, "N", "CPU threads (default: all cores)"},
+        {"threads", 'j', LLM_OPT_INT, &threads, "N", "CPU threads (default: 0, all cores)"},
         {"batch", 'b', LLM_OPT_INT, &B, "B", "batch size (default: 4)"},
         {"seq", 't', LLM_OPT_INT, &T, "T", "sequence length (default: max_seq_len)"},
         {"mode", 'm', LLM_OPT_STR, &mode, "M", "train, prefill or decode (default: train)"},

@@ -19,7 +19,7 @@ int main(int argc, char **argv)
         {"keep", 0, LLM_OPT_STRS, &keep, "GLOB", "leave tensors whose names match GLOB as they are (repeatable)"},
         {"report", 0, LLM_OPT_FLAG, &report, NULL, "per-tensor sizes and error (RMSE, max, relative) and totals"},
         {"json", 0, LLM_OPT_FLAG, &json, NULL, "the report as one JSON document"},
-        {"threads", 'j', LLM_OPT_INT, &threads, "N", "threads (default: all cores)"},
+        {"threads", 'j', LLM_OPT_INT, &threads, "N", "threads (default: 0, all cores)"},
         {"threads", 't', LLM_OPT_INT, &threads, "N", NULL},   /* the earlier spelling */
         {"quiet", 'q', LLM_OPT_FLAG, &quiet, NULL, "errors only on stderr"},
         {"verbose", 'v', LLM_OPT_COUNT, &verbose, NULL, "more diagnostics"},
