@@ -323,35 +323,26 @@ else
   notok "the server did not start: $(head -c 300 srv3.log)"
 fi
 
-# ---- out of memory for a client's bytes: that client is closed, no busy loop ----
-if [ -n "${LLM_SAN:-}" ]; then
-  skip "a client whose bytes find no memory is closed" "RLIMIT_AS under sanitizers"
-elif start_server srv5.log unix:"$TMP/s5.sock"; then
-  timeout 60 $PY client.py "$ADDR" leave >/dev/null 2>&1   # the threads and arenas made
-  out=$(timeout 60 $PY client.py "$ADDR" nomem $SP 2>&1)
-  t=$(echo "$out" | sed -n 's/^ticks //p')
-  check "memory capped, a 17 MiB line: that client closed, $t ticks of CPU in 2 s (< 50), the next served ($(echo $out | tr '\n' ' '))" \
-    sh -c "[ \"\$(echo '$out' | sed -n 1p)\" = closed ] && [ -n '$t' ] && [ '$t' -lt 50 ] && [ \"\$(echo '$out' | sed -n 3p)\" = length ]"
-  stop_server
-  check "... SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
-else
-  notok "the server did not start: $(head -c 300 srv5.log)"
-fi
-
-# ---- out of memory for a client's responses: that client is closed, the server goes on ----
-if [ -n "${LLM_SAN:-}" ]; then
-  skip "a client whose responses find no memory is closed" "RLIMIT_AS under sanitizers"
-elif start_server srv6.log unix:"$TMP/s6.sock"; then
-  timeout 60 $PY client.py "$ADDR" leave >/dev/null 2>&1   # the threads and arenas made
-  out=$(timeout 90 $PY client.py "$ADDR" outnomem $SP 2>&1)
-  t=$(echo "$out" | sed -n 's/^ticks //p')
-  check "memory capped, responses unread: that client closed, $t ticks of CPU in 1 s (< 50), the next served ($(echo $out | tr '\n' ' '))" \
-    sh -c "[ \"\$(echo '$out' | sed -n 1p)\" = closed ] && [ -n '$t' ] && [ '$t' -lt 50 ] && [ \"\$(echo '$out' | sed -n 3p)\" = length ]"
-  stop_server
-  check "... SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
-else
-  notok "the server did not start: $(head -c 300 srv6.log)"
-fi
+# ---- out of memory: the client whose bytes (a 17 MiB line) or responses (unread) find
+# none is closed, the server neither spins nor stops, the next client is served ----
+# nomem_check NAME LOG SOCK MODE TIMEOUT SECONDS
+nomem_check() {
+  if [ -n "${LLM_SAN:-}" ]; then
+    skip "$1: that client closed" "RLIMIT_AS under sanitizers"
+  elif start_server "$2" unix:"$TMP/$3"; then
+    timeout 60 $PY client.py "$ADDR" leave >/dev/null 2>&1   # the threads and arenas made
+    out=$(timeout "$5" $PY client.py "$ADDR" "$4" $SP 2>&1)
+    t=$(echo "$out" | sed -n 's/^ticks //p')
+    check "$1: that client closed, $t ticks of CPU in $6 s (< 50), the next served ($(echo $out | tr '\n' ' '))" \
+      sh -c "[ \"\$(echo '$out' | sed -n 1p)\" = closed ] && [ -n '$t' ] && [ '$t' -lt 50 ] && [ \"\$(echo '$out' | sed -n 3p)\" = length ]"
+    stop_server
+    check "... SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
+  else
+    notok "the server did not start: $(head -c 300 "$2")"
+  fi
+}
+nomem_check "memory capped, a 17 MiB line" srv5.log s5.sock nomem 60 2
+nomem_check "memory capped, responses unread" srv6.log s6.sock outnomem 90 1
 
 # ---- out of descriptors: the clients wait in the queue, no busy loop ----
 (ulimit -n 16; start_server srv4.log unix:"$TMP/s4.sock"; echo $SP >srv4.pid; wait $SP) &
