@@ -20,18 +20,23 @@
  * is added (more and the client was dropped), so half of it is then free. */
 #define OUT_CAP_MAX (2 * (size_t)LLM_INFER_NET_MAX_OUT)
 
+/* A buffer of bytes p[off, n) waiting to be used (taken as lines, or sent), in cap
+ * allocated bytes: consumed by moving off, made room in by nbuf_room. */
+typedef struct {
+    char *p;
+    size_t off, n, cap;
+} nbuf;
+
 typedef struct {
     int fd;              /* -1: a free entry */
     uint32_t gen;        /* bumped when the entry is reused: late responses are dropped */
-    char *in;            /* bytes received; in[off_in, n_in) not yet taken as lines */
-    size_t off_in, n_in, cap_in;
-    size_t scan;         /* no '\n' in in[off_in, scan): each byte is looked for once */
+    nbuf in;             /* bytes received; in.p[in.off, in.n) not yet taken as lines */
+    size_t scan;         /* no '\n' in in.p[in.off, scan): each byte is looked for once */
     size_t open;         /* after the last '\n' received: where the open line starts */
     int skipping;        /* inside a line longer than LLM_INFER_MAX_LINE: drop to its end */
     int toolong;         /* such lines not yet answered */
     int eof;             /* the client sent its last byte */
-    char *out;           /* responses; out[off_out, n_out) not yet sent */
-    size_t n_out, off_out, cap_out;
+    nbuf out;            /* responses; out.p[out.off, out.n) not yet sent */
     long pending;        /* requests taken and not yet answered */
     uint64_t last;       /* when it last sent a byte or was sent one (ns, monotonic) */
 } conn;
@@ -56,8 +61,8 @@ static void conn_close(conn *c)
 {
     if (c->fd >= 0)
         close(c->fd);
-    free(c->in);
-    free(c->out);
+    free(c->in.p);
+    free(c->out.p);
     uint32_t gen = c->gen + 1;
     memset(c, 0, sizeof *c);
     c->fd = -1;
@@ -191,7 +196,7 @@ static void drain(llm_infer_net *n, int ms)
         struct pollfd p[LLM_INFER_NET_MAX_CONN];
         int idx[LLM_INFER_NET_MAX_CONN], k = 0;
         for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
-            if (n->c[i].fd >= 0 && n->c[i].n_out > n->c[i].off_out) {
+            if (n->c[i].fd >= 0 && n->c[i].out.n > n->c[i].out.off) {
                 p[k] = (struct pollfd){.fd = n->c[i].fd, .events = POLLOUT};
                 idx[k++] = i;
             }
@@ -239,8 +244,8 @@ static int idlest(const llm_infer_net *n)
     int best = -1;
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
         const conn *c = &n->c[i];
-        if (c->fd >= 0 && !c->pending && c->n_in == c->off_in && !c->toolong && !c->skipping &&
-            c->off_out == c->n_out && (best < 0 || c->last < n->c[best].last))
+        if (c->fd >= 0 && !c->pending && c->in.n == c->in.off && !c->toolong && !c->skipping &&
+            c->out.off == c->out.n && (best < 0 || c->last < n->c[best].last))
             best = i;
     }
     return best;
@@ -269,62 +274,76 @@ static void accept_all(llm_infer_net *n)
     }
 }
 
-/* All sent: the buffer starts over (and is given back when large). */
-static void out_reset(conn *c)
+/* All used: the buffer starts over (and is given back when large). */
+static void nbuf_reset(nbuf *b)
 {
-    c->off_out = c->n_out = 0;
-    if (c->cap_out > 4 * READ_CHUNK) {
-        free(c->out);
-        c->out = NULL;
-        c->cap_out = 0;
+    b->off = b->n = 0;
+    if (b->cap > 4 * READ_CHUNK) {
+        free(b->p);
+        b->p = NULL;
+        b->cap = 0;
     }
 }
 
-/* Move the bytes not yet sent to the front of c's buffer. */
-static void out_compact(conn *c)
+/* Move the waiting bytes to the front; returns how far they moved. */
+static size_t nbuf_compact(nbuf *b)
 {
-    memmove(c->out, c->out + c->off_out, c->n_out - c->off_out);
-    c->n_out -= c->off_out;
-    c->off_out = 0;
+    size_t k = b->off;
+    memmove(b->p, b->p + k, b->n - k);
+    b->n -= k;
+    b->off = 0;
+    return k;
 }
 
-/* Room in c's buffer for len more bytes: 0, or -1 out of memory.  As in_room: the sent
- * bytes are dropped by moving the unsent ones when that costs no more than the bytes sent
- * since the last move, or when the buffer is as large as it gets (OUT_CAP_MAX); else it
- * doubles.  Each byte is moved a bounded number of times, not once per response added
- * behind a partial send. */
-static int out_room(conn *c, size_t len)
+/* Room for need more bytes after p[n]: 0, or -1 out of memory; *moved: how far the
+ * waiting bytes moved (0 if they did not).  The used bytes are dropped by moving the
+ * waiting ones when that costs no more than the bytes used since the last move, or when
+ * the buffer is as large as it gets (max: twice the most that may wait, so half of it is
+ * then free); else it doubles (from first).  Each byte is moved a bounded number of
+ * times, not once per line taken or response added. */
+static int nbuf_room(nbuf *b, size_t need, size_t first, size_t max, size_t *moved)
 {
-    size_t unsent = c->n_out - c->off_out;
-    if (c->cap_out - c->n_out >= len)
+    *moved = 0;
+    if (b->cap - b->n >= need)
         return 0;
-    if (c->off_out && (c->off_out >= unsent || c->cap_out >= OUT_CAP_MAX)) {
-        out_compact(c);
-        if (c->cap_out - c->n_out >= len)
+    if (b->off && (b->off >= b->n - b->off || b->cap >= max)) {
+        *moved = nbuf_compact(b);
+        if (b->cap - b->n >= need)
             return 0;
     }
-    size_t nc = c->cap_out ? c->cap_out * 2 : READ_CHUNK;
-    if (nc > OUT_CAP_MAX)
-        nc = OUT_CAP_MAX;
-    if (nc < c->n_out + len)
-        nc = c->n_out + len;   /* one response larger than the rest of the room */
-    char *p = realloc(c->out, nc);
+    size_t nc = b->cap ? b->cap * 2 : first;
+    if (nc > max)
+        nc = max;
+    if (nc < b->n + need)
+        nc = b->n + need;   /* more than the rest of the room at once */
+    char *p = realloc(b->p, nc);
     if (!p) {
-        if (!c->off_out)
+        if (!b->off)
             return -1;
-        out_compact(c);   /* short of memory: what the sent bytes leave may do */
-        return c->cap_out - c->n_out >= len ? 0 : -1;
+        *moved += nbuf_compact(b);   /* short of memory: what the used bytes leave may do */
+        return b->cap - b->n >= need ? 0 : -1;
     }
-    c->out = p;
-    c->cap_out = nc;
+    b->p = p;
+    b->cap = nc;
     return 0;
+}
+
+/* Room in c's input for a chunk and a final 0; the line marks move with the bytes. */
+static int in_room(conn *c)
+{
+    size_t moved;
+    int rc = nbuf_room(&c->in, READ_CHUNK + 1, 2 * READ_CHUNK, 2 * (size_t)LLM_INFER_MAX_LINE,
+                       &moved);
+    c->scan -= moved;
+    c->open -= moved;
+    return rc;
 }
 
 /* Send what waits for c; a client that is gone or stuck is closed. */
 static void flush_out(conn *c)
 {
-    while (c->fd >= 0 && c->off_out < c->n_out) {
-        ssize_t w = send(c->fd, c->out + c->off_out, c->n_out - c->off_out, MSG_NOSIGNAL);
+    while (c->fd >= 0 && c->out.off < c->out.n) {
+        ssize_t w = send(c->fd, c->out.p + c->out.off, c->out.n - c->out.off, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -333,15 +352,15 @@ static void flush_out(conn *c)
             conn_close(c);
             return;
         }
-        c->off_out += (size_t)w;
+        c->out.off += (size_t)w;
         c->last = now_ns();
     }
-    if (c->fd >= 0 && c->off_out == c->n_out)
-        out_reset(c);
-    if (c->fd >= 0 && c->n_out - c->off_out > LLM_INFER_NET_MAX_OUT)
+    if (c->fd >= 0 && c->out.off == c->out.n)
+        nbuf_reset(&c->out);
+    if (c->fd >= 0 && c->out.n - c->out.off > LLM_INFER_NET_MAX_OUT)
         conn_close(c);
-    if (c->fd >= 0 && c->eof && !c->pending && c->n_in == c->off_in && !c->toolong &&
-        c->n_out == 0)
+    if (c->fd >= 0 && c->eof && !c->pending && c->in.n == c->in.off && !c->toolong &&
+        c->out.n == 0)
         conn_close(c);   /* said all it had to say, and heard every answer */
 }
 
@@ -350,9 +369,9 @@ static void flush_out(conn *c)
  * and this is asked once per decode step). */
 static char *line_end(conn *c)
 {
-    if (c->scan < c->n_in) {
-        char *nl = memchr(c->in + c->scan, '\n', c->n_in - c->scan);
-        c->scan = nl ? (size_t)(nl - c->in) : c->n_in;   /* at the '\n': found at once again */
+    if (c->scan < c->in.n) {
+        char *nl = memchr(c->in.p + c->scan, '\n', c->in.n - c->scan);
+        c->scan = nl ? (size_t)(nl - c->in.p) : c->in.n;   /* at the '\n': found at once again */
         return nl;
     }
     return NULL;
@@ -361,58 +380,7 @@ static char *line_end(conn *c)
 /* Whether c holds a whole line (or an over-long one to answer). */
 static int has_line(conn *c)
 {
-    return c->fd >= 0 && (c->toolong || line_end(c) || (c->eof && c->n_in > c->off_in));
-}
-
-/* Nothing unread: the buffer starts over (and is given back after a long line). */
-static void in_reset(conn *c)
-{
-    c->off_in = c->n_in = c->scan = c->open = 0;
-    if (c->cap_in > 4 * READ_CHUNK) {
-        free(c->in);
-        c->in = NULL;
-        c->cap_in = 0;
-    }
-}
-
-/* Move the unread bytes to the front of c's buffer. */
-static void in_compact(conn *c)
-{
-    memmove(c->in, c->in + c->off_in, c->n_in - c->off_in);
-    c->n_in -= c->off_in;
-    c->scan -= c->off_in;
-    c->open -= c->off_in;
-    c->off_in = 0;
-}
-
-/* Room in c's buffer for a chunk and a final 0: 0, or -1 out of memory.  The taken bytes
- * are dropped by moving the unread ones when that costs no more than the bytes taken
- * since the last move, or when the buffer is as large as it gets (unread bytes are at
- * most LLM_INFER_MAX_LINE before a read, so half of it is then free): each byte is moved
- * a bounded number of times, not once per line taken. */
-static int in_room(conn *c)
-{
-    size_t unread = c->n_in - c->off_in;
-    if (c->cap_in - c->n_in > READ_CHUNK)
-        return 0;
-    if (c->off_in && (c->off_in >= unread || c->cap_in >= 2 * (size_t)LLM_INFER_MAX_LINE)) {
-        in_compact(c);
-        if (c->cap_in - c->n_in > READ_CHUNK)
-            return 0;
-    }
-    size_t nc = c->cap_in ? c->cap_in * 2 : READ_CHUNK * 2;
-    if (nc <= c->n_in + READ_CHUNK)
-        nc = c->n_in + READ_CHUNK + 1;
-    char *p = realloc(c->in, nc);
-    if (!p) {
-        if (!c->off_in)
-            return -1;
-        in_compact(c);   /* short of memory: what the taken bytes leave may do */
-        return c->cap_in - c->n_in > READ_CHUNK ? 0 : -1;
-    }
-    c->in = p;
-    c->cap_in = nc;
-    return 0;
+    return c->fd >= 0 && (c->toolong || line_end(c) || (c->eof && c->in.n > c->in.off));
 }
 
 /* Read what c sent; keeps at most one line's worth, counting longer lines to answer.
@@ -422,12 +390,12 @@ static void read_in(conn *c)
 {
     /* past a line's worth unread there is a whole line at least: take it first (also when
      * a hangup, not POLLIN, brought us here) */
-    while (c->n_in - c->off_in <= LLM_INFER_MAX_LINE) {
+    while (c->in.n - c->in.off <= LLM_INFER_MAX_LINE) {
         if (in_room(c) < 0) {
             conn_close(c);
             return;
         }
-        ssize_t r = recv(c->fd, c->in + c->n_in, READ_CHUNK, 0);
+        ssize_t r = recv(c->fd, c->in.p + c->in.n, READ_CHUNK, 0);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -439,25 +407,25 @@ static void read_in(conn *c)
                 c->eof = 1;
             return;
         }
-        size_t start = c->n_in;
-        c->n_in += (size_t)r;
+        size_t start = c->in.n;
+        c->in.n += (size_t)r;
         c->last = now_ns();
         if (c->skipping) {   /* drop to the end of the over-long line, keeping the whole
                                 lines received before it (not yet taken) */
-            char *nl = memchr(c->in + start, '\n', c->n_in - start);
-            size_t keep = nl ? c->n_in - (size_t)(nl + 1 - c->in) : 0;
-            memmove(c->in + start, c->in + c->n_in - keep, keep);
-            c->n_in = start + keep;
+            char *nl = memchr(c->in.p + start, '\n', c->in.n - start);
+            size_t keep = nl ? c->in.n - (size_t)(nl + 1 - c->in.p) : 0;
+            memmove(c->in.p + start, c->in.p + c->in.n - keep, keep);
+            c->in.n = start + keep;
             c->skipping = !nl;
         }
         /* a line still open past the limit: answer it once, drop the rest of it */
-        char *last = c->n_in > start ? memrchr(c->in + start, '\n', c->n_in - start) : NULL;
+        char *last = c->in.n > start ? memrchr(c->in.p + start, '\n', c->in.n - start) : NULL;
         if (last)
-            c->open = (size_t)(last + 1 - c->in);
-        if (c->n_in - c->open > LLM_INFER_MAX_LINE) {
-            c->n_in = c->open;
-            if (c->scan > c->n_in)
-                c->scan = c->n_in;
+            c->open = (size_t)(last + 1 - c->in.p);
+        if (c->in.n - c->open > LLM_INFER_MAX_LINE) {
+            c->in.n = c->open;
+            if (c->scan > c->in.n)
+                c->scan = c->in.n;
             c->toolong++;
             c->skipping = 1;
         }
@@ -482,9 +450,9 @@ static void pump(llm_infer_net *n, int timeout_ms)
         if (c->fd < 0)
             continue;
         short ev = 0;
-        if (!c->eof && c->n_in - c->off_in <= LLM_INFER_MAX_LINE)
+        if (!c->eof && c->in.n - c->in.off <= LLM_INFER_MAX_LINE)
             ev |= POLLIN;
-        if (c->n_out > c->off_out)
+        if (c->out.n > c->out.off)
             ev |= POLLOUT;
         p[k] = (struct pollfd){.fd = c->fd, .events = ev};
         idx[k++] = i;
@@ -522,8 +490,8 @@ static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
                 c->toolong--;
                 r = llm_infer_source_request(n->src, "", 0, 1, req, st);
             } else {
-                char *line = c->in + c->off_in, *nl = line_end(c);
-                size_t len = nl ? (size_t)(nl - line) : c->n_in - c->off_in;
+                char *line = c->in.p + c->in.off, *nl = line_end(c);
+                size_t len = nl ? (size_t)(nl - line) : c->in.n - c->in.off;
                 size_t used = nl ? len + 1 : len;
                 /* read_in cuts a line once it is open past the limit; one whose end came
                  * in the same read is over it too (the limit counts a CR, as on stdin) */
@@ -536,10 +504,12 @@ static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
                 line[len] = 0;
                 r = llm_infer_source_request(n->src, over ? "" : line, len, over, req, st);
                 line[len] = save;
-                c->off_in += used;   /* taken: moved out of the way only by in_room */
-                c->scan = c->off_in;
-                if (c->off_in == c->n_in)
-                    in_reset(c);
+                c->in.off += used;   /* taken: moved out of the way only by in_room */
+                c->scan = c->in.off;
+                if (c->in.off == c->in.n) {
+                    nbuf_reset(&c->in);
+                    c->scan = c->open = 0;
+                }
             }
             if (r < 0)
                 return -1;
@@ -604,13 +574,14 @@ static int net_done(void *u, const llm_infer_result *res, llm_status *st)
         llm_infer_result_json(res, f);
         fputc('\n', f);
     }
-    if (!f || fclose(f) || out_room(c, len) < 0) {
+    size_t moved;
+    if (!f || fclose(f) || nbuf_room(&c->out, len, READ_CHUNK, OUT_CAP_MAX, &moved) < 0) {
         free(buf);
         conn_close(c);
         return LLM_OK;
     }
-    memcpy(c->out + c->n_out, buf, len);
-    c->n_out += len;
+    memcpy(c->out.p + c->out.n, buf, len);
+    c->out.n += len;
     free(buf);
     flush_out(c);
     return LLM_OK;
