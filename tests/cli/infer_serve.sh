@@ -51,6 +51,24 @@ def req(k, i, n=6):
     return {"id": "c%d-%d" % (k, i), "prompt": "ROMEO%d:" % i, "max_tokens": n, "seed": 100 + i,
             "temperature": 0.9}
 
+def ticks(pid):                   # the server's CPU time, 1/100 s
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])
+
+def cap_memory(pid, mib):         # the server may map mib MiB more than it has (RLIMIT_AS)
+    import resource
+    vm = [int(l.split()[1]) for l in open("/proc/%d/status" % pid) if l.startswith("VmSize:")][0]
+    resource.prlimit(pid, resource.RLIMIT_AS, ((vm << 10) + (mib << 20), resource.RLIM_INFINITY))
+
+def after_close(pid, secs):       # the server's CPU over secs, then a new client's answer
+    t0 = ticks(pid)
+    time.sleep(secs)
+    print("ticks", ticks(pid) - t0)
+    f = connect(addr).makefile("rw")
+    f.write(json.dumps(req(6, 1, 2)) + "\n")
+    f.flush()
+    print(json.loads(f.readline())["finish_reason"])
+
 def batch_client(addr, k, out):
     s = connect(addr)
     f = s.makefile("rw")
@@ -140,13 +158,9 @@ elif mode == "slowread":          # 20000 requests in one send, responses read s
     print(len(got), sorted(r["id"] for r in got) == list(range(n)),
           sum(r["finish_reason"] == "length" for r in got))
 elif mode == "outnomem":          # memory capped, responses left unread: that client is
-    import resource               # closed when its buffer cannot grow, the server goes on
+                                  # closed when its buffer cannot grow, the server goes on
     pid = int(sys.argv[3])
-    def ticks():
-        f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-        return int(f[11]) + int(f[12])
-    vm = [int(l.split()[1]) for l in open("/proc/%d/status" % pid) if l.startswith("VmSize:")][0]
-    resource.prlimit(pid, resource.RLIMIT_AS, ((vm << 10) + (12 << 20), resource.RLIM_INFINITY))
+    cap_memory(pid, 12)
     s = connect(addr)
     s.settimeout(30)
     line = (json.dumps({"prompt": "x" * 80, "max_tokens": 2}) + "\n").encode()
@@ -164,13 +178,7 @@ elif mode == "outnomem":          # memory capped, responses left unread: that c
         print("open")
     except ConnectionResetError:
         print("closed")
-    t0 = ticks()
-    time.sleep(1)
-    print("ticks", ticks() - t0)
-    f = connect(addr).makefile("rw")
-    f.write(json.dumps(req(6, 1, 2)) + "\n")
-    f.flush()
-    print(json.loads(f.readline())["finish_reason"])
+    after_close(pid, 1)
 elif mode == "trickle":           # 200 requests, CRLF and blank lines, in random pieces
     import random
     random.seed(5)
@@ -193,13 +201,9 @@ elif mode == "trickle":           # 200 requests, CRLF and blank lines, in rando
     print(len(got), sorted(r["id"] for r in got) == sorted("c1-%d" % i for i in range(200)),
           sum(r["finish_reason"] == "length" for r in got))
 elif mode == "nomem":             # memory capped (RLIMIT_AS) below what a 17 MiB line needs
-    import resource               # to be read: that client is closed, not polled in a loop
+                                  # to be read: that client is closed, not polled in a loop
     pid = int(sys.argv[3])
-    def ticks():
-        f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-        return int(f[11]) + int(f[12])
-    vm = [int(l.split()[1]) for l in open("/proc/%d/status" % pid) if l.startswith("VmSize:")][0]
-    resource.prlimit(pid, resource.RLIMIT_AS, ((vm << 10) + (28 << 20), resource.RLIM_INFINITY))
+    cap_memory(pid, 28)
     s = connect(addr)
     s.settimeout(10)
     try:
@@ -210,13 +214,7 @@ elif mode == "nomem":             # memory capped (RLIMIT_AS) below what a 17 Mi
         print("open")
     except (BrokenPipeError, ConnectionResetError):
         print("closed")
-    t0 = ticks()
-    time.sleep(2)
-    print("ticks", ticks() - t0)
-    f = connect(addr).makefile("rw")
-    f.write(json.dumps(req(6, 1, 2)) + "\n")
-    f.flush()
-    print(json.loads(f.readline())["finish_reason"])
+    after_close(pid, 2)
 elif mode == "hold":              # N clients held open for 2 s
     held = [connect(addr) for _ in range(int(sys.argv[3]))]
     time.sleep(2)
