@@ -585,7 +585,9 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     memset(res, 0, sizeof *res);
     res->last_loss = res->last_val_loss = NAN;
     llm_train_config dc;   /* several ranks: the global batch resolved (train_dist.h) */
-    if (llm_train_dist_config(c, o->dist, &dc, st))
+    /* first of all, the ranks must agree on the config: a difference is refused before
+     * any work (else silently wrong weights, a crash or a hang in a collective) */
+    if (llm_train_dist_check_config(c, o->dist, st) || llm_train_dist_config(c, o->dist, &dc, st))
         return st->code;
     c = &dc;
     trainer t = {.cfg = c, .o = o, .log = o->log ? o->log : &deflog,

@@ -52,6 +52,18 @@ typedef struct llm_train_dist llm_train_dist;
 int llm_train_dist_config(const llm_train_config *cfg, const llm_dist *d, llm_train_config *out,
                           llm_status *st);
 
+/* Refuse to go on when the ranks were given different configs (another --set, another
+ * config file): a collective over d, before any other, comparing every key of cfg but
+ * those a rank may set for itself (LLM_TRAIN_DIST_PER_RANK_KEYS: speed, and what rank 0
+ * alone reads).  Without it a different lr or seed on one rank trains silently wrong
+ * weights (rank 0 writes its own), a different model size crashes in a collective, and
+ * a different train.zero or max_steps hangs until --dist-timeout.  LLM_EDATA naming the
+ * keys and this rank's values; 0 for one process. */
+#define LLM_TRAIN_DIST_PER_RANK_KEYS                                                       \
+    "train.threads", "data.prefetch", "train.peak_flops", "output.metrics", "output.prom",  \
+        "data.val", "train.eval_every", "train.eval_batches", "train.sample_tokens"
+int llm_train_dist_check_config(const llm_train_config *cfg, llm_dist *d, llm_status *st);
+
 /* ZeRO-1 on several ranks: make m hold the AdamW moments of this rank's shard only
  * (llm_model_set_opt_range).  Call right after creating the model, before a resume
  * loads the moments (so that it loads just this rank's slice); a no-op otherwise.

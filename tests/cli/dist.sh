@@ -7,7 +7,8 @@
 # all-reduce in buckets overlapped with the backward (train.bucket_mb) == one all-reduce
 # after it (1e-6) on 2 and 3 ranks; a killed rank or a hung one ends the job non-zero
 # within --dist-timeout, with and without buckets; SIGTERM to rank 0 only, or to
-# scripts/mpirun-cpu.sh, stops every rank at the same step.
+# scripts/mpirun-cpu.sh, stops every rank at the same step; ranks given different
+# configs are refused before any work.
 . "$(dirname "$0")/lib.sh"
 no_leak_checks   # for the rest of this script: every run here is under mpirun (lib.sh)
 PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)  # the pyenv shim is slow to start
@@ -55,6 +56,19 @@ check "ZeRO-1 == 1 rank: weights and moments after 10 steps" wclose s8/step-0000
 check "B=4 x 2 accum == B=8: weights after 10 steps" wclose s8/step-00000010.llmk s4/step-00000010.llmk
 check "one checkpoint from 2 ranks (rank 0 writes)" [ "$(ls dp)" = step-00000010.llmk ]
 check "ZeRO-1 checkpoint verifies" llm-shard verify -q z1/step-00000010.llmk
+# ---- ranks given different configs (MPMD: one --set per rank) are refused before any
+# work, naming the key: else another lr trains silently wrong weights, another
+# train.zero hangs until --dist-timeout, another model size crashes in a collective ----
+mpmd() { local a=$1 b=$2; shift 2
+  "${MPIRUN[@]}" -np 1 llm-train --config run.yaml "$@" --set "$a" : -np 1 llm-train --config run.yaml "$@" --set "$b"; }
+for kv in "train.lr=0.003 train.lr=0.001" "train.zero=0 train.zero=1" "model.n_embd=32 model.n_embd=64"; do
+  set -- $kv; k=${1%%=*}
+  expect_exit "ranks with different $k: refused (65)" 65 mpmd "$1" "$2" -o "cfg-$k" --dist-timeout 20
+  check "... the message names $k" grep -q "different configs: $k (" "$TMP/err"
+  check "... nothing written" [ ! -e "cfg-$k" ]
+done
+expect_exit "ranks with different train.threads (a rank's own): runs" 0 mpmd train.threads=1 train.threads=2 -o cfgthr -q
+
 UNITDIR=${UNITDIR:-$ROOT/build/tests}
 if [ -x "$UNITDIR/test_dist" ]; then
   expect_exit "in-place reduce-scatter, iallreduce, bucketed step on 3 ranks (test_dist under mpirun)" 0 "${MPIRUN[@]}" -np 3 "$UNITDIR/test_dist"
