@@ -732,6 +732,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         }
         if (o->stop && *o->stop)
             stop_now = 1;  /* a signal during the evaluation */
+        int asked_here = stop_now;
         if (t.dd && (rc = llm_train_dist_agree(t.dd, stop_now, &stop_now, st)))
             break; /* every rank stops at the same step when any rank is asked to */
         if (t.step % c->save_every == 0 || last || stop_now) {
@@ -753,6 +754,9 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
             res->stopped = 1;
             if (o->stop && *o->stop)
                 llm_info(t.log, "stopping at step %lld on a signal", (long long)t.step);
+            else if (!asked_here)   /* rank 0 says why the job ends early */
+                llm_info(t.log, "stopping at step %lld: another rank was asked to stop (a "
+                         "signal)", (long long)t.step);
             break;
         }
     }

@@ -6,7 +6,8 @@
 # in-place reduce-scatter on 3 ranks (test_dist under mpirun); ZeRO-0's gradient
 # all-reduce in buckets overlapped with the backward (train.bucket_mb) == one all-reduce
 # after it (1e-6) on 2 and 3 ranks; a killed rank or a hung one ends the job non-zero
-# within --dist-timeout, with and without buckets; SIGTERM to rank 0 only, or to
+# within --dist-timeout, with and without buckets; SIGTERM to rank 0 only, to rank 1
+# only (rank 0 says why it stops), or to
 # scripts/mpirun-cpu.sh, stops every rank at the same step; ranks given different
 # configs are refused before any work.
 . "$(dirname "$0")/lib.sh"
@@ -196,6 +197,17 @@ done
 # ---- SIGTERM to rank 0 only: every rank stops at the same step, one checkpoint, exit 0 ----
 mp 2 -o term "${LONG[@]}" --set train.save_every=100000 --set train.zero=1 --metrics term.jsonl >/dev/null 2>term.err & job=$!
 sigterm_rank0 $job term term.jsonl llm-shard ""
+# ---- SIGTERM to rank 1 only: the same, and rank 0 (the one voice) says why it stops ----
+mp 2 -o term1 "${LONG[@]}" --set train.save_every=100000 --metrics term1.jsonl >/dev/null 2>term1.err & job=$!
+if wait_steps term1.jsonl 3 && r1=$(pid_of $job 1) && [ -n "$r1" ]; then
+  kill -TERM "$r1"; wait $job; rc=$?
+  step=$(grep '"loss"' term1.jsonl | tail -1 | sed 's/.*"step": *\([0-9]*\).*/\1/')
+  check "SIGTERM to rank 1 only: exit 0 (rc $rc)" [ "$rc" = 0 ]
+  check "... one checkpoint, at the last logged step ($step)" [ "$(ls term1 | tr '\n' ' ')" = "$(printf 'step-%08d.llmk ' "$step")" ]
+  check "... rank 0 says another rank was asked to stop" grep -q "stopping at step $step: another rank was asked to stop" term1.err
+else
+  kill $job 2>/dev/null; wait $job; notok "SIGTERM to rank 1: run did not start ($(tail -c 300 term1.err))"
+fi
 # ---- scripts/mpirun-cpu.sh: SIGTERM to the script stops every rank with one checkpoint
 # (mpirun alone kills the ranks a second after a SIGTERM, mid-step: the script turns the
 # stop signals into SIGUSR1, which mpirun hands on) ----
