@@ -93,7 +93,8 @@ void llm_plan_time_write_table(const llm_plan_time *t, FILE *f)
     fprintf(f, "\nstep time (model: %.0f TFLOP/s x mfu %.2f per device, link %.0f GB/s, "
                "network %.0f GB/s, %d GPUs/node)\n",
             t->hw.peak_tflops, t->hw.mfu, t->hw.link_gbs, t->hw.net_gbs, t->hw.gpus_per_node);
-    fprintf(f, "  tokens/step      %.0f (%.0f micro-batches per rank)\n", t->tokens_step, t->micro_batches);
+    fprintf(f, "  tokens/step      %.0f (%.0f micro-batch%s per rank)\n", t->tokens_step, t->micro_batches,
+            t->micro_batches == 1 ? "" : "es");
     fprintf(f, "  compute          %10.2f ms  (%.3g FLOP/token)\n", t->compute_ms, t->flops_token);
     if (t->bubble > 0) fprintf(f, "  pipeline bubble  %10.1f %%\n", 100 * t->bubble);
     fprintf(f, "  dp collectives   %10.2f ms  (%s%s, %.2f ms exposed)\n", t->dp_comm_ms,
