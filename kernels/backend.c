@@ -57,7 +57,7 @@ int llm_backend_init(llm_backend *be, const char *device, int threads, char *err
         if (llm_backend_cuda_init(be, threads, err, errlen) == 0)
             return 0;
 #else
-        snprintf(err, errlen, "this build has no CUDA support (rebuild with make CUDA=1)");
+        snprintf(err, errlen, "device 'cuda': not available in this build (CPU only; rebuild with make CUDA=1)");
 #endif
         if (strcmp(device, "cuda") == 0)
             return -1;
