@@ -177,6 +177,9 @@ static llm_node *shard_section(const llm_ckpt *ck, const llm_node *sec, const ll
         llm_node *c = llm_node_copy(e);
         if (!c || llm_node_append(list, c))
             goto fail;
+        /* the mark is this run's: one left by an earlier run (a shard quantized again,
+         * with --keep) would count a tensor this run leaves as it is */
+        llm_node_remove(c, "quant");
         if (t && (q.action == LLM_QZ_CONVERT || q.kept) &&
             llm_node_set_str(c, "quant", q.action == LLM_QZ_CONVERT ? "converted" : "kept"))
             goto fail;

@@ -140,6 +140,11 @@ assert t['h.1.mlp.c_fc.weight']['quant'] == 'converted' and 'quant' not in t['h.
 for f in sq/q8_0-tp*-pp*.q.llmk; do llm-quantize -q "$f" "${f%.q.llmk}.qq.llmk" --type q8_0; done
 llm-shard merge sq/q8_0-tp*-pp*.qq.llmk -o sq/qq.llmk 2>err
 check "shards quantized q8_0 -> q8_0, merged: the file of q8_0 -> q8_0 on the whole (kept 9)" cmp -s sq/qq.llmk again8.llmk
+# again with --keep: the tensors kept now lose the first run's 'converted' mark
+llm-quantize -q q8_0.llmk againk.llmk --type q8_0 --keep 'h.0.*'
+for f in sq/q8_0-tp*-pp*.q.llmk; do llm-quantize -q "$f" "${f%.q.llmk}.qk.llmk" --type q8_0 --keep 'h.0.*'; done
+llm-shard merge sq/q8_0-tp*-pp*.qk.llmk -o sq/qk.llmk 2>err
+check "shards quantized q8_0 -> q8_0 --keep, merged: the file of the whole (converted 0)" cmp -s sq/qk.llmk againk.llmk
 llm-shard split --tp 2 --pp 2 q8_0.llmk -o sq/pre 2>err && llm-shard merge sq/pre-tp*-pp*.llmk -o sq/pre.llmk 2>>err
 check "quantize -> split -> merge: the quantized model back" cmp -s sq/pre.llmk q8_0.llmk
 expect_exit "merge of quantized and unquantized shards: 65" 65 llm-shard merge sq/q8_0-tp0-pp0.q.llmk sq/q8_0-tp1-pp0.q.llmk sq/q8_0-tp0-pp1.llmk sq/q8_0-tp1-pp1.llmk -o sq/x.llmk
