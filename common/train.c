@@ -202,7 +202,10 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
             (nr && (llm_node_i64(nr, &in_a_row) || in_a_row < 0 || in_a_row > step)) ||
             llm_loss_scaler_load(&t->ls, tr, st) ||
             llm_data_pos_parse(llm_node_get(tr, "data"), &pos, st) ||
-            llm_data_seek(t->train, &pos, st)) {
+            /* other files: refused below, naming them (a file index past them is no
+             * damage of the checkpoint) */
+            (!llm_data_files_differ(t->train, &pos, NULL, 0) &&
+             llm_data_seek(t->train, &pos, st))) {
             char why[LLM_MSG_MAX];   /* st->msg is the buffer llm_err writes */
             snprintf(why, sizeof why, "%s", st->msg);
             rc = llm_err(st, LLM_EDATA, "checkpoint '%s': bad train section%s%s", path,

@@ -144,6 +144,19 @@ rm sh/shard_1.bin
 expect_exit "a shard removed (2 again, other ones): refused, 65" 65 "${shrun[@]}" -o shr --set data.train="$TMP/sh/shard_*.bin" --resume auto
 check "... the same count and length, other names: said" grep -q "(2 file(s) of 40000 tokens now, 2 of 40000 then, under other names or with other lengths)" "$TMP/err"
 expect_exit "a file of another length under the same name: refused, 65" 65 "${shrun[@]}" -o shr --set data.train="$TMP/sh/shard_0.bin" --resume auto
+# a position in a file that is gone (file 1 of 2, 1 now): the same refusal, not a
+# damaged checkpoint
+$PY - <<'PY'
+import struct
+def w(p, t):
+    with open(p, 'wb') as f:
+        f.write(struct.pack('<256i', 20240520, 1, len(t), *([0] * 253))); f.write(struct.pack('<%dH' % len(t), *t))
+b = open('train.bin', 'rb').read()[1024:]; t = struct.unpack('<%dH' % (len(b) // 2), b)
+w('sh/small_0.bin', t[:1000]); w('sh/small_1.bin', t[1000:2000])
+PY
+expect_exit "2 small shards: 5 steps, into the second" 0 "${shrun[@]}" -o shs --set data.train="$TMP/sh/small_*.bin" --set train.exit_after=5
+expect_exit "... the second removed: refused, 65" 65 "${shrun[@]}" -o shs --set data.train="$TMP/sh/small_0.bin" --resume auto
+check "... named as other files (1 of 1000 tokens now, 2 of 2000 then)" grep -q "is not the data of the run it continues (1 file(s) of 1000 tokens now, 2 of 2000 then)" "$TMP/err"
 expect_exit "the same files in another folder: resumed" 0 "${shrun[@]}" -o shr --set data.train="$TMP/sh2/shard_*.bin" --resume auto --set train.exit_after=1
 check "... from step 3" grep -q "resuming from 'shr/step-00000003.llmk' (step 3)" "$TMP/err"
 # a checkpoint written before the files were recorded resumes unchecked
