@@ -25,6 +25,12 @@ start_server() {
   done
   return 1
 }
+# client_is SECS MODE WANT DESC: the client in MODE (at most SECS) prints exactly WANT
+client_is() {
+  local out
+  out=$(timeout "$1" $PY client.py "$ADDR" "$2" 2>&1)
+  check "$4 ($out)" [ "$out" = "$3" ]
+}
 # stop_server: SIGTERM, then its exit status in SRC (killed after 10 s: 999)
 stop_server() {
   kill -TERM $SP
@@ -267,29 +273,18 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
   out=$(timeout 60 $PY client.py "$ADDR" bad 2>&1)
   check "garbage and a 17 MiB line: error responses, then the next request answered" \
     sh -c "echo '$out' | sed -n 1p | grep -q '^error' && echo '$out' | sed -n 2p | grep -q 'longer than 16 MiB' && [ \"\$(echo '$out' | sed -n 3p)\" = 'length -' ]"
-  out=$(timeout 60 $PY client.py "$ADDR" around 2>&1)
-  check "1000 requests before a 17 MiB line and one after, sent at once: 1002 responses, 1 error ($out)" \
-    [ "$out" = "1002 1" ]
-  out=$(timeout 120 $PY client.py "$ADDR" pipelined 2>&1)
-  check "40000 lines of 1 KiB pipelined in one send (42 MB): each answered once, 400 good ($out)" \
-    [ "$out" = "40000 40000 400" ]
-  out=$(timeout 120 $PY client.py "$ADDR" slowread 2>&1)
-  check "20000 requests in one send, responses read slowly in 4 KiB pieces: each answered once ($out)" \
-    [ "$out" = "20000 True 200" ]
-  out=$(timeout 60 $PY client.py "$ADDR" trickle 2>&1)
-  check "200 requests in pieces of 1 to 5000 bytes, CRLF and blank lines: each answered ($out)" \
-    [ "$out" = "200 True 200" ]
-  out=$(timeout 60 $PY client.py "$ADDR" justover 2>&1)
-  check "a line 100 bytes over 16 MiB: refused as on stdin ($out)" [ "$out" = "input line longer than 16 MiB" ]
-  out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
-  check "a client that left: the next one is served ($out)" [ "$out" = length ]
+  client_is 60 around "1002 1" "1000 requests before a 17 MiB line and one after, sent at once: 1002 responses, 1 error"
+  client_is 120 pipelined "40000 40000 400" "40000 lines of 1 KiB pipelined in one send (42 MB): each answered once, 400 good"
+  client_is 120 slowread "20000 True 200" "20000 requests in one send, responses read slowly in 4 KiB pieces: each answered once"
+  client_is 60 trickle "200 True 200" "200 requests in pieces of 1 to 5000 bytes, CRLF and blank lines: each answered"
+  client_is 60 justover "input line longer than 16 MiB" "a line 100 bytes over 16 MiB: refused as on stdin"
+  client_is 60 leave "length" "a client that left: the next one is served"
   out=$(timeout 60 $PY client.py "$ADDR" crowd 2>&1)
   check "64 idle clients: a 65th is served in place of the idlest, the others stay ($(echo $out | tr '\n' ' '))" \
     sh -c "echo '$out' | grep -q '65th: length' && echo '$out' | grep -q '1st: closed' && echo '$out' | grep -q '2nd: length'"
   expect_exit "a second server on the same socket: 74 (a server is listening there)" 74 \
     timeout 10 llm-infer "$M" --listen unix:"$TMP/s.sock"
-  out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
-  check "... the first one still served ($out)" [ "$out" = length ]
+  client_is 60 leave "length" "... the first one still served"
   check "still running after all that" kill -0 $SP
   stop_server
   check "SIGTERM: exit 0 ($SRC), 'stopped' said, the socket file removed" \
@@ -359,8 +354,7 @@ fi
 # ---- TCP, any free port ----
 if start_server tcp.log 127.0.0.1:0; then
   case $ADDR in 127.0.0.1:[1-9]*) ok "TCP port 0: the bound port is said ($ADDR)";; *) notok "TCP address said: '$ADDR'";; esac
-  out=$(timeout 60 $PY client.py "$ADDR" leave 2>&1)
-  check "a TCP client is served ($out)" [ "$out" = length ]
+  client_is 60 leave "length" "a TCP client is served"
   expect_exit "the same port again: 74" 74 llm-infer "$M" --listen "$ADDR"
   stop_server
   check "SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
