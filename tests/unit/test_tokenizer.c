@@ -626,10 +626,7 @@ static size_t joined_pieces(tu_rng *r, const char *const *piece, size_t n, size_
 static void test_gpt2_cuts_agree(void **state)
 {
     (void)state;
-    if (!gpt2) {
-        printf("# SKIP: shared GPT-2 data not found (set LLM_DATA)\n");
-        skip();
-    }
+    NEED_GPT2();
     static const char *const piece[] = {
         "a", "Z", "1", ".", "'", "'s", " ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1f",
         "\xc2\xa0", "\xc2\x85", "\xe3\x80\x80", "\xe2\x80\x83", "\xe2\x80\xa8", "\xe1\x9a\x80",
@@ -678,10 +675,7 @@ static void test_gpt2_cuts_agree(void **state)
 static void test_gpt2_cut_everywhere(void **state)
 {
     (void)state;
-    if (!gpt2) {
-        printf("# SKIP: shared GPT-2 data not found (set LLM_DATA)\n");
-        skip();
-    }
+    NEED_GPT2();
     static const char *const piece[] = {
         "\xe6\x97\xa5", "\xe6\x9c\xac", "\xe8\xaa\x9e", "\xe3\x81\xae", "\xe3\x81\x97", "\xe3\x82\xab",
         "\xe3\x83\xbc", "\xe3\x80\x82", "\xe3\x80\x81", "\xe3\x80\x8c", "\xe3\x80\x8d", "\xef\xbc\x81",
