@@ -608,6 +608,20 @@ static void test_cut_every_code_point(void **state)
         assert_false(llm_tok__cut_ok(bad[k], strlen(bad[k]) - 1, strlen(bad[k])));
 }
 
+/* got == want, else the text's bytes printed (what: which cut) and the test fails */
+static void assert_same_ids(const llm_ids *got, const llm_ids *want, const char *what,
+                            const char *text, size_t n)
+{
+    if (got->n != want->n || memcmp(got->v, want->v, want->n * sizeof *want->v)) {
+        printf("# %s differs:", what);
+        for (size_t j = 0; j < n; j++)
+            printf(" %02x", (unsigned char)text[j]);
+        printf("\n");
+    }
+    assert_int_equal(got->n, want->n);
+    assert_memory_equal(got->v, want->v, want->n * sizeof *want->v);
+}
+
 /* 1 to max_parts pieces drawn from piece[0..n), joined into text (the caller's, large
  * enough for max_parts of the longest piece); returns its length */
 static size_t joined_pieces(tu_rng *r, const char *const *piece, size_t n, size_t max_parts, char *text)
@@ -652,14 +666,9 @@ static void test_gpt2_cuts_agree(void **state)
             llm_ids two = {0};
             assert_int_equal(llm_tokenizer_encode(gpt2, text, i, &two, &st), LLM_OK);
             assert_int_equal(llm_tokenizer_encode(gpt2, text + i, n - i, &two, &st), LLM_OK);
-            if (two.n != whole.n || memcmp(two.v, whole.v, whole.n * sizeof *whole.v)) {
-                printf("# cut at %zu of %zu differs:", i, n);
-                for (size_t j = 0; j < n; j++)
-                    printf(" %02x", (unsigned char)text[j]);
-                printf("\n");
-            }
-            assert_int_equal(two.n, whole.n);
-            assert_memory_equal(two.v, whole.v, whole.n * sizeof *whole.v);
+            char what[64];
+            snprintf(what, sizeof what, "cut at %zu of %zu", i, n);
+            assert_same_ids(&two, &whole, what, text, n);
             llm_ids_free(&two);
             cuts++;
         }
@@ -699,14 +708,7 @@ static void test_gpt2_cut_everywhere(void **state)
             from = i;
             cuts += i < n;
         }
-        if (parts_ids.n != whole.n || memcmp(parts_ids.v, whole.v, whole.n * sizeof *whole.v)) {
-            printf("# cut everywhere differs:");
-            for (size_t j = 0; j < n; j++)
-                printf(" %02x", (unsigned char)text[j]);
-            printf("\n");
-        }
-        assert_int_equal(parts_ids.n, whole.n);
-        assert_memory_equal(parts_ids.v, whole.v, whole.n * sizeof *whole.v);
+        assert_same_ids(&parts_ids, &whole, "cut everywhere", text, n);
         llm_ids_free(&whole);
         llm_ids_free(&parts_ids);
     }
