@@ -1,6 +1,7 @@
 /* ckpt_dtype.c — dtype names and sizes, the tensor-name index, crc32. */
 #include "common/ckpt.h"
 #include "common/ckpt_internal.h"
+#include "common/hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,14 +81,6 @@ uint32_t llm_crc32(const void *p, uint64_t n)
     return (uint32_t)c;
 }
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 int llm_name_index_init(llm_name_index *ix, size_t expected)
 {
     memset(ix, 0, sizeof *ix);
@@ -128,7 +121,7 @@ int llm_name_index_add(llm_name_index *ix, const char *name, int i)
 {
     if (2 * (ix->n + 1) > ix->cap && grow(ix))
         return -1;
-    size_t m = ix->cap - 1, h = (size_t)fnv1a(name) & m;
+    size_t m = ix->cap - 1, h = (size_t)llm_fnv1a(LLM_FNV1A_INIT, name, strlen(name)) & m;
     while (ix->names[h]) {
         if (!strcmp(ix->names[h], name))
             return 1;
@@ -144,7 +137,7 @@ int llm_name_index_find(const llm_name_index *ix, const char *name)
 {
     if (!ix->cap || !name)
         return -1;
-    size_t m = ix->cap - 1, h = (size_t)fnv1a(name) & m;
+    size_t m = ix->cap - 1, h = (size_t)llm_fnv1a(LLM_FNV1A_INIT, name, strlen(name)) & m;
     while (ix->names[h]) {
         if (!strcmp(ix->names[h], name))
             return ix->idx[h];

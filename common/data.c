@@ -1,6 +1,7 @@
 /* data.c — batches over token files, with an optional prefetch thread (see data.h). */
 #include "common/data.h"
 #include "common/clock.h"
+#include "common/hash.h"
 #include "common/rng.h"
 
 #include <errno.h>
@@ -48,15 +49,6 @@ struct llm_data {
 
     double wait_s;
 };
-
-/* 64-bit FNV-1a over n bytes, continuing from h */
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001B3ull;
-    return h;
-}
 
 /* Whether file f, mapped, is now shorter than when it was opened (truncated in place:
  * the same device and inode; a file renamed over its name leaves the mapping intact).
@@ -227,6 +219,7 @@ int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
     d->sequential = o->sequential;
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
+    d->files_hash = LLM_FNV1A_INIT;
     for (int i = 0; i < n; i++) {
         if (llm_tokfile_open(&d->files[i], g.gl_pathv[i], 0, st)) {
             globfree(&g);
@@ -253,9 +246,8 @@ int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
         unsigned char le[8];
         for (int k = 0; k < 8; k++)
             le[k] = (unsigned char)(nt >> (8 * k));
-        d->files_hash = fnv1a(d->files_hash ? d->files_hash : 0xCBF29CE484222325ull, base,
-                              strlen(base) + 1);
-        d->files_hash = fnv1a(d->files_hash, le, sizeof le);
+        d->files_hash = llm_fnv1a(d->files_hash, base, strlen(base) + 1);
+        d->files_hash = llm_fnv1a(d->files_hash, le, sizeof le);
         d->ntok += nt;
         if (nt > (uint64_t)o->T)
             d->nwin += nt - (uint64_t)o->T;

@@ -1,6 +1,7 @@
 /* train_dist.c — data-parallel and ZeRO-1 optimizer steps, and the gather of sharded
  * moments into rank 0's checkpoint writer (see train_dist.h). */
 #include "common/train_dist.h"
+#include "common/hash.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -151,9 +152,7 @@ int llm_train_dist_check_config(const llm_train_config *cfg, llm_dist *d, llm_st
         if (mine || !x || !llm_node_str(x))
             continue;
         val = llm_node_str(x);
-        uint64_t h = 1469598103934665603ull;
-        for (const char *p = val; *p; p++)
-            h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        uint64_t h = llm_fnv1a(LLM_FNV1A_INIT, val, strlen(val));
         v[2 * i] = (double)(h >> 12);
         v[2 * i + 1] = -(double)(h >> 12);
     }
