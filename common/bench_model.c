@@ -10,8 +10,10 @@
 #include "common/infer.h"
 #include "common/loss_scale.h"
 
-double llm_bench_gpu_train_peak_gflops(llm_dtype lo)
+double llm_bench_train_peak_gflops(const llm_backend *be, llm_dtype lo)
 {
+    if (strcmp(be->name, "cuda"))
+        return llm_bench_cpu_peak_gflops(be->threads > 0 ? be->threads : 1);
     const char *tf = getenv("LLM_CUDA_TF32");
     const char *dt = lo == LLM_DT_BF16 ? "bf16" : lo == LLM_DT_F16 ? "f16" : tf && *tf == '1' ? "tf32" : "f32";
     double peak = -1;
@@ -97,14 +99,7 @@ int llm_bench_train(const llm_bench_model_opts *o, llm_bench_row *row, llm_statu
     row->warmup = o->warmup;
     llm_bench_row_times(row, t, o->reps, (double)n, 1, "tokens/s");
     double fpt = llm_bench_train_flops_per_token(&mc, o->T);
-    double peak = o->peak_gflops;
-    if (!(peak > 0) && !strcmp(be.name, "cuda")) {
-        peak = llm_bench_gpu_train_peak_gflops(lo);   /* -1: no MFU */
-    } else if (!(peak > 0)) {
-        /* the CPU's fp32 FMA peak whatever the precision: its bf16/fp16 matmuls are
-         * fp32 GEMMs on rounded operands */
-        peak = llm_bench_cpu_peak_gflops(be.threads);
-    }
+    double peak = o->peak_gflops > 0 ? o->peak_gflops : llm_bench_train_peak_gflops(&be, lo);
     llm_bench_row_kv(row, "batch", o->B);
     llm_bench_row_kv(row, "ms_per_step", 1e3 * row->t_med);
     llm_bench_row_kv(row, "flops_per_token", fpt);

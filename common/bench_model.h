@@ -26,11 +26,13 @@ typedef struct {
  * attention scores and values over T/2 positions on average). */
 double llm_bench_train_flops_per_token(const llm_model_config *c, int T);
 
-/* The dense peak in GFLOP/s that training's MFU is measured against on the GPU: the
- * device's table peak (llm_bench_gpu_peaks) for the GEMMs the cuda backend runs at
- * precision lo: bf16/f16 tensor cores, else fp32, or TF32 when LLM_CUDA_TF32=1 turns it
- * on.  -1 when the table does not know the device, or there is no GPU. */
-double llm_bench_gpu_train_peak_gflops(llm_dtype lo);
+/* The dense peak in GFLOP/s that training's MFU on backend be is measured against when
+ * none is given (llm-train's train.peak_flops, llm-bench's --peak): on cuda the device's
+ * table peak (llm_bench_gpu_peaks) for the GEMMs it runs at precision lo (bf16/f16 tensor
+ * cores, else fp32, or TF32 when LLM_CUDA_TF32=1 turns it on), -1 when the table does
+ * not know the device; on the CPU the fp32 FMA peak of its threads, measured now, in
+ * every precision (its bf16/fp16 matmuls are fp32 GEMMs on rounded operands). */
+double llm_bench_train_peak_gflops(const llm_backend *be, llm_dtype lo);
 
 /* Time full training steps (zero_grad, forward, backward, AdamW) on random tokens in
  * o->precision (fp16 with dynamic loss scaling, as llm-train); one row: tokens/s over the

@@ -622,14 +622,12 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
      * an AVX-512 machine).  A GPU the table does not know has no MFU (NaN: the metrics
      * leave it out) rather than one against a guessed peak. */
     double peak = c->peak_flops;
-    if (!(peak > 0) && !strcmp(t.be->name, "cuda")) {
-        double gflops = llm_bench_gpu_train_peak_gflops(llm_model_precision(t.m));
+    if (!(peak > 0)) {
+        double gflops = llm_bench_train_peak_gflops(t.be, llm_model_precision(t.m));
         peak = gflops > 0 ? gflops * 1e9 : NAN;
         if (!(gflops > 0))
             llm_info(t.log, "mfu: no peak known for this GPU at %s; set train.peak_flops to "
                      "have it reported", llm_dtype_name(llm_model_precision(t.m)));
-    } else if (!(peak > 0)) {
-        peak = llm_bench_cpu_peak_gflops(t.be->threads > 0 ? t.be->threads : 1) * 1e9;
     }
     peak *= world;
     int ran = 0, save_failed = 0;   /* save_failed: the final save, which ended the run */
