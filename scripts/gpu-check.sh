@@ -4,7 +4,8 @@
 # Two halves, because the GPU machine may lack libyaml/OpenBLAS/PCRE2/jansson and has no
 # package registry:
 #   here (no GPU):  scripts/gpu-check.sh --prepare
-#       builds with CUDA=1 and fills build/gpu-carry/ (binaries, the non-system shared
+#       builds with CUDA=1 in a copy of the tree of its own (build/gpu-src: never a mix
+#       with another mode's objects) and fills build/gpu-carry/ (binaries, the non-system shared
 #       libraries they need, as one xz archive unpacked on the GPU machine; small token
 #       files); prints the `run` call to use.
 #   on the GPU:     scripts/gpu-check.sh [--sanitize] [--quick]
@@ -118,14 +119,43 @@ build_llmc() {
     { git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown; } >"$CARRY/LLMC_COMMIT"
 }
 
+# The carried programs are built in a tree of their own, build/gpu-src: a copy of the
+# working tree's files (tracked and untracked but not ignored, so uncommitted changes go
+# too), built there with CUDA=1 only.  The checkout's own build/ may hold objects of
+# another mode (a CUDA=0 make, for instance the project checks', run while a CUDA=1 one
+# was running leaves a mix that neither make notices): such a mix once linked cuBLAS
+# around a CPU-only backend, and gpu_check then answered "not available in this build".
+# The copy keeps its objects between prepares (files keep their times: make rebuilds
+# what changed); files gone from the tree are gone from the copy.
+prepare_tree() {
+  local src=$ROOT/build/gpu-src
+  mkdir -p "$src" || return 1
+  find "$src" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} + || return 1
+  git -C "$ROOT" ls-files -z -co --exclude-standard |
+    (cd "$ROOT" && xargs -0 sh -c 'for f; do [ -f "$f" ] && printf "%s\0" "$f"; done' sh) |
+    tar cf - -C "$ROOT" --null -T - | tar xf - -C "$src" || return 1
+  echo "$src"
+}
+
 prepare() {
   command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
-  echo "gpu-check: building with CUDA=1" >&2
-  make -j2 CUDA=1 all build/tests/test_quant >"$ROOT/build/gpu-carry-build.log" 2>&1 \
+  local src ver
+  src=$(prepare_tree) || { echo "gpu-check: cannot copy the tree into build/gpu-src" >&2; return 1; }
+  ver=$(git -C "$ROOT" describe --always --dirty --tags 2>/dev/null || echo unknown)
+  echo "gpu-check: building $ver with CUDA=1 in build/gpu-src" >&2
+  (cd "$src" && make -j2 CUDA=1 VERSION="$ver" all build/tests/test_quant) \
+    >"$ROOT/build/gpu-carry-build.log" 2>&1 \
     || { echo "gpu-check: make CUDA=1 failed, see build/gpu-carry-build.log" >&2; return 1; }
+  # the carried gpu_check must have the CUDA backend: here, without a GPU, it skips
+  local says
+  says=$("$src/build/gpu/gpu_check" --tiny 2>&1 | tail -1)
+  case $says in
+    *"no GPU: skipped"*|*"checks"*) ;;
+    *) echo "gpu-check: the CUDA=1 build's gpu_check said: $says" >&2; return 1 ;;
+  esac
   rm -rf "$CARRY"; mkdir -p "$CARRY/bin" "$CARRY/lib" "$CARRY/data"
-  cp build/gpu/gpu_check build/tests/test_quant "$CARRY/bin/"
-  for p in bin/llm-*; do [ -x "$p" ] && cp "$p" "$CARRY/bin/"; done
+  cp "$src/build/gpu/gpu_check" "$src/build/tests/test_quant" "$CARRY/bin/"
+  for p in "$src"/bin/llm-*; do [ -x "$p" ] && cp "$p" "$CARRY/bin/"; done
   # shared libraries outside glibc/libstdc++/CUDA (those the GPU machine has, newer)
   for b in "$CARRY"/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}' | sort -u |
   while read -r l; do
@@ -138,7 +168,7 @@ prepare() {
   build_llmc "$CARRY/bin" ||
     echo "gpu-check: no llm.c peer carried (LLMC_SRC: a karpathy/llm.c checkout; build/llmc-build.log)" >&2
   make_data "$CARRY/data" || echo "gpu-check: no token data carried" >&2
-  git rev-parse --short HEAD >"$CARRY/COMMIT" 2>/dev/null
+  echo "$ver" >"$CARRY/COMMIT"
   # the run tool carries 64 MiB in all: binaries without debug info and the libraries
   # (OpenBLAS alone is ~35 MB) travel as one xz archive, unpacked on the GPU machine
   strip --strip-debug "$CARRY"/bin/* 2>/dev/null
@@ -263,6 +293,8 @@ else
     if env LD_LIBRARY_PATH="$LDP" timeout $(tl 120) "$BIN/gpu_check" --device cpu --tiny >"$REP_DIR/ops.log" 2>&1
     then row "ops harness (cpu for cuda)" PASS "$(grep -m1 '^gpu_check: [0-9]* checks' "$REP_DIR/ops.log" | sed 's/gpu_check: //')"
     else row "ops harness (cpu for cuda)" FAIL "see ops.log"; fi
+  elif grep -q "not available in this build" "$REP_DIR/ops.log"; then
+    row "ops vs reference" FAIL "gpu_check was built without the CUDA backend: run --prepare again"
   elif grep -q "no GPU: skipped" "$REP_DIR/ops.log"; then
     cat "$REP_DIR/ops.log"
     echo "gpu-check: no GPU: skipped"
