@@ -124,6 +124,12 @@ ifeq ($(NCCL),1)
   LDLIBS    += -Wl,-rpath,$(NCCL_HOME)/lib64
 endif
 
+# each object names its CUDA mode (common/build_mode.h); check_mode refuses the objects
+# of another (removes them and the target: the next make compiles them for this mode)
+CPPFLAGS += -include common/build_mode.h -DLLM_BUILD_MODE='"cuda$(CUDA)"'
+check_mode = @bad=$$(grep -L -a -F 'llmkit-build-mode=cuda$(CUDA);' $(filter-out %.cu.o,$(filter %.o,$(1))) </dev/null); \
+	if [ -n "$$bad" ]; then rm -f $$bad $@; echo "make: objects of another build mode than CUDA=$(CUDA) (two makes of different modes at once?), removed:" $$bad "-- run make again" >&2; exit 1; fi
+
 LIB_SRC  := $(wildcard common/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o) $(CU_SRC:%.cu=$(B)/%.cu.o)
 ifeq ($(CUDA),emu)
@@ -160,8 +166,9 @@ $(patsubst %.c,$(B)/%.o,$(wildcard common/dist*.c) common/bench_nccl.c common/nc
 
 # CUDA=0 and CUDA=1 share $(B): a stamp per mode makes a switch rebuild every object
 # (they differ in -DLLM_CUDA and in the archive's members).
+# (.2: since the objects carry their mode, common/build_mode.h)
 # (Made at parse time: with .SECONDARY a missing stamp would not force anything.)
-BUILD_STAMP := $(B)/.stamp-cuda$(CUDA)
+BUILD_STAMP := $(B)/.stamp-cuda$(CUDA).2
 ifeq ($(wildcard $(BUILD_STAMP)),)
   $(shell mkdir -p $(B) && rm -f $(B)/.stamp-cuda* && touch $(BUILD_STAMP))
 endif
@@ -198,11 +205,13 @@ $(B)/common/version.o: CPPFLAGS += -DLLM_VERSION='"$(VERSION)"'
 $(B)/common/version.o: $(VERSION_STAMP)
 
 $(LIB): $(LIB_OBJ)
+	$(call check_mode,$^)
 	@mkdir -p $(@D)
 	rm -f $@
 	ar rcs $@ $^
 
 $(BIN)/%: $(B)/cmd/%.o $(LIB)
+	$(call check_mode,$<)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $< $(LIB) $(LDLIBS) -o $@
 
