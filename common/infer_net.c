@@ -56,6 +56,8 @@ struct llm_infer_net {
 };
 
 static void flush_out(conn *c);
+static void read_in(conn *c);
+static int has_line(conn *c);
 
 static void conn_close(conn *c)
 {
@@ -238,14 +240,28 @@ long llm_infer_net_answered(const llm_infer_net *n)
 
 /* ---- moving bytes ---- */
 
-/* The client idle the longest: nothing of it waiting to be answered or sent; -1 if none. */
-static int idlest(const llm_infer_net *n)
+/* Whether c may be closed to make room: nothing of it in flight (no request taken and not
+ * yet answered, no whole line waiting to be taken, no response waiting to be sent), so
+ * that all it loses is a partial line it has not finished sending. */
+static int replaceable(conn *c)
+{
+    return c->fd >= 0 && !c->pending && !c->toolong && c->out.off == c->out.n && !has_line(c);
+}
+
+/* The client silent the longest of those that may be closed to make room; -1 if none.
+ * What the candidates sent is read first: a request already at the socket is in flight,
+ * and a client that just spoke is not the silent one. */
+static int silent_longest(llm_infer_net *n)
 {
     int best = -1;
+    for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
+        if (replaceable(&n->c[i]))
+            read_in(&n->c[i]);
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
-        const conn *c = &n->c[i];
-        if (c->fd >= 0 && !c->pending && c->in.n == c->in.off && !c->toolong && !c->skipping &&
-            c->out.off == c->out.n && (best < 0 || c->last < n->c[best].last))
+        conn *c = &n->c[i];
+        if (c->fd < 0)
+            return i;   /* read_in closed one (a reset): its place is free */
+        if (replaceable(c) && (best < 0 || c->last < n->c[best].last))
             best = i;
     }
     return best;
@@ -263,8 +279,8 @@ static void accept_all(llm_infer_net *n)
         int i = 0;
         while (i < LLM_INFER_NET_MAX_CONN && n->c[i].fd >= 0)
             i++;
-        if (i == LLM_INFER_NET_MAX_CONN && (i = idlest(n)) >= 0)
-            conn_close(&n->c[i]);   /* full: the client idle the longest makes room */
+        if (i == LLM_INFER_NET_MAX_CONN && (i = silent_longest(n)) >= 0 && n->c[i].fd >= 0)
+            conn_close(&n->c[i]);   /* full: the client silent the longest makes room */
         if (i < 0) {
             close(fd);   /* full of busy clients: the newcomer sees its connection closed */
             continue;

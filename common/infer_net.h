@@ -8,7 +8,11 @@
  * read its responses is dropped once LLM_INFER_NET_MAX_OUT bytes wait for it, and one
  * whose input finds no memory to be read into is dropped too (polled with its bytes
  * unread, it would wake every poll at once), as is one whose responses find no memory
- * to wait in (the server goes on).
+ * to wait in (the server goes on).  When all LLM_INFER_NET_MAX_CONN places are taken, a
+ * newcomer takes the place of the client silent the longest of those with nothing in
+ * flight (no request taken or whole line waiting, no response unsent: idle, or holding
+ * part of a line), which is closed; with none such, the newcomer is closed.  So clients
+ * that connect and stall (a partial line, or nothing) cannot keep others out.
  */
 #ifndef LLM_INFER_NET_H
 #define LLM_INFER_NET_H
@@ -18,7 +22,7 @@
 #include "common/infer_io.h"
 #include "common/infer_sched.h"
 
-#define LLM_INFER_NET_MAX_CONN 64             /* clients at once; a newcomer replaces the idlest */
+#define LLM_INFER_NET_MAX_CONN 64             /* clients at once (then see above) */
 #define LLM_INFER_NET_MAX_OUT  (16u << 20)    /* bytes of responses waiting for a client */
 #define LLM_INFER_NET_DRAIN_MS 2000           /* at the end: to send what still waits */
 

@@ -75,6 +75,16 @@ def after_close(pid, secs):       # the server's CPU over secs, then a new clien
     f.flush()
     print(json.loads(f.readline())["finish_reason"])
 
+def ask(addr, r):                 # one request on a new connection: its finish reason, or
+    try:                          # "closed" when the server closes the connection instead
+        f = connect(addr).makefile("rw")
+        f.write(json.dumps(r) + "\n")
+        f.flush()
+        line = f.readline()
+        return json.loads(line)["finish_reason"] if line else "closed"
+    except (BrokenPipeError, ConnectionResetError):
+        return "closed"
+
 def batch_client(addr, k, out):
     s = connect(addr)
     f = s.makefile("rw")
@@ -254,6 +264,62 @@ elif mode == "crowd":             # 64 idle clients: a 65th takes the idlest one
     f.write(json.dumps(req(8, 1, 1)) + "\n")
     f.flush()
     print("2nd:", json.loads(f.readline())["finish_reason"])
+elif mode == "stalled":           # 64 clients each holding a partial line, silent (a
+                                  # slowloris): a 65th is served in place of the one silent
+                                  # longest, which keeps the answer it already had
+    a = connect(addr)             # the 1st: one request answered (unread), then a partial line
+    a.sendall((json.dumps(req(10, 0, 2)) + "\n").encode())
+    while True:
+        b = a.recv(1 << 16, socket.MSG_PEEK)
+        if not b or b"\n" in b:
+            break
+        time.sleep(0.01)
+    a.sendall(b'{"id": "a1", "prompt": "ROM')
+    held = [a]
+    for _ in range(63):
+        s = connect(addr)
+        s.sendall(b'{"id": "stall", "prompt": "ROMEO')
+        held.append(s)
+        time.sleep(0.01)
+    time.sleep(0.3)
+    r = ask(addr, req(8, 0, 1))
+    print("65th:", r)
+    if r == "closed":
+        sys.exit(0)
+    got = a.makefile("r").readlines()   # what it had, then the end
+    print("1st:", len(got), "answer(s)", json.loads(got[0])["id"] if got else "-", "then closed")
+    held[1].sendall(b'1:", "max_tokens": 1, "seed": 3}\n')
+    line = held[1].makefile("r").readline()
+    print("2nd:", "%(id)s %(finish_reason)s" % json.loads(line) if line else "closed")
+elif mode == "inflight":          # 64 clients with requests in flight (8 each) and a 65th, all
+    import os, signal             # queued while the server is stopped: accepted at once, their
+    pid = int(sys.argv[3])        # requests not yet read; none of the 64 is replaced by the 65th
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        held = []
+        for k in range(64):
+            s = connect(addr)
+            s.sendall("".join(json.dumps(req(k, i, 40)) + "\n" for i in range(8)).encode())
+            held.append(s)
+        n = connect(addr)
+        n.sendall((json.dumps(req(99, 0, 1)) + "\n").encode())
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    try:                          # the server closes it: no room
+        line = n.makefile("r").readline()
+        new = json.loads(line)["finish_reason"] if line else "closed"
+    except ConnectionResetError:
+        new = "closed"
+    ok = 0
+    for k, s in enumerate(held):
+        try:
+            f = s.makefile("r")
+            ids = sorted(json.loads(f.readline())["id"] for _ in range(8))
+            ok += ids == ["c%d-%d" % (k, i) for i in range(8)]
+        except (ConnectionResetError, ValueError):
+            pass
+    print("answered:", ok, "of 64")
+    print("65th:", new)
 PY
 
 # ---- a Unix-domain socket ----
@@ -282,6 +348,9 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
   out=$(timeout 60 $PY client.py "$ADDR" crowd 2>&1)
   check "64 idle clients: a 65th is served in place of the idlest, the others stay ($(echo $out | tr '\n' ' '))" \
     sh -c "echo '$out' | grep -q '65th: length' && echo '$out' | grep -q '1st: closed' && echo '$out' | grep -q '2nd: length'"
+  out=$(timeout 60 $PY client.py "$ADDR" stalled 2>&1)
+  check "64 clients silent on a partial line: a 65th is served in place of the one silent longest, which keeps its answer, the others stay ($(echo $out | tr '\n' ' '))" \
+    sh -c "echo '$out' | grep -q '^65th: length' && echo '$out' | grep -q '^1st: 1 answer(s) c10-0 then closed' && echo '$out' | grep -q '^2nd: stall length'"
   expect_exit "a second server on the same socket: 74 (a server is listening there)" 74 \
     timeout 10 llm-infer "$M" --listen unix:"$TMP/s.sock"
   client_is 60 leave "length" "... the first one still served"
@@ -291,6 +360,19 @@ if start_server srv.log unix:"$TMP/s.sock" --batch 4; then
     sh -c "[ $SRC = 0 ] && grep -q 'stopped after' srv.log && [ ! -e '$TMP/s.sock' ]"
 else
   notok "the server did not start: $(head -c 300 srv.log)"
+fi
+
+# ---- 64 clients with requests in flight (a server of its own: no clients left from the
+# tests above to make room) ----
+if start_server srv7.log unix:"$TMP/s7.sock" --batch 4; then
+  out=$(timeout 120 $PY client.py "$ADDR" inflight $SP 2>&1)
+  check "64 clients with requests in flight not yet read, a 65th: none replaced, each gets its 8 answers, the 65th closed ($(echo $out | tr '\n' ' '))" \
+    sh -c "echo '$out' | grep -q '^answered: 64 of 64' && echo '$out' | grep -q '^65th: closed'"
+  client_is 60 leave "length" "... the next client is served"
+  stop_server
+  check "SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
+else
+  notok "the server did not start: $(head -c 300 srv7.log)"
 fi
 
 # ---- a file put at the socket's path meanwhile is not the server's to remove ----
