@@ -149,7 +149,7 @@ int main(int argc, char **argv)
     int max_tokens = 128, top_k = 0, jsonl = 0, batch = 1, ctx = 0, stride = 0, stats = 0;
     int threads = 0, quiet = 0, verbose = 0;
     int64_t seed = 0;
-    double temperature = 1.0, top_p = 1.0;
+    double temperature = 1.0, top_p = 1.0, idle_timeout = LLM_INFER_NET_IDLE_S;
     llm_strlist stops = {0}, pos = {0};
     const llm_opt opts[] = {
         {"prompt", 'p', LLM_OPT_STR, &prompt, "TEXT", "generate from this prompt"},
@@ -163,6 +163,8 @@ int main(int argc, char **argv)
         {"jsonl", 0, LLM_OPT_FLAG, &jsonl, NULL, "stdin holds JSON request objects, stdout gets responses"},
         {"listen", 0, LLM_OPT_STR, &listen_addr, "ADDR",
          "serve JSON requests from clients of HOST:PORT or unix:PATH"},
+        {"idle-timeout", 0, LLM_OPT_DOUBLE, &idle_timeout, "SECONDS",
+         "--listen: close a client idle, or not reading, that long (default: 60; 0: never)"},
         {"batch", 0, LLM_OPT_INT, &batch, "N", "decode up to N requests together (default: 1)"},
         {"eval", 0, LLM_OPT_STR, &eval, "TOKENS.bin", "print the perplexity over a token file"},
         {"ctx", 0, LLM_OPT_INT, &ctx, "N", "--eval window length (default: the model's context)"},
@@ -209,6 +211,10 @@ int main(int argc, char **argv)
     else if (listen_addr && (prompt || file || eval || jsonl))
         bad = "--listen serves JSON requests; it excludes -p, -f, --eval and --jsonl";
     else if (!eval && (ctx_given || stride_given)) bad = "--ctx and --stride go with --eval";
+    else if (!listen_addr && llm_cli_given(&cli, &seen, "idle-timeout"))
+        bad = "--idle-timeout goes with --listen";
+    else if (!(idle_timeout >= 0 && idle_timeout <= LLM_INFER_NET_IDLE_MAX_S))
+        bad = "--idle-timeout must be in 0..86400 seconds";
     else if (max_tokens < 0) bad = "-n must be >= 0";
     else if (seed_arg && llm_parse_i64_range(seed_arg, 0, INT64_MAX, &seed))
         bad = "--seed must be an integer >= 0";
@@ -365,7 +371,7 @@ int main(int argc, char **argv)
         }
         if (!rc && listen_addr) {
             char bound[300];
-            rc = llm_infer_net_open(&net, listen_addr, &src, &stop_requested, bound, sizeof bound, &st);
+            rc = llm_infer_net_open(&net, listen_addr, idle_timeout, &src, &stop_requested, bound, sizeof bound, &st);
             if (!rc) {
                 io = llm_infer_net_io(net);
                 llm_info(&lg, "listening on %s", bound);

@@ -39,6 +39,7 @@ typedef struct {
     nbuf out;            /* responses; out.p[out.off, out.n) not yet sent */
     long pending;        /* requests taken and not yet answered */
     uint64_t last;       /* when it last sent a byte or was sent one (ns, monotonic) */
+    uint64_t moved;      /* with responses waiting: when they began to, or last moved */
 } conn;
 
 struct llm_infer_net {
@@ -50,6 +51,7 @@ struct llm_infer_net {
     int next;            /* the connection to look at first for a line (round robin) */
     int accept_wait;     /* accept failed for want of descriptors or memory: the listener
                             stays readable, so leave it out of the next poll */
+    uint64_t idle_ns;    /* --idle-timeout (0: none) */
     llm_infer_source *src;
     volatile sig_atomic_t *stop;
     long answered;
@@ -156,9 +158,9 @@ static int listen_tcp(llm_infer_net *n, const char *addr, char *bound, size_t bl
     return rc;
 }
 
-int llm_infer_net_open(llm_infer_net **out, const char *addr, llm_infer_source *src,
-                       volatile sig_atomic_t *stop, char *bound, size_t boundlen,
-                       llm_status *st)
+int llm_infer_net_open(llm_infer_net **out, const char *addr, double idle_s,
+                       llm_infer_source *src, volatile sig_atomic_t *stop, char *bound,
+                       size_t boundlen, llm_status *st)
 {
     *out = NULL;
     llm_infer_net *n = calloc(1, sizeof *n);
@@ -167,6 +169,7 @@ int llm_infer_net_open(llm_infer_net **out, const char *addr, llm_infer_source *
     n->lfd = -1;
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
         n->c[i].fd = -1;
+    n->idle_ns = idle_s > 0 ? (uint64_t)(idle_s * 1e9) : 0;   /* the caller bounds it */
     n->src = src;
     n->stop = stop;
     int rc = !strncmp(addr, "unix:", 5) ? listen_unix(n, addr + 5, bound, boundlen, st)
@@ -369,7 +372,7 @@ static void flush_out(conn *c)
             return;
         }
         c->out.off += (size_t)w;
-        c->last = now_ns();
+        c->last = c->moved = now_ns();
     }
     if (c->fd >= 0 && c->out.off == c->out.n)
         nbuf_reset(&c->out);
@@ -448,6 +451,26 @@ static void read_in(conn *c)
     }
 }
 
+/* --idle-timeout: close the clients quiet that long with nothing in flight (what they
+ * sent is read first: a request at the socket is in flight), and those whose waiting
+ * responses their socket has taken nothing of for that long (they lose them, as a client
+ * that leaves 16 MiB unread does). */
+static void expire(llm_infer_net *n)
+{
+    if (!n->idle_ns)
+        return;
+    uint64_t t = now_ns();
+    for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
+        conn *c = &n->c[i];
+        if (replaceable(c) && t - c->last >= n->idle_ns)
+            read_in(c);
+        if (replaceable(c) && t - c->last >= n->idle_ns)
+            conn_close(c);
+        else if (c->fd >= 0 && c->out.n > c->out.off && t - c->moved >= n->idle_ns)
+            conn_close(c);
+    }
+}
+
 /* Accept, read and write what is ready; wait up to timeout_ms (-1: until something is). */
 static void pump(llm_infer_net *n, int timeout_ms)
 {
@@ -473,9 +496,8 @@ static void pump(llm_infer_net *n, int timeout_ms)
         p[k] = (struct pollfd){.fd = c->fd, .events = ev};
         idx[k++] = i;
     }
-    if (poll(p, (nfds_t)k, timeout_ms) <= 0)
-        return;   /* nothing, or a signal: the caller looks at stop */
-    for (int j = 0; j < k; j++) {
+    int r = poll(p, (nfds_t)k, timeout_ms);   /* < 0: a signal; the caller looks at stop */
+    for (int j = 0; r > 0 && j < k; j++) {
         if (!p[j].revents)
             continue;
         if (idx[j] < 0) {
@@ -488,6 +510,7 @@ static void pump(llm_infer_net *n, int timeout_ms)
         if (c->fd >= 0)
             flush_out(c);
     }
+    expire(n);
 }
 
 /* ---- llm_infer_io ---- */
@@ -596,6 +619,8 @@ static int net_done(void *u, const llm_infer_result *res, llm_status *st)
         conn_close(c);
         return LLM_OK;
     }
+    if (c->out.off == c->out.n)
+        c->moved = now_ns();   /* responses begin to wait */
     memcpy(c->out.p + c->out.n, buf, len);
     c->out.n += len;
     free(buf);

@@ -25,18 +25,22 @@
 #define LLM_INFER_NET_MAX_CONN 64             /* clients at once (then see above) */
 #define LLM_INFER_NET_MAX_OUT  (16u << 20)    /* bytes of responses waiting for a client */
 #define LLM_INFER_NET_DRAIN_MS 2000           /* at the end: to send what still waits */
+#define LLM_INFER_NET_IDLE_S   60             /* --idle-timeout's default, seconds */
+#define LLM_INFER_NET_IDLE_MAX_S 86400        /* and its largest value */
 
 typedef struct llm_infer_net llm_infer_net;
 
 /* Listen on addr: "unix:PATH" (a socket file there is replaced unless a server listens
  * on it: LLM_EIO; any other file is refused), "HOST:PORT" or "[IPV6]:PORT" (PORT 0: any
- * free port).  src parses the lines (the caller sets it for JSONL, in NULL); stop, when set
+ * free port).  idle_s (0: none; the caller bounds it) closes a client quiet that long
+ * with nothing in flight, and one that has read nothing of its waiting responses for
+ * that long (it loses them).  src parses the lines (the caller sets it for JSONL, in NULL); stop, when set
  * by a signal handler, ends the wait for requests.  *bound receives the address in the
  * same form, with the port.
  * Errors: LLM_EUSAGE (a bad address), LLM_EIO (socket, bind, listen), LLM_ENOMEM. */
-int llm_infer_net_open(llm_infer_net **out, const char *addr, llm_infer_source *src,
-                       volatile sig_atomic_t *stop, char *bound, size_t boundlen,
-                       llm_status *st);
+int llm_infer_net_open(llm_infer_net **out, const char *addr, double idle_s,
+                       llm_infer_source *src, volatile sig_atomic_t *stop, char *bound,
+                       size_t boundlen, llm_status *st);
 /* Send the responses still waiting (for LLM_INFER_NET_DRAIN_MS at most), close every
  * connection and the listener (and remove the Unix socket file it bound,
  * if that is still what is at its path). */

@@ -25,10 +25,10 @@ start_server() {
   done
   return 1
 }
-# client_is SECS MODE WANT DESC: the client in MODE (at most SECS) prints exactly WANT
+# client_is SECS "MODE [ARGS]" WANT DESC: the client in MODE (at most SECS) prints exactly WANT
 client_is() {
   local out
-  out=$(timeout "$1" $PY client.py "$ADDR" "$2" 2>&1)
+  out=$(timeout "$1" $PY client.py "$ADDR" $2 2>&1)
   check "$4 ($out)" [ "$out" = "$3" ]
 }
 # stop_server: SIGTERM, then its exit status in SRC (killed after 10 s: 999)
@@ -320,6 +320,47 @@ elif mode == "inflight":          # 64 clients with requests in flight (8 each) 
             pass
     print("answered:", ok, "of 64")
     print("65th:", new)
+elif mode == "quiet":             # a silent client and one on a partial line: closed within
+    a, b = connect(addr), connect(addr)   # SECS, or still open after
+    b.sendall(b'{"prompt": "ROM')
+    for name, s in (("silent", a), ("partial", b)):
+        s.settimeout(float(sys.argv[3]))
+        try:
+            print(name, "closed" if s.recv(100) == b"" else "data")
+        except socket.timeout:
+            print(name, "open")
+        except ConnectionResetError:
+            print(name, "closed")
+elif mode == "unreading":         # 64 clients that send 3000 bad lines and read none of
+    held = []                     # the responses (more than their sockets take): a new
+    for _ in range(64):           # client is served once they are closed
+        s = socket.socket(socket.AF_UNIX)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(addr[5:])
+        s.sendall(b"x\n" * 3000)
+        held.append(s)
+    t0 = time.time()
+    r = "closed"
+    while r == "closed" and time.time() < t0 + 60:
+        time.sleep(0.2)
+        r = ask(addr, req(8, 0, 1))
+    print("new:", r)
+elif mode == "paused":            # a request sent while the server is stopped for longer than
+    import os, signal             # its idle timeout is still answered
+    pid = int(sys.argv[3])
+    f = connect(addr).makefile("rw")
+    f.write(json.dumps(req(11, 0, 1)) + "\n")
+    f.flush()
+    print(json.loads(f.readline())["id"])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        f.write(json.dumps(req(11, 1, 1)) + "\n")
+        f.flush()
+        time.sleep(2.5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    line = f.readline()
+    print(json.loads(line)["id"] if line else "closed")
 PY
 
 # ---- a Unix-domain socket ----
@@ -373,6 +414,27 @@ if start_server srv7.log unix:"$TMP/s7.sock" --batch 4; then
   check "SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
 else
   notok "the server did not start: $(head -c 300 srv7.log)"
+fi
+
+# ---- --idle-timeout ----
+if start_server srv8.log unix:"$TMP/s8.sock" --idle-timeout 1; then
+  client_is 60 "quiet 30" "silent closed
+partial closed" "--idle-timeout 1: a silent client and one on a partial line are closed"
+  client_is 90 unreading "new: length" "... 64 clients that read none of their responses are closed: a new one is served"
+  client_is 60 "paused $SP" "c11-0
+c11-1" "... a request sent while the server was stopped for 2.5 s is answered, not timed out"
+  client_is 60 leave "length" "... the next client is served"
+  stop_server
+  check "SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
+else
+  notok "the server did not start: $(head -c 300 srv8.log)"
+fi
+if start_server srv9.log unix:"$TMP/s9.sock" --idle-timeout 0; then
+  client_is 60 "quiet 3" "silent open
+partial open" "--idle-timeout 0: quiet clients stay"
+  stop_server
+else
+  notok "the server did not start: $(head -c 300 srv9.log)"
 fi
 
 # ---- a file put at the socket's path meanwhile is not the server's to remove ----
@@ -449,6 +511,9 @@ expect_exit "--listen with -p: 64" 64 llm-infer "$M" --listen unix:x.sock -p hi
 expect_exit "--listen nonsense: 64" 64 llm-infer "$M" --listen nonsense
 expect_exit "--listen 127.0.0.1:65536 (port out of range): 64" 64 timeout 10 llm-infer "$M" --listen 127.0.0.1:65536
 expect_exit "--listen unix: (no path): 64" 64 llm-infer "$M" --listen unix:
+expect_exit "--idle-timeout -1: 64" 64 llm-infer "$M" --listen unix:x.sock --idle-timeout -1
+expect_exit "--idle-timeout 86401: 64" 64 llm-infer "$M" --listen unix:x.sock --idle-timeout 86401
+expect_exit "--idle-timeout without --listen: 64" 64 llm-infer "$M" -p hi --idle-timeout 5
 echo keep >plain.txt
 expect_exit "--listen on a regular file: 64" 64 llm-infer "$M" --listen unix:plain.txt
 check "... the file untouched" [ "$(cat plain.txt)" = keep ]
