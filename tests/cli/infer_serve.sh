@@ -403,39 +403,45 @@ else
   notok "the server did not start: $(head -c 300 srv.log)"
 fi
 
-# ---- 64 clients with requests in flight (a server of its own: no clients left from the
-# tests above to make room) ----
-if start_server srv7.log unix:"$TMP/s7.sock" --batch 4; then
+# with_server LOG SOCK BODY ARGS...: BODY (a function) against llm-infer --listen
+# unix:$TMP/SOCK ARGS, a server of its own (no clients left from other tests), then
+# SIGTERM: exit 0
+with_server() {
+  local log=$1 sock=$2 body=$3
+  shift 3
+  if start_server "$log" unix:"$TMP/$sock" "$@"; then
+    $body
+    stop_server
+    check "SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
+  else
+    notok "the server did not start: $(head -c 300 "$log")"
+  fi
+}
+
+# ---- 64 clients with requests in flight ----
+in_flight() {
   out=$(timeout 120 $PY client.py "$ADDR" inflight $SP 2>&1)
   check "64 clients with requests in flight not yet read, a 65th: none replaced, each gets its 8 answers, the 65th closed ($(echo $out | tr '\n' ' '))" \
     sh -c "echo '$out' | grep -q '^answered: 64 of 64' && echo '$out' | grep -q '^65th: closed'"
   client_is 60 leave "length" "... the next client is served"
-  stop_server
-  check "SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
-else
-  notok "the server did not start: $(head -c 300 srv7.log)"
-fi
+}
+with_server srv7.log s7.sock in_flight --batch 4
 
 # ---- --idle-timeout ----
-if start_server srv8.log unix:"$TMP/s8.sock" --idle-timeout 1; then
+idle_1() {
   client_is 60 "quiet 30" "silent closed
 partial closed" "--idle-timeout 1: a silent client and one on a partial line are closed"
   client_is 90 unreading "new: length" "... 64 clients that read none of their responses are closed: a new one is served"
   client_is 60 "paused $SP" "c11-0
 c11-1" "... a request sent while the server was stopped for 2.5 s is answered, not timed out"
   client_is 60 leave "length" "... the next client is served"
-  stop_server
-  check "SIGTERM: exit 0 ($SRC)" [ "$SRC" = 0 ]
-else
-  notok "the server did not start: $(head -c 300 srv8.log)"
-fi
-if start_server srv9.log unix:"$TMP/s9.sock" --idle-timeout 0; then
+}
+with_server srv8.log s8.sock idle_1 --idle-timeout 1
+idle_0() {
   client_is 60 "quiet 3" "silent open
 partial open" "--idle-timeout 0: quiet clients stay"
-  stop_server
-else
-  notok "the server did not start: $(head -c 300 srv9.log)"
-fi
+}
+with_server srv9.log s9.sock idle_0 --idle-timeout 0
 
 # ---- a file put at the socket's path meanwhile is not the server's to remove ----
 if start_server srv2.log unix:"$TMP/s2.sock"; then
