@@ -517,8 +517,8 @@ expect_exit "--listen with -p: 64" 64 llm-infer "$M" --listen unix:x.sock -p hi
 expect_exit "--listen nonsense: 64" 64 llm-infer "$M" --listen nonsense
 expect_exit "--listen 127.0.0.1:65536 (port out of range): 64" 64 timeout 10 llm-infer "$M" --listen 127.0.0.1:65536
 expect_exit "--listen unix: (no path): 64" 64 llm-infer "$M" --listen unix:
-expect_exit "--idle-timeout -1: 64" 64 llm-infer "$M" --listen unix:x.sock --idle-timeout -1
-expect_exit "--idle-timeout 86401: 64" 64 llm-infer "$M" --listen unix:x.sock --idle-timeout 86401
+expect_exit "--idle-timeout -1: 64" 64 timeout 10 llm-infer "$M" --listen unix:x.sock --idle-timeout -1
+expect_exit "--idle-timeout 86401: 64" 64 timeout 10 llm-infer "$M" --listen unix:x.sock --idle-timeout 86401
 expect_exit "--idle-timeout without --listen: 64" 64 llm-infer "$M" -p hi --idle-timeout 5
 echo keep >plain.txt
 expect_exit "--listen on a regular file: 64" 64 llm-infer "$M" --listen unix:plain.txt
