@@ -158,6 +158,42 @@ static int model_config(trainer *t, llm_model_config *mc, llm_ckpt **init, llm_s
     return 0;
 }
 
+/* p, for a resume with another batch_size: its count of batches handed out goes on in
+ * batches of the new size (the rows read, and so the position, stay the same). */
+static const llm_data_pos *rebatch(llm_data_pos *p, int64_t was_b, int64_t b)
+{
+    if (was_b != b && p->batches <= UINT64_MAX / (uint64_t)was_b &&
+        p->batches * (uint64_t)was_b % (uint64_t)b == 0)
+        p->batches = p->batches * (uint64_t)was_b / (uint64_t)b;
+    return p;
+}
+
+/* A resume with another batch_size (the same global batch: llm_train_check_compat) says
+ * so, and warns when the evaluations now score other windows of data.val. */
+static void resplit_note(const trainer *t, const llm_train_shape *was)
+{
+    const llm_train_config *c = t->cfg;
+    int world = llm_dist_world(t->o->dist);
+    llm_info(t->log, "resuming with batch_size %d (was %lld): same global batch of %lld "
+             "tokens (%d rank(s) x batch_size %d x seq_len %d x %lld accumulation step(s))",
+             c->batch_size, (long long)was->batch_size, (long long)was->global_tokens, world,
+             c->batch_size, c->seq_len, (long long)(llm_config_accum_steps(c) / world));
+    if (!t->val || !was->eval_batches)
+        return;
+    /* eval_batches counts batches of batch_size rows from the start of data.val */
+    int64_t then = was->eval_batches * was->batch_size, now = c->eval_batches * c->batch_size;
+    if (then == now)
+        return;
+    char same[80] = "";
+    if (then % c->batch_size == 0)
+        snprintf(same, sizeof same, "; train.eval_batches %lld scores the same ones",
+                 (long long)(then / c->batch_size));
+    llm_warn(t->log, "the evaluations now score %lld windows of data.val (train.eval_batches "
+             "%lld x batch_size %d), %lld before: val_loss is not comparable across the "
+             "resume%s", (long long)now, (long long)c->eval_batches, c->batch_size,
+             (long long)then, same);
+}
+
 /* Find and load the checkpoint to resume from; *step = 0 when starting fresh. */
 static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
 {
@@ -191,7 +227,9 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
         llm_data_pos pos;
         int64_t step = -1, skipped = 0, in_a_row = 0;
         const llm_node *nr = llm_node_get(tr, "skipped_in_a_row"); /* absent: none */
-        if ((rc = llm_train_check_compat(ck, path, mc, t->cfg, st)) ||
+        llm_train_shape was;
+        if ((rc = llm_train_check_compat(ck, path, mc, t->cfg, llm_dist_world(t->o->dist), &was,
+                                         st)) ||
             (rc = llm_model_load(t->m, ck, 1, st))) {
             llm_ckpt_close(ck);
             break;
@@ -205,7 +243,7 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
             /* other files: refused below, naming them (a file index past them is no
              * damage of the checkpoint) */
             (!llm_data_files_differ(t->train, &pos, NULL, 0) &&
-             llm_data_seek(t->train, &pos, st))) {
+             llm_data_seek(t->train, rebatch(&pos, was.batch_size, t->cfg->batch_size), st))) {
             char why[LLM_MSG_MAX];   /* st->msg is the buffer llm_err writes */
             snprintf(why, sizeof why, "%s", st->msg);
             rc = llm_err(st, LLM_EDATA, "checkpoint '%s': bad train section%s%s", path,
@@ -228,6 +266,8 @@ static int resume(trainer *t, const llm_model_config *mc, llm_status *st)
         t->skipped_total = skipped;
         t->in_a_row = in_a_row;
         llm_info(t->log, "resuming from '%s' (step %lld)", path, (long long)step);
+        if (was.batch_size != t->cfg->batch_size)
+            resplit_note(t, &was);
         break;
     }
     free(steps);

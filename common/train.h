@@ -81,10 +81,24 @@ int llm_train_clean_temps(const char *dir, const llm_log *log);
  * Returns the number deleted. */
 int llm_train_prune(const char *dir, int keep, int64_t keep_step, const llm_log *log);
 
-/* Refuse a checkpoint whose model or batch shape differs from mc / cfg: LLM_EDATA with
- * every difference named ("model.n_embd: 64 in the checkpoint, 128 in the config"). */
+/* The batch shape a checkpoint's run had (its train.config). */
+typedef struct {
+    int64_t batch_size, seq_len;
+    int64_t global_tokens;   /* tokens per optimizer step: total_batch_tokens, or B x T */
+    int64_t eval_batches;    /* 0: not recorded */
+} llm_train_shape;
+
+/* Refuse a checkpoint whose model differs from mc, or whose run had another seq_len or
+ * another global batch (tokens per step) than cfg (cfg's total_batch_tokens resolved for
+ * `world` ranks: llm_train_dist_config): LLM_EDATA with every difference named
+ * ("model.n_embd: 64 in the checkpoint, 128 in the config"), and, when the global batch
+ * differs only because cfg leaves train.total_batch_tokens unset, what to set it to.
+ * Another batch_size (so other ranks or accumulation steps) splitting the same global
+ * batch is no difference: the data position is global (rows, not batches).  *was gets
+ * the checkpoint's shape. */
 int llm_train_check_compat(const llm_ckpt *ck, const char *path, const llm_model_config *mc,
-                           const llm_train_config *cfg, llm_status *st);
+                           const llm_train_config *cfg, int world, llm_train_shape *was,
+                           llm_status *st);
 
 /* Write the training checkpoint of step to path atomically (see the top of this file);
  * skipped: non-finite steps so far, in_a_row: how many of the last steps were (for

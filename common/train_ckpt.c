@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
@@ -183,8 +184,31 @@ static void add_int_diff(char *buf, size_t n, const char *key, int64_t was, int6
     add_diff(buf, n, key, a, b);
 }
 
+/* The global batch differs and cfg leaves train.total_batch_tokens unset (ranks x
+ * batch_size x seq_len): say what to set it to, or what stands in the way. */
+static void add_global_hint(char *buf, size_t n, const llm_train_config *cfg, int world,
+                            int64_t had)
+{
+    size_t l = strlen(buf);
+    int64_t split = (int64_t)world * cfg->batch_size * cfg->seq_len;
+    /* several ranks: llm_train_dist_config has set it to that split */
+    if (l + 1 >= n || (llm_config_given(cfg, "train.total_batch_tokens") &&
+                       cfg->total_batch_tokens))
+        return;
+    if (had % split == 0)
+        snprintf(buf + l, n - l, " (train.total_batch_tokens is unset, so ranks x batch_size x "
+                 "seq_len = %d x %d x %d: set train.total_batch_tokens to %" PRId64 " to go on "
+                 "with the same global batch)", world, cfg->batch_size, cfg->seq_len, had);
+    else
+        snprintf(buf + l, n - l, " (train.total_batch_tokens is unset, so ranks x batch_size x "
+                 "seq_len = %d x %d x %d; the same global batch, train.total_batch_tokens %"
+                 PRId64 ", needs a batch_size and ranks whose product divides its %" PRId64
+                 " rows)", world, cfg->batch_size, cfg->seq_len, had, had / cfg->seq_len);
+}
+
 int llm_train_check_compat(const llm_ckpt *ck, const char *path, const llm_model_config *mc,
-                           const llm_train_config *cfg, llm_status *st)
+                           const llm_train_config *cfg, int world, llm_train_shape *was,
+                           llm_status *st)
 {
     const llm_node *ms = llm_ckpt_section(ck, "model");
     llm_model_config cm;
@@ -206,16 +230,27 @@ int llm_train_check_compat(const llm_ckpt *ck, const char *path, const llm_model
     if (!tc)
         return llm_err(st, LLM_EDATA, "checkpoint '%s' has no train.config section "
                        "(not a training checkpoint)", path);
-    int64_t B = 0, T = 0, tot = 0;
-    if (llm_node_i64(llm_node_get(tc, "batch_size"), &B) ||
-        llm_node_i64(llm_node_get(tc, "seq_len"), &T) ||
-        llm_node_i64(llm_node_get(tc, "total_batch_tokens"), &tot))
+    int64_t B = 0, T = 0, tot = 0, ev = 0;
+    const llm_node *en = llm_node_get(tc, "eval_batches");
+    /* bounded as the config bounds them, so that B x T cannot overflow */
+    if (llm_node_i64(llm_node_get(tc, "batch_size"), &B) || B < 1 || B > INT_MAX ||
+        llm_node_i64(llm_node_get(tc, "seq_len"), &T) || T < 1 || T > INT_MAX ||
+        llm_node_i64(llm_node_get(tc, "total_batch_tokens"), &tot) || tot < 0 ||
+        (tot && tot % (B * T)))
         return llm_err(st, LLM_EDATA, "checkpoint '%s': bad train.config batch shape", path);
-    add_int_diff(d, sizeof d, "train.batch_size", B, cfg->batch_size);
-    add_int_diff(d, sizeof d, "train.seq_len", T, cfg->seq_len);
+    if (!en || llm_node_i64(en, &ev) || ev < 1 || ev > 1000000000)   /* as the config */
+        ev = 0;   /* for a note only: not recorded */
+    /* the data position counts rows, whatever their batches: only the rows per step
+     * (tokens per step and seq_len) must stay; batch_size, ranks and accumulation steps
+     * may split them otherwise */
+    int64_t had = tot ? tot : B * T;
     int64_t want = cfg->total_batch_tokens ? cfg->total_batch_tokens
                                            : (int64_t)cfg->batch_size * cfg->seq_len;
-    add_int_diff(d, sizeof d, "train.total_batch_tokens (effective)", tot ? tot : B * T, want);
+    add_int_diff(d, sizeof d, "train.seq_len", T, cfg->seq_len);
+    add_int_diff(d, sizeof d, "train.total_batch_tokens (effective)", had, want);
+    if (had != want && T == cfg->seq_len)
+        add_global_hint(d, sizeof d, cfg, world, had);
+    *was = (llm_train_shape){B, T, had, ev};
     if (d[0])
         return llm_err(st, LLM_EDATA, "refusing to resume from '%s': %s", path, d);
     return 0;
