@@ -9,7 +9,8 @@
 # within --dist-timeout, with and without buckets; SIGTERM to rank 0 only, to rank 1
 # only (rank 0 says why it stops), or to
 # scripts/mpirun-cpu.sh, stops every rank at the same step; ranks given different
-# configs are refused before any work.
+# configs are refused before any work; a checkpoint of 1 rank with B=8 resumes on 2 ranks
+# with B=2 (the same global batch split otherwise).
 . "$(dirname "$0")/lib.sh"
 no_leak_checks   # for the rest of this script: every run here is under mpirun (lib.sh)
 PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)  # the pyenv shim is slow to start
@@ -109,6 +110,17 @@ expect_exit "ZeRO-0 checkpoint, resume on 2 ranks with ZeRO-1" 0 mp 2 -o d1 --se
 check "ZeRO-0 -> ZeRO-1: same losses (1e-5)" close d0.jsonl d1.jsonl
 check "ZeRO-0 -> ZeRO-1: same weights and moments at step 12" wclose d0/step-00000012.llmk d1/step-00000012.llmk
 expect_exit "resume with another global batch is refused" 65 one -o r1 --set train.batch_size=2 --set train.max_steps=30 --resume auto
+
+# ---- a checkpoint of 1 rank with B=8 resumed on 2 ranks with B=2 x 2 accumulation steps ----
+expect_exit "1 rank, B=8: stop after 5 steps" 0 one -o h8 --set train.batch_size=8 --set train.exit_after=5 --metrics h8.jsonl
+cp -r h8 h2
+expect_exit "... resumed on 2 ranks with B=2 (total_batch_tokens 8 x T)" 0 mp 2 -o h2 --set train.batch_size=2 --set train.total_batch_tokens=$((8 * T)) --resume auto --metrics h2.jsonl
+check "... said so" grep -q "resuming with batch_size 2 (was 8): same global batch of 256 tokens (2 rank(s) x batch_size 2 x seq_len 32 x 2 accumulation step(s))" "$TMP/err"
+cat h8.jsonl h2.jsonl >h82.jsonl
+check "... the losses of 10 steps on 1 rank with B=8 (1e-5)" close s8.jsonl h82.jsonl
+check "... its weights and moments at step 10" wclose s8/step-00000010.llmk h2/step-00000010.llmk
+expect_exit "... on 2 ranks with B=2, total_batch_tokens unset: refused (65)" 65 mp 2 -o h8 --set train.batch_size=2 --resume auto
+check "... naming what to set" grep -q "ranks x batch_size x seq_len = 2 x 2 x 32: set train.total_batch_tokens to 256 to go on" "$TMP/err"
 
 # ---- ZeRO-1 memory: each rank holds half of the AdamW moments ----
 # 12.8M parameters (the moments: 2 x 4 bytes x P = 103 MB whole), 2 steps and the final

@@ -1,6 +1,7 @@
 #!/bin/bash
 # llm-train: exact resume, keep_last, signals, kill -9 during saves, full disk, non-finite
-# steps, refusal of mismatched checkpoints, gradient accumulation, metrics.
+# steps, refusal of mismatched checkpoints, a resume with another split of the same global
+# batch (another batch_size and accumulation), gradient accumulation, metrics.
 . "$(dirname "$0")/lib.sh"
 PY=python3
 # other processes share the cores: let idle OpenMP threads sleep instead of spinning
@@ -168,8 +169,8 @@ check "... and its checkpoint records them" sh -c "llm-shard info shr_old/step-0
 # ---- refusal of a checkpoint that does not match ----
 expect_exit "resume with another model refused (65)" 65 llm-train --config run.yaml -o b --resume auto --set model.n_embd=32
 check "difference named" grep -q "model.n_embd: 64 in the checkpoint, 32 in the config" "$TMP/err"
-expect_exit "resume with another batch refused (65)" 65 llm-train --config run.yaml -o b --resume auto --set train.batch_size=2 --set train.max_steps=20
-check "batch difference named" grep -q "train.batch_size: 4 in the checkpoint, 2 in the config" "$TMP/err"
+expect_exit "resume with another global batch refused (65)" 65 llm-train --config run.yaml -o b --resume auto --set train.batch_size=2 --set train.max_steps=20
+check "... the tokens per step named, and what to set" grep -q "train.total_batch_tokens (effective): 256 in the checkpoint, 128 in the config (train.total_batch_tokens is unset, so ranks x batch_size x seq_len = 1 x 2 x 64: set train.total_batch_tokens to 256 to go on" "$TMP/err"
 expect_exit "resume from a missing file (66)" 66 llm-train --config run.yaml -o b --resume nope.llmk
 
 # ---- hostile data: an id beyond the vocabulary is found and named ----
@@ -253,6 +254,41 @@ a, b = [[json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.a
 assert len(a) == len(b) == 3
 for x, y in zip(a, b): assert abs(x - y) <= 1e-6 * max(1, abs(x)), (x, y)
 PY
+
+# ---- a resume with another split of the same global batch (8 rows of 64 per step) ----
+# 3 steps with B=8, then 3 more with B=4 x 2 or B=2 x 4 accumulation steps == 6 steps with
+# B=8 (losses and weights, to rounding: the accumulation sums in another order)
+S=(--set train.batch_size=8 --set train.max_steps=6 --set train.eval_every=3 --set train.save_every=1000)
+expect_exit "B=8: 6 steps" 0 llm-train --config run.yaml -o sp "${S[@]}" --metrics sp.jsonl
+expect_exit "B=8: 3 steps" 0 llm-train --config run.yaml -o sp3 "${S[@]}" --set train.exit_after=3 --metrics sp3.jsonl
+cp -r sp3 sp4; cp -r sp3 sp2
+expect_exit "... resumed with B=4 x 2 (total_batch_tokens 512), eval_batches 4" 0 llm-train --config run.yaml -o sp4 "${S[@]}" --set train.batch_size=4 --set train.total_batch_tokens=512 --set train.eval_batches=4 --resume auto --metrics sp4.jsonl
+check "... said so, with no warning (the evaluations score the same 16 windows)" sh -c "grep -q 'resuming with batch_size 4 (was 8): same global batch of 512 tokens (1 rank(s) x batch_size 4 x seq_len 64 x 2 accumulation step(s))' '$TMP/err' && ! grep -q warning '$TMP/err'"
+cat sp3.jsonl sp4.jsonl >sp34.jsonl
+check "... the losses of the B=8 run (1e-5)" close sp.jsonl sp34.jsonl
+check "... its weights and moments at step 6" wclose sp/step-00000006.llmk sp4/step-00000006.llmk
+$PY - sp.jsonl sp34.jsonl <<'PY' && ok "... its val_loss at steps 3 and 6 (1e-5)" || notok "val_loss differs"
+import json, sys
+a, b = [[json.loads(l)["val_loss"] for l in open(p) if '"val_loss"' in l] for p in sys.argv[1:]]
+assert len(a) == len(b) == 2, (a, b)
+for x, y in zip(a, b): assert abs(x - y) <= 1e-5 * abs(x), (x, y)
+PY
+check "... the data position counts batches of 4: 6 + 3 x 2 (3 x 8 rows, then 3 x 2 x 4)" sh -c "llm-shard info sp4/step-00000006.llmk | grep -q \"batches: '12'\""
+expect_exit "... resumed with B=2 x 4, eval_batches 2" 0 llm-train --config run.yaml -o sp2 "${S[@]}" --set train.batch_size=2 --set train.total_batch_tokens=512 --resume auto --metrics sp2.jsonl
+check "... warned: the evaluations score other windows" grep -q "warning: the evaluations now score 4 windows of data.val (train.eval_batches 2 x batch_size 2), 16 before: val_loss is not comparable across the resume; train.eval_batches 8 scores the same ones" "$TMP/err"
+cat sp3.jsonl sp2.jsonl >sp32.jsonl
+check "... the losses of the B=8 run (1e-5)" close sp.jsonl sp32.jsonl
+check "... its weights and moments at step 6" wclose sp/step-00000006.llmk sp2/step-00000006.llmk
+cp -r sp3 spx
+expect_exit "another split, total_batch_tokens unset: refused (65)" 65 llm-train --config run.yaml -o spx "${S[@]}" --set train.batch_size=4 --resume auto
+check "... naming the tokens per step and what to set" grep -q "refusing to resume from 'spx/step-00000003.llmk': train.total_batch_tokens (effective): 512 in the checkpoint, 256 in the config (train.total_batch_tokens is unset, so ranks x batch_size x seq_len = 1 x 4 x 64: set train.total_batch_tokens to 512 to go on with the same global batch)$" "$TMP/err"
+expect_exit "a batch_size that cannot split 8 rows: refused (65)" 65 llm-train --config run.yaml -o spx "${S[@]}" --set train.batch_size=3 --resume auto
+check "... naming the rows" grep -q "512 in the checkpoint, 192 in the config (.*needs a batch_size and ranks whose product divides its 8 rows)$" "$TMP/err"
+expect_exit "another global batch: refused (65)" 65 llm-train --config run.yaml -o spx "${S[@]}" --set train.batch_size=4 --set train.total_batch_tokens=1024 --resume auto
+check "... naming it alone (batch_size is no difference)" grep -q "refusing to resume from 'spx/step-00000003.llmk': train.total_batch_tokens (effective): 512 in the checkpoint, 1024 in the config$" "$TMP/err"
+expect_exit "another seq_len, the same tokens per step: refused (65)" 65 llm-train --config run.yaml -o spx "${S[@]}" --set train.seq_len=32 --set train.batch_size=16 --resume auto
+check "... naming it alone" grep -q "refusing to resume from 'spx/step-00000003.llmk': train.seq_len: 64 in the checkpoint, 32 in the config$" "$TMP/err"
+check "... nothing written" [ "$(ls spx)" = step-00000003.llmk ]
 
 # ---- SIGTERM, SIGUSR1: finish the step, checkpoint, exit 0; the resumed curve continues ----
 # sig_run SIG DIR [ARGS...]: start a run far longer than the test (max_steps 1000000, no
