@@ -317,7 +317,7 @@ static int run_coll(const char *coll, int argc, char **argv)
      * llm_dist_nccl_self, before any rank waits for the others; no probe here, which would
      * make a context on GPU 0 in every rank */
     llm_dist *d = NULL;  /* ranks from mpirun (MPI builds), srun or --dist-init; else one rank */
-    llm_dist_opts dopt = {dist_init, dist_timeout, cuda, &lg};
+    llm_dist_opts dopt = {dist_init, dist_timeout, cuda, &lg, NULL};
     if (llm_dist_init(&d, &dopt, &st) || (cuda && llm_dist_nccl_self(d, &st))) {
         llm_error(&lg, "%s", st.msg);
         llm_dist_free(d);

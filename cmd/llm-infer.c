@@ -253,7 +253,7 @@ int main(int argc, char **argv)
     /* Open MPI: ranks that wait in a collective yield the core (decode does ~4 collectives
      * a layer, and ranks often share cores); a setting from the user wins */
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
-    llm_dist_opts dopt = {NULL, 1e7, 0, &lg};
+    llm_dist_opts dopt = {NULL, 1e7, 0, &lg, NULL};
     int rc = llm_dist_init(&dist, &dopt, &st);
     int rank = rc ? 0 : llm_dist_rank(dist), world = rc ? 1 : llm_dist_world(dist);
     if (!rc && !threads && world > 1) {

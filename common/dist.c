@@ -79,11 +79,22 @@ static void *watchdog(void *arg)
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+        if (d->busy_since > 0 && d->busy_setup && d->stop && *d->stop) {
+            /* NCCL's setup cannot be returned from either: a signal ends the start here */
+            if (d->xchg_pending)
+                llm_dist__exchange_done(d->xchg_pending, d->rank);
+            llm_info(d->log, "stopped on a signal during the start-up, waiting in %s: "
+                     "nothing written", d->busy_what);
+            fflush(stderr);
+            _exit(0);
+        }
         if (d->busy_since > 0 && llm_now_s() - d->busy_since > d->timeout_s) {
             fprintf(stderr, "llm: rank %d/%d: collective '%s' did not complete within %.0f s "
                     "(--dist-timeout): a rank died or hangs; aborting\n", d->rank, d->world,
                     d->busy_what, d->timeout_s);
             fflush(stderr);
+            if (d->xchg_pending)
+                llm_dist__exchange_done(d->xchg_pending, d->rank);
             if (d->ops->abort)
                 d->ops->abort(d);
             /* a blocked collective cannot be returned from: end the process (exit 70) */
@@ -101,6 +112,18 @@ void llm_dist__busy(llm_dist *d, const char *what)
     pthread_mutex_lock(&d->mu);
     d->busy_since = what ? llm_now_s() : 0;
     d->busy_what = what;
+    d->busy_setup = 0;
+    pthread_mutex_unlock(&d->mu);
+}
+
+void llm_dist__busy_setup(llm_dist *d, const char *what)
+{
+    if (!d->wd_running)
+        return;
+    pthread_mutex_lock(&d->mu);
+    d->busy_since = llm_now_s();
+    d->busy_what = what;
+    d->busy_setup = 1;
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -166,6 +189,7 @@ int llm_dist_init(llm_dist **out, const llm_dist_opts *o, llm_status *st)
     d->world = 1;
     d->timeout_s = o->timeout_s > 0 ? o->timeout_s : 600;
     d->log = o->log;
+    d->stop = o->stop;
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     const char *init = o->init && *o->init ? o->init : NULL;

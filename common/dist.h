@@ -19,10 +19,16 @@
  * timeout_s seconds (a rank died or hangs) ends the process with exit status 70 after a
  * message on stderr (NCCL: the communicator is aborted first).  This is the one place
  * a library function ends the process: a blocked MPI collective cannot be cancelled.
+ * Stopping: with opts.stop, a stop request (a signal handler setting *stop) ends the
+ * start-up waits that could last up to the timeout: the --dist-init exchange returns
+ * LLM_EINTR at once, and NCCL's setup (ncclCommInitRank, which cannot be returned from)
+ * ends the process with status 0 after a message on stderr.  Either way rank 0 first
+ * removes the file: id it wrote.  Collectives themselves are never cut short by it.
  */
 #ifndef LLM_DIST_H
 #define LLM_DIST_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "common/log.h"
@@ -36,6 +42,8 @@ typedef struct {
     double timeout_s;     /* collective watchdog (<= 0: 600 s) */
     int device;           /* 1: buffers are device memory (NCCL); 0: host memory */
     const llm_log *log;   /* diagnostics (NULL: stderr) */
+    /* non-zero: a stop request (a signal) ends the start-up waits (above); NULL: none */
+    const volatile sig_atomic_t *stop;
 } llm_dist_opts;
 
 typedef struct llm_dist llm_dist;
@@ -45,7 +53,9 @@ typedef struct llm_dist llm_dist;
  * launch with several ranks that cannot be served (no MPI built in, or world > 1 from
  * the environment on the CPU without MPI) is LLM_EUSAGE naming what is missing.
  * Errors: LLM_EUSAGE (bad --dist-init, inconsistent rank variables), LLM_EIO (the id
- * exchange failed or timed out), LLM_ENODEV (NCCL/MPI initialisation failed). */
+ * exchange failed or timed out), LLM_ENODEV (NCCL/MPI initialisation failed), LLM_EINTR
+ * (o->stop was set while waiting for the id exchange; the message says what for, e.g.
+ * "waiting for rank 0's id in 'PATH'"). */
 int  llm_dist_init(llm_dist **out, const llm_dist_opts *o, llm_status *st);
 /* Finalize (MPI_Finalize / ncclCommDestroy) and free; NULL is fine. */
 void llm_dist_free(llm_dist *d);

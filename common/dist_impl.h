@@ -44,6 +44,11 @@ struct llm_dist {
     void *stream;                     /* llm_dist_set_stream (NCCL); NULL */
     double busy_since;                /* > 0: inside a collective since (monotonic s) */
     const char *busy_what;
+    int busy_setup;                   /* the wait is NCCL's setup: a stop request ends it */
+    const volatile sig_atomic_t *stop; /* llm_dist_opts.stop; NULL: none */
+    /* the --dist-init spec while this rank 0's file: id waits for the others (NULL
+     * otherwise): removed (llm_dist__exchange_done) when the watchdog ends the process */
+    const char *xchg_pending;
 };
 
 /* A non-blocking all-reduce in flight (dist.h). */
@@ -60,6 +65,9 @@ size_t llm_dist__tsize(llm_dist_type t);
  * watchdog (when it runs: world > 1) ends the process with exit 70 when one takes longer
  * than timeout_s. */
 void llm_dist__busy(llm_dist *d, const char *what);
+/* The same for NCCL's setup, which waits for every rank: a stop request (d->stop) during
+ * it also ends the process, with status 0 ("stopped on a signal during the start-up"). */
+void llm_dist__busy_setup(llm_dist *d, const char *what);
 
 #ifdef LLM_MPI
 /* 1 when the environment says an MPI launcher started this process. */
@@ -74,11 +82,15 @@ void llm_dist__mpi_fini(void);
 #ifdef LLM_NCCL
 int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status *st);
 #endif
-/* --dist-init exchange of a blob from rank 0 (file:PATH or tcp://HOST:PORT). */
+/* --dist-init exchange of a blob from rank 0 (file:PATH or tcp://HOST:PORT).  stop (may
+ * be NULL): when *stop becomes non-zero the waits end within a fraction of a second with
+ * LLM_EINTR, the message saying what was waited for ("waiting for ..."); rank 0 leaves
+ * no file: id behind then. */
 int llm_dist__exchange(const char *init, int rank, int world, void *blob, size_t n,
-                       double timeout_s, llm_status *st);
-/* Once every rank holds the blob (NCCL's setup completed): rank 0 removes a file: blob,
- * so that it is not left for the next job to trip on.  Nothing for tcp://. */
+                       double timeout_s, const volatile sig_atomic_t *stop, llm_status *st);
+/* Once every rank holds the blob (NCCL's setup completed), or when the setup failed or
+ * was stopped: rank 0 removes a file: blob, so that it is not left for the next job to
+ * trip on.  Nothing for tcp://.  Only unlink(2): the watchdog thread calls it too. */
 void llm_dist__exchange_done(const char *init, int rank);
 
 #endif

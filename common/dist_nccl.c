@@ -373,25 +373,33 @@ int llm_dist__nccl_init(llm_dist *d, const char *init, int have_mpi, llm_status 
         rc = llm_dist__mpi_bcast_bytes(&id, sizeof id, st);
     else
 #endif
-        rc = llm_dist__exchange(init, d->rank, d->world, &id, sizeof id, d->timeout_s, st);
+        rc = llm_dist__exchange(init, d->rank, d->world, &id, sizeof id, d->timeout_s,
+                                d->stop, st);
     (void)have_mpi;
     if (rc)
         return rc;
+    /* from here on rank 0's file: id is removed however the setup ends: joined, failed,
+     * or (the watchdog) timed out or stopped */
+    const char *pending = have_mpi ? NULL : init;
     nccl_state *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        llm_dist__exchange_done(pending, d->rank);
         return llm_err(st, LLM_ENOMEM, "out of memory");
+    }
     if (cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking) != cudaSuccess ||
         cudaMalloc((void **)&s->scratch, sizeof(float)) != cudaSuccess ||
         cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming) != cudaSuccess) {
+        llm_dist__exchange_done(pending, d->rank);
         d->impl = s;
         n_fini(d);
         return llm_err(st, LLM_ENODEV, "nccl: cannot create a stream");
     }
-    llm_dist__busy(d, "ncclCommInitRank (waits for every rank)");
+    d->xchg_pending = pending;   /* read by the watchdog once busy (under d->mu) */
+    llm_dist__busy_setup(d, "ncclCommInitRank (waits for every rank)");
     r = ncclCommInitRank(&s->comm, d->world, id, d->rank);
     llm_dist__busy(d, NULL);
-    if (r == ncclSuccess && !have_mpi)
-        llm_dist__exchange_done(init, d->rank);
+    d->xchg_pending = NULL;
+    llm_dist__exchange_done(pending, d->rank);
     if (r != ncclSuccess) {
         s->comm = NULL;
         d->impl = s;

@@ -4,6 +4,7 @@
 #include "common/afile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -11,12 +12,39 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <unistd.h>
+
+/* Every wait below looks at the stop request (a signal handler sets *stop) at least
+ * every STOP_SLICE_MS: the signal may interrupt another thread (the watchdog) or come
+ * just before a wait begins, so no wait relies on EINTR alone. */
+#define STOP_SLICE_MS 250
+
+static int stopped(const volatile sig_atomic_t *stop)
+{
+    return stop && *stop;
+}
 
 static void nap(void)
 {
     usleep(50 * 1000);
+}
+
+/* Wait until fd is ready for events or the monotonic deadline passes: 1 ready (or an
+ * error the next call reports), 0 past the deadline, -1 stopped. */
+static int wait_fd(int fd, short events, double deadline, const volatile sig_atomic_t *stop)
+{
+    for (;;) {
+        if (stopped(stop))
+            return -1;
+        double left = deadline - llm_now_s();
+        if (left <= 0)
+            return 0;
+        struct pollfd pf = {fd, events, 0};
+        int ms = left * 1000 < STOP_SLICE_MS ? (int)(left * 1000) + 1 : STOP_SLICE_MS;
+        int k = poll(&pf, 1, ms);
+        if (k > 0 || (k < 0 && errno != EINTR))
+            return 1;
+    }
 }
 
 /* file:PATH — rank 0 writes PATH atomically (temp + rename), making its directory when
@@ -25,7 +53,7 @@ static void nap(void)
  * earlier job would hand out a stale id, so rank 0 refuses one that exists, and removes
  * its own once every rank has joined (llm_dist__exchange_done). */
 static int by_file(const char *path, int rank, void *blob, size_t n, double timeout_s,
-                   llm_status *st)
+                   const volatile sig_atomic_t *stop, llm_status *st)
 {
     if (rank == 0) {
         struct stat old;
@@ -47,6 +75,8 @@ static int by_file(const char *path, int rank, void *blob, size_t n, double time
             if (got == n)
                 return 0;
         }
+        if (stopped(stop))
+            return llm_err(st, LLM_EINTR, "waiting for rank 0's id in '%s'", path);
         if (llm_now_s() - t0 > timeout_s)
             return llm_err(st, LLM_EIO, "dist-init: '%s' did not appear within %.0f s (is rank 0 "
                            "running, and is the path on a shared filesystem?)", path, timeout_s);
@@ -54,12 +84,18 @@ static int by_file(const char *path, int rank, void *blob, size_t n, double time
     }
 }
 
-static int full_io(int fd, void *p, size_t n, int wr)
+/* Send (wr) or receive n bytes by the deadline: 0, -1 failed or too late, -2 stopped. */
+static int full_io(int fd, void *p, size_t n, int wr, double deadline,
+                   const volatile sig_atomic_t *stop)
 {
     char *c = p;
     while (n) {
-        ssize_t k = wr ? send(fd, c, n, MSG_NOSIGNAL) : recv(fd, c, n, 0);
-        if (k < 0 && errno == EINTR)
+        int w = wait_fd(fd, wr ? POLLOUT : POLLIN, deadline, stop);
+        if (w <= 0)
+            return w < 0 ? -2 : -1;
+        ssize_t k = wr ? send(fd, c, n, MSG_NOSIGNAL | MSG_DONTWAIT)
+                       : recv(fd, c, n, MSG_DONTWAIT);
+        if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
         if (k <= 0)
             return -1;
@@ -89,54 +125,88 @@ static int hello_rank(const unsigned char h[8], int world)
     return r >= 1 && r < (unsigned)world ? (int)r : -1;
 }
 
+/* The ranks in [1, world) not yet seen, as "1, 3, 4" (at most 8 or so, then ", ..."). */
+static void missing_ranks(const char *seen, int world, int got, char *out, size_t len)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (int r = 1; r < world && o + 12 < len; r++)
+        if (!seen[r])
+            o += (size_t)snprintf(out + o, len - o, "%s%d", o ? ", " : "", r);
+    if (world - got > 8 && o + 6 < len)
+        snprintf(out + o, len - o, ", ...");
+}
+
 /* rank 0's side: accept until every other rank has said hello and got the blob, or
- * timeout_s after t0 */
+ * timeout_s after t0, or a stop request */
 static int tcp_serve(int s, int world, const void *blob, size_t n, double t0, double timeout_s,
-                     const char *port, llm_status *st)
+                     const char *port, const volatile sig_atomic_t *stop, llm_status *st)
 {
     char *seen = calloc((size_t)world, 1);
     if (!seen)
         return llm_err(st, LLM_ENOMEM, "out of memory");
     int got = 1, rc = 0;
+    char miss[104];
     while (got < world && !rc) {
-        double left = timeout_s - (llm_now_s() - t0);
-        struct pollfd pf = {s, POLLIN, 0};
-        int k = left > 0 ? poll(&pf, 1, (int)(left * 1000) + 1) : 0;
-        if (k < 0 && errno == EINTR)
-            continue;
+        int k = wait_fd(s, POLLIN, t0 + timeout_s, stop);
         if (k <= 0) {
-            char miss[96] = "";
-            size_t o = 0;
-            for (int r = 1; r < world && o + 12 < sizeof miss; r++)
-                if (!seen[r])
-                    o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", o ? ", " : "", r);
-            rc = llm_err(st, LLM_EIO, "dist-init: %d of %d ranks reached port %s within %.0f s "
-                         "(missing: %s%s)", got, world, port, timeout_s, miss,
-                         world - got > 8 ? ", ..." : "");
+            missing_ranks(seen, world, got, miss, sizeof miss);
+            if (k < 0)
+                rc = llm_err(st, LLM_EINTR, "waiting for rank%s %s at port %s (%d of %d "
+                             "joined)", world - got > 1 ? "s" : "", miss, port, got, world);
+            else
+                rc = llm_err(st, LLM_EIO, "dist-init: %d of %d ranks reached port %s within "
+                             "%.0f s (missing: %s)", got, world, port, timeout_s, miss);
             break;
         }
         int c = accept(s, NULL, NULL);
         if (c < 0)
             continue;
         /* a peer that connects and stays silent costs at most 5 s */
-        struct timeval tv = {5, 0};
-        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        double until = llm_now_s() + 5;
         unsigned char h[8];
-        int r = full_io(c, h, sizeof h, 0) ? -1 : hello_rank(h, world);
-        if (r > 0 && !seen[r] && !full_io(c, (void *)blob, n, 1)) {
+        int r = full_io(c, h, sizeof h, 0, until, stop) ? -1 : hello_rank(h, world);
+        if (r > 0 && !seen[r] && !full_io(c, (void *)blob, n, 1, until, stop)) {
             seen[r] = 1;
             got++;
         }
-        close(c);
+        close(c);   /* stopped meanwhile: the next wait_fd says so */
     }
     free(seen);
     return rc;
 }
 
+/* A connection to ai by the monotonic deadline: the socket, -1 (refused, unreachable or
+ * too late: try again), -2 stopped. */
+static int tcp_connect(const struct addrinfo *ai, double deadline,
+                       const volatile sig_atomic_t *stop)
+{
+    int s = socket(ai->ai_family, ai->ai_socktype, 0);
+    if (s < 0)
+        return -1;
+    int fl = fcntl(s, F_GETFL);
+    /* non-blocking: an address that drops packets would hold connect(2) for minutes */
+    if (fl < 0 || fcntl(s, F_SETFL, fl | O_NONBLOCK) < 0) {
+        close(s);
+        return -1;
+    }
+    if (connect(s, ai->ai_addr, ai->ai_addrlen) == 0)
+        return s;
+    if (errno != EINPROGRESS && errno != EINTR) {
+        close(s);
+        return -1;
+    }
+    int w = wait_fd(s, POLLOUT, deadline, stop), err = 0;
+    socklen_t len = sizeof err;
+    if (w > 0 && getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && !err)
+        return s;
+    close(s);
+    return w < 0 ? -2 : -1;
+}
+
 /* tcp://HOST:PORT — rank 0 listens on PORT and sends the blob to each other rank once. */
 static int by_tcp(const char *hostport, int rank, int world, void *blob, size_t n,
-                  double timeout_s, llm_status *st)
+                  double timeout_s, const volatile sig_atomic_t *stop, llm_status *st)
 {
     char host[256];
     const char *colon = strrchr(hostport, ':');
@@ -161,23 +231,30 @@ static int by_tcp(const char *hostport, int rank, int world, void *blob, size_t 
             rc = llm_err(st, LLM_EIO, "dist-init: cannot listen on port %s: %s", colon + 1,
                          strerror(errno));
         else
-            rc = tcp_serve(s, world, blob, n, t0, timeout_s, colon + 1, st);
+            rc = tcp_serve(s, world, blob, n, t0, timeout_s, colon + 1, stop, st);
         if (s >= 0)
             close(s);
     } else {
         unsigned char h[8];
         hello_pack(h, rank);
         for (;;) {
-            int s = socket(ai->ai_family, ai->ai_socktype, 0);
-            if (s >= 0 && connect(s, ai->ai_addr, ai->ai_addrlen) == 0) {
-                if (full_io(s, h, sizeof h, 1) || full_io(s, blob, n, 0))
+            int s = tcp_connect(ai, t0 + timeout_s, stop), io = 0;
+            if (s >= 0) {
+                /* rank 0 answers at once, after the ranks that connected before */
+                io = full_io(s, h, sizeof h, 1, t0 + timeout_s, stop);
+                if (!io)
+                    io = full_io(s, blob, n, 0, t0 + timeout_s, stop);
+                close(s);
+                if (io == -1)
                     rc = llm_err(st, LLM_EIO, "dist-init: receiving the id from %s failed (is "
                                  "another process rank %d?)", hostport, rank);
-                close(s);
+                if (io != -2)
+                    break;
+            }
+            if (s == -2 || io == -2 || stopped(stop)) {
+                rc = llm_err(st, LLM_EINTR, "waiting for rank 0 at tcp://%s", hostport);
                 break;
             }
-            if (s >= 0)
-                close(s);
             if (llm_now_s() - t0 > timeout_s) {
                 rc = llm_err(st, LLM_EIO, "dist-init: no rank 0 at tcp://%s within %.0f s",
                              hostport, timeout_s);
@@ -197,14 +274,14 @@ void llm_dist__exchange_done(const char *init, int rank)
 }
 
 int llm_dist__exchange(const char *init, int rank, int world, void *blob, size_t n,
-                       double timeout_s, llm_status *st)
+                       double timeout_s, const volatile sig_atomic_t *stop, llm_status *st)
 {
     if (!init)
         return llm_err(st, LLM_EUSAGE, "dist: %d ranks without MPI need --dist-init "
                        "file:PATH or tcp://HOST:PORT", world);
     if (!strncmp(init, "file:", 5) && init[5])
-        return by_file(init + 5, rank, blob, n, timeout_s, st);
+        return by_file(init + 5, rank, blob, n, timeout_s, stop, st);
     if (!strncmp(init, "tcp://", 6))
-        return by_tcp(init + 6, rank, world, blob, n, timeout_s, st);
+        return by_tcp(init + 6, rank, world, blob, n, timeout_s, stop, st);
     return llm_err(st, LLM_EUSAGE, "--dist-init '%s': want file:PATH or tcp://HOST:PORT", init);
 }

@@ -113,6 +113,7 @@ expect_exit "rank 0 of 2 alone: exit 70 after --dist-timeout" 70 env RANK=0 WORL
 dt=$(( $(date +%s) - t0 ))
 check "... the watchdog names NCCL's setup (${dt}s)" grep -q "ncclCommInitRank.*did not complete within 3 s" "$TMP/err"
 check "... and wrote no checkpoint" [ ! -e a0 ]
+check "... and removed its id file" [ ! -e ida ]
 expect_exit "rank 1 of 2 alone: no id within --dist-timeout, exit 74" 74 env RANK=1 WORLD_SIZE=2 \
   "$E/llm-train" --config run.yaml -o a1 --dist-init "file:$TMP/idb" --dist-timeout 2
 check "... says what it waited for" grep -q "idb" "$TMP/err"

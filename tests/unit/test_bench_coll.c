@@ -161,7 +161,7 @@ static void test_refusals(void **state)
     assert_int_equal(llm_bench_collective_cuda("alltoall", NULL, 1024, 0, 1, rows, &st), LLM_EUSAGE);
     llm_status_clear(&st);
     llm_dist *d = NULL;
-    llm_dist_opts o = {NULL, 60, 1, NULL};
+    llm_dist_opts o = {NULL, 60, 1, NULL, NULL};
     assert_int_equal(llm_dist_init(&d, &o, &st), 0);
     if (llm_dist_world(d) > 1) {   /* started by a launcher: not this test's business */
         llm_dist_free(d);

@@ -7,11 +7,13 @@
 #include "tests/unit/testutil.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,7 +60,7 @@ static void test_single(void **state)
     clear_env();
     llm_dist *d;
     llm_status st = {0};
-    llm_dist_opts o = {NULL, 5, 0, NULL};
+    llm_dist_opts o = {NULL, 5, 0, NULL, NULL};
     assert_int_equal(llm_dist_init(&d, &o, &st), 0);
     assert_int_equal(llm_dist_rank(d), 0);
     assert_int_equal(llm_dist_world(d), 1);
@@ -95,7 +97,7 @@ static void test_env_errors(void **state)
     (void)state;
     llm_dist *d = NULL;
     llm_status st = {0};
-    llm_dist_opts o = {NULL, 5, 0, NULL};
+    llm_dist_opts o = {NULL, 5, 0, NULL, NULL};
     clear_env();
     setenv("WORLD_SIZE", "2", 1);
     setenv("RANK", "0", 1);
@@ -142,13 +144,13 @@ static void exchange(const char *init, int world)
         if (kids[r] == 0) {
             unsigned char got[128] = {0};
             llm_status st = {0};
-            int rc = llm_dist__exchange(init, r, world, got, sizeof got, 10, &st);
+            int rc = llm_dist__exchange(init, r, world, got, sizeof got, 10, NULL, &st);
             _exit(rc == 0 && !memcmp(got, want, sizeof got) ? 0 : 1);
         }
     }
     usleep(100 * 1000);  /* the others start waiting first: they must poll / retry */
     llm_status st = {0};
-    assert_int_equal(llm_dist__exchange(init, 0, world, want, sizeof want, 10, &st), 0);
+    assert_int_equal(llm_dist__exchange(init, 0, world, want, sizeof want, 10, NULL, &st), 0);
     for (int r = 1; r < world; r++) {
         int ws = 0;
         assert_int_equal(waitpid(kids[r], &ws, 0), kids[r]);
@@ -169,9 +171,9 @@ static void test_exchange(void **state)
     unsigned char b[4] = {0};
     /* nobody serves: a bounded wait, then an error naming the address */
     snprintf(spec, sizeof spec, "tcp://127.0.0.1:%d", port + 1);
-    assert_int_equal(llm_dist__exchange(spec, 1, 2, b, 4, 0.3, &st), LLM_EIO);
-    assert_int_equal(llm_dist__exchange("udp://x", 1, 2, b, 4, 0.3, &st), LLM_EUSAGE);
-    assert_int_equal(llm_dist__exchange("tcp://nohostport", 1, 2, b, 4, 0.3, &st), LLM_EUSAGE);
+    assert_int_equal(llm_dist__exchange(spec, 1, 2, b, 4, 0.3, NULL, &st), LLM_EIO);
+    assert_int_equal(llm_dist__exchange("udp://x", 1, 2, b, 4, 0.3, NULL, &st), LLM_EUSAGE);
+    assert_int_equal(llm_dist__exchange("tcp://nohostport", 1, 2, b, 4, 0.3, NULL, &st), LLM_EUSAGE);
     /* file: in a directory that does not exist yet (a job's first run writes the id into
      * its output directory): rank 0 makes it */
     snprintf(spec, sizeof spec, "file:%s/runs/job/.nccl-id", dir);
@@ -185,6 +187,21 @@ static void test_exchange(void **state)
     assert_int_equal(rmdir(sub), 0);
     tu_rmdir(dir);
     free(dir);
+}
+
+/* connect to 127.0.0.1:port once: the socket or -1 */
+static int dial_once(int port)
+{
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((unsigned short)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0)
+        return s;
+    if (s >= 0)
+        close(s);
+    return -1;
 }
 
 /* connect to 127.0.0.1:port (retrying while rank 0 starts to listen); the socket or -1 */
@@ -238,7 +255,7 @@ static void test_exchange_tcp_strangers(void **state)
         }
         unsigned char got[16] = {0};
         llm_status st = {0};
-        ok &= llm_dist__exchange(spec, 1, 3, got, sizeof got, 10, &st) == 0 && got[5] == 5;
+        ok &= llm_dist__exchange(spec, 1, 3, got, sizeof got, 10, NULL, &st) == 0 && got[5] == 5;
         if (quiet >= 0)
             close(quiet);
         _exit(ok ? 0 : 1);
@@ -247,12 +264,80 @@ static void test_exchange_tcp_strangers(void **state)
     for (int i = 0; i < 16; i++)
         blob[i] = (unsigned char)i;
     llm_status st = {0};
-    assert_int_equal(llm_dist__exchange(spec, 0, 3, blob, sizeof blob, 8, &st), LLM_EIO);
+    assert_int_equal(llm_dist__exchange(spec, 0, 3, blob, sizeof blob, 8, NULL, &st), LLM_EIO);
     assert_non_null(strstr(st.msg, "2 of 3 ranks"));
     assert_non_null(strstr(st.msg, "missing: 2"));
     int ws = 0;
     assert_int_equal(waitpid(kid, &ws, 0), kid);
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+}
+
+/* A stop request during each wait of the exchange: set by a SIGALRM handler (installed
+ * with SA_RESTART, as llm-train's are) 0.2 s in; the wait ends with LLM_EINTR naming what
+ * it waited for, long before its 60 s timeout. */
+static volatile sig_atomic_t stop_flag;
+
+static void on_alarm(int sig)
+{
+    stop_flag = sig;
+}
+
+static int stopped_exchange(const char *spec, int rank, int world, llm_status *st)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, &old);
+    stop_flag = 0;
+    struct itimerval it = {{0, 0}, {0, 200 * 1000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    unsigned char b[16] = {0};
+    double t0 = llm_now_s();
+    int rc = llm_dist__exchange(spec, rank, world, b, sizeof b, 60, &stop_flag, st);
+    double dt = llm_now_s() - t0;
+    sigaction(SIGALRM, &old, NULL);
+    assert_true(stop_flag);
+    assert_true(dt < 10);
+    return rc;
+}
+
+static void test_exchange_stop(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), spec[512];
+    llm_status st = {0};
+    /* another rank waiting for the file rank 0 never writes */
+    snprintf(spec, sizeof spec, "file:%s/nccl-id", dir);
+    assert_int_equal(stopped_exchange(spec, 1, 2, &st), LLM_EINTR);
+    assert_non_null(strstr(st.msg, "waiting for rank 0's id in"));
+    assert_non_null(strstr(st.msg, "nccl-id"));
+    /* rank 0 serving ranks that never come: the listening port is closed again */
+    int port = 20000 + (int)((getpid() + 104729) % 20000);
+    snprintf(spec, sizeof spec, "tcp://127.0.0.1:%d", port);
+    assert_int_equal(stopped_exchange(spec, 0, 3, &st), LLM_EINTR);
+    assert_non_null(strstr(st.msg, "waiting for ranks 1, 2 at port"));
+    int probe = dial_once(port);
+    assert_true(probe < 0);
+    /* another rank while nobody listens */
+    assert_int_equal(stopped_exchange(spec, 1, 2, &st), LLM_EINTR);
+    assert_non_null(strstr(st.msg, "waiting for rank 0 at tcp://127.0.0.1:"));
+    /* another rank connected to a listener that never answers (its backlog took the
+     * connection): the read of the id is a wait too */
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof a;
+    assert_true(l >= 0 && !bind(l, (struct sockaddr *)&a, sizeof a) && !listen(l, 4) &&
+                !getsockname(l, (struct sockaddr *)&a, &alen));
+    snprintf(spec, sizeof spec, "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+    assert_int_equal(stopped_exchange(spec, 1, 2, &st), LLM_EINTR);
+    assert_non_null(strstr(st.msg, "waiting for rank 0 at tcp://127.0.0.1:"));
+    close(l);
+    tu_rmdir(dir);
+    free(dir);
 }
 
 /* Under an MPI launcher with several ranks (tests/cli/dist.sh runs this program on 3):
@@ -270,7 +355,7 @@ static int mpi_setup(void **state)
 {
     (void)state;
     llm_status st = {0};
-    llm_dist_opts o = {NULL, 60, 0, NULL};
+    llm_dist_opts o = {NULL, 60, 0, NULL, NULL};
     if (llm_dist_init(&mpi_d, &o, &st) || strcmp(llm_dist_kind(mpi_d), "mpi"))
         return -1;
     return 0;
@@ -476,7 +561,7 @@ static void test_overlap_single(void **state)
     clear_env();
     llm_dist *d;
     llm_status st = {0};
-    llm_dist_opts o = {NULL, 5, 0, NULL};
+    llm_dist_opts o = {NULL, 5, 0, NULL, NULL};
     assert_int_equal(llm_dist_init(&d, &o, &st), 0);
     overlap_check(d);
     llm_dist_free(d);
@@ -503,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_env_errors),
         cmocka_unit_test(test_exchange),
         cmocka_unit_test(test_exchange_tcp_strangers),
+        cmocka_unit_test(test_exchange_stop),
         cmocka_unit_test(test_overlap_single),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
