@@ -178,8 +178,15 @@ int main(int argc, char **argv)
         snprintf(cfg.device, sizeof cfg.device, "%s", llm_backend_resolve("auto"));
     llm_debug(&lg, "device %s", cfg.device);
     llm_dist *dist = NULL;
-    llm_dist_opts dopt = {dist_init, dist_timeout, !strcmp(cfg.device, "cuda"), &lg};
+    /* the waits for the other ranks end on a signal: stopped like the start above */
+    llm_dist_opts dopt = {dist_init, dist_timeout, !strcmp(cfg.device, "cuda"), &lg,
+                          &stop_requested};
     if (llm_dist_init(&dist, &dopt, &st)) {
+        if (st.code == LLM_EINTR && stop_requested) {
+            llm_info(&lg, "stopped on a signal during the start-up, %s: nothing written",
+                     st.msg);
+            return 0;
+        }
         llm_error(&lg, "%s", st.msg);
         return llm_exit_code(st.code);
     }

@@ -6,8 +6,8 @@
 # emulated without MPI (tests/emu/nccl_emu.cpp: the ranks of one id meet in a shared
 # mapping).  2 ranks == 1 rank at twice the batch over a file and over TCP (ZeRO-0 and 1),
 # llm-bench's collectives, SIGTERM to rank 0, a hung rank, the Slurm example's way (id
-# file in a new output directory, SIGUSR1 to every rank, requeue), and ranks that never
-# start.
+# file in a new output directory, SIGUSR1 to every rank, requeue), ranks that never
+# start, and a signal to a rank waiting for ranks that never start.
 . "$(dirname "$0")/lib.sh"
 E=$ROOT/build/emu/bin
 [ "${LLM_SAN:-0}" = 1 ] && E=$ROOT/build/san/emu/bin
@@ -117,4 +117,32 @@ check "... and removed its id file" [ ! -e ida ]
 expect_exit "rank 1 of 2 alone: no id within --dist-timeout, exit 74" 74 env RANK=1 WORLD_SIZE=2 \
   "$E/llm-train" --config run.yaml -o a1 --dist-init "file:$TMP/idb" --dist-timeout 2
 check "... says what it waited for" grep -q "idb" "$TMP/err"
+# a signal to a rank that waits for the others at the start (they never come): it stops
+# there, long before --dist-timeout (30 s), with exit 0 and nothing written, as a signal
+# before the first step does; rank 0 leaves no id file (unit/test_dist: nor a listening
+# port).
+# alone NAME SIG RANK INIT WHAT: rank RANK of 2 started alone, SIG once it is past reading
+# its config (-v says "device cuda" just before the ranks meet) and a second into the wait;
+# WHAT: how its message goes on after "stopped on a signal during the start-up, waiting "
+alone() { local name=$1 sig=$2 rank=$3 init=$4 what=$5 pid rc t0 dt
+  env RANK="$rank" WORLD_SIZE=2 LOCAL_RANK="$rank" "$E/llm-train" --config run.yaml -o "al$rank" \
+    -v --dist-init "$init" --dist-timeout 30 >/dev/null 2>al.err & pid=$!
+  for _ in $(seq 300); do grep -q "device cuda" al.err && break; sleep 0.1; done
+  sleep 1
+  t0=$(date +%s); kill -"$sig" "$pid"; wait "$pid"; rc=$?; dt=$(( $(date +%s) - t0 ))
+  check "$name: exit 0 (rc $rc)" [ "$rc" = 0 ]
+  check "... within 10 s, not at the 30 s timeout (${dt}s)" [ "$dt" -le 10 ]
+  check "... says what it waited for" grep -qF "stopped on a signal during the start-up, waiting $what" al.err
+  check "... wrote nothing" [ ! -e "al$rank" ]
+}
+alone "SIGTERM to rank 1 of 2 waiting for the id file" TERM 1 "file:$TMP/idw" \
+  "for rank 0's id in '$TMP/idw': nothing written"
+p=$(port)
+alone "SIGTERM to rank 0 of 2 waiting over TCP for rank 1" TERM 0 "tcp://127.0.0.1:$p" \
+  "for rank 1 at port $p (1 of 2 joined): nothing written"
+alone "SIGTERM to rank 1 of 2 waiting over TCP for rank 0" TERM 1 "tcp://127.0.0.1:$p" \
+  "for rank 0 at tcp://127.0.0.1:$p: nothing written"
+alone "SIGINT to rank 0 of 2 in NCCL's setup (id through a file)" INT 0 "file:$TMP/idz" \
+  "in ncclCommInitRank"
+check "... rank 0 removed the id file it wrote" [ ! -e idz ]
 echo "1..$_n"
