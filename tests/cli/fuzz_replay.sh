@@ -92,6 +92,62 @@ llm-shard convert --from safetensors "$TMP/tiny" -o "$TMP/tiny.llmk" 2>"$TMP/err
   notok "tiny model for the replays: $(cat "$TMP/err")"
 SAMPLE=$TMP/tiny.llmk
 
+# net_client.py ADDR FILE: fuzz_net's clients against a real server (llm-infer --listen):
+# the first byte of FILE picks the clients (1 + bits 0-1) and whether the last hangs up
+# without reading (bit 2); part j of the rest (split at "\n%%%%\n") is sent by client
+# j % clients.  Every client that listens must get one JSON response (with a
+# finish_reason) per non-blank line it sent, and then the end of the connection.
+cat >"$TMP/net_client.py" <<'P'
+import json, socket, sys
+addr, data = sys.argv[1], open(sys.argv[2], "rb").read()
+if not data:
+    sys.exit(0)
+ncli, hangup = 1 + (data[0] & 3), (data[0] >> 2) & 1
+parts = data[1:].split(b"\n%%%%\n", 15)
+cl = []
+for i in range(ncli):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(60)
+    s.connect(addr[5:])
+    cl.append(s)
+sent = [b""] * ncli
+for j, p in enumerate(parts):
+    cl[j % ncli].sendall(p)
+    sent[j % ncli] += p
+for s in cl:
+    s.shutdown(socket.SHUT_WR)
+if hangup and ncli > 1:
+    cl[-1].close()
+    cl = cl[:-1]
+bad = 0
+for i, s in enumerate(cl):
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    lines = sent[i].split(b"\n")
+    want = 0
+    for k, l in enumerate(lines):
+        if l.endswith(b"\r"):
+            l = l[:-1]
+        if l.strip(b" \t"):
+            want += 1
+    resp = got.split(b"\n")
+    if resp[-1]:
+        print("ERROR: client %d: a response without its newline" % i, file=sys.stderr); bad = 1
+    for r in resp[:-1]:
+        try:
+            if not isinstance(json.loads(r).get("finish_reason"), str):
+                raise ValueError("no finish_reason")
+        except Exception as e:
+            print("ERROR: client %d: not a response (%s): %r" % (i, e, r[:200]), file=sys.stderr); bad = 1
+    if len(resp) - 1 != want:
+        print("ERROR: client %d: %d request lines, %d responses" % (i, want, len(resp) - 1), file=sys.stderr); bad = 1
+sys.exit(70 if bad else 0)
+P
+
 # replay NAME FILE CMD...: CMD must exit 0, 64, 65 or 66
 bad=0; count=0
 replay() {
@@ -153,6 +209,14 @@ for t in "$REG"/fuzz_*/; do
         head -c -1 "$f" >"$d/in" && split "$d/in" "$d" tok.bin - >/dev/null
         replay "$t" "$f" llm-tokenize -d --vocab byte "$d/tok.bin"
         replay "$t" "$f" llm-infer "$SAMPLE" --device cpu -j 1 --eval "$d/tok.bin" --ctx 4 ;;
+      fuzz_net)   # a server per finding; it must end cleanly on SIGTERM (exit 0)
+        : >"$d/srv.log"
+        llm-infer "$SAMPLE" --device cpu -j 1 -n 2 --seed 1 --listen unix:"$d/s.sock" 2>"$d/srv.log" & sp=$!
+        for _ in $(seq 400); do grep -q 'listening on' "$d/srv.log" && break; kill -0 $sp 2>/dev/null || break; sleep 0.05; done
+        replay "$t" "$f" timeout 120 "$PY" "$TMP/net_client.py" unix:"$d/s.sock" "$f"
+        kill -TERM $sp; for _ in $(seq 200); do kill -0 $sp 2>/dev/null || break; sleep 0.1; done
+        kill -0 $sp 2>/dev/null && kill -KILL $sp; wait $sp; src=$?; count=$((count + 1))
+        [ $src = 0 ] || { bad=$((bad + 1)); echo "# $t: $(basename "$f"): the server ended with $src: $(grep -m3 -E 'ERROR|SUMMARY|runtime error|llm-' "$d/srv.log" | head -c 400)"; } ;;
       fuzz_jsonl)
         STDIN=$f replay "$t" "$f" llm-infer "$SAMPLE" --device cpu -j 1 --jsonl -n 2 --seed 1 ;;
       fuzz_tok)
