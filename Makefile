@@ -316,7 +316,10 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_FLAGS   ?= -timeout=10
 FZ        := build/fuzz
-FZ_CFLAGS := -I. -D_GNU_SOURCE -std=c11 -g -O1 -fno-omit-frame-pointer -fopenmp -pthread
+# llm-infer's line limit and --listen's read size made small, so that fuzz_jsonl and
+# fuzz_net reach the cutting of over-long lines and the moves of the input buffer
+FZ_LIMITS := -DLLM_INFER_MAX_LINE=256u -DLLM_INFER_NET_READ_CHUNK=32u
+FZ_CFLAGS := -I. -D_GNU_SOURCE -std=c11 -g -O1 -fno-omit-frame-pointer -fopenmp -pthread $(FZ_LIMITS)
 FZ_SAN    := -fno-sanitize-recover=undefined -fsanitize=address,undefined
 FZ_OBJ    := $(LIB_SRC:%.c=$(FZ)/obj/%.o)
 # the parsers (common/) instrumented by clang; the kernels (not fed by strangers, and

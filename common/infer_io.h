@@ -10,7 +10,10 @@
 #include "common/infer_sched.h"
 #include "common/tokenizer.h"
 
-#define LLM_INFER_MAX_LINE (16u << 20)   /* bytes per input line */
+/* bytes per input line (the fuzz build makes it small, so that its fuzzers reach the cut) */
+#ifndef LLM_INFER_MAX_LINE
+#define LLM_INFER_MAX_LINE (16u << 20)
+#endif
 #define LLM_INFER_MAX_STOPS 16
 #define LLM_INFER_MAX_STOP_LEN 256
 

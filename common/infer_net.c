@@ -14,7 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define READ_CHUNK (64u << 10)
+#ifndef LLM_INFER_NET_READ_CHUNK   /* the fuzz build makes it small, as LLM_INFER_MAX_LINE */
+#define LLM_INFER_NET_READ_CHUNK (64u << 10)
+#endif
+#define READ_CHUNK LLM_INFER_NET_READ_CHUNK
 /* The output buffer's size past which the sent bytes are always moved out of the way
  * rather than the buffer grown: at most LLM_INFER_NET_MAX_OUT bytes wait when a response
  * is added (more and the client was dropped), so half of it is then free. */

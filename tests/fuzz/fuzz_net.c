@@ -6,7 +6,8 @@
  * llm_infer_run does while requests decode: next only when ready).  Then the clients
  * end their input; every non-blank line a client sent (a CR before its '\n' dropped, the
  * last one also without a '\n') must get exactly one response line, which must be a JSON
- * object with a finish_reason. */
+ * object with a finish_reason.  The fuzz build's LLM_INFER_MAX_LINE and read size are small
+ * (Makefile: FZ_LIMITS), so that over-long lines and the buffer's moves are reached. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -86,18 +87,20 @@ static long serve(const llm_infer_io *io, client *cl, int ncli)
 }
 
 /* The request lines in a client's bytes: lines that are not blank (spaces and tabs after
- * a CR before the '\n' is dropped), the last one counted without its '\n' too. */
+ * a CR before the '\n' is dropped), the last one counted without its '\n' too, and every
+ * line longer than LLM_INFER_MAX_LINE (its CR counted), answered with an error. */
 static long lines_of(const client *c)
 {
     long count = 0;
-    int blank = 1, any = 0;
+    int blank = 1;
+    size_t len = 0;
     char prev = 0;
     for (int k = 0; k < c->nsent; k++)
         for (size_t i = 0; i < c->sent_n[k]; i++) {
             char ch = (char)c->sent[k][i];
             if (ch == '\n') {
-                count += !blank;
-                blank = 1, any = 0, prev = 0;
+                count += !blank || len > LLM_INFER_MAX_LINE;
+                blank = 1, len = 0, prev = 0;
                 continue;
             }
             /* a CR is part of the line unless it is the last byte before '\n' (or the end):
@@ -106,10 +109,10 @@ static long lines_of(const client *c)
                 blank = 0;
             if (ch != ' ' && ch != '\t' && ch != '\r')
                 blank = 0;
-            any = 1;
+            len++;
             prev = ch;
         }
-    return count + (any && !blank);
+    return count + (len && (!blank || len > LLM_INFER_MAX_LINE));
 }
 
 static size_t count_nl(const client *c)
