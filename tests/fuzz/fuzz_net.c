@@ -167,7 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char addr[512], bound[600];
     snprintf(addr, sizeof addr, "unix:%s/s.sock", fz_dir());
     llm_infer_net *net = NULL;
-    if (llm_infer_net_open(&net, addr, &src, NULL, bound, sizeof bound, &st)) {
+    if (llm_infer_net_open(&net, addr, 0, &src, NULL, bound, sizeof bound, &st)) {
         fprintf(stderr, "%s\n", st.msg);
         abort();
     }
