@@ -8,10 +8,18 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int llm_mkdirs(const char *path, llm_status *st)
 {
+    return llm_mkdirs_made(path, NULL, st);
+}
+
+int llm_mkdirs_made(const char *path, size_t *made, llm_status *st)
+{
     char buf[PATH_MAX];
+    if (made)
+        *made = 0;
     size_t n = path ? strlen(path) : 0;
     if (n == 0 || n >= sizeof buf)
         return llm_err(st, LLM_EUSAGE, "directory path '%.200s' is %s", path ? path : "",
@@ -30,6 +38,8 @@ int llm_mkdirs(const char *path, llm_status *st)
                 if (e != EEXIST)
                     return llm_err(st, LLM_EIO, "cannot create directory '%s': %s", buf,
                                    strerror(e));
+            } else if (made && !*made) {
+                *made = (size_t)(p - buf);
             }
             *p = c;
             if (!c)
@@ -37,6 +47,28 @@ int llm_mkdirs(const char *path, llm_status *st)
         }
     }
     return 0;
+}
+
+void llm_rmdirs_made(const char *path, size_t made)
+{
+    char buf[PATH_MAX];
+    size_t n = path ? strlen(path) : 0;
+    if (!made || made > n || n >= sizeof buf)
+        return;
+    memcpy(buf, path, n + 1);
+    for (;;) {
+        while (n > 1 && buf[n - 1] == '/')
+            buf[--n] = 0;
+        if (rmdir(buf) != 0 && errno != ENOENT)
+            return;   /* not empty (or not ours to remove): what is above stays too */
+        while (n > 0 && buf[n - 1] != '/')
+            n--;   /* up one: cut the last component */
+        while (n > 0 && buf[n - 1] == '/')
+            n--;
+        if (n < made)
+            return;
+        buf[n] = 0;
+    }
 }
 
 void llm_dir_of(const char *path, char *dir, size_t n)

@@ -2,12 +2,20 @@
 #ifndef LLM_FSUTIL_H
 #define LLM_FSUTIL_H
 
+#include <stddef.h>
+
 #include "common/status.h"
 
 /* mkdir -p: path and every missing directory above it (mode 0777 before the umask).
  * 0, or LLM_EUSAGE for an empty or over-long path, LLM_EIO naming the directory that
  * could not be made. */
 int llm_mkdirs(const char *path, llm_status *st);
+/* llm_mkdirs, and *made = the length of the prefix of path that is the first directory
+ * it created (0: none, every directory was there): for llm_rmdirs_made. */
+int llm_mkdirs_made(const char *path, size_t *made, llm_status *st);
+/* Undo llm_mkdirs_made: remove path, then each directory above it down to the prefix of
+ * length made, stopping at the first that is not empty (0: nothing). */
+void llm_rmdirs_made(const char *path, size_t made);
 
 /* The directory that holds file path into dir (n bytes, truncated): "." for a bare
  * name, "/" for a file in the root. */

@@ -47,7 +47,8 @@ typedef struct {
     int64_t fault_step;    /* ... the step it names */
     int unsound;           /* an error may have left the model between two steps' states */
     int halted;            /* setup saw a stop request: no step, nothing written */
-    int made_dir, made_metrics; /* this run made output.dir, output.metrics */
+    size_t made_dir;       /* this run made output.dir: llm_mkdirs_made's prefix length */
+    int made_metrics;      /* this run made output.metrics */
 } trainer;
 
 /* LLM_TRAIN_FAULT=WHERE:N: the test hook that makes step N fail before its update, or the
@@ -509,8 +510,7 @@ static int setup(trainer *t, llm_status *st)
     if (halt(t))
         goto out;
     struct stat od;
-    t->made_dir = stat(c->out_dir, &od) != 0;
-    if ((rc = llm_mkdirs(c->out_dir, st)))
+    if ((rc = llm_mkdirs_made(c->out_dir, &t->made_dir, st)))
         goto out;
     if (!t->rank)
         llm_train_clean_temps(c->out_dir, t->log);
@@ -530,8 +530,8 @@ static int setup(trainer *t, llm_status *st)
                  : llm_metrics_open(&t->met, c->metrics, c->prom, t->o->progress, st);
 out:
     llm_ckpt_close(init);
-    if ((rc || t->halted) && t->made_dir)
-        rmdir(c->out_dir);   /* a run refused or stopped at its start leaves no empty directory */
+    if (rc || t->halted)   /* a run refused or stopped at its start leaves no empty directory */
+        llm_rmdirs_made(c->out_dir, t->made_dir);
     return rc;
 }
 
@@ -542,8 +542,7 @@ static void unmake_outputs(const trainer *t)
     struct stat sb;
     if (t->made_metrics && !stat(t->cfg->metrics, &sb) && sb.st_size == 0)
         remove(t->cfg->metrics);
-    if (t->made_dir)
-        rmdir(t->cfg->out_dir);
+    llm_rmdirs_made(t->cfg->out_dir, t->made_dir);   /* and those above it that it made */
 }
 
 static void teardown(trainer *t)

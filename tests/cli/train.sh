@@ -97,6 +97,12 @@ check "nothing to do" grep -q "nothing to do" "$TMP/err"
 expect_exit "resume from a named file" 0 llm-train --config run.yaml -o b4 --resume a/step-00000008.llmk --metrics b4.jsonl
 expect_exit "resume from a missing file: 66" 66 llm-train --config run.yaml -o nr --resume nope.llmk
 check "... leaves no empty output directory behind" [ ! -e nr ]
+mkdir -p keep
+expect_exit "the same with -o deep in new directories: 66" 66 llm-train --config run.yaml -o keep/n1/n2/n3 --resume nope.llmk
+check "... leaves none of the directories it made, and what was there" sh -c "[ ! -e keep/n1 ] && [ -d keep ]"
+mkdir -p keep/o1 && : >keep/o1/other
+expect_exit "... and where another file came to be beside them: 66" 66 llm-train --config run.yaml -o keep/o1/n2 --resume nope.llmk
+check "... that directory stays" sh -c "[ ! -e keep/o1/n2 ] && [ -f keep/o1/other ]"
 # a checkpoint whose train section is out of range (hedit: lib.sh)
 for v in 9223372036854775807 2147483648 -3; do
   hedit a/step-00000012.llmk "step$v.llmk" '(?m)^(train:\n(?:  .*\n)*?  step: )12$' "\g<1>$v"
