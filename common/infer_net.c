@@ -465,11 +465,11 @@ static void expire(llm_infer_net *n)
     uint64_t t = now_ns();
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
         conn *c = &n->c[i];
-        if (replaceable(c) && t - c->last >= n->idle_ns)
-            read_in(c);
-        if (replaceable(c) && t - c->last >= n->idle_ns)
-            conn_close(c);
-        else if (c->fd >= 0 && c->out.n > c->out.off && t - c->moved >= n->idle_ns)
+        if (replaceable(c) && t - c->last >= n->idle_ns) {
+            read_in(c);   /* bytes read now move c->last past t: it just spoke */
+            if (replaceable(c) && c->last <= t)
+                conn_close(c);
+        } else if (c->fd >= 0 && c->out.n > c->out.off && t - c->moved >= n->idle_ns)
             conn_close(c);
     }
 }
