@@ -172,7 +172,10 @@ int llm_infer_net_open(llm_infer_net **out, const char *addr, double idle_s,
     n->lfd = -1;
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
         n->c[i].fd = -1;
-    n->idle_ns = idle_s > 0 ? (uint64_t)(idle_s * 1e9) : 0;   /* the caller bounds it */
+    /* the caller bounds it; under a nanosecond is still a timeout (0 is none) */
+    n->idle_ns = idle_s > 0 ? (uint64_t)(idle_s * 1e9) : 0;
+    if (idle_s > 0 && !n->idle_ns)
+        n->idle_ns = 1;
     n->src = src;
     n->stop = stop;
     int rc = !strncmp(addr, "unix:", 5) ? listen_unix(n, addr + 5, bound, boundlen, st)

@@ -92,11 +92,29 @@ static void test_spoke_in_time(void **state)
     free(dir);
 }
 
+/* A timeout of less than a nanosecond is a timeout, not "never" (0 is never). */
+static void test_tiny_timeout(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    llm_infer_io io;
+    int c;
+    llm_infer_net *n = serve(dir, 1e-10, &io, &c);
+    nap_ms(10);
+    io.ready(io.in);
+    assert_false(still_open(c));
+    close(c);
+    llm_infer_net_free(n);
+    tu_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spoke_in_time),
+        cmocka_unit_test(test_tiny_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
