@@ -125,16 +125,21 @@ static int hello_rank(const unsigned char h[8], int world)
     return r >= 1 && r < (unsigned)world ? (int)r : -1;
 }
 
-/* The ranks in [1, world) not yet seen, as "1, 3, 4" (at most 8 or so, then ", ..."). */
-static void missing_ranks(const char *seen, int world, int got, char *out, size_t len)
+/* The ranks in [1, world) not yet seen, as "1, 3, 4" (as many as len holds, then ", ..."
+ * when some are left out). */
+static void missing_ranks(const char *seen, int world, char *out, size_t len)
 {
     size_t o = 0;
     out[0] = 0;
-    for (int r = 1; r < world && o + 12 < len; r++)
-        if (!seen[r])
-            o += (size_t)snprintf(out + o, len - o, "%s%d", o ? ", " : "", r);
-    if (world - got > 8 && o + 6 < len)
-        snprintf(out + o, len - o, ", ...");
+    for (int r = 1; r < world; r++) {
+        if (seen[r])
+            continue;
+        if (o + 12 >= len) {
+            snprintf(out + o, len - o, ", ...");
+            break;
+        }
+        o += (size_t)snprintf(out + o, len - o, "%s%d", o ? ", " : "", r);
+    }
 }
 
 /* rank 0's side: accept until every other rank has said hello and got the blob, or
@@ -150,7 +155,7 @@ static int tcp_serve(int s, int world, const void *blob, size_t n, double t0, do
     while (got < world && !rc) {
         int k = wait_fd(s, POLLIN, t0 + timeout_s, stop);
         if (k <= 0) {
-            missing_ranks(seen, world, got, miss, sizeof miss);
+            missing_ranks(seen, world, miss, sizeof miss);
             if (k < 0)
                 rc = llm_err(st, LLM_EINTR, "waiting for rank%s %s at port %s (%d of %d "
                              "joined)", world - got > 1 ? "s" : "", miss, port, got, world);

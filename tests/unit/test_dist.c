@@ -272,6 +272,21 @@ static void test_exchange_tcp_strangers(void **state)
     assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
 }
 
+/* Rank 0's message lists the ranks that never came, ending in "..." only when it leaves
+ * some out (port 0: any free one) */
+static void test_exchange_missing(void **state)
+{
+    (void)state;
+    llm_status st = {0};
+    unsigned char b[4] = {0};
+    assert_int_equal(llm_dist__exchange("tcp://127.0.0.1:0", 0, 10, b, 4, 0.3, NULL, &st), LLM_EIO);
+    assert_non_null(strstr(st.msg, "(missing: 1, 2, 3, 4, 5, 6, 7, 8, 9)"));
+    assert_int_equal(llm_dist__exchange("tcp://127.0.0.1:0", 0, 100, b, 4, 0.3, NULL, &st), LLM_EIO);
+    assert_non_null(strstr(st.msg, "(missing: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11"));
+    assert_non_null(strstr(st.msg, ", ...)"));
+    assert_null(strstr(st.msg, "99"));
+}
+
 /* A stop request during each wait of the exchange: set by a SIGALRM handler (installed
  * with SA_RESTART, as llm-train's are) 0.2 s in; the wait ends with LLM_EINTR naming what
  * it waited for, long before its 60 s timeout. */
@@ -588,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_env_errors),
         cmocka_unit_test(test_exchange),
         cmocka_unit_test(test_exchange_tcp_strangers),
+        cmocka_unit_test(test_exchange_missing),
         cmocka_unit_test(test_exchange_stop),
         cmocka_unit_test(test_overlap_single),
     };
