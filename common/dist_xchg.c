@@ -164,11 +164,14 @@ static int tcp_serve(int s, int world, const void *blob, size_t n, double t0, do
                              "%.0f s (missing: %s)", got, world, port, timeout_s, miss);
             break;
         }
-        int c = accept(s, NULL, NULL);
+        int c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0)
             continue;
-        /* a peer that connects and stays silent costs at most 5 s */
+        /* a peer that connects and stays silent costs at most 5 s, and never time past
+         * the deadline */
         double until = llm_now_s() + 5;
+        if (until > t0 + timeout_s)
+            until = t0 + timeout_s;
         unsigned char h[8];
         int r = full_io(c, h, sizeof h, 0, until, stop) ? -1 : hello_rank(h, world);
         if (r > 0 && !seen[r] && !full_io(c, (void *)blob, n, 1, until, stop)) {
@@ -229,7 +232,8 @@ static int by_tcp(const char *hostport, int rank, int world, void *blob, size_t 
     int rc = 0;
     double t0 = llm_now_s();
     if (rank == 0) {
-        int s = socket(ai->ai_family, ai->ai_socktype, 0), one = 1;
+        /* non-blocking: a connection gone between poll and accept is EAGAIN, not a wait */
+        int s = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
         if (s >= 0)
             setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (s < 0 || bind(s, ai->ai_addr, ai->ai_addrlen) || listen(s, world))

@@ -511,8 +511,8 @@ static void pump(llm_infer_net *n, int timeout_ms)
             continue;
         }
         conn *c = &n->c[idx[j]];
-        if (p[j].revents & (POLLIN | POLLHUP | POLLERR))
-            read_in(c);
+        if (c->fd >= 0 && (p[j].revents & (POLLIN | POLLHUP | POLLERR)))
+            read_in(c);   /* (accept_all may have closed it to make room) */
         if (c->fd >= 0)
             flush_out(c);
     }
