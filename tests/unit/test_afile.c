@@ -13,36 +13,11 @@
 
 #include "common/afile.h"
 
-static char *dir;
 
-static int setup(void **state)
-{
-    (void)state;
-    dir = tu_tmpdir();
-    return dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmdir(dir);
-    free(dir);
-    return 0;
-}
-
-static const char *path(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
-
-/* entries of dir whose name holds name (the hidden temp files too) */
+/* entries of tu_dir whose name holds name (the hidden temp files too) */
 static int count(const char *name)
 {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(tu_dir);
     assert_non_null(d);
     int n = 0;
     struct dirent *e;
@@ -54,7 +29,7 @@ static int count(const char *name)
 
 static void put_old(const char *name)
 {
-    FILE *f = fopen(path(name), "wb");
+    FILE *f = fopen(tu_path(name), "wb");
     assert_non_null(f);
     fputs("old", f);
     fclose(f);
@@ -69,7 +44,7 @@ static void test_put_patch_truncate(void **state)
     mode_t old = umask(027);
     put_old("a.bin");
     llm_afile a;
-    assert_int_equal(llm_afile_open(&a, path("a.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_afile_open(&a, tu_path("a.bin"), 0, &st), LLM_OK);
     assert_true(llm_afile_seekable(&a));
     char *big = malloc(300000);
     assert_non_null(big);
@@ -86,21 +61,21 @@ static void test_put_patch_truncate(void **state)
     assert_int_equal(llm_afile_truncate(&a, 100004, &st), LLM_OK);
     assert_int_equal(llm_afile_put(&a, "end", 3, &st), LLM_OK);
     size_t n;
-    char *b = tu_slurp(path("a.bin"), &n);
+    char *b = tu_slurp(tu_path("a.bin"), &n);
     assert_non_null(b);
     assert_int_equal(n, 3);   /* the old file until commit */
     assert_int_equal(count(".a.bin.tmp."), 1);   /* beside it, hidden */
     free(b);
     assert_int_equal(llm_afile_commit(&a, &st), LLM_OK);
     umask(old);
-    b = tu_slurp(path("a.bin"), &n);
+    b = tu_slurp(tu_path("a.bin"), &n);
     assert_non_null(b);
     assert_int_equal(n, 100007);
     assert_memory_equal(b, "HDR1", 4);
     assert_memory_equal(b + 4, big, 100000);
     assert_memory_equal(b + 100004, "end", 3);
     struct stat sb;
-    assert_int_equal(stat(path("a.bin"), &sb), 0);
+    assert_int_equal(stat(tu_path("a.bin"), &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0640);
     assert_int_equal(count("a.bin"), 1);
     free(b);
@@ -116,7 +91,7 @@ static void test_failure_keeps_old(void **state)
     put_old("b.bin");
     setenv("LLM_FAULT_WRITE_LIMIT", "70000", 1);
     llm_afile a;
-    assert_int_equal(llm_afile_open(&a, path("b.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_afile_open(&a, tu_path("b.bin"), 0, &st), LLM_OK);
     unsetenv("LLM_FAULT_WRITE_LIMIT");
     static char zeros[50000];
     assert_int_equal(llm_afile_put(&a, zeros, sizeof zeros, &st), LLM_OK);
@@ -126,22 +101,22 @@ static void test_failure_keeps_old(void **state)
     assert_non_null(strstr(st.msg, "no space left on device"));
     llm_afile_abort(&a);
     size_t n;
-    char *b = tu_slurp(path("b.bin"), &n);
+    char *b = tu_slurp(tu_path("b.bin"), &n);
     assert_non_null(b);
     assert_int_equal(n, 3);
     assert_memory_equal(b, "old", 3);
     free(b);
     assert_int_equal(count("b.bin"), 1);
 
-    assert_int_equal(llm_afile_open(&a, path("b.bin"), LLM_AFILE_NOSYNC, &st), LLM_OK);
+    assert_int_equal(llm_afile_open(&a, tu_path("b.bin"), LLM_AFILE_NOSYNC, &st), LLM_OK);
     assert_int_equal(llm_afile_put(&a, "new", 3, &st), LLM_OK);
     llm_afile_abort(&a);
     assert_int_equal(count("b.bin"), 1);
     /* commit with NOSYNC replaces it */
-    assert_int_equal(llm_afile_open(&a, path("b.bin"), LLM_AFILE_NOSYNC, &st), LLM_OK);
+    assert_int_equal(llm_afile_open(&a, tu_path("b.bin"), LLM_AFILE_NOSYNC, &st), LLM_OK);
     assert_int_equal(llm_afile_put(&a, "newer", 5, &st), LLM_OK);
     assert_int_equal(llm_afile_commit(&a, &st), LLM_OK);
-    b = tu_slurp(path("b.bin"), &n);
+    b = tu_slurp(tu_path("b.bin"), &n);
     assert_non_null(b);
     assert_int_equal(n, 5);
     free(b);
@@ -156,18 +131,18 @@ static void test_finish_publish(void **state)
     size_t n;
     put_old("f.bin");
     llm_afile a;
-    assert_int_equal(llm_afile_open(&a, path("f.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_afile_open(&a, tu_path("f.bin"), 0, &st), LLM_OK);
     assert_int_equal(llm_afile_put(&a, "new!", 4, &st), LLM_OK);
     assert_int_equal(llm_afile_finish(&a, &st), LLM_OK);
     assert_int_equal(llm_afile_finish(&a, &st), LLM_OK);   /* again: nothing to do */
-    char *b = tu_slurp(path("f.bin"), &n);
+    char *b = tu_slurp(tu_path("f.bin"), &n);
     assert_int_equal(n, 3);
     free(b);
     assert_int_equal(count("f.bin"), 2);                   /* the temp file, complete */
     llm_afile_abort(&a);
     assert_int_equal(count("f.bin"), 1);
 
-    assert_int_equal(llm_afile_open(&a, path("f.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_afile_open(&a, tu_path("f.bin"), 0, &st), LLM_OK);
     assert_int_equal(llm_afile_put(&a, "new!", 4, &st), LLM_OK);
     assert_int_equal(llm_afile_finish(&a, &st), LLM_OK);
     setenv("LLM_FAULT_RENAME", "/f.bin", 1);
@@ -175,15 +150,15 @@ static void test_finish_publish(void **state)
     unsetenv("LLM_FAULT_RENAME");
     assert_non_null(strstr(st.msg, "rename to"));
     assert_int_equal(count("f.bin"), 1);
-    b = tu_slurp(path("f.bin"), &n);
+    b = tu_slurp(tu_path("f.bin"), &n);
     assert_int_equal(n, 3);
     free(b);
 
-    assert_int_equal(llm_afile_open(&a, path("f.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_afile_open(&a, tu_path("f.bin"), 0, &st), LLM_OK);
     assert_int_equal(llm_afile_put(&a, "new!", 4, &st), LLM_OK);
     assert_int_equal(llm_afile_finish(&a, &st), LLM_OK);
     assert_int_equal(llm_afile_commit(&a, &st), LLM_OK);   /* commit of a finished file */
-    b = tu_slurp(path("f.bin"), &n);
+    b = tu_slurp(tu_path("f.bin"), &n);
     assert_int_equal(n, 4);
     free(b);
     assert_int_equal(count("f.bin"), 1);
@@ -200,7 +175,7 @@ static void test_hold_signals(void **state)
         llm_status st = {0};
         llm_afile a;
         llm_afile_remove_on_signal();
-        if (llm_afile_open(&a, path("h.bin"), 0, &st))
+        if (llm_afile_open(&a, tu_path("h.bin"), 0, &st))
             _exit(1);
         llm_afile_hold_signals();
         kill(getpid(), SIGTERM);
@@ -223,30 +198,30 @@ static void test_targets(void **state)
     (void)state;
     llm_status st = {0};
     put_old("real.bin");
-    assert_int_equal(symlink("real.bin", path("link.bin")), 0);
+    assert_int_equal(symlink("real.bin", tu_path("link.bin")), 0);
     llm_afile a;
-    assert_int_equal(llm_afile_open(&a, path("link.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_afile_open(&a, tu_path("link.bin"), 0, &st), LLM_OK);
     assert_int_equal(llm_afile_put(&a, "via link", 8, &st), LLM_OK);
     assert_int_equal(llm_afile_commit(&a, &st), LLM_OK);
     struct stat sb;
-    assert_int_equal(lstat(path("link.bin"), &sb), 0);
+    assert_int_equal(lstat(tu_path("link.bin"), &sb), 0);
     assert_true(S_ISLNK(sb.st_mode));
     size_t n;
-    char *b = tu_slurp(path("real.bin"), &n);
+    char *b = tu_slurp(tu_path("real.bin"), &n);
     assert_non_null(b);
     assert_int_equal(n, 8);
     free(b);
 
-    assert_int_equal(llm_afile_open(&a, path("no/such/x.bin"), 0, &st), LLM_EIO);
+    assert_int_equal(llm_afile_open(&a, tu_path("no/such/x.bin"), 0, &st), LLM_EIO);
     assert_non_null(strstr(st.msg, "x.bin"));
     llm_afile_abort(&a);   /* harmless after a failed open */
-    assert_int_equal(llm_afile_open(&a, path("made/here/x.bin"), LLM_AFILE_MKDIRS, &st), LLM_OK);
+    assert_int_equal(llm_afile_open(&a, tu_path("made/here/x.bin"), LLM_AFILE_MKDIRS, &st), LLM_OK);
     assert_int_equal(llm_afile_commit(&a, &st), LLM_OK);
-    assert_int_equal(stat(path("made/here/x.bin"), &sb), 0);
+    assert_int_equal(stat(tu_path("made/here/x.bin"), &sb), 0);
     assert_int_equal(sb.st_size, 0);
 
-    assert_int_equal(mkdir(path("adir"), 0755), 0);
-    assert_int_equal(llm_afile_open(&a, path("adir"), 0, &st), LLM_EIO);
+    assert_int_equal(mkdir(tu_path("adir"), 0755), 0);
+    assert_int_equal(llm_afile_open(&a, tu_path("adir"), 0, &st), LLM_EIO);
     assert_int_equal(llm_afile_open(&a, "", 0, &st), LLM_EUSAGE);
 }
 
@@ -268,7 +243,7 @@ static void test_devices(void **state)
 
     /* "-" is standard output with STDOUT, a file named "-" without */
     int saved = dup(1);
-    int fd = open(path("stdout.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = open(tu_path("stdout.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_true(saved >= 0 && fd >= 0);
     fflush(stdout);
     dup2(fd, 1);
@@ -282,14 +257,14 @@ static void test_devices(void **state)
     close(saved);
     assert_int_equal(rc, LLM_OK);
     size_t n;
-    char *b = tu_slurp(path("stdout.txt"), &n);
+    char *b = tu_slurp(tu_path("stdout.txt"), &n);
     assert_non_null(b);
     assert_int_equal(n, 10);
     free(b);
-    assert_int_equal(chdir(dir), 0);
+    assert_int_equal(chdir(tu_dir), 0);
     assert_int_equal(llm_afile_open(&a, "-", 0, &st), LLM_OK);
     assert_int_equal(llm_afile_commit(&a, &st), LLM_OK);
-    assert_int_equal(stat(path("-"), &sb), 0);
+    assert_int_equal(stat(tu_path("-"), &sb), 0);
 }
 
 int main(void)
@@ -302,5 +277,5 @@ int main(void)
         cmocka_unit_test(test_targets),
         cmocka_unit_test(test_devices),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }

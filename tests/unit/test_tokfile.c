@@ -12,33 +12,9 @@
 #include "common/tokfile.h"
 #include "common/tokout.h"
 
-static char *dir;
-
-static int setup(void **state)
-{
-    (void)state;
-    dir = tu_tmpdir();
-    return dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tu_rmdir(dir);
-    free(dir);
-    return 0;
-}
-
-static const char *path(const char *name)
-{
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s/%s", dir, name);
-    return buf;
-}
-
 static void put_file(const char *name, const void *data, size_t n)
 {
-    FILE *f = fopen(path(name), "wb");
+    FILE *f = fopen(tu_path(name), "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(data, 1, n, f), n);
     fclose(f);
@@ -68,10 +44,10 @@ static void test_roundtrip_v1_v2(void **state)
     uint32_t ids[1000];
     for (int i = 0; i < 1000; i++)
         ids[i] = (uint32_t)(tu_next(&r) % 50257);
-    assert_int_equal(llm_tokfile_write(path("a.bin"), ids, 1000, 0, &st), LLM_OK);
-    assert_int_equal(file_size(path("a.bin")), 1024 + 2 * 1000);
+    assert_int_equal(llm_tokfile_write(tu_path("a.bin"), ids, 1000, 0, &st), LLM_OK);
+    assert_int_equal(file_size(tu_path("a.bin")), 1024 + 2 * 1000);
     llm_tokfile tf;
-    assert_int_equal(llm_tokfile_open(&tf, path("a.bin"), 50257, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_open(&tf, tu_path("a.bin"), 50257, &st), LLM_OK);
     assert_int_equal(tf.version, 1);
     assert_int_equal(tf.ntok, 1000);
     for (int i = 0; i < 1000; i++)
@@ -83,38 +59,38 @@ static void test_roundtrip_v1_v2(void **state)
     llm_tokfile_close(&tf);
 
     ids[7] = 70000; /* forces version 2 */
-    assert_int_equal(llm_tokfile_write(path("b.bin"), ids, 1000, 0, &st), LLM_OK);
-    assert_int_equal(file_size(path("b.bin")), 1024 + 4 * 1000);
-    assert_int_equal(llm_tokfile_open(&tf, path("b.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_write(tu_path("b.bin"), ids, 1000, 0, &st), LLM_OK);
+    assert_int_equal(file_size(tu_path("b.bin")), 1024 + 4 * 1000);
+    assert_int_equal(llm_tokfile_open(&tf, tu_path("b.bin"), 0, &st), LLM_OK);
     assert_int_equal(tf.version, 2);
     assert_int_equal(llm_tokfile_at(&tf, 7), 70000);
     llm_tokfile_read(&tf, 5, 3, part);
     assert_int_equal(part[2], 70000);
     llm_tokfile_close(&tf);
     /* asking for version 1 with a big id is a usage error, and writes nothing */
-    assert_int_equal(llm_tokfile_write(path("c.bin"), ids, 1000, 1, &st), LLM_EUSAGE);
-    assert_int_equal(file_size(path("c.bin")), -1);
+    assert_int_equal(llm_tokfile_write(tu_path("c.bin"), ids, 1000, 1, &st), LLM_EUSAGE);
+    assert_int_equal(file_size(tu_path("c.bin")), -1);
     /* version 2 on request */
     ids[7] = 1;
-    assert_int_equal(llm_tokfile_write(path("d.bin"), ids, 1000, 2, &st), LLM_OK);
-    assert_int_equal(file_size(path("d.bin")), 1024 + 4 * 1000);
+    assert_int_equal(llm_tokfile_write(tu_path("d.bin"), ids, 1000, 2, &st), LLM_OK);
+    assert_int_equal(file_size(tu_path("d.bin")), 1024 + 4 * 1000);
     /* empty: refused, as llm.c's loader refuses it (it asserts a count above 0), and
      * nothing written */
-    assert_int_equal(llm_tokfile_write(path("e.bin"), ids, 0, 0, &st), LLM_EDATA);
+    assert_int_equal(llm_tokfile_write(tu_path("e.bin"), ids, 0, 0, &st), LLM_EDATA);
     assert_non_null(strstr(st.msg, "no tokens"));
-    assert_int_equal(file_size(path("e.bin")), -1);
+    assert_int_equal(file_size(tu_path("e.bin")), -1);
     /* llm.c reads the count as an int: over INT32_MAX tokens are refused before any id is
      * read or any byte written, by the whole-file and the streaming writer alike */
-    assert_int_equal(llm_tokfile_write(path("big.bin"), ids, (uint64_t)INT32_MAX + 1, 0, &st), LLM_EUSAGE);
-    assert_int_equal(file_size(path("big.bin")), -1);
+    assert_int_equal(llm_tokfile_write(tu_path("big.bin"), ids, (uint64_t)INT32_MAX + 1, 0, &st), LLM_EUSAGE);
+    assert_int_equal(file_size(tu_path("big.bin")), -1);
     llm_tokfile_writer w;
-    assert_int_equal(llm_tokfile_writer_open(&w, path("big2.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_writer_open(&w, tu_path("big2.bin"), 0, &st), LLM_OK);
     assert_int_equal(llm_tokfile_writer_put(&w, ids, 10, &st), LLM_OK);
     w.n = INT32_MAX - 5;   /* as if INT32_MAX - 5 ids had gone in */
     assert_int_equal(llm_tokfile_writer_put(&w, ids, 6, &st), LLM_EUSAGE);
     assert_non_null(strstr(st.msg, "2147483647"));
     llm_tokfile_writer_abort(&w);
-    assert_int_equal(file_size(path("big2.bin")), -1);
+    assert_int_equal(file_size(tu_path("big2.bin")), -1);
 }
 
 static void test_reads_handmade_file(void **state)
@@ -127,13 +103,13 @@ static void test_reads_handmade_file(void **state)
     put_file("hand.bin", buf, sizeof buf);
     llm_tokfile tf;
     llm_status st = {0};
-    assert_int_equal(llm_tokfile_open(&tf, path("hand.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_open(&tf, tu_path("hand.bin"), 0, &st), LLM_OK);
     assert_int_equal(llm_tokfile_at(&tf, 0), 1);
     assert_int_equal(llm_tokfile_at(&tf, 1), 50000);
     assert_int_equal(llm_tokfile_at(&tf, 2), 65535);
     llm_tokfile_close(&tf);
     /* the vocabulary check names the first bad position */
-    assert_int_equal(llm_tokfile_open(&tf, path("hand.bin"), 50257, &st), LLM_EDATA);
+    assert_int_equal(llm_tokfile_open(&tf, tu_path("hand.bin"), 50257, &st), LLM_EDATA);
     assert_non_null(strstr(st.msg, "token 2"));
     assert_null(tf.base);
 }
@@ -143,7 +119,7 @@ static void expect_bad(const char *name, const void *data, size_t n, const char 
     put_file(name, data, n);
     llm_tokfile tf;
     llm_status st = {0};
-    assert_int_equal(llm_tokfile_open(&tf, path(name), 0, &st), LLM_EDATA);
+    assert_int_equal(llm_tokfile_open(&tf, tu_path(name), 0, &st), LLM_EDATA);
     if (!strstr(st.msg, needle))
         fail_msg("message '%s' lacks '%s'", st.msg, needle);
     assert_non_null(strstr(st.msg, name));
@@ -169,8 +145,8 @@ static void test_rejects_bad_files(void **state)
     expect_bad("huge.bin", buf, 1024 + 8, "tokens");
     llm_tokfile tf;
     llm_status st = {0};
-    assert_int_equal(llm_tokfile_open(&tf, path("missing.bin"), 0, &st), LLM_ENOINPUT);
-    assert_int_equal(llm_tokfile_open(&tf, dir, 0, &st), LLM_ENOINPUT);
+    assert_int_equal(llm_tokfile_open(&tf, tu_path("missing.bin"), 0, &st), LLM_ENOINPUT);
+    assert_int_equal(llm_tokfile_open(&tf, tu_dir, 0, &st), LLM_ENOINPUT);
 }
 
 static int count_entries(const char *d)
@@ -190,7 +166,7 @@ static void test_atomic_write(void **state)
     llm_status st = {0};
     uint32_t ids[4] = {1, 2, 3, 4};
     char sub[512];
-    snprintf(sub, sizeof sub, "%s/atomic", dir);
+    snprintf(sub, sizeof sub, "%s/atomic", tu_dir);
     assert_int_equal(mkdir(sub, 0755), 0);
     char target[600];
     snprintf(target, sizeof target, "%s/out.bin", sub);
@@ -229,9 +205,9 @@ static void test_writer_matches_whole(void **state)
         if (c % 3 == 1 && n)   /* one id over 65535, late */
             ids[n - 1 - (size_t)(tu_next(&r) % (n < 100 ? n : 100))] = 70000 + (uint32_t)c;
         llm_status st = {0};
-        assert_int_equal(llm_tokfile_write(path("whole.bin"), ids, n, 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_write(tu_path("whole.bin"), ids, n, 0, &st), LLM_OK);
         llm_tokfile_writer w;
-        assert_int_equal(llm_tokfile_writer_open(&w, path("stream.bin"), 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_open(&w, tu_path("stream.bin"), 0, &st), LLM_OK);
         for (size_t at = 0; at < n;) {
             size_t k = 1 + (size_t)(tu_next(&r) % 5000);
             if (k > n - at)
@@ -241,7 +217,7 @@ static void test_writer_matches_whole(void **state)
         }
         assert_int_equal(llm_tokfile_writer_commit(&w, &st), LLM_OK);
         size_t na, nb;
-        char *a = tu_slurp(path("whole.bin"), &na), *b = tu_slurp(path("stream.bin"), &nb);
+        char *a = tu_slurp(tu_path("whole.bin"), &na), *b = tu_slurp(tu_path("stream.bin"), &nb);
         assert_true(a && b);
         assert_int_equal(na, nb);
         assert_memory_equal(a, b, na);
@@ -250,9 +226,9 @@ static void test_writer_matches_whole(void **state)
          * of version 2 only when its own ids need it */
         uint64_t cut = n ? tu_next(&r) % (n + 1) : 0;
         llm_tokfile_writer t, v;
-        assert_int_equal(llm_tokfile_writer_open(&t, path("t.bin"), 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_open(&t, tu_path("t.bin"), 0, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_put(&t, ids, n, &st), LLM_OK);
-        assert_int_equal(llm_tokfile_writer_open(&v, path("v.bin"), 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_open(&v, tu_path("v.bin"), 0, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_split(&t, cut, &v, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_commit(&t, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_commit(&v, &st), LLM_OK);
@@ -260,13 +236,13 @@ static void test_writer_matches_whole(void **state)
         int wide_t = 0, wide_v = 0;
         for (uint64_t i = 0; i < n; i++)
             *(i < cut ? &wide_t : &wide_v) |= ids[i] > 0xffff;
-        assert_int_equal(llm_tokfile_open(&tf, path("t.bin"), 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_open(&tf, tu_path("t.bin"), 0, &st), LLM_OK);
         assert_int_equal(tf.ntok, cut);
         assert_int_equal(tf.version, wide_t ? 2 : 1);
         for (uint64_t i = 0; i < cut; i++)
             assert_int_equal(llm_tokfile_at(&tf, i), ids[i]);
         llm_tokfile_close(&tf);
-        assert_int_equal(llm_tokfile_open(&tf, path("v.bin"), 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_open(&tf, tu_path("v.bin"), 0, &st), LLM_OK);
         assert_int_equal(tf.ntok, n - cut);
         assert_int_equal(tf.version, wide_v ? 2 : 1);
         for (uint64_t i = cut; i < n; i++)
@@ -286,22 +262,22 @@ static void test_split_versions(void **state)
     for (int c = 0; c < 2; c++) {
         llm_status st = {0};
         llm_tokfile_writer t, v;
-        assert_int_equal(llm_tokfile_writer_open(&t, path("st.bin"), 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_open(&t, tu_path("st.bin"), 0, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_put(&t, cases[c], 4, &st), LLM_OK);
-        assert_int_equal(llm_tokfile_writer_open(&v, path("sv.bin"), 0, &st), LLM_OK);
+        assert_int_equal(llm_tokfile_writer_open(&v, tu_path("sv.bin"), 0, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_split(&t, 2, &v, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_commit(&t, &st), LLM_OK);
         assert_int_equal(llm_tokfile_writer_commit(&v, &st), LLM_OK);
         llm_tokfile tf;
         const char *names[2] = {"st.bin", "sv.bin"};
         for (int f = 0; f < 2; f++) {
-            assert_int_equal(llm_tokfile_open(&tf, path(names[f]), 0, &st), LLM_OK);
+            assert_int_equal(llm_tokfile_open(&tf, tu_path(names[f]), 0, &st), LLM_OK);
             assert_int_equal(tf.ntok, 2);
             assert_int_equal(tf.version, (c == 0) == (f == 0) ? 2 : 1);
             for (int i = 0; i < 2; i++)
                 assert_int_equal(llm_tokfile_at(&tf, (uint64_t)i), cases[c][2 * f + i]);
             llm_tokfile_close(&tf);
-            assert_int_equal(file_size(path(names[f])), 1024 + 2 * ((c == 0) == (f == 0) ? 4 : 2));
+            assert_int_equal(file_size(tu_path(names[f])), 1024 + 2 * ((c == 0) == (f == 0) ? 4 : 2));
         }
     }
 }
@@ -312,20 +288,20 @@ static void test_writer_widens_once(void **state)
     (void)state;
     uint32_t first[2] = {1, 2}, second[3] = {70000, 5, 70001}, all[5] = {1, 2, 70000, 5, 70001};
     llm_status st = {0};
-    assert_int_equal(llm_tokfile_write(path("w_ref.bin"), all, 5, 0, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_write(tu_path("w_ref.bin"), all, 5, 0, &st), LLM_OK);
     llm_tokfile_writer w;
-    assert_int_equal(llm_tokfile_writer_open(&w, path("w.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_writer_open(&w, tu_path("w.bin"), 0, &st), LLM_OK);
     assert_int_equal(llm_tokfile_writer_put(&w, first, 2, &st), LLM_OK);
     assert_int_equal(llm_tokfile_writer_put(&w, second, 3, &st), LLM_OK);
     assert_int_equal(llm_tokfile_writer_commit(&w, &st), LLM_OK);
     size_t na, nb;
-    char *a = tu_slurp(path("w_ref.bin"), &na), *b = tu_slurp(path("w.bin"), &nb);
+    char *a = tu_slurp(tu_path("w_ref.bin"), &na), *b = tu_slurp(tu_path("w.bin"), &nb);
     assert_true(a && b);
     assert_int_equal(na, 1024 + 20);
     assert_int_equal(nb, na);
     assert_memory_equal(a, b, na);
     llm_tokfile tf;
-    assert_int_equal(llm_tokfile_open(&tf, path("w.bin"), 0, &st), LLM_OK);
+    assert_int_equal(llm_tokfile_open(&tf, tu_path("w.bin"), 0, &st), LLM_OK);
     for (int i = 0; i < 5; i++)
         assert_int_equal(llm_tokfile_at(&tf, (uint64_t)i), all[i]);
     llm_tokfile_close(&tf);
@@ -344,10 +320,10 @@ static void test_writer_fifo(void **state)
     ids[2998] = 99999;
     ids[2999] = 100000;
     llm_status st = {0};
-    assert_int_equal(llm_tokfile_write(path("ref.bin"), ids, 3000, 0, &st), LLM_OK);
-    assert_int_equal(mkfifo(path("fifo"), 0600), 0);
+    assert_int_equal(llm_tokfile_write(tu_path("ref.bin"), ids, 3000, 0, &st), LLM_OK);
+    assert_int_equal(mkfifo(tu_path("fifo"), 0600), 0);
     char fifo[512];
-    snprintf(fifo, sizeof fifo, "%s", path("fifo"));
+    snprintf(fifo, sizeof fifo, "%s", tu_path("fifo"));
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {   /* the writer; the parent reads */
@@ -360,7 +336,7 @@ static void test_writer_fifo(void **state)
         _exit(rc ? 1 : 0);
     }
     size_t nr;
-    char *want = tu_slurp(path("ref.bin"), &nr), *got = malloc(nr + 16);
+    char *want = tu_slurp(tu_path("ref.bin"), &nr), *got = malloc(nr + 16);
     assert_non_null(want);
     assert_non_null(got);
     FILE *f = fopen(fifo, "rb");
@@ -412,5 +388,5 @@ int main(void)
         cmocka_unit_test(test_writer_fifo),
         cmocka_unit_test(test_shard_names),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }

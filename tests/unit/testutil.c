@@ -97,6 +97,33 @@ char *tu_tmpdir(void)
     return p;
 }
 
+char *tu_dir;
+
+int tu_dir_setup(void **state)
+{
+    (void)state;
+    tu_dir = tu_tmpdir();
+    return tu_dir ? 0 : -1;
+}
+
+int tu_dir_teardown(void **state)
+{
+    (void)state;
+    tu_rmdir(tu_dir);
+    free(tu_dir);
+    tu_dir = NULL;
+    return 0;
+}
+
+const char *tu_path(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tu_dir, name);
+    return buf[k];
+}
+
 void tu_rmdir(const char *path)
 {
     char cmd[512];

@@ -41,6 +41,13 @@ char *tu_slurp(const char *path, size_t *n);
 /* A fresh temporary directory (removed by tu_rmdir). Returns a malloc'd path. */
 char *tu_tmpdir(void);
 void tu_rmdir(const char *path);
+/* A scratch directory for a test group: pass tu_dir_setup and tu_dir_teardown to
+ * cmocka_run_group_tests; tu_dir is the directory while the group runs, and
+ * tu_path(name) is tu_dir/name (one of 4 rotating buffers: up to 4 in one call). */
+extern char *tu_dir;
+int tu_dir_setup(void **state);
+int tu_dir_teardown(void **state);
+const char *tu_path(const char *name);
 
 /* Path of a file in the shared data folder ($LLM_DATA or ../shared/data relative to the
  * project root $LLM_ROOT); NULL when it does not exist. Static buffer. */
