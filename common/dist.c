@@ -105,26 +105,25 @@ static void *watchdog(void *arg)
     return NULL;
 }
 
-void llm_dist__busy(llm_dist *d, const char *what)
+static void set_busy(llm_dist *d, const char *what, int setup)
 {
     if (!d->wd_running)
         return;
     pthread_mutex_lock(&d->mu);
     d->busy_since = what ? llm_now_s() : 0;
     d->busy_what = what;
-    d->busy_setup = 0;
+    d->busy_setup = setup;
     pthread_mutex_unlock(&d->mu);
+}
+
+void llm_dist__busy(llm_dist *d, const char *what)
+{
+    set_busy(d, what, 0);
 }
 
 void llm_dist__busy_setup(llm_dist *d, const char *what)
 {
-    if (!d->wd_running)
-        return;
-    pthread_mutex_lock(&d->mu);
-    d->busy_since = llm_now_s();
-    d->busy_what = what;
-    d->busy_setup = 1;
-    pthread_mutex_unlock(&d->mu);
+    set_busy(d, what, 1);
 }
 
 /* ---- discovery ---- */

@@ -468,7 +468,7 @@ static void expire(llm_infer_net *n)
     uint64_t t = now_ns();
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
         conn *c = &n->c[i];
-        if (replaceable(c) && t - c->last >= n->idle_ns) {
+        if (t - c->last >= n->idle_ns && replaceable(c)) {   /* the cheap test first */
             read_in(c);   /* bytes read now move c->last past t: it just spoke */
             if (replaceable(c) && c->last <= t)
                 conn_close(c);
