@@ -468,6 +468,16 @@ const char *llm_config_key(int i, const char **deflt, const char **help)
     return schema[i].key;
 }
 
+int llm_config_range(const char *key, double *lo, double *hi)
+{
+    const entry *e = find(key, NULL);
+    if (!e || (e->k != K_INT && e->k != K_I64 && e->k != K_DBL))
+        return 0;
+    *lo = e->lo;
+    *hi = e->hi;
+    return 1;
+}
+
 int llm_config_given(const llm_train_config *c, const char *key)
 {
     int idx;

@@ -109,6 +109,11 @@ int llm_config_print(const llm_train_config *cfg, FILE *f, llm_status *st);
  * text and a one-line description; returns NULL past the end. */
 const char *llm_config_key(int i, const char **deflt, const char **help);
 
+/* The inclusive range of a numeric key ("train.batch_size") into *lo and *hi: 1, or 0
+ * when the key is unknown or not a number.  For readers of a saved config (a
+ * checkpoint's train.config) that hold it to the bounds the config would. */
+int llm_config_range(const char *key, double *lo, double *hi);
+
 /* 1 when the key ("model.n_layer") was set explicitly by the file or an override. */
 int llm_config_given(const llm_train_config *cfg, const char *key);
 

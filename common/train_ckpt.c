@@ -184,6 +184,17 @@ static void add_int_diff(char *buf, size_t n, const char *key, int64_t was, int6
     add_diff(buf, n, key, a, b);
 }
 
+/* A saved train.config's integer `name` (under "train."), within the range the config
+ * itself allows: 1 with *v set, else 0 (absent, not an integer, out of range). */
+static int saved_in_range(const llm_node *tc, const char *name, int64_t *v)
+{
+    char key[64];
+    double lo, hi;
+    snprintf(key, sizeof key, "train.%s", name);
+    return !llm_node_i64(llm_node_get(tc, name), v) && llm_config_range(key, &lo, &hi) &&
+           (double)*v >= lo && (double)*v <= hi;
+}
+
 /* The global batch differs and cfg leaves train.total_batch_tokens unset (ranks x
  * batch_size x seq_len): say what to set it to, or what stands in the way. */
 static void add_global_hint(char *buf, size_t n, const llm_train_config *cfg, int world,
@@ -231,14 +242,11 @@ int llm_train_check_compat(const llm_ckpt *ck, const char *path, const llm_model
         return llm_err(st, LLM_EDATA, "checkpoint '%s' has no train.config section "
                        "(not a training checkpoint)", path);
     int64_t B = 0, T = 0, tot = 0, ev = 0;
-    const llm_node *en = llm_node_get(tc, "eval_batches");
     /* bounded as the config bounds them, so that B x T cannot overflow */
-    if (llm_node_i64(llm_node_get(tc, "batch_size"), &B) || B < 1 || B > INT_MAX ||
-        llm_node_i64(llm_node_get(tc, "seq_len"), &T) || T < 1 || T > INT_MAX ||
-        llm_node_i64(llm_node_get(tc, "total_batch_tokens"), &tot) || tot < 0 ||
-        (tot && tot % (B * T)))
+    if (!saved_in_range(tc, "batch_size", &B) || !saved_in_range(tc, "seq_len", &T) ||
+        !saved_in_range(tc, "total_batch_tokens", &tot) || (tot && tot % (B * T)))
         return llm_err(st, LLM_EDATA, "checkpoint '%s': bad train.config batch shape", path);
-    if (!en || llm_node_i64(en, &ev) || ev < 1 || ev > 1000000000)   /* as the config */
+    if (!saved_in_range(tc, "eval_batches", &ev))
         ev = 0;   /* for a note only: not recorded */
     /* the data position counts rows, whatever their batches: only the rows per step
      * (tokens per step and seq_len) must stay; batch_size, ranks and accumulation steps

@@ -109,6 +109,12 @@ for v in 9223372036854775807 2147483648 -3; do
   expect_exit "resume from a checkpoint at step $v: 65" 65 llm-train --config run.yaml -o s$v --resume "step$v.llmk"
   check "... a clean message" grep -q "step$v.llmk': bad train section$" "$TMP/err"
 done
+# ... or whose saved config's batch shape is outside what the config allows
+for kv in batch_size:0 batch_size:65537 seq_len:1048577 total_batch_tokens:-256; do
+  hedit a/step-00000012.llmk "bs$kv.llmk" "(?m)^(      ${kv%%:*}: )[0-9]+\$" "\g<1>${kv#*:}"
+  expect_exit "resume from a checkpoint saved with $kv: 65" 65 llm-train --config run.yaml -o "bs$kv" --resume "bs$kv.llmk"
+  check "... a clean message" grep -q "bs$kv.llmk': bad train.config batch shape$" "$TMP/err"
+done
 hedit a/step-00000012.llmk lsbad.llmk '(?m)^(train:\n(?:  .*\n)*?  skipped: )0$' '\g<1>-7'
 expect_exit "resume with skipped -7: 65" 65 llm-train --config run.yaml -o sk --resume lsbad.llmk
 : >afile

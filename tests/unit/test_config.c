@@ -142,6 +142,42 @@ static void test_print_roundtrip(void **state)
     free(buf);
 }
 
+/* llm_config_range gives the bounds llm_config_set enforces, for every numeric key */
+static void test_range(void **state)
+{
+    (void)state;
+    double lo = 0, hi = 0;
+    assert_int_equal(llm_config_range("train.eval_batches", &lo, &hi), 1);
+    assert_true(lo == 1 && hi == 1e9);
+    assert_int_equal(llm_config_range("train.batch_size", &lo, &hi), 1);
+    assert_true(lo == 1 && hi == 65536);
+    assert_int_equal(llm_config_range("train.nope", &lo, &hi), 0);
+    assert_int_equal(llm_config_range("data.train", &lo, &hi), 0);        /* a string */
+    assert_int_equal(llm_config_range("train.schedule", &lo, &hi), 0);    /* a word */
+    int n = 0, ranged = 0;
+    for (const char *k; (k = llm_config_key(n, NULL, NULL)); n++) {
+        if (!llm_config_range(k, &lo, &hi))
+            continue;
+        ranged++;
+        assert_true(lo <= hi);
+        char a[160];
+        llm_train_config c;
+        llm_status st = {0};
+        llm_config_defaults(&c);
+        snprintf(a, sizeof a, "%s=%.17g", k, lo);
+        assert_int_equal(llm_config_set(&c, a, &st), 0);
+        snprintf(a, sizeof a, "%s=%.17g", k, lo - 1);
+        assert_int_not_equal(llm_config_set(&c, a, &st), 0);
+        if (hi < 1e15) {   /* (larger ones as text are exponents, which integers refuse) */
+            snprintf(a, sizeof a, "%s=%.17g", k, hi);
+            assert_int_equal(llm_config_set(&c, a, &st), 0);
+            snprintf(a, sizeof a, "%s=%.17g", k, hi * 2 + 1);
+            assert_int_not_equal(llm_config_set(&c, a, &st), 0);
+        }
+    }
+    assert_true(ranged > 20);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -149,6 +185,7 @@ int main(void)
         cmocka_unit_test(test_apply),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_print_roundtrip),
+        cmocka_unit_test(test_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
