@@ -201,6 +201,7 @@ int main(int argc, char **argv)
     llm_log lg = llm_log_make("llm-infer", quiet, verbose);
     const char *model_arg = pos.n ? pos.v[0] : NULL;
     const char *bad = NULL;
+    char why[128];   /* a message that names a limit */
     /* 0 in ctx and stride is "not given" (the model's context, --ctx): a typed 0 is no
      * window and refused */
     int ctx_given = llm_cli_given(&cli, &seen, "ctx"), stride_given = llm_cli_given(&cli, &seen, "stride");
@@ -213,8 +214,11 @@ int main(int argc, char **argv)
     else if (!eval && (ctx_given || stride_given)) bad = "--ctx and --stride go with --eval";
     else if (!listen_addr && llm_cli_given(&cli, &seen, "idle-timeout"))
         bad = "--idle-timeout goes with --listen";
-    else if (!(idle_timeout >= 0 && idle_timeout <= LLM_INFER_NET_IDLE_MAX_S))
-        bad = "--idle-timeout must be in 0..86400 seconds";
+    else if (!(idle_timeout >= 0 && idle_timeout <= LLM_INFER_NET_IDLE_MAX_S)) {
+        snprintf(why, sizeof why, "--idle-timeout must be in 0..%d seconds",
+                 LLM_INFER_NET_IDLE_MAX_S);
+        bad = why;
+    }
     else if (max_tokens < 0) bad = "-n must be >= 0";
     else if (seed_arg && llm_parse_i64_range(seed_arg, 0, INT64_MAX, &seed))
         bad = "--seed must be an integer >= 0";
@@ -227,10 +231,14 @@ int main(int argc, char **argv)
     else if ((ctx_given && ctx < 1) || (stride_given && stride < 1))
         bad = "--ctx and --stride must be positive";
     for (int i = 0; !bad && i < stops.n; i++)
-        if (!stops.v[i][0] || strlen(stops.v[i]) > LLM_INFER_MAX_STOP_LEN)
-            bad = "--stop needs 1..256 bytes";
-    if (!bad && stops.n > LLM_INFER_MAX_STOPS)
-        bad = "at most 16 --stop strings";
+        if (!stops.v[i][0] || strlen(stops.v[i]) > LLM_INFER_MAX_STOP_LEN) {
+            snprintf(why, sizeof why, "--stop needs 1..%d bytes", LLM_INFER_MAX_STOP_LEN);
+            bad = why;
+        }
+    if (!bad && stops.n > LLM_INFER_MAX_STOPS) {
+        snprintf(why, sizeof why, "at most %d --stop strings", LLM_INFER_MAX_STOPS);
+        bad = why;
+    }
     if (bad) {
         llm_error(&lg, "%s (see --help)", bad);
         llm_strlist_free(&stops);

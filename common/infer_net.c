@@ -11,8 +11,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "common/clock.h"
 
 #ifndef LLM_INFER_NET_READ_CHUNK   /* the fuzz build makes it small, as LLM_INFER_MAX_LINE */
 #define LLM_INFER_NET_READ_CHUNK (64u << 10)
@@ -190,19 +191,12 @@ int llm_infer_net_open(llm_infer_net **out, const char *addr, double idle_s,
     return LLM_OK;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Send what waits for the clients (responses already made, the last ones "interrupted")
  * for up to ms milliseconds: a client that reads slowly still gets them; one that does
  * not read delays the end by ms at most. */
 static void drain(llm_infer_net *n, int ms)
 {
-    uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
+    uint64_t end = llm_now_ns() + (uint64_t)ms * 1000000u;
     for (;;) {
         struct pollfd p[LLM_INFER_NET_MAX_CONN];
         int idx[LLM_INFER_NET_MAX_CONN], k = 0;
@@ -211,7 +205,7 @@ static void drain(llm_infer_net *n, int ms)
                 p[k] = (struct pollfd){.fd = n->c[i].fd, .events = POLLOUT};
                 idx[k++] = i;
             }
-        uint64_t t = now_ns();
+        uint64_t t = llm_now_ns();
         if (!k || t >= end)
             return;
         int left = (int)((end - t + 999999) / 1000000);
@@ -295,7 +289,7 @@ static void accept_all(llm_infer_net *n)
             continue;
         }
         n->c[i].fd = fd;
-        n->c[i].last = now_ns();
+        n->c[i].last = llm_now_ns();
     }
 }
 
@@ -378,7 +372,7 @@ static void flush_out(conn *c)
             return;
         }
         c->out.off += (size_t)w;
-        c->last = c->moved = now_ns();
+        c->last = c->moved = llm_now_ns();
     }
     if (c->fd >= 0 && c->out.off == c->out.n)
         nbuf_reset(&c->out);
@@ -434,7 +428,7 @@ static void read_in(conn *c)
         }
         size_t start = c->in.n;
         c->in.n += (size_t)r;
-        c->last = now_ns();
+        c->last = llm_now_ns();
         if (c->skipping) {   /* drop to the end of the over-long line, keeping the whole
                                 lines received before it (not yet taken) */
             char *nl = memchr(c->in.p + start, '\n', c->in.n - start);
@@ -465,7 +459,7 @@ static void expire(llm_infer_net *n)
 {
     if (!n->idle_ns)
         return;
-    uint64_t t = now_ns();
+    uint64_t t = llm_now_ns();
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
         conn *c = &n->c[i];
         if (t - c->last >= n->idle_ns && replaceable(c)) {   /* the cheap test first */
@@ -626,7 +620,7 @@ static int net_done(void *u, const llm_infer_result *res, llm_status *st)
         return LLM_OK;
     }
     if (c->out.off == c->out.n)
-        c->moved = now_ns();   /* responses begin to wait */
+        c->moved = llm_now_ns();   /* responses begin to wait */
     memcpy(c->out.p + c->out.n, buf, len);
     c->out.n += len;
     free(buf);
