@@ -164,7 +164,8 @@ int main(int argc, char **argv)
         {"listen", 0, LLM_OPT_STR, &listen_addr, "ADDR",
          "serve JSON requests from clients of HOST:PORT or unix:PATH"},
         {"idle-timeout", 0, LLM_OPT_DOUBLE, &idle_timeout, "SECONDS",
-         "--listen: close a client idle, or not reading, that long (default: 60; 0: never)"},
+         "--listen: close a client stalled that long on part of a line or on unread "
+         "responses (default: 60; 0: never)"},
         {"batch", 0, LLM_OPT_INT, &batch, "N", "decode up to N requests together (default: 1)"},
         {"eval", 0, LLM_OPT_STR, &eval, "TOKENS.bin", "print the perplexity over a token file"},
         {"ctx", 0, LLM_OPT_INT, &ctx, "N", "--eval window length (default: the model's context)"},

@@ -251,6 +251,14 @@ static int replaceable(conn *c)
     return c->fd >= 0 && !c->pending && !c->toolong && c->out.off == c->out.n && !has_line(c);
 }
 
+/* Whether c has sent part of a line and not (yet) the rest: bytes after its last '\n', or
+ * an over-long line being dropped to its end.  (At the end of its input, what follows
+ * the last '\n' is a whole line.) */
+static int partial(const conn *c)
+{
+    return c->fd >= 0 && !c->eof && (c->skipping || c->in.n > c->open);
+}
+
 /* The client silent the longest of those that may be closed to make room; -1 if none.
  * What the candidates sent is read first: a request already at the socket is in flight,
  * and a client that just spoke is not the silent one. */
@@ -451,10 +459,13 @@ static void read_in(conn *c)
     }
 }
 
-/* --idle-timeout: close the clients quiet that long with nothing in flight (what they
- * sent is read first: a request at the socket is in flight), and those whose waiting
- * responses their socket has taken nothing of for that long (they lose them, as a client
- * that leaves 16 MiB unread does). */
+/* --idle-timeout: close the clients stalled that long: one holding part of a line with
+ * nothing in flight that has sent nothing more for that long (what it sent is read first:
+ * a request at the socket is in flight, and new bytes are progress), and one whose waiting
+ * responses its socket has taken nothing of for that long (it loses them, as a client
+ * that leaves 16 MiB unread does).  A client quiet between requests (no part of a line,
+ * nothing in flight) is not timed out: it holds a place and no memory to speak of, and
+ * a newcomer takes that place when all are taken. */
 static void expire(llm_infer_net *n)
 {
     if (!n->idle_ns)
@@ -462,9 +473,9 @@ static void expire(llm_infer_net *n)
     uint64_t t = llm_now_ns();
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
         conn *c = &n->c[i];
-        if (t - c->last >= n->idle_ns && replaceable(c)) {   /* the cheap test first */
-            read_in(c);   /* bytes read now move c->last past t: it just spoke */
-            if (replaceable(c) && c->last <= t)
+        if (t - c->last >= n->idle_ns && replaceable(c) && partial(c)) {   /* cheap test first */
+            read_in(c);   /* bytes read now move c->last past t: it went on */
+            if (replaceable(c) && partial(c) && c->last <= t)
                 conn_close(c);
         } else if (c->fd >= 0 && c->out.n > c->out.off && t - c->moved >= n->idle_ns)
             conn_close(c);

@@ -32,9 +32,11 @@ typedef struct llm_infer_net llm_infer_net;
 
 /* Listen on addr: "unix:PATH" (a socket file there is replaced unless a server listens
  * on it: LLM_EIO; any other file is refused), "HOST:PORT" or "[IPV6]:PORT" (PORT 0: any
- * free port).  idle_s (0: none; the caller bounds it) closes a client quiet that long
- * with nothing in flight, and one that has read nothing of its waiting responses for
- * that long (it loses them).  src parses the lines (the caller sets it for JSONL, in NULL); stop, when set
+ * free port).  idle_s (0: none; the caller bounds it) closes a client stalled that long:
+ * one with nothing in flight that has sent part of a line and nothing more for that long,
+ * and one that has read nothing of its waiting responses for that long (it loses them).
+ * A client quiet between requests is not timed out (a newcomer takes its place when all
+ * are taken).  src parses the lines (the caller sets it for JSONL, in NULL); stop, when set
  * by a signal handler, ends the wait for requests.  *bound receives the address in the
  * same form, with the port.
  * Errors: LLM_EUSAGE (a bad address), LLM_EIO (socket, bind, listen), LLM_ENOMEM. */

@@ -320,10 +320,14 @@ elif mode == "inflight":          # 64 clients with requests in flight (8 each) 
             pass
     print("answered:", ok, "of 64")
     print("65th:", new)
-elif mode == "quiet":             # a silent client and one on a partial line: closed within
-    a, b = connect(addr), connect(addr)   # SECS, or still open after
-    b.sendall(b'{"prompt": "ROM')
-    for name, s in (("silent", a), ("partial", b)):
+elif mode == "quiet":             # a silent client, one on a partial line and one whose
+    a, b, c = connect(addr), connect(addr), connect(addr)   # request was answered (and read):
+    b.sendall(b'{"prompt": "ROM')                           # each closed within SECS, or open
+    f = c.makefile("rw")                                    # after
+    f.write(json.dumps(req(12, 0, 1)) + "\n")
+    f.flush()
+    json.loads(f.readline())
+    for name, s in (("silent", a), ("partial", b), ("answered", c)):
         s.settimeout(float(sys.argv[3]))
         try:
             print(name, "closed" if s.recv(100) == b"" else "data")
@@ -429,8 +433,9 @@ with_server srv7.log s7.sock in_flight --batch 4
 
 # ---- --idle-timeout ----
 idle_1() {
-  client_is 60 "quiet 30" "silent closed
-partial closed" "--idle-timeout 1: a silent client and one on a partial line are closed"
+  client_is 60 "quiet 5" "silent open
+partial closed
+answered open" "--idle-timeout 1: a client stopped on a partial line is closed; a silent one, and one whose request was answered, stay"
   client_is 90 unreading "new: length" "... 64 clients that read none of their responses are closed: a new one is served"
   client_is 60 "paused $SP" "c11-0
 c11-1" "... a request sent while the server was stopped for 2.5 s is answered, not timed out"
@@ -439,7 +444,8 @@ c11-1" "... a request sent while the server was stopped for 2.5 s is answered, n
 with_server srv8.log s8.sock idle_1 --idle-timeout 1
 idle_0() {
   client_is 60 "quiet 3" "silent open
-partial open" "--idle-timeout 0: quiet clients stay"
+partial open
+answered open" "--idle-timeout 0: quiet clients stay"
 }
 with_server srv9.log s9.sock idle_0 --idle-timeout 0
 

@@ -1,5 +1,6 @@
 /* Unit tests for llm-infer --listen's --idle-timeout (common/infer_net.c), driven through
- * its ready hook (one pass over the sockets: poll, read and write, then the timeouts).
+ * its ready hook (one pass over the sockets: poll, read and write, then the timeouts),
+ * and its next and done hooks where a request is to be answered.
  * poll(2) is this file's own: "blind", it reports nothing, as when bytes arrive after
  * the server's poll returned and before its pass ends. */
 #include "tests/unit/testutil.h"
@@ -37,6 +38,29 @@ static void nap_ms(int ms)
     }
 }
 
+/* 1 while the server keeps c's connection, 0 once it closed it. */
+static int still_open(int c)
+{
+    char b;
+    ssize_t r = recv(c, &b, 1, MSG_DONTWAIT);
+    return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* JSONL without a tokenizer: a line is a request (answered with an error, or not). */
+static llm_infer_source src = {.jsonl = 1};
+
+/* A new client of the server on dir's socket, accepted. */
+static int join(const char *dir, llm_infer_io *io)
+{
+    struct sockaddr_un sa = {0};
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/s.sock", dir);
+    int c = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(c >= 0 && !connect(c, (struct sockaddr *)&sa, sizeof sa));
+    io->ready(io->in);   /* accepts it */
+    return c;
+}
+
 /* A server on a Unix socket in dir with idle_s, and one client connected to it (accepted). */
 static llm_infer_net *serve(const char *dir, double idle_s, llm_infer_io *io, int *client)
 {
@@ -44,23 +68,54 @@ static llm_infer_net *serve(const char *dir, double idle_s, llm_infer_io *io, in
     snprintf(addr, sizeof addr, "unix:%s/s.sock", dir);
     llm_infer_net *n = NULL;
     llm_status st = {0};
-    assert_int_equal(llm_infer_net_open(&n, addr, idle_s, NULL, NULL, bound, sizeof bound, &st), 0);
+    assert_int_equal(llm_infer_net_open(&n, addr, idle_s, &src, NULL, bound, sizeof bound, &st), 0);
     *io = llm_infer_net_io(n);
-    struct sockaddr_un sa = {0};
-    sa.sun_family = AF_UNIX;
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/s.sock", dir);
-    *client = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_true(*client >= 0 && !connect(*client, (struct sockaddr *)&sa, sizeof sa));
-    io->ready(io->in);   /* accepts it */
+    *client = join(dir, io);
     return n;
 }
 
-/* 1 while the server keeps c's connection, 0 once it closed it. */
-static int still_open(int c)
+/* Take the next request (there must be one) and answer it; returns its error, or "-"
+ * (in buf). */
+static const char *answer(llm_infer_io *io, char *buf, size_t len)
 {
-    char b;
-    ssize_t r = recv(c, &b, 1, MSG_DONTWAIT);
-    return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    assert_true(io->ready(io->in));
+    llm_infer_request req;
+    memset(&req, 0, sizeof req);
+    llm_status st = {0};
+    assert_int_equal(io->next(io->in, &req, &st), 1);
+    snprintf(buf, len, "%s", req.error ? req.error : "-");
+    llm_infer_result res = {.req = &req, .text = "", .finish_reason = req.error ? "error" : "length",
+                            .error = req.error};
+    assert_int_equal(io->done(io->out, &res, &st), 0);
+    llm_infer_request_free(&req);
+    return buf;
+}
+
+/* One response line from c (waiting up to 5 s for it, passing over the sockets). */
+static void read_response(llm_infer_io *io, int c, char *buf, size_t len)
+{
+    size_t n = 0;
+    for (int i = 0; i < 100 && (!n || buf[n - 1] != '\n'); i++) {
+        ssize_t r = recv(c, buf + n, len - 1 - n, MSG_DONTWAIT);
+        if (r > 0)
+            n += (size_t)r;
+        else {
+            nap_ms(50);
+            io->ready(io->in);
+        }
+    }
+    buf[n] = 0;
+    assert_true(n && buf[n - 1] == '\n');
+}
+
+/* Whether the server keeps c open while passing over the sockets every 50 ms for ms. */
+static int kept_for(llm_infer_io *io, int c, int ms)
+{
+    for (int t = 0; t < ms && still_open(c); t += 50) {
+        nap_ms(50);
+        io->ready(io->in);
+    }
+    return still_open(c);
 }
 
 /* Whether the server closes c, passing over the sockets every 50 ms for 5 s at most. */
@@ -110,7 +165,70 @@ static void test_tiny_timeout(void **state)
     llm_infer_io io;
     int c;
     llm_infer_net *n = serve(dir, 1e-10, &io, &c);
+    assert_true(send(c, "{", 1, 0) == 1);   /* part of a line */
     assert_true(closed_soon(&io, c));
+    finish(n, c, dir);
+}
+
+/* Clients quiet between requests are not timed out: one that has sent nothing, and one
+ * whose request was answered and whose answer it read; one that stopped in the middle
+ * of a line is. */
+static void test_quiet_stays(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    llm_infer_io io;
+    int silent;
+    llm_infer_net *n = serve(dir, 0.2, &io, &silent);
+    int asked = join(dir, &io), partial = join(dir, &io);
+    char buf[4096];
+    assert_true(send(asked, "{\"id\": 7}\n", 10, 0) == 10);
+    answer(&io, buf, sizeof buf);
+    read_response(&io, asked, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\"id\":7"));
+    assert_true(send(partial, "{\"id\"", 5, 0) == 5);
+    assert_true(kept_for(&io, silent, 1000));   /* five times the timeout */
+    assert_true(still_open(asked));
+    assert_false(still_open(partial));
+    assert_true(send(asked, "{\"id\": 8}\n", 10, 0) == 10);   /* and is served as before */
+    answer(&io, buf, sizeof buf);
+    read_response(&io, asked, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\"id\":8"));
+    close(asked);
+    close(partial);
+    finish(n, silent, dir);
+}
+
+/* Whether the server has closed c, with or without bytes still waiting to be read. */
+static int hung_up(int c)
+{
+    struct pollfd p = {.fd = c, .events = POLLRDHUP};
+    struct timespec zero = {0, 0};
+    return ppoll(&p, 1, &zero, NULL) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
+/* A client that reads none of its responses is closed once they have waited for the
+ * timeout with none of them taken. */
+static void test_unread_closed(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    llm_infer_io io;
+    int c;
+    llm_infer_net *n = serve(dir, 0.2, &io, &c);
+    char buf[4096];
+    /* more responses (of some 60 bytes each) than the sockets between hold; on a slow
+     * machine the timeout may strike before all are sent */
+    for (int k = 0; k < 10000; k++) {
+        if (send(c, "x\n", 2, MSG_NOSIGNAL) != 2 || !io.ready(io.in))
+            break;   /* closed: the line was read, or not */
+        answer(&io, buf, sizeof buf);
+    }
+    for (int i = 0; i < 100 && !hung_up(c); i++) {
+        nap_ms(50);
+        io.ready(io.in);
+    }
+    assert_true(hung_up(c));
     finish(n, c, dir);
 }
 
@@ -120,6 +238,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spoke_in_time),
         cmocka_unit_test(test_tiny_timeout),
+        cmocka_unit_test(test_quiet_stays),
+        cmocka_unit_test(test_unread_closed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
