@@ -37,8 +37,10 @@ typedef struct {
     nbuf in;             /* bytes received; in.p[in.off, in.n) not yet taken as lines */
     size_t scan;         /* no '\n' in in.p[in.off, scan): each byte is looked for once */
     size_t open;         /* after the last '\n' received: where the open line starts */
-    int skipping;        /* inside a line longer than LLM_INFER_MAX_LINE: drop to its end */
-    int toolong;         /* such lines not yet answered */
+    int skipping;        /* inside a cut line (longer than LLM_INFER_MAX_LINE, or crowded
+                            out by bound_partial): drop to its end */
+    int toolong;         /* cut lines not yet answered; crowded of them by bound_partial */
+    int crowded;
     int eof;             /* the client sent its last byte */
     nbuf out;            /* responses; out.p[out.off, out.n) not yet sent */
     long pending;        /* requests taken and not yet answered */
@@ -56,13 +58,14 @@ struct llm_infer_net {
     int accept_wait;     /* accept failed for want of descriptors or memory: the listener
                             stays readable, so leave it out of the next poll */
     uint64_t idle_ns;    /* --idle-timeout (0: none) */
+    size_t max_partial;  /* bytes of unfinished lines, all clients together */
     llm_infer_source *src;
     volatile sig_atomic_t *stop;
     long answered;
 };
 
 static void flush_out(conn *c);
-static void read_in(conn *c);
+static void read_in(llm_infer_net *n, conn *c);
 static int has_line(conn *c);
 
 static void conn_close(conn *c)
@@ -177,6 +180,7 @@ int llm_infer_net_open(llm_infer_net **out, const char *addr, double idle_s,
     n->idle_ns = idle_s > 0 ? (uint64_t)(idle_s * 1e9) : 0;
     if (idle_s > 0 && !n->idle_ns)
         n->idle_ns = 1;
+    n->max_partial = LLM_INFER_NET_MAX_PARTIAL;
     n->src = src;
     n->stop = stop;
     int rc = !strncmp(addr, "unix:", 5) ? listen_unix(n, addr + 5, bound, boundlen, st)
@@ -241,6 +245,11 @@ long llm_infer_net_answered(const llm_infer_net *n)
     return n->answered;
 }
 
+void llm_infer_net_set_max_partial(llm_infer_net *n, size_t bytes)
+{
+    n->max_partial = bytes;
+}
+
 /* ---- moving bytes ---- */
 
 /* Whether c may be closed to make room: nothing of it in flight (no request taken and not
@@ -251,12 +260,17 @@ static int replaceable(conn *c)
     return c->fd >= 0 && !c->pending && !c->toolong && c->out.off == c->out.n && !has_line(c);
 }
 
-/* Whether c has sent part of a line and not (yet) the rest: bytes after its last '\n', or
- * an over-long line being dropped to its end.  (At the end of its input, what follows
- * the last '\n' is a whole line.) */
+/* Whether c has sent part of a line and not (yet) the rest: bytes after its last '\n'
+ * (open_bytes: how many), or an over-long line being dropped to its end.  (At the end of
+ * its input, what follows the last '\n' is a whole line.) */
+static size_t open_bytes(const conn *c)
+{
+    return c->fd >= 0 && !c->eof ? c->in.n - c->open : 0;
+}
+
 static int partial(const conn *c)
 {
-    return c->fd >= 0 && !c->eof && (c->skipping || c->in.n > c->open);
+    return c->fd >= 0 && !c->eof && (c->skipping || open_bytes(c));
 }
 
 /* The client silent the longest of those that may be closed to make room; -1 if none.
@@ -267,7 +281,7 @@ static int silent_longest(llm_infer_net *n)
     int best = -1;
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
         if (replaceable(&n->c[i]))
-            read_in(&n->c[i]);
+            read_in(n, &n->c[i]);
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
         conn *c = &n->c[i];
         if (c->fd < 0)
@@ -410,10 +424,48 @@ static int has_line(conn *c)
     return c->fd >= 0 && (c->toolong || line_end(c) || (c->eof && c->in.n > c->in.off));
 }
 
+/* Cut c's open line: it is answered with an error (toolong), the rest of it dropped as
+ * it comes.  The whole lines before it stay; with none, a large buffer is given back. */
+static void cut_open_line(conn *c)
+{
+    c->in.n = c->open;
+    if (c->scan > c->in.n)
+        c->scan = c->in.n;
+    c->toolong++;
+    c->skipping = 1;
+    if (c->in.off == c->in.n) {
+        nbuf_reset(&c->in);
+        c->scan = c->open = 0;
+    }
+}
+
+/* The unfinished lines of all clients past n->max_partial bytes: cut the longest until
+ * they are not (each answered with an error, as an over-long line is).  So however many
+ * clients stall on long lines, what waits for their ends stays bounded. */
+static void bound_partial(llm_infer_net *n)
+{
+    for (;;) {
+        size_t total = 0, most = 0;
+        int big = -1;
+        for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
+            size_t b = open_bytes(&n->c[i]);
+            total += b;
+            if (b > most) {
+                most = b;
+                big = i;
+            }
+        }
+        if (big < 0 || total <= n->max_partial)
+            return;
+        cut_open_line(&n->c[big]);
+        n->c[big].crowded++;
+    }
+}
+
 /* Read what c sent; keeps at most one line's worth, counting longer lines to answer.
  * A client whose bytes find no memory is closed: left in the poll set with its bytes
  * unread, it would wake every poll at once for as long as memory is short. */
-static void read_in(conn *c)
+static void read_in(llm_infer_net *n, conn *c)
 {
     /* past a line's worth unread there is a whole line at least: take it first (also when
      * a hangup, not POLLIN, brought us here) */
@@ -449,13 +501,9 @@ static void read_in(conn *c)
         char *last = c->in.n > start ? memrchr(c->in.p + start, '\n', c->in.n - start) : NULL;
         if (last)
             c->open = (size_t)(last + 1 - c->in.p);
-        if (c->in.n - c->open > LLM_INFER_MAX_LINE) {
-            c->in.n = c->open;
-            if (c->scan > c->in.n)
-                c->scan = c->in.n;
-            c->toolong++;
-            c->skipping = 1;
-        }
+        if (c->in.n - c->open > LLM_INFER_MAX_LINE)
+            cut_open_line(c);
+        bound_partial(n);   /* (it may cut c's line, or another's) */
     }
 }
 
@@ -474,7 +522,7 @@ static void expire(llm_infer_net *n)
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
         conn *c = &n->c[i];
         if (t - c->last >= n->idle_ns && replaceable(c) && partial(c)) {   /* cheap test first */
-            read_in(c);   /* bytes read now move c->last past t: it went on */
+            read_in(n, c);   /* bytes read now move c->last past t: it went on */
             if (replaceable(c) && partial(c) && c->last <= t)
                 conn_close(c);
         } else if (c->fd >= 0 && c->out.n > c->out.off && t - c->moved >= n->idle_ns)
@@ -517,7 +565,7 @@ static void pump(llm_infer_net *n, int timeout_ms)
         }
         conn *c = &n->c[idx[j]];
         if (c->fd >= 0 && (p[j].revents & (POLLIN | POLLHUP | POLLERR)))
-            read_in(c);   /* (accept_all may have closed it to make room) */
+            read_in(n, c);   /* (accept_all may have closed it to make room) */
         if (c->fd >= 0)
             flush_out(c);
     }
@@ -525,6 +573,27 @@ static void pump(llm_infer_net *n, int timeout_ms)
 }
 
 /* ---- llm_infer_io ---- */
+
+/* A line cut for the bound on unfinished lines (bound_partial) says so, not that it was
+ * over-long: 1, or -1 out of memory (req freed). */
+static int crowded_error(const llm_infer_net *n, llm_infer_request *req, llm_status *st)
+{
+    char msg[200];
+    size_t b = n->max_partial;
+    int mib = b >= (1u << 20) && !(b & ((1u << 20) - 1));
+    snprintf(msg, sizeof msg, "input line cut: the unfinished lines of all clients passed the "
+             "server's %zu %s, and this one was the longest", mib ? b >> 20 : b,
+             mib ? "MiB" : "bytes");
+    char *e = strdup(msg);
+    if (!e) {
+        llm_infer_request_free(req);
+        llm_err(st, LLM_ENOMEM, "out of memory");
+        return -1;
+    }
+    free(req->error);
+    req->error = e;
+    return 1;
+}
 
 /* The next whole line of any client, as a request: 1, 2 when only blank lines were there,
  * 0 when there is none now, -1 out of memory. */
@@ -537,8 +606,12 @@ static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
         while (has_line(c)) {
             int r;
             if (c->toolong) {
+                int crowded = c->crowded > 0;
                 c->toolong--;
+                c->crowded -= crowded;
                 r = llm_infer_source_request(n->src, "", 0, 1, req, st);
+                if (r > 0 && crowded)
+                    r = crowded_error(n, req, st);
             } else {
                 char *line = c->in.p + c->in.off, *nl = line_end(c);
                 size_t len = nl ? (size_t)(nl - line) : c->in.n - c->in.off;

@@ -349,6 +349,26 @@ elif mode == "unreading":         # 64 clients that send 3000 bad lines and read
         time.sleep(0.2)
         r = ask(addr, req(8, 0, 1))
     print("new:", r)
+elif mode == "manylong":          # 17 clients each stopped in a line of nearly 16 MiB (272
+    big = bytearray(b"x" * (16 << 20))   # MiB in all): past 256 MiB the longest line (the
+    held = []                            # 1st's) is cut, answered at once; the others' lines
+    for k in range(17):                  # are kept whole, and answered when finished
+        s = connect(addr)
+        s.settimeout(30)
+        s.sendall(b'{"id": "long%d", "prompt": "' % k)
+        s.sendall(memoryview(big)[:(16 << 20) - (200 if k == 0 else 1000)])
+        held.append(s)
+    def reply(s):
+        try:
+            line = s.makefile("r").readline()
+            return json.loads(line).get("error", "-") if line else "closed"
+        except socket.timeout:
+            return "none"
+    print("1st:", reply(held[0]))
+    for s in held[1:]:
+        s.sendall(b'"}\n')
+    got = [reply(s) for s in held[1:]]
+    print("others:", sum("exceeds the context" in r for r in got), "of 16 answered as too long a prompt")
 elif mode == "paused":            # a request sent while the server is stopped for longer than
     import os, signal             # its idle timeout is still answered
     pid = int(sys.argv[3])
@@ -448,6 +468,15 @@ partial open
 answered open" "--idle-timeout 0: quiet clients stay"
 }
 with_server srv9.log s9.sock idle_0 --idle-timeout 0
+
+# ---- the unfinished lines of all clients are bounded (256 MiB) ----
+many_long() {
+  timeout 180 $PY client.py "$ADDR" manylong >manylong.out 2>&1
+  check "17 clients stopped in lines of ~16 MiB: past 256 MiB in all, the longest is cut and answered, the others kept ($(tr '\n' ' ' <manylong.out))" \
+    sh -c "grep -q '^1st: input line cut: the unfinished lines of all clients passed the server.s 256 MiB' manylong.out && grep -q '^others: 16 of 16' manylong.out"
+  client_is 60 leave "length" "... the next client is served"
+}
+with_server srv10.log s10.sock many_long
 
 # ---- a file put at the socket's path meanwhile is not the server's to remove ----
 if start_server srv2.log unix:"$TMP/s2.sock"; then

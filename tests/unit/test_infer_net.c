@@ -1,6 +1,7 @@
 /* Unit tests for llm-infer --listen's --idle-timeout (common/infer_net.c), driven through
  * its ready hook (one pass over the sockets: poll, read and write, then the timeouts),
- * and its next and done hooks where a request is to be answered.
+ * and its next and done hooks where a request is to be answered; and its bound on the
+ * bytes of unfinished lines (made small).
  * poll(2) is this file's own: "blind", it reports nothing, as when bytes arrive after
  * the server's poll returned and before its pass ends. */
 #include "tests/unit/testutil.h"
@@ -74,11 +75,10 @@ static llm_infer_net *serve(const char *dir, double idle_s, llm_infer_io *io, in
     return n;
 }
 
-/* Take the next request (there must be one) and answer it; returns its error, or "-"
- * (in buf). */
-static const char *answer(llm_infer_io *io, char *buf, size_t len)
+/* Take the next request and answer it; returns its error, or "-" (in buf).  There must
+ * be one: at once (a pass over the sockets just found it), or within 5 s. */
+static const char *answer_now(llm_infer_io *io, char *buf, size_t len)
 {
-    assert_true(io->ready(io->in));
     llm_infer_request req;
     memset(&req, 0, sizeof req);
     llm_status st = {0};
@@ -89,6 +89,14 @@ static const char *answer(llm_infer_io *io, char *buf, size_t len)
     assert_int_equal(io->done(io->out, &res, &st), 0);
     llm_infer_request_free(&req);
     return buf;
+}
+
+static const char *answer(llm_infer_io *io, char *buf, size_t len)
+{
+    for (int i = 0; i < 100 && !io->ready(io->in); i++)
+        nap_ms(50);
+    assert_true(io->ready(io->in));
+    return answer_now(io, buf, len);
 }
 
 /* One response line from c (waiting up to 5 s for it, passing over the sockets). */
@@ -222,7 +230,7 @@ static void test_unread_closed(void **state)
     for (int k = 0; k < 10000; k++) {
         if (send(c, "x\n", 2, MSG_NOSIGNAL) != 2 || !io.ready(io.in))
             break;   /* closed: the line was read, or not */
-        answer(&io, buf, sizeof buf);
+        answer_now(&io, buf, sizeof buf);
     }
     for (int i = 0; i < 100 && !hung_up(c); i++) {
         nap_ms(50);
@@ -230,6 +238,84 @@ static void test_unread_closed(void **state)
     }
     assert_true(hung_up(c));
     finish(n, c, dir);
+}
+
+/* Send all of len bytes of b to c, passing over the server's sockets while c's is full. */
+static void send_all(llm_infer_io *io, int c, const char *b, size_t len)
+{
+    while (len) {
+        ssize_t w = send(c, b, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0) {
+            assert_true(errno == EAGAIN || errno == EINTR);
+            io->ready(io->in);
+            continue;
+        }
+        b += w;
+        len -= (size_t)w;
+    }
+}
+
+static void send_str(llm_infer_io *io, int c, const char *s)
+{
+    send_all(io, c, s, strlen(s));
+}
+
+/* Pass over the sockets until the server has read everything sent to it (a few times
+ * after the last progress, for a loaded machine: up to 2 s). */
+static void settle(llm_infer_io *io)
+{
+    for (int i = 0; i < 40; i++) {
+        io->ready(io->in);
+        nap_ms(50);
+    }
+}
+
+/* Past the bound on the unfinished lines of all clients, the longest is cut: answered
+ * with an error that says why, the rest of it dropped to its end; the lines after it,
+ * and the other clients' unfinished lines, are served as usual. */
+static void test_partial_bound(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    llm_infer_io io;
+    int a;
+    llm_infer_net *n = serve(dir, 0, &io, &a);
+    llm_infer_net_set_max_partial(n, 300000);
+    int b = join(dir, &io);
+    size_t big = 200000, small = 150000;
+    char *x = malloc(big);
+    assert_non_null(x);
+    memset(x, 'x', big);
+    char buf[4096];
+    send_str(&io, a, "{\"id\": \"a\", \"prompt\": \"");
+    send_all(&io, a, x, big);
+    settle(&io);
+    assert_false(io.ready(io.in));   /* 200023 bytes: under the bound, nothing cut */
+    send_str(&io, b, "{\"id\": \"b\", \"prompt\": \"");
+    send_all(&io, b, x, small);   /* 350046 in all: a's line, the longest, is cut */
+    settle(&io);
+    assert_non_null(strstr(answer(&io, buf, sizeof buf), "input line cut"));
+    assert_non_null(strstr(buf, "300000 bytes"));
+    read_response(&io, a, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\"finish_reason\":\"error\""));
+    assert_non_null(strstr(buf, "input line cut"));
+    assert_false(io.ready(io.in));
+    /* the rest of a's line is dropped; its next line is served */
+    send_all(&io, a, x, 1000);
+    send_str(&io, a, "\"}\n{\"id\": \"a2\"}\n");
+    assert_string_equal(answer(&io, buf, sizeof buf), "missing 'prompt' (or 'tokens')");
+    read_response(&io, a, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\"id\":\"a2\""));
+    /* b's line was kept whole: its request is read (and refused for want of a tokenizer,
+     * as any prompt is here) */
+    send_str(&io, b, "\"}\n");
+    assert_null(strstr(answer(&io, buf, sizeof buf), "cut"));
+    assert_non_null(strstr(buf, "tokenizer"));
+    read_response(&io, b, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\"id\":\"b\""));
+    free(x);
+    close(b);
+    finish(n, a, dir);
 }
 
 int main(void)
@@ -240,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_tiny_timeout),
         cmocka_unit_test(test_quiet_stays),
         cmocka_unit_test(test_unread_closed),
+        cmocka_unit_test(test_partial_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
