@@ -62,17 +62,26 @@ static int join(const char *dir, llm_infer_io *io)
     return c;
 }
 
-/* A server on a Unix socket in dir with idle_s, and one client connected to it (accepted). */
-static llm_infer_net *serve(const char *dir, double idle_s, llm_infer_io *io, int *client)
+/* A test's server, on a Unix socket in its scratch directory, and its first client. */
+typedef struct {
+    char *dir;
+    llm_infer_net *n;
+    llm_infer_io io;
+    int c;
+} server;
+
+/* A server with idle_s, and one client connected to it (accepted). */
+static server *serve(double idle_s)
 {
+    static server s;
+    s.dir = tu_tmpdir();
     char addr[600], bound[700];
-    snprintf(addr, sizeof addr, "unix:%s/s.sock", dir);
-    llm_infer_net *n = NULL;
+    snprintf(addr, sizeof addr, "unix:%s/s.sock", s.dir);
     llm_status st = {0};
-    assert_int_equal(llm_infer_net_open(&n, addr, idle_s, &src, NULL, bound, sizeof bound, &st), 0);
-    *io = llm_infer_net_io(n);
-    *client = join(dir, io);
-    return n;
+    assert_int_equal(llm_infer_net_open(&s.n, addr, idle_s, &src, NULL, bound, sizeof bound, &st), 0);
+    s.io = llm_infer_net_io(s.n);
+    s.c = join(s.dir, &s.io);
+    return &s;
 }
 
 /* Take the next request and answer it; returns its error, or "-" (in buf).  There must
@@ -136,12 +145,12 @@ static int closed_soon(llm_infer_io *io, int c)
     return !still_open(c);
 }
 
-static void finish(llm_infer_net *n, int c, char *dir)
+static void finish(server *s)
 {
-    close(c);
-    llm_infer_net_free(n);
-    tu_rmdir(dir);
-    free(dir);
+    close(s->c);
+    llm_infer_net_free(s->n);
+    tu_rmdir(s->dir);
+    free(s->dir);
 }
 
 /* A client quiet for the timeout whose bytes (part of a line) arrive as the pass looks at
@@ -149,33 +158,31 @@ static void finish(llm_infer_net *n, int c, char *dir)
 static void test_spoke_in_time(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir();
-    llm_infer_io io;
-    int c;
-    llm_infer_net *n = serve(dir, 0.2, &io, &c);
+    server *s = serve(0.2);
+    llm_infer_io *io = &s->io;
+    int c = s->c;
     assert_true(send(c, "{\"prompt\"", 9, 0) == 9);
-    io.ready(io.in);   /* reads it */
-    nap_ms(400);       /* quiet past the timeout... */
+    io->ready(io->in);   /* reads it */
+    nap_ms(400);         /* quiet past the timeout... */
     assert_true(send(c, ": \"ROM", 6, 0) == 6);   /* ...then speaks, unseen by poll */
     blind = 1;
-    io.ready(io.in);
+    io->ready(io->in);
     blind = 0;
     assert_true(still_open(c));
-    assert_true(closed_soon(&io, c));   /* and quiet again: closed */
-    finish(n, c, dir);
+    assert_true(closed_soon(io, c));   /* and quiet again: closed */
+    finish(s);
 }
 
 /* A timeout of less than a nanosecond is a timeout, not "never" (0 is never). */
 static void test_tiny_timeout(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir();
-    llm_infer_io io;
-    int c;
-    llm_infer_net *n = serve(dir, 1e-10, &io, &c);
+    server *s = serve(1e-10);
+    llm_infer_io *io = &s->io;
+    int c = s->c;
     assert_true(send(c, "{", 1, 0) == 1);   /* part of a line */
-    assert_true(closed_soon(&io, c));
-    finish(n, c, dir);
+    assert_true(closed_soon(io, c));
+    finish(s);
 }
 
 /* Clients quiet between requests are not timed out: one that has sent nothing, and one
@@ -184,27 +191,26 @@ static void test_tiny_timeout(void **state)
 static void test_quiet_stays(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir();
-    llm_infer_io io;
-    int silent;
-    llm_infer_net *n = serve(dir, 0.2, &io, &silent);
-    int asked = join(dir, &io), partial = join(dir, &io);
+    server *s = serve(0.2);
+    llm_infer_io *io = &s->io;
+    int silent = s->c;
+    int asked = join(s->dir, io), partial = join(s->dir, io);
     char buf[4096];
     assert_true(send(asked, "{\"id\": 7}\n", 10, 0) == 10);
-    answer(&io, buf, sizeof buf);
-    read_response(&io, asked, buf, sizeof buf);
+    answer(io, buf, sizeof buf);
+    read_response(io, asked, buf, sizeof buf);
     assert_non_null(strstr(buf, "\"id\":7"));
     assert_true(send(partial, "{\"id\"", 5, 0) == 5);
-    assert_true(kept_for(&io, silent, 1000));   /* five times the timeout */
+    assert_true(kept_for(io, silent, 1000));   /* five times the timeout */
     assert_true(still_open(asked));
     assert_false(still_open(partial));
     assert_true(send(asked, "{\"id\": 8}\n", 10, 0) == 10);   /* and is served as before */
-    answer(&io, buf, sizeof buf);
-    read_response(&io, asked, buf, sizeof buf);
+    answer(io, buf, sizeof buf);
+    read_response(io, asked, buf, sizeof buf);
     assert_non_null(strstr(buf, "\"id\":8"));
     close(asked);
     close(partial);
-    finish(n, silent, dir);
+    finish(s);
 }
 
 /* Whether the server has closed c, with or without bytes still waiting to be read. */
@@ -220,24 +226,23 @@ static int hung_up(int c)
 static void test_unread_closed(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir();
-    llm_infer_io io;
-    int c;
-    llm_infer_net *n = serve(dir, 0.2, &io, &c);
+    server *s = serve(0.2);
+    llm_infer_io *io = &s->io;
+    int c = s->c;
     char buf[4096];
     /* more responses (of some 60 bytes each) than the sockets between hold; on a slow
      * machine the timeout may strike before all are sent */
     for (int k = 0; k < 10000; k++) {
-        if (send(c, "x\n", 2, MSG_NOSIGNAL) != 2 || !io.ready(io.in))
+        if (send(c, "x\n", 2, MSG_NOSIGNAL) != 2 || !io->ready(io->in))
             break;   /* closed: the line was read, or not */
-        answer_now(&io, buf, sizeof buf);
+        answer_now(io, buf, sizeof buf);
     }
     for (int i = 0; i < 100 && !hung_up(c); i++) {
         nap_ms(50);
-        io.ready(io.in);
+        io->ready(io->in);
     }
     assert_true(hung_up(c));
-    finish(n, c, dir);
+    finish(s);
 }
 
 /* Send all of len bytes of b to c, passing over the server's sockets while c's is full. */
@@ -276,46 +281,45 @@ static void settle(llm_infer_io *io)
 static void test_partial_bound(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir();
-    llm_infer_io io;
-    int a;
-    llm_infer_net *n = serve(dir, 0, &io, &a);
-    llm_infer_net_set_max_partial(n, 300000);
-    int b = join(dir, &io);
+    server *s = serve(0);
+    llm_infer_io *io = &s->io;
+    int a = s->c;
+    llm_infer_net_set_max_partial(s->n, 300000);
+    int b = join(s->dir, io);
     size_t big = 200000, small = 150000;
     char *x = malloc(big);
     assert_non_null(x);
     memset(x, 'x', big);
     char buf[4096];
-    send_str(&io, a, "{\"id\": \"a\", \"prompt\": \"");
-    send_all(&io, a, x, big);
-    settle(&io);
-    assert_false(io.ready(io.in));   /* 200023 bytes: under the bound, nothing cut */
-    send_str(&io, b, "{\"id\": \"b\", \"prompt\": \"");
-    send_all(&io, b, x, small);   /* 350046 in all: a's line, the longest, is cut */
-    settle(&io);
-    assert_non_null(strstr(answer(&io, buf, sizeof buf), "input line cut"));
+    send_str(io, a, "{\"id\": \"a\", \"prompt\": \"");
+    send_all(io, a, x, big);
+    settle(io);
+    assert_false(io->ready(io->in));   /* 200023 bytes: under the bound, nothing cut */
+    send_str(io, b, "{\"id\": \"b\", \"prompt\": \"");
+    send_all(io, b, x, small);   /* 350046 in all: a's line, the longest, is cut */
+    settle(io);
+    assert_non_null(strstr(answer(io, buf, sizeof buf), "input line cut"));
     assert_non_null(strstr(buf, "300000 bytes"));
-    read_response(&io, a, buf, sizeof buf);
+    read_response(io, a, buf, sizeof buf);
     assert_non_null(strstr(buf, "\"finish_reason\":\"error\""));
     assert_non_null(strstr(buf, "input line cut"));
-    assert_false(io.ready(io.in));
+    assert_false(io->ready(io->in));
     /* the rest of a's line is dropped; its next line is served */
-    send_all(&io, a, x, 1000);
-    send_str(&io, a, "\"}\n{\"id\": \"a2\"}\n");
-    assert_string_equal(answer(&io, buf, sizeof buf), "missing 'prompt' (or 'tokens')");
-    read_response(&io, a, buf, sizeof buf);
+    send_all(io, a, x, 1000);
+    send_str(io, a, "\"}\n{\"id\": \"a2\"}\n");
+    assert_string_equal(answer(io, buf, sizeof buf), "missing 'prompt' (or 'tokens')");
+    read_response(io, a, buf, sizeof buf);
     assert_non_null(strstr(buf, "\"id\":\"a2\""));
     /* b's line was kept whole: its request is read (and refused for want of a tokenizer,
      * as any prompt is here) */
-    send_str(&io, b, "\"}\n");
-    assert_null(strstr(answer(&io, buf, sizeof buf), "cut"));
+    send_str(io, b, "\"}\n");
+    assert_null(strstr(answer(io, buf, sizeof buf), "cut"));
     assert_non_null(strstr(buf, "tokenizer"));
-    read_response(&io, b, buf, sizeof buf);
+    read_response(io, b, buf, sizeof buf);
     assert_non_null(strstr(buf, "\"id\":\"b\""));
     free(x);
     close(b);
-    finish(n, a, dir);
+    finish(s);
 }
 
 int main(void)
