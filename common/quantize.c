@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include <omp.h>
 
+#include "common/clock.h"
 #include "common/json.h"
 #include "common/tree.h"
 
@@ -210,8 +210,7 @@ int llm_quantize_file(const char *in, const char *out, const llm_quantize_opts *
     if (!llm_quant_is_weight_dtype(o->type))
         return llm_err(st, LLM_EUSAGE, "type '%s' is not one of f32, f16, bf16, q8_0, q4_0",
                        llm_dtype_name(o->type));
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = llm_now_s();
     int nt = o->threads > 0 ? o->threads : omp_get_num_procs();
     llm_ckpt *ck = NULL;
     llm_ckpt_writer *w = NULL;
@@ -305,8 +304,7 @@ int llm_quantize_file(const char *in, const char *out, const llm_quantize_opts *
     if (strcmp(out, "-") != 0 && stat(out, &sb) == 0 && S_ISREG(sb.st_mode))
         r->file_out = (uint64_t)sb.st_size;
 done:
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    r->seconds = llm_now_s() - t0;
     for (int i = 0; bufs && i < r->n; i++)
         free(bufs[i]);
     free(bufs);

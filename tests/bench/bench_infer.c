@@ -19,16 +19,10 @@
 
 #include "common/ckpt.h"
 #include "common/cli.h"
+#include "common/clock.h"
 #include "common/infer.h"
 #include "common/model.h"
 #include "common/tokenizer.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double cpu_s(void)
 {
@@ -97,13 +91,13 @@ static double read_bandwidth_gbs(int threads)
         x[i] = (float)(i & 7);
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
-        double t0 = now_s(), total = 0;
+        double t0 = llm_now_s(), total = 0;
 #pragma omp parallel for reduction(+ : total) num_threads(threads)
         for (size_t i = 0; i < n; i += 8) {
             total += x[i] + x[i + 1] + x[i + 2] + x[i + 3] + x[i + 4] + x[i + 5] + x[i + 6] +
                      x[i + 7];
         }
-        double dt = now_s() - t0;
+        double dt = llm_now_s() - t0;
         if (total < 0)
             fprintf(stderr, "?");
         double gbs = n * sizeof(float) / dt / 1e9;
@@ -131,7 +125,7 @@ static double decode_rate(llm_infer_ctx *c, int batch, int P, int steps, double 
     double t0 = 0, c0 = 0;
     for (int k = -1; k < steps; k++) {   /* step -1 warms up */
         if (k == 0) {
-            t0 = now_s();
+            t0 = llm_now_s();
             c0 = cpu_s();
         }
         int pos = P + k + 1;
@@ -142,7 +136,7 @@ static double decode_rate(llm_infer_ctx *c, int batch, int P, int steps, double 
         if (llm_infer_forward(c, rows, batch, st) || llm_infer_logits(c, which, batch, lg, st))
             return -1;
     }
-    double dt = now_s() - t0;
+    double dt = llm_now_s() - t0;
     /* tokens per CPU-second of this process: on a shared machine the wall clock also
      * counts time other processes held the cores */
     *per_cpu_s = (double)steps * batch / (cpu_s() - c0);
@@ -200,12 +194,12 @@ int main(int argc, char **argv)
     double pf_best = 0;
     int last = 127;
     for (int rep = 0; rep < 3; rep++) {
-        double t0 = now_s();
+        double t0 = llm_now_s();
         if (llm_infer_forward(c1, rows, 128, &st) || llm_infer_logits(c1, &last, 1, lg, &st)) {
             fprintf(stderr, "bench_infer: %s\n", st.msg);
             return 1;
         }
-        double rate = 128 / (now_s() - t0);
+        double rate = 128 / (llm_now_s() - t0);
         if (rate > pf_best)
             pf_best = rate;
     }

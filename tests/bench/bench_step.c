@@ -15,20 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "common/model.h"
 #include "kernels/backend.h"
 
 void openblas_set_num_threads(int);
 int openblas_get_num_threads(void);
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -49,9 +42,9 @@ static double sgemm_rate(int n, int threads)
     double t[5];
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
     for (int r = 0; r < 5; r++) {
-        double t0 = now();
+        double t0 = llm_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        t[r] = now() - t0;
+        t[r] = llm_now_s() - t0;
     }
     qsort(t, 5, sizeof t[0], cmp_d);
     free(a);
@@ -129,15 +122,15 @@ int main(int argc, char **argv)
            *tu = tb + steps;
     float loss = 0;
     for (int i = 0; i < warmup + steps; i++) {
-        double t0 = now(), t1, t2;
+        double t0 = llm_now_s(), t1, t2;
         if (llm_model_zero_grad(m, &st) || llm_model_forward(m, in, tg, B, T, &loss, &st) ||
-            (t1 = now(), llm_model_backward(m, 1.0f, &st)) ||
-            (t2 = now(), llm_model_update(m, &hp, i + 1, NULL, NULL, &st))) {
+            (t1 = llm_now_s(), llm_model_backward(m, 1.0f, &st)) ||
+            (t2 = llm_now_s(), llm_model_update(m, &hp, i + 1, NULL, NULL, &st))) {
             fprintf(stderr, "bench_step: %s\n", st.msg);
             return 70;
         }
         be.sync(&be);
-        double t3 = now(), dt = t3 - t0;
+        double t3 = llm_now_s(), dt = t3 - t0;
         if (i >= warmup) {
             t[i - warmup] = dt;
             tf[i - warmup] = t1 - t0;
