@@ -13,55 +13,17 @@
 #include "common/dist.h"
 #include "common/env.h"
 #include "common/log.h"
+#include "common/sigstop.h"
 #include "common/train.h"
 #include "kernels/backend.h"
 
-/* The global state: what the signal handlers tell the loop, and -q for the first one. */
-static volatile sig_atomic_t stop_requested, quiet_start;
-
 #define STOPPED_AT_START "stopped on a signal before training started: nothing written"
-
-/* Until the config is read nothing is written and nothing needs saving: a signal ends
- * the program there and then, also in a blocking read (a config on a terminal or a FIFO),
- * where a flag would wait for the read. */
-static void on_signal_at_start(int sig)
-{
-    static const char msg[] = "llm-train: " STOPPED_AT_START "\n";
-    (void)sig;
-    if (!quiet_start) {
-        ssize_t n = write(2, msg, sizeof msg - 1);
-        (void)n;
-    }
-    _exit(0);
-}
-
-static void on_signal(int sig)
-{
-    /* a second SIGINT means "now": the last complete checkpoint is never touched by this,
-     * since checkpoints only appear by rename once complete */
-    if (sig == SIGINT && stop_requested)
-        _exit(130);
-    stop_requested = sig;
-}
-
-/* SIGTERM, SIGINT and SIGUSR1 go to handler. */
-static void catch_signals(void (*handler)(int))
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = handler;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
-}
 
 /* A signal since the config was read, before training started: nothing to save, and
  * nothing written yet. */
 static int stopped_at_start(const llm_log *lg)
 {
-    if (!stop_requested)
+    if (!*llm_sigstop_flag())
         return 0;
     llm_info(lg, STOPPED_AT_START);
     return 1;
@@ -69,8 +31,11 @@ static int stopped_at_start(const llm_log *lg)
 
 int main(int argc, char **argv)
 {
-    /* first: a signal from here on ends the start cleanly instead of killing it */
-    catch_signals(on_signal_at_start);
+    /* first: a signal from here on ends the start cleanly instead of killing it; until
+     * the config is read nothing is written and nothing needs saving, so it ends the
+     * program there and then, also in a blocking read (a config on a terminal or a FIFO),
+     * where a flag would wait for the read */
+    llm_sigstop_catch_exit("llm-train: " STOPPED_AT_START "\n");
     const char *config = NULL, *out = NULL, *resume = NULL, *metrics = NULL, *prom = NULL;
     const char *dist_init = NULL, *precision = NULL, *device = NULL;
     double dist_timeout = 600;
@@ -120,7 +85,8 @@ int main(int argc, char **argv)
         llm_strlist_free(&sets);
         return r == LLM_CLI_EXIT ? 0 : 64;
     }
-    quiet_start = quiet;
+    if (quiet)
+        llm_sigstop_catch_exit(NULL);
     llm_log lg = llm_log_make("llm-train", quiet, verbose);
     llm_status st = {0};
     llm_train_config cfg;
@@ -142,7 +108,8 @@ int main(int argc, char **argv)
         rc = llm_config_set_opt(&cfg, from[i].opt, from[i].key, from[i].value, &st);
     /* the config is read: from here on a signal is a request the loop answers (a
      * --print-config is written whole) */
-    catch_signals(on_signal);
+    llm_sigstop_catch();
+    const volatile sig_atomic_t *stop_requested = llm_sigstop_flag();
     if (!rc && print) {
         llm_cli_quiet_sigpipe();
         rc = llm_config_print(&cfg, stdout, &st);
@@ -180,9 +147,9 @@ int main(int argc, char **argv)
     llm_dist *dist = NULL;
     /* the waits for the other ranks end on a signal: stopped like the start above */
     llm_dist_opts dopt = {dist_init, dist_timeout, !strcmp(cfg.device, "cuda"), &lg,
-                          &stop_requested};
+                          stop_requested};
     if (llm_dist_init(&dist, &dopt, &st)) {
-        if (st.code == LLM_EINTR && stop_requested) {
+        if (st.code == LLM_EINTR && *stop_requested) {
             llm_info(&lg, "stopped on a signal during the start-up, %s: nothing written",
                      st.msg);
             return 0;
@@ -195,7 +162,7 @@ int main(int argc, char **argv)
     else if (llm_dist_world(dist) > 1)
         llm_info(&lg, "%d ranks (%s)%s", llm_dist_world(dist), llm_dist_kind(dist),
                  cfg.zero ? ", ZeRO-1" : "");
-    llm_train_opts o = {resume, &stop_requested, &lg, isatty(2) && !quiet && !llm_dist_rank(dist),
+    llm_train_opts o = {resume, stop_requested, &lg, isatty(2) && !quiet && !llm_dist_rank(dist),
                         dist};
     llm_train_result res;
     rc = llm_train_run(&cfg, &o, &res, &st);

@@ -90,7 +90,9 @@ int llm_dist__exchange(const char *init, int rank, int world, void *blob, size_t
                        double timeout_s, const volatile sig_atomic_t *stop, llm_status *st);
 /* Once every rank holds the blob (NCCL's setup completed), or when the setup failed or
  * was stopped: rank 0 removes a file: blob, so that it is not left for the next job to
- * trip on.  Nothing for tcp://.  Only unlink(2): the watchdog thread calls it too. */
+ * trip on, and disarms it (llm_sigstop_unlink_on_exit: from its write until here a
+ * signal that ends the process at once removes it).  Nothing for tcp://.  Only unlink(2)
+ * and a store: the watchdog thread calls it too. */
 void llm_dist__exchange_done(const char *init, int rank);
 
 #endif

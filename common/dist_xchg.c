@@ -2,6 +2,7 @@
  * MPI: through a file on a shared filesystem or a TCP port rank 0 listens on. */
 #include "common/dist_impl.h"
 #include "common/afile.h"
+#include "common/sigstop.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,8 +61,13 @@ static int by_file(const char *path, int rank, void *blob, size_t n, double time
         if (stat(path, &old) == 0)
             return llm_err(st, LLM_EUSAGE, "dist-init: '%s' exists: an id from a job that did "
                            "not finish? Use a path new for each job, or remove it", path);
-        if (llm_afile_write(path, LLM_AFILE_NODEV | LLM_AFILE_MKDIRS, blob, n, st))
+        /* armed from before it appears until llm_dist__exchange_done: a signal that ends
+         * the process at once (a second SIGINT) removes it too (sigstop.h) */
+        llm_sigstop_unlink_on_exit(path);
+        if (llm_afile_write(path, LLM_AFILE_NODEV | LLM_AFILE_MKDIRS, blob, n, st)) {
+            llm_sigstop_unlink_on_exit(NULL);
             return llm_err_prefix(st, "dist-init");
+        }
         return 0;
     }
     double t0 = llm_now_s();
@@ -278,8 +284,10 @@ static int by_tcp(const char *hostport, int rank, int world, void *blob, size_t 
 
 void llm_dist__exchange_done(const char *init, int rank)
 {
-    if (rank == 0 && init && !strncmp(init, "file:", 5) && init[5])
+    if (rank == 0 && init && !strncmp(init, "file:", 5) && init[5]) {
         unlink(init + 5);
+        llm_sigstop_unlink_on_exit(NULL);
+    }
 }
 
 int llm_dist__exchange(const char *init, int rank, int world, void *blob, size_t n,

@@ -29,7 +29,7 @@
 
 typedef struct {
     const char *resume;               /* NULL: fresh; "auto": newest in output.dir; or a file */
-    volatile sig_atomic_t *stop;      /* non-zero: finish the step, checkpoint, return */
+    const volatile sig_atomic_t *stop; /* non-zero: finish the step, checkpoint, return */
     const llm_log *log;               /* diagnostics (NULL: stderr at info level) */
     int progress;                     /* draw a progress line on stderr */
     struct llm_dist *dist;            /* ranks (common/dist.h); NULL: one process */

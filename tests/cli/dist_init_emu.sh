@@ -7,7 +7,7 @@
 # mapping).  2 ranks == 1 rank at twice the batch over a file and over TCP (ZeRO-0 and 1),
 # llm-bench's collectives, SIGTERM to rank 0, a hung rank, the Slurm example's way (id
 # file in a new output directory, SIGUSR1 to every rank, requeue), ranks that never
-# start, and a signal to a rank waiting for ranks that never start.
+# start, and a signal to a rank waiting for ranks that never start (two SIGINTs too).
 . "$(dirname "$0")/lib.sh"
 E=$ROOT/build/emu/bin
 [ "${LLM_SAN:-0}" = 1 ] && E=$ROOT/build/san/emu/bin
@@ -145,4 +145,34 @@ alone "SIGTERM to rank 1 of 2 waiting over TCP for rank 0" TERM 1 "tcp://127.0.0
 alone "SIGINT to rank 0 of 2 in NCCL's setup (id through a file)" INT 0 "file:$TMP/idz" \
   "in ncclCommInitRank"
 check "... rank 0 removed the id file it wrote" [ ! -e idz ]
+# rank 0 of 2 started alone, in NCCL's setup once its id file appeared, sent signals
+# rank0 SIGS FILE CMD...: SIGS e.g. TERM, or INT,INT (the second sent once the first has
+# been taken: no longer pending); sets rc
+int_pending() { local v; v=$(awk '/^ShdPnd:/ {print $2}' "/proc/$1/status" 2>/dev/null)
+  [ -n "$v" ] && (( 0x$v & 2 )); }
+rank0() { local sigs=$1 file=$2 pid s n=0; shift 2
+  env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$@" >/dev/null 2>r0.err & pid=$!
+  for _ in $(seq 300); do [ -e "$file" ] && break; sleep 0.1; done
+  sleep 1
+  for s in ${sigs//,/ }; do
+    [ $((n++)) = 0 ] || for _ in $(seq 500); do int_pending "$pid" || break; done
+    kill -"$s" "$pid"
+  done
+  wait "$pid"; rc=$?
+}
+# twice NAME FILE CMD...: two SIGINTs back to back: the second ends the process at once
+# (130) and takes the id file with it.  The watchdog answers the first within 0.2 s (exit
+# 0, the file removed as above), which may come before the second on a loaded machine: up
+# to 6 tries for a run that the second SIGINT ends.
+twice() { local name=$1 file=$2 k; shift 2
+  for k in 1 2 3 4 5 6; do
+    rm -f "$file"; rank0 INT,INT "$file" "$@"
+    [ "$rc" = 130 ] || [ -e "$file" ] && break
+  done
+  check "$name: the second exits 130 at once (rc $rc, try $k)" [ "$rc" = 130 ]
+  check "... and rank 0's id file is gone" [ ! -e "$file" ]
+}
+twice "two SIGINTs to rank 0 in NCCL's setup" "$TMP/idi" "$E/llm-train" --config run.yaml \
+  -o i2 --dist-init "file:$TMP/idi" --dist-timeout 30
+check "... wrote nothing" [ ! -e i2 ]
 echo "1..$_n"
