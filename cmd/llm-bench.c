@@ -10,6 +10,7 @@
 #include "common/ckpt.h"
 #include "common/config.h"
 #include "common/dist.h"
+#include "common/sigstop.h"
 #include "common/tree.h"
 #include "common/cli.h"
 #include "common/log.h"
@@ -317,8 +318,22 @@ static int run_coll(const char *coll, int argc, char **argv)
      * llm_dist_nccl_self, before any rank waits for the others; no probe here, which would
      * make a context on GPU 0 in every rank */
     llm_dist *d = NULL;  /* ranks from mpirun (MPI builds), srun or --dist-init; else one rank */
-    llm_dist_opts dopt = {dist_init, dist_timeout, cuda, &lg, NULL};
-    if (llm_dist_init(&d, &dopt, &st) || (cuda && llm_dist_nccl_self(d, &st))) {
+    /* while the ranks meet, a signal is a request that ends the waits (and rank 0 removes
+     * its --dist-init file: id), as in llm-train; afterwards the dispositions it had */
+    llm_sigstop_catch();
+    llm_dist_opts dopt = {dist_init, dist_timeout, cuda, &lg, llm_sigstop_flag()};
+    int drc = llm_dist_init(&d, &dopt, &st);
+    llm_sigstop_restore();
+    if (drc && st.code == LLM_EINTR && *llm_sigstop_flag()) {
+        llm_info(&lg, "stopped on a signal during the start-up, %s: nothing measured", st.msg);
+        return 0;
+    }
+    if (!drc && *llm_sigstop_flag()) {
+        llm_info(&lg, "stopped on a signal during the start-up: nothing measured");
+        llm_dist_free(d);
+        return 0;
+    }
+    if (drc || (cuda && llm_dist_nccl_self(d, &st))) {
         llm_error(&lg, "%s", st.msg);
         llm_dist_free(d);
         return llm_exit_code(st.code);

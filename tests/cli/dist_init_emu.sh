@@ -7,7 +7,8 @@
 # mapping).  2 ranks == 1 rank at twice the batch over a file and over TCP (ZeRO-0 and 1),
 # llm-bench's collectives, SIGTERM to rank 0, a hung rank, the Slurm example's way (id
 # file in a new output directory, SIGUSR1 to every rank, requeue), ranks that never
-# start, and a signal to a rank waiting for ranks that never start (two SIGINTs too).
+# start, a signal to a rank waiting for ranks that never start (two SIGINTs too), and
+# llm-bench's collectives stopped by a signal the same way.
 . "$(dirname "$0")/lib.sh"
 E=$ROOT/build/emu/bin
 [ "${LLM_SAN:-0}" = 1 ] && E=$ROOT/build/san/emu/bin
@@ -175,4 +176,12 @@ twice() { local name=$1 file=$2 k; shift 2
 twice "two SIGINTs to rank 0 in NCCL's setup" "$TMP/idi" "$E/llm-train" --config run.yaml \
   -o i2 --dist-init "file:$TMP/idi" --dist-timeout 30
 check "... wrote nothing" [ ! -e i2 ]
+# llm-bench's collectives the same way: a signal while the ranks meet ends the wait
+rank0 TERM "$TMP/bt" "$E/llm-bench" allreduce -d cuda -b 4K -e 4K --dist-init "file:$TMP/bt" \
+  --dist-timeout 30
+check "llm-bench: SIGTERM to rank 0 in NCCL's setup: exit 0 (rc $rc)" [ "$rc" = 0 ]
+check "... says so" grep -q "stopped on a signal during the start-up, waiting in ncclCommInitRank" r0.err
+check "... and removed its id file" [ ! -e bt ]
+twice "llm-bench: two SIGINTs to rank 0 in NCCL's setup" "$TMP/bi" "$E/llm-bench" allreduce \
+  -d cuda -b 4K -e 4K --dist-init "file:$TMP/bi" --dist-timeout 30
 echo "1..$_n"
