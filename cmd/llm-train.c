@@ -166,6 +166,16 @@ int main(int argc, char **argv)
                         dist};
     llm_train_result res;
     rc = llm_train_run(&cfg, &o, &res, &st);
+    if (rc && st.together && llm_dist_world(dist) > 1) {
+        /* every rank stops here: one voice for what they all found (rank 0's), and rank 0's
+         * word out before any rank exits (a launcher ends the others then) */
+        if (!llm_dist_rank(dist) || st.together == LLM_TOGETHER_OWN)
+            llm_error(&lg, "%s", st.msg);
+        llm_status bst = {0};
+        llm_dist_barrier(dist, &bst);
+        llm_dist_free(dist);
+        return llm_exit_code(st.code);
+    }
     if (rc) {
         llm_error(&lg, "%s", st.msg);
         llm_dist_abort(dist, llm_exit_code(st.code)); /* the other ranks must not wait */

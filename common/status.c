@@ -13,6 +13,7 @@ int llm_err(llm_status *st, llm_code code, const char *fmt, ...)
         vsnprintf(st->msg, sizeof st->msg, fmt, ap);
         va_end(ap);
         st->code = code;
+        st->together = LLM_TOGETHER_NO;
     }
     return code;
 }
@@ -38,6 +39,7 @@ void llm_status_clear(llm_status *st)
     if (st) {
         st->code = LLM_OK;
         st->msg[0] = '\0';
+        st->together = LLM_TOGETHER_NO;
     }
 }
 

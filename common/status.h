@@ -23,9 +23,17 @@ typedef enum {
 
 #define LLM_MSG_MAX 512
 
+/* llm_status.together: set where every rank of a distributed run returns an error from
+ * the same collective decision at the same point (the ranks' config agreement, say), so
+ * that no rank needs to end the others (llm_dist_abort) and 64 ranks need not print 64
+ * copies: LLM_TOGETHER_SAME, the same message on every rank, reported by rank 0 alone;
+ * LLM_TOGETHER_OWN, this rank's own message (a file missing on its node), which it
+ * reports itself. */
+enum { LLM_TOGETHER_NO = 0, LLM_TOGETHER_SAME = 1, LLM_TOGETHER_OWN = 2 };
 typedef struct {
     llm_code code;
     char msg[LLM_MSG_MAX];
+    int together;   /* LLM_TOGETHER_*: llm_err sets LLM_TOGETHER_NO */
 } llm_status;
 
 /* Record an error: sets st->code and formats st->msg (lowercase, subject in quotes by

@@ -118,11 +118,15 @@ int llm_train_dist_config(const llm_train_config *cfg, const llm_dist *d, llm_tr
         return 0;
     if (!out->total_batch_tokens)
         out->total_batch_tokens = per;
-    if (out->total_batch_tokens % per)
-        return llm_err(st, LLM_EDATA, "'train.total_batch_tokens' (%lld) must be a multiple of "
-                       "ranks x train.batch_size x train.seq_len (%d x %d x %d = %lld)",
-                       (long long)out->total_batch_tokens, world, cfg->batch_size, cfg->seq_len,
-                       (long long)per);
+    if (out->total_batch_tokens % per) {
+        /* from the config the ranks agreed on: the same on every rank */
+        llm_err(st, LLM_EDATA, "'train.total_batch_tokens' (%lld) must be a multiple of "
+                "ranks x train.batch_size x train.seq_len (%d x %d x %d = %lld)",
+                (long long)out->total_batch_tokens, world, cfg->batch_size, cfg->seq_len,
+                (long long)per);
+        st->together = LLM_TOGETHER_SAME;
+        return st->code;
+    }
     return 0;
 }
 
@@ -280,9 +284,12 @@ int llm_train_dist_check_step(llm_train_dist *td, int64_t step, llm_status *st)
     double v[2] = {(double)step, -(double)step};
     if (llm_dist_allreduce(td->d, v, 2, LLM_DIST_F64, LLM_DIST_MAX, st))
         return st->code;
-    if (v[0] != -v[1])
-        return llm_err(st, LLM_EDATA, "ranks start at different steps (%.0f to %.0f): is "
-                       "output.dir on a filesystem every rank shares?", -v[1], v[0]);
+    if (v[0] != -v[1]) {
+        llm_err(st, LLM_EDATA, "ranks start at different steps (%.0f to %.0f): is "
+                "output.dir on a filesystem every rank shares?", -v[1], v[0]);
+        st->together = LLM_TOGETHER_SAME;
+        return st->code;
+    }
     return 0;
 }
 

@@ -48,7 +48,8 @@ typedef struct llm_train_dist llm_train_dist;
 /* *out = *cfg with the global batch resolved for d's world size (d may be NULL): an
  * unset train.total_batch_tokens becomes world x batch_size x seq_len (so a checkpoint
  * records the global batch and a resume on another world size is checked against it).
- * Errors: LLM_EDATA when total_batch_tokens is not a multiple of world x B x T. */
+ * Errors: LLM_EDATA when total_batch_tokens is not a multiple of world x B x T (with the
+ * config the ranks agreed on: LLM_TOGETHER_SAME). */
 int llm_train_dist_config(const llm_train_config *cfg, const llm_dist *d, llm_train_config *out,
                           llm_status *st);
 
@@ -90,7 +91,8 @@ void llm_train_dist_set_bucket_mb(llm_train_dist *td, double mb);
 void llm_train_dist_overlap_stats(const llm_train_dist *td, int *ranges, int *buckets);
 
 /* Refuse to go on when the ranks do not all start at the same step (a checkpoint
- * directory that is not shared, or a rank that resumed another file): LLM_EDATA. */
+ * directory that is not shared, or a rank that resumed another file): LLM_EDATA, the same
+ * on every rank (LLM_TOGETHER_SAME). */
 int llm_train_dist_check_step(llm_train_dist *td, int64_t step, llm_status *st);
 
 /* One optimizer step t (>= 1) over the global batch (see the top of this file).  The
