@@ -1,7 +1,6 @@
 /* train_dist.c — data-parallel and ZeRO-1 optimizer steps, and the gather of sharded
  * moments into rank 0's checkpoint writer (see train_dist.h). */
 #include "common/train_dist.h"
-#include "common/hash.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -128,61 +127,6 @@ int llm_train_dist_config(const llm_train_config *cfg, const llm_dist *d, llm_tr
         return st->code;
     }
     return 0;
-}
-
-int llm_train_dist_check_config(const llm_train_config *cfg, llm_dist *d, llm_status *st)
-{
-    static const char *const per_rank[] = {LLM_TRAIN_DIST_PER_RANK_KEYS};
-    int world = llm_dist_world(d), nk = 0;
-    if (world == 1)
-        return 0;
-    while (llm_config_key(nk, NULL, NULL))
-        nk++;
-    llm_node *n = llm_config_to_node(cfg);
-    double *v = calloc((size_t)2 * nk, sizeof *v);
-    if (!n || !v) {
-        llm_node_free(n);
-        free(v);
-        return llm_err(st, LLM_ENOMEM, "out of memory");
-    }
-    /* each key's value text as a 52-bit FNV-1a hash (exact in a double): the ranks agree
-     * on key i when the maximum of h and of -h over the ranks are h and -h */
-    for (int i = 0; i < nk; i++) {
-        const char *key = llm_config_key(i, NULL, NULL), *val = "";
-        int mine = 0;
-        for (size_t j = 0; j < sizeof per_rank / sizeof *per_rank; j++)
-            mine |= !strcmp(key, per_rank[j]);
-        const llm_node *x = llm_node_path(n, key);
-        if (mine || !x || !llm_node_str(x))
-            continue;
-        val = llm_node_str(x);
-        uint64_t h = llm_fnv1a(LLM_FNV1A_INIT, val, strlen(val));
-        v[2 * i] = (double)(h >> 12);
-        v[2 * i + 1] = -(double)(h >> 12);
-    }
-    int rc = llm_dist_allreduce(d, v, (size_t)2 * nk, LLM_DIST_F64, LLM_DIST_MAX, st);
-    if (!rc) {
-        char diff[LLM_MSG_MAX - 160] = "";
-        size_t l = 0;
-        int bad = 0;
-        for (int i = 0; i < nk; i++) {
-            if (v[2 * i] == -v[2 * i + 1])
-                continue;
-            const char *key = llm_config_key(i, NULL, NULL);
-            const char *val = llm_node_str(llm_node_path(n, key));
-            if (bad++ < 4 && l + 1 < sizeof diff)
-                l += (size_t)snprintf(diff + l, sizeof diff - l, "%s%s (%.60s%s on rank %d)",
-                                      l ? ", " : "", key, val && *val ? val : "''",
-                                      val && strlen(val) > 60 ? "..." : "", llm_dist_rank(d));
-        }
-        if (bad)
-            rc = llm_err(st, LLM_EDATA, "the ranks were given different configs: %s%s differ%s "
-                         "between ranks; give every rank the same config file and --set "
-                         "options", diff, bad > 4 ? " and more" : "", bad == 1 ? "s" : "");
-    }
-    llm_node_free(n);
-    free(v);
-    return rc;
 }
 
 int llm_train_dist_shard_model(llm_model *m, const llm_dist *d, int zero, llm_status *st)

@@ -54,15 +54,25 @@ int llm_train_dist_config(const llm_train_config *cfg, const llm_dist *d, llm_tr
                           llm_status *st);
 
 /* Refuse to go on when the ranks were given different configs (another --set, another
- * config file): a collective over d, before any other, comparing every key of cfg but
- * those a rank may set for itself (LLM_TRAIN_DIST_PER_RANK_KEYS: speed, and what rank 0
- * alone reads).  Without it a different lr or seed on one rank trains silently wrong
- * weights (rank 0 writes its own), a different model size crashes in a collective, and
- * a different train.zero or max_steps hangs until --dist-timeout.  LLM_EDATA naming the
- * keys and this rank's values; 0 for one process. */
+ * config file; train_agree.c): a collective over d, before any other, comparing every key
+ * of cfg but those a rank may set for itself (LLM_TRAIN_DIST_PER_RANK_KEYS: speed, and
+ * what rank 0 alone reads or writes: its output.dir, where the other ranks only look for
+ * --resume auto's checkpoint and llm_train_dist_check_step checks they found the same
+ * step, and its tokenizer, which only its checkpoints and samples carry).  data.train and
+ * model.init_from are compared by what they name (common/pathsum.h: the files' sizes and
+ * first and last MiB), so node-local copies under different paths agree.  Without it a
+ * different lr or seed on one rank trains silently wrong weights (rank 0 writes its own),
+ * a different model size crashes in a collective, and a different train.zero or
+ * max_steps hangs until --dist-timeout.  Errors, every rank returning together
+ * (st->together): LLM_EDATA naming the keys with rank 0's value and the first other
+ * rank's, the same message on every rank (LLM_TOGETHER_SAME); LLM_ENOINPUT (or
+ * LLM_EIO, LLM_ENOMEM) when a rank cannot read a file its config names: on that rank
+ * why (LLM_TOGETHER_OWN), on the others which rank (LLM_TOGETHER_SAME).  0 for one
+ * process. */
 #define LLM_TRAIN_DIST_PER_RANK_KEYS                                                       \
     "train.threads", "data.prefetch", "train.peak_flops", "output.metrics", "output.prom",  \
-        "data.val", "train.eval_every", "train.eval_batches", "train.sample_tokens"
+        "data.val", "train.eval_every", "train.eval_batches", "train.sample_tokens",        \
+        "output.dir", "data.tokenizer"
 int llm_train_dist_check_config(const llm_train_config *cfg, llm_dist *d, llm_status *st);
 
 /* ZeRO-1 on several ranks: make m hold the AdamW moments of this rank's shard only
