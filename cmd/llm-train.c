@@ -72,7 +72,8 @@ int main(int argc, char **argv)
         {"LLM_CUDA_TF32", "1: fp32 matrix products on TF32 tensor cores"},
         {"LLM_CUDA_FLASH", "0: attention as batched GEMMs; wmma: the WMMA kernels"},
         {"LLM_CUDA_OFF", "optional CUDA parts to leave out, comma-separated, or all"},
-        {"LLM_TRAIN_FAULT", "test hook: step:N, eval:N or sample:N fails (out of memory)"},
+        {"LLM_TRAIN_FAULT", "test hook: step:N, eval:N or sample:N fails (out of memory), "
+                            "data:N (bad data)"},
         {"LLM_TRAIN_FAULT_NAN", "test hook: losses from this step on are not finite"},
         {"LLM_FAULT_WRITE_LIMIT", "test hook: output files (checkpoints, --prom) fail past this many bytes"},
         {"LLM_CUDA_FAULT", "test hook: xent_fused breaks that CUDA operation"},

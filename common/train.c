@@ -52,16 +52,17 @@ typedef struct {
 } trainer;
 
 /* LLM_TRAIN_FAULT=WHERE:N: the test hook that makes step N fail before its update, or the
- * evaluation or the sample after step N fail, as out of memory would */
-enum { FAULT_STEP = 1, FAULT_EVAL, FAULT_SAMPLE };
-static const char *const fault_names[] = {"", "step", "eval", "sample"};
+ * evaluation or the sample after step N fail, as out of memory would, or the read of step
+ * N's batches fail, as bad data would */
+enum { FAULT_STEP = 1, FAULT_EVAL, FAULT_SAMPLE, FAULT_DATA };
+static const char *const fault_names[] = {"", "step", "eval", "sample", "data"};
 
 static int fault_parse(trainer *t, llm_status *st)
 {
     const char *v = getenv("LLM_TRAIN_FAULT");
     if (!v || !*v)
         return 0;
-    for (int k = FAULT_STEP; k <= FAULT_SAMPLE; k++) {
+    for (int k = FAULT_STEP; k <= FAULT_DATA; k++) {
         size_t l = strlen(fault_names[k]);
         const char *n = v + l + 1;
         char *end;
@@ -75,8 +76,8 @@ static int fault_parse(trainer *t, llm_status *st)
         t->fault_step = (int64_t)x;
         return 0;
     }
-    return llm_err(st, LLM_EUSAGE, "LLM_TRAIN_FAULT '%s': want step:N, eval:N or sample:N "
-                   "(N >= 1)", v);
+    return llm_err(st, LLM_EUSAGE, "LLM_TRAIN_FAULT '%s': want step:N, eval:N, sample:N or "
+                   "data:N (N >= 1)", v);
 }
 
 /* The fault of LLM_TRAIN_FAULT, if it is due at `where` of step `step`. */
@@ -84,6 +85,9 @@ static int fault_due(const trainer *t, int where, int64_t step, llm_status *st)
 {
     if (t->fault_at != where || t->fault_step != step)
         return 0;
+    if (where == FAULT_DATA)
+        return llm_err(st, LLM_EDATA, "step %lld: bad data (test hook LLM_TRAIN_FAULT=data:%lld)",
+                       (long long)step, (long long)step);
     return llm_err(st, LLM_ENOMEM, "out of memory (test hook LLM_TRAIN_FAULT=%s:%lld)",
                    fault_names[where], (long long)step);
 }
@@ -580,7 +584,8 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
     /* the test hook LLM_TRAIN_FAULT_NAN=N makes the loss of every step >= N non-finite,
      * to exercise skipping and the max_skips abort */
     int64_t fault = (int64_t)t->fault_nan;
-    if (llm_model_set_loss_scale(t->m, t->ls.scale, st))
+    if (llm_model_set_loss_scale(t->m, t->ls.scale, st) ||
+        fault_due(t, FAULT_DATA, t->step + 1, st))
         return st->code;
     if (t->dd) {
         llm_adamw_config hp = {(float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,

@@ -255,7 +255,12 @@ check "... a warning" grep -q "warning: step 6: no sample: out of memory (test h
 check "... the run went on to step 12, with its sample" sh -c "[ -f smp/step-00000012.llmk ] && grep -q -- '---- sample at step 12 ----' '$TMP/err' && ! grep -q -- '---- sample at step 6' '$TMP/err'"
 check "... the straight run's losses" diff <(losses a.jsonl) <(losses smp.jsonl)
 expect_exit "LLM_TRAIN_FAULT=step:0 refused: 64" 64 env LLM_TRAIN_FAULT=step:0 llm-train --config run.yaml -o ff --metrics /dev/null
-check "... named" grep -q "LLM_TRAIN_FAULT 'step:0': want step:N, eval:N or sample:N" "$TMP/err"
+check "... named" grep -q "LLM_TRAIN_FAULT 'step:0': want step:N, eval:N, sample:N or data:N" "$TMP/err"
+# the read of a step's batches fails as bad data would (the hook the distributed tests give
+# one rank): the state after the last complete step is saved, exit 65
+LLM_TRAIN_FAULT=data:7 expect_exit "bad data in step 7 (LLM_TRAIN_FAULT=data:7): exit 65" 65 llm-train --config run.yaml -o dat "${nosave[@]}"
+check "... the state after step 6 is saved, said" sh -c "[ \"\$(ls dat 2>/dev/null)\" = step-00000006.llmk ] && grep -q \"step 7: bad data (test hook LLM_TRAIN_FAULT=data:7) (the state after step 6, the last complete one, is saved in 'dat/step-00000006.llmk')\$\" '$TMP/err'"
+check "... the same weights and moments as 6 steps" weights dat/step-00000006.llmk oom6/step-00000006.llmk
 
 # ---- gradient accumulation: B=4 x 2 == B=8 x 1 ----
 expect_exit "B=8 x 1" 0 llm-train --config run.yaml -o g8 --set train.batch_size=8 --set train.max_steps=3 --metrics g8.jsonl
