@@ -179,7 +179,9 @@ int main(int argc, char **argv)
     }
     if (rc) {
         llm_error(&lg, "%s", st.msg);
-        llm_dist_abort(dist, llm_exit_code(st.code)); /* the other ranks must not wait */
+        /* the other ranks must not wait, unless every rank ended at the same point */
+        if (!res.together)
+            llm_dist_abort(dist, llm_exit_code(st.code));
         llm_dist_free(dist);
         return llm_exit_code(st.code);
     }

@@ -46,6 +46,8 @@ typedef struct {
     int fault_at;          /* LLM_TRAIN_FAULT (test hook, llm-train.1): FAULT_* or 0 */
     int64_t fault_step;    /* ... the step it names */
     int unsound;           /* an error may have left the model between two steps' states */
+    int together;          /* several ranks: every rank stopped at the same point on the
+                            * error (a read: llm_train_dist_agree_read), none in a collective */
     int halted;            /* setup saw a stop request: no step, nothing written */
     size_t made_dir;       /* this run made output.dir: llm_mkdirs_made's prefix length */
     int made_metrics;      /* this run made output.metrics */
@@ -524,6 +526,9 @@ static int setup(trainer *t, llm_status *st)
         goto out;
     if ((t->o->dist && llm_dist_world(t->o->dist) > 1) || c->zero) {
         if ((rc = llm_train_dist_new(&t->dd, t->o->dist, t->m, t->be, c->zero, st)) ||
+            (rc = llm_train_dist_set_batch(t->dd, c->batch_size, c->seq_len,
+                                           llm_config_accum_steps(c) / llm_dist_world(t->o->dist),
+                                           st)) ||
             (rc = llm_train_dist_check_step(t->dd, t->step, st)))
             goto out;
         llm_train_dist_set_bucket_mb(t->dd, c->bucket_mb);
@@ -575,8 +580,10 @@ static int adam_t(const trainer *t)
 }
 
 /* One optimizer step over accum micro-batches.  An error before the update leaves the
- * model as the last step left it; one in the update (or in a step of several ranks or
- * ZeRO, data errors aside) may not: t->unsound says so. */
+ * model as the last step left it; one in the update (or, with several ranks or ZeRO, in
+ * the step's computation) may not: t->unsound says so.  Several ranks read the step's
+ * batches first and agree on the outcome, the step's first collective: a rank that could
+ * not read its batches stops every rank there (t->together), before any computation. */
 static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *gnorm,
                     int *skipped, llm_status *st)
 {
@@ -584,19 +591,25 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
     /* the test hook LLM_TRAIN_FAULT_NAN=N makes the loss of every step >= N non-finite,
      * to exercise skipping and the max_skips abort */
     int64_t fault = (int64_t)t->fault_nan;
-    if (llm_model_set_loss_scale(t->m, t->ls.scale, st) ||
-        fault_due(t, FAULT_DATA, t->step + 1, st))
+    if (llm_model_set_loss_scale(t->m, t->ls.scale, st))
         return st->code;
     if (t->dd) {
+        int mine = fault_due(t, FAULT_DATA, t->step + 1, st);
+        if (!mine)
+            mine = llm_train_dist_read(t->dd, t->train, st);
+        int rc = llm_train_dist_agree_read(t->dd, mine, &t->together, st);
+        if (rc && !mine && t->together)   /* another rank's: which step it was */
+            llm_err_prefix(st, "step %lld", (long long)t->step + 1);
+        if (rc)
+            return rc;
         llm_adamw_config hp = {(float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
                                (float)c->weight_decay, (float)c->grad_clip};
-        int rc = llm_train_dist_step(t->dd, t->train, t->in, t->tg, c->batch_size, c->seq_len,
-                                     accum, &hp, adam_t(t), fault > 0 && t->step + 1 >= fault,
-                                     loss, gnorm, skipped, st);
-        t->unsound = rc && rc != LLM_EDATA;   /* only the data reader fails with LLM_EDATA */
+        rc = llm_train_dist_step(t->dd, &hp, adam_t(t), fault > 0 && t->step + 1 >= fault,
+                                 loss, gnorm, skipped, st);
+        t->unsound = rc != 0;
         return rc;
     }
-    if (llm_model_zero_grad(t->m, st))
+    if (fault_due(t, FAULT_DATA, t->step + 1, st) || llm_model_zero_grad(t->m, st))
         return st->code;
     double sum = 0;
     for (int64_t a = 0; a < accum; a++) {
@@ -623,6 +636,61 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
     int rc = llm_model_update(t->m, &hp, adam_t(t), gnorm, skipped, st);
     t->unsound = rc != 0;   /* it may have stopped part way through the parameters */
     return rc;
+}
+
+/* An error that ends the run after some steps need not lose them: an error in a step
+ * before its update (bad data, out of memory in the forward or backward pass) or in an
+ * evaluation leaves the model, the optimizer and `done` as the last complete step left
+ * them, so save that step, which a resume continues from, and keep the error (st) for the
+ * exit status, its message saying what was saved.  Not after a failed final save (that is
+ * the error), nor when the update itself failed (t->unsound: it may have changed part of
+ * the weights).  Where the device failed, the save fails too: both are said.
+ * Several ranks: only after an error every rank met at the same point (t->together: a rank
+ * could not read its batches, which every rank learns before the step's computation, each
+ * holding the last complete step).  Then the save's own collectives (ZeRO-1 gathers the
+ * moments to rank 0) are safe: every rank takes part and rank 0 writes, the ranks having
+ * agreed that a save is due (rank 0's last periodic save may have failed on it alone) and
+ * learning after it whether it was written.  An error in the middle of a step may leave a
+ * rank in collectives the others never start: nothing is saved, and the caller ends the
+ * job (res->together is 0).  A collective of the save that fails clears t->together. */
+static void rescue(trainer *t, int64_t on_disk, const llm_data_pos *done,
+                   llm_train_result *res, llm_status *st)
+{
+    llm_status why = *st, sst = {0};
+    size_t l = strlen(why.msg), n = sizeof why.msg - l;
+    char path[LLM_CFG_PATH_MAX + 32];
+    int due = t->step > on_disk, failed = 0;
+    if (t->dd && llm_train_dist_agree(t->dd, due, &due, &sst))
+        goto lost;
+    if (!due)
+        return;
+    if (t->unsound) {
+        snprintf(why.msg + l, n, " (in the update of step %lld: the state after step %lld is "
+                 "not saved, as the update may have changed part of the weights)",
+                 (long long)t->step + 1, (long long)t->step);
+        *st = why;
+        return;
+    }
+    failed = save(t, done, res, &sst) != 0;
+    if (t->dd && llm_train_dist_agree(t->dd, failed, &failed, &sst))
+        goto lost;
+    llm_train_ckpt_path(path, sizeof path, t->cfg->out_dir, t->step);
+    if (!failed)
+        snprintf(why.msg + l, n, " (the state after step %lld, the last complete one, is saved "
+                 "in '%.200s')", (long long)t->step, path);
+    else if (sst.code)
+        snprintf(why.msg + l, n, "; the state after step %lld, the last complete one, is not "
+                 "saved: %.300s", (long long)t->step, sst.msg);
+    else   /* rank 0 could not write it */
+        snprintf(why.msg + l, n, "; the state after step %lld, the last complete one, is not "
+                 "saved (rank 0 says why)", (long long)t->step);
+    *st = why;
+    return;
+lost:
+    t->together = 0;
+    snprintf(why.msg + l, n, "; the state after step %lld, the last complete one, is not saved: "
+             "%.300s", (long long)t->step, sst.msg);
+    *st = why;
 }
 
 int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_result *res,
@@ -805,30 +873,10 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
             break;
         }
     }
-    /* An error that ends the run after some steps need not lose them: an error in a step
-     * before its update (bad data, out of memory in the forward or backward pass) or in an
-     * evaluation leaves the model, the optimizer and `done` as the last complete step left
-     * them, so save that step, which a resume continues from, and keep the error for the
-     * exit status.  Not after a failed final save (that is the error), nor when the update
-     * itself failed (t.unsound: it may have changed part of the weights).  Where the device
-     * failed, the save fails too: both are said.  One process only: ranks that fail in the
-     * middle of a step may hold collectives the others never start, so the save's own
-     * collectives are not safe there. */
-    if (rc && !save_failed && t.step > on_disk && world == 1) {
-        llm_status why = *st, sst = {0};
-        size_t l = strlen(why.msg);
-        if (t.unsound)
-            snprintf(why.msg + l, sizeof why.msg - l, " (in the update of step %lld: the "
-                     "state after step %lld is not saved, as the update may have changed "
-                     "part of the weights)", (long long)t.step + 1, (long long)t.step);
-        else if (save(&t, &done, res, &sst))
-            snprintf(why.msg + l, sizeof why.msg - l, "; the state after step %lld, the last "
-                     "complete one, is not saved: %.300s", (long long)t.step, sst.msg);
-        else
-            snprintf(why.msg + l, sizeof why.msg - l, " (the state after step %lld, the last "
-                     "complete one, is saved in '%.200s')", (long long)t.step, res->last_ckpt);
-        *st = why;
-    }
+    /* An error that ends the run after some steps need not lose them (rescue) */
+    if (rc && !save_failed && (world == 1 || t.together))
+        rescue(&t, on_disk, &done, res, st);
+    res->together = t.together;
     res->mem_peak = (double)t.mem.peak;
     res->rss_peak = llm_peak_rss_mb() * 1024.0 * 1024.0;
     teardown(&t);

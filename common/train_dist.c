@@ -55,6 +55,11 @@ struct llm_train_dist {
     bucket *bk;         /* the buckets of this step, in order of launch */
     int nbk, cap_bk;
     int ranges;         /* ranges reported during this step (stats) */
+    /* the step's batches, read before its first collective (llm_train_dist_read) */
+    int B, T;
+    int64_t accum;
+    int32_t *batch;     /* accum pairs (inputs, targets) of B x T, then a scratch pair */
+    int have;           /* batch holds the batches of the next step */
 };
 
 static int is_device(const llm_backend *be)
@@ -220,6 +225,7 @@ void llm_train_dist_free(llm_train_dist *td)
         free(td->bk[i].req);   /* only after an error (the job ends): never waited for */
     free(td->bk);
     free(td->host);
+    free(td->batch);
     free(td);
 }
 
@@ -557,34 +563,101 @@ static int wait_buckets(llm_train_dist *td, llm_status *st)
     return 0;
 }
 
-int llm_train_dist_step(llm_train_dist *td, llm_data *data, int32_t *in, int32_t *tg, int B,
-                        int T, int64_t accum, const llm_adamw_config *hp, int t, int force_nan,
+int llm_train_dist_set_batch(llm_train_dist *td, int B, int T, int64_t accum, llm_status *st)
+{
+    if (B < 1 || T < 1 || accum < 1)
+        return llm_err(st, LLM_EUSAGE, "batches of %d x %d tokens, %lld a step: all must be "
+                       "positive", B, T, (long long)accum);
+    double bytes = (double)accum * B * T * 2 * sizeof(int32_t);
+    if (bytes > LLM_TRAIN_DIST_READ_MAX_MB * 1048576.0)
+        return llm_err(st, LLM_EDATA, "'train.total_batch_tokens': a rank reads its share of a "
+                       "step (%lld micro-batch(es) of %d x %d tokens) before the step starts, "
+                       "%.0f bytes of inputs and targets, more than the %d MiB allowed: use "
+                       "more ranks or a smaller total_batch_tokens", (long long)accum, B, T,
+                       bytes, LLM_TRAIN_DIST_READ_MAX_MB);
+    int32_t *b = malloc((size_t)(accum + 1) * 2 * (size_t)B * (size_t)T * sizeof *b);
+    if (!b)
+        return llm_err(st, LLM_ENOMEM, "out of memory");
+    free(td->batch);
+    td->batch = b;
+    td->B = B;
+    td->T = T;
+    td->accum = accum;
+    td->have = 0;
+    return 0;
+}
+
+int llm_train_dist_read(llm_train_dist *td, llm_data *data, llm_status *st)
+{
+    if (!td->batch)
+        return llm_err(st, LLM_ESOFTWARE, "train_dist: a read before llm_train_dist_set_batch");
+    size_t bt = (size_t)td->B * (size_t)td->T;
+    int64_t total = td->accum * td->world, mine = (int64_t)td->rank * td->accum;
+    int32_t *scratch = td->batch + 2 * bt * (size_t)td->accum;
+    td->have = 0;
+    /* every rank reads every micro-batch of the global batch, in order, so that the data
+     * position stays global; it keeps its own */
+    for (int64_t g = 0; g < total; g++) {
+        int32_t *in = g >= mine && g < mine + td->accum ? td->batch + 2 * bt * (size_t)(g - mine)
+                                                        : scratch;
+        if (llm_data_next(data, in, in + bt, st))
+            return st->code;
+    }
+    td->have = 1;
+    return 0;
+}
+
+int llm_train_dist_agree_read(llm_train_dist *td, int rc, int *together, llm_status *st)
+{
+    /* the lowest rank that failed and its code in one double: (world - rank) x 256 + code
+     * (exact), the maximum over the ranks */
+    double v = rc ? (double)(td->world - td->rank) * 256.0 + (double)rc : 0.0;
+    llm_status cst = {0};
+    *together = 0;
+    if (llm_dist_allreduce(td->d, &v, 1, LLM_DIST_F64, LLM_DIST_MAX, &cst)) {
+        if (rc)
+            return rc;   /* this rank's own error says more */
+        *st = cst;
+        return st->code;
+    }
+    if (v == 0)
+        return 0;
+    td->have = 0;
+    *together = 1;
+    if (rc)
+        return rc;
+    int r = td->world - (int)(v / 256.0);
+    return llm_err(st, (llm_code)((int64_t)v % 256), "rank %d could not read the step's batches "
+                   "(its own error says why)", r);
+}
+
+int llm_train_dist_step(llm_train_dist *td, const llm_adamw_config *hp, int t, int force_nan,
                         double *loss, double *gnorm, int *skipped, llm_status *st)
 {
     llm_model *m = td->m;
+    if (!td->have)
+        return llm_err(st, LLM_ESOFTWARE, "train_dist: a step without its batches "
+                       "(llm_train_dist_read)");
+    td->have = 0;
     if (llm_model_zero_grad(m, st))
         return st->code;
-    int64_t total = accum * td->world, mine = (int64_t)td->rank * accum;
+    int64_t accum = td->accum, total = accum * td->world;
+    size_t bt = (size_t)td->B * (size_t)td->T;
     float gscale = (float)(1.0 / (double)total);
     int overlap = !td->zero && td->bucket > 0;
     td->nbk = td->ranges = 0;
     double sum = 0;
-    for (int64_t g = 0; g < total; g++) {
-        /* every rank reads every micro-batch of the global batch, in order, so that the
-         * data position stays global; only its own go through the model */
-        if (llm_data_next(data, in, tg, st))
-            return st->code;
-        if (g < mine || g >= mine + accum)
-            continue;
+    for (int64_t a = 0; a < accum; a++) {
+        const int32_t *in = td->batch + 2 * bt * (size_t)a;
         float l = 0;
         /* overlap: only the last micro-batch's backward makes the gradients final (the
          * forward reports nothing: the hook may be armed across it) */
-        int arm = overlap && g == mine + accum - 1;
+        int arm = overlap && a == accum - 1;
         if (arm) {
             td->pend_lo = td->pend_hi = m->nparams;
             llm_model_set_grad_ready(m, on_ready, td);
         }
-        int rc = llm_model_forward_backward(m, in, tg, B, T, gscale, &l, st);
+        int rc = llm_model_forward_backward(m, in, in + bt, td->B, td->T, gscale, &l, st);
         if (arm)
             llm_model_set_grad_ready(m, NULL, NULL);
         if (rc)

@@ -105,12 +105,41 @@ void llm_train_dist_overlap_stats(const llm_train_dist *td, int *ranges, int *bu
  * on every rank (LLM_TOGETHER_SAME). */
 int llm_train_dist_check_step(llm_train_dist *td, int64_t step, llm_status *st);
 
-/* One optimizer step t (>= 1) over the global batch (see the top of this file).  The
- * batches come from data into in/tg (B*T each, caller-owned).  force_nan makes the loss
- * non-finite (the test hook).  *loss: mean over the global batch; *gnorm: the global
- * gradient norm before clipping (NaN when skipped); *skipped as llm_model_update. */
-int llm_train_dist_step(llm_train_dist *td, llm_data *data, int32_t *in, int32_t *tg, int B,
-                        int T, int64_t accum, const llm_adamw_config *hp, int t, int force_nan,
+/* A step runs in three calls, on every rank:
+ *   llm_train_dist_read(td, data)        no collective: this rank reads the world x accum
+ *                                        micro-batches of the global batch in order (the
+ *                                        data position stays the global one) and keeps its
+ *                                        own accum ones
+ *   llm_train_dist_agree_read(td, rc)    the step's first collective (one double): every
+ *                                        rank learns whether any rank's read failed
+ *   llm_train_dist_step(td, ...)         the forward and backward passes, the gradient
+ *                                        collectives and the update, if all reads succeeded
+ * So a read that fails on one rank (bad data, a file cut short under the job) stops every
+ * rank before the step's computation, each holding the last complete step: none is left
+ * waiting in a collective, and a checkpoint (its collectives) can follow.
+ *
+ * Set the step's shape once, before the first read: micro-batches of B x T tokens, accum
+ * of them on each rank.  The batches read ahead take (accum + 1) x B x T x 2 int32 of host
+ * memory (inputs and targets; one pair is scratch for the other ranks' micro-batches), that
+ * is 8 bytes a token of this rank's share of train.total_batch_tokens; more than
+ * LLM_TRAIN_DIST_READ_MAX_MB of it is refused (LLM_EDATA naming train.total_batch_tokens).
+ * Errors: LLM_EUSAGE (a size below 1), LLM_ENOMEM. */
+#define LLM_TRAIN_DIST_READ_MAX_MB 1024
+int llm_train_dist_set_batch(llm_train_dist *td, int B, int T, int64_t accum, llm_status *st);
+/* Errors: llm_data_next's (the loader stays at the bad batch); LLM_ESOFTWARE before
+ * llm_train_dist_set_batch. */
+int llm_train_dist_read(llm_train_dist *td, llm_data *data, llm_status *st);
+/* rc: this rank's outcome of its read (0, or an error in st).  Returns 0 when every rank
+ * read its batches.  Else *together = 1 and every rank returns an error: its own, or the
+ * code of the lowest rank that failed with "rank R could not read the step's batches (its
+ * own error says why)".  A failed collective returns its own error (this rank's read error
+ * when it had one) with *together = 0. */
+int llm_train_dist_agree_read(llm_train_dist *td, int rc, int *together, llm_status *st);
+/* One optimizer step t (>= 1) over the global batch just read (see the top of this file).
+ * force_nan makes the loss non-finite (the test hook).  *loss: mean over the global batch;
+ * *gnorm: the global gradient norm before clipping (NaN when skipped); *skipped as
+ * llm_model_update.  LLM_ESOFTWARE without batches read (each read serves one step). */
+int llm_train_dist_step(llm_train_dist *td, const llm_adamw_config *hp, int t, int force_nan,
                         double *loss, double *gnorm, int *skipped, llm_status *st);
 
 /* 1 on every rank when local is non-zero on any rank (a signal to one rank stops all at

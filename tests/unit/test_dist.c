@@ -498,12 +498,13 @@ static void overlap_run(llm_dist *d, const char *tokens, double bucket_mb, int a
     llm_train_dist *td;
     assert_int_equal(llm_train_dist_new(&td, d, m, &be, 0, &st), 0);
     llm_train_dist_set_bucket_mb(td, bucket_mb);
-    int32_t in[2 * 16], tg[2 * 16];
+    assert_int_equal(llm_train_dist_set_batch(td, B, T, accum, &st), 0);
     llm_adamw_config hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
     for (int t = 1; t <= steps; t++) {
         double loss, gn;
-        int sk;
-        if (llm_train_dist_step(td, data, in, tg, B, T, accum, &hp, t, 0, &loss, &gn, &sk, &st))
+        int sk, together;
+        if (llm_train_dist_agree_read(td, llm_train_dist_read(td, data, &st), &together, &st) ||
+            llm_train_dist_step(td, &hp, t, 0, &loss, &gn, &sk, &st))
             fail_msg("step %d: %s", t, st.msg);
         assert_int_equal(sk, 0);
     }
