@@ -5,7 +5,8 @@
 # emulated build (make CUDA=emu): each rank one process with its emulated device, NCCL
 # emulated without MPI (tests/emu/nccl_emu.cpp: the ranks of one id meet in a shared
 # mapping).  2 ranks == 1 rank at twice the batch over a file and over TCP (ZeRO-0 and 1),
-# llm-bench's collectives, SIGTERM to rank 0, a hung rank, the Slurm example's way (id
+# llm-bench's collectives, SIGTERM to rank 0, a hung rank, a rank whose data read fails
+# (every rank stops and saves, none waits for the timeout), the Slurm example's way (id
 # file in a new output directory, SIGUSR1 to every rank, requeue), ranks that never
 # start, a signal to a rank waiting for ranks that never start (two SIGINTs too), and
 # llm-bench's collectives stopped by a signal the same way.
@@ -78,6 +79,19 @@ if wait_steps hang.jsonl 3 && r1=$(pid_of $job 1) && [ -n "$r1" ]; then
 else
   kill $job 2>/dev/null; wait $job; notok "no MPI hang test: run did not start ($(tail -c 300 hang.err))"
 fi
+# a rank that cannot read a step's batches (LLM_TRAIN_FAULT=data:5 on rank 1 only): with no
+# launcher to end the job, a rank left in a collective would wait for --dist-timeout (exit
+# 70); every rank stops before the step instead, they save step 4 together, exit 65
+expect_exit "no MPI: rank 1's read of step 5 fails: rank 0 exits 65, without waiting for --dist-timeout" 65 \
+  envrun 2 "file:$TMP/idd" sh -c '[ "$RANK" = 1 ] && export LLM_TRAIN_FAULT=data:5; exec "$@"' sh \
+  "$E/llm-train" --config run.yaml -o dat --dist-timeout 30 --metrics dat.jsonl
+check "... no collective timed out" sh -c "! grep -q 'did not complete within' '$TMP/err'"
+check "... rank 0 names rank 1, step 4 saved" grep -q "step 5: rank 1 could not read the step's batches (its own error says why) (the state after step 4, the last complete one, is saved in 'dat/step-00000004.llmk')$" "$TMP/err"
+check "... no segment file left" leftovers
+expect_exit "... resumed on 2 ranks" 0 envrun 2 "file:$TMP/idd2" "$E/llm-train" --config run.yaml -o dat \
+  --resume auto --metrics datr.jsonl
+cat dat.jsonl datr.jsonl >datc.jsonl
+check "... the uninterrupted run's losses (1e-5)" close fi.jsonl datc.jsonl
 # scripts/slurm/1node-8gpu.sbatch's way, as srun starts it: ranks from SLURM_PROCID/
 # SLURM_NTASKS/SLURM_LOCALID, the id file inside an output directory that does not exist
 # yet (the job's first run), the time-limit signal (SIGUSR1) to every rank, then the
