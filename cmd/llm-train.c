@@ -168,8 +168,9 @@ int main(int argc, char **argv)
     llm_train_result res;
     rc = llm_train_run(&cfg, &o, &res, &st);
     if (rc && st.together && llm_dist_world(dist) > 1) {
-        /* every rank stops here: one voice for what they all found (rank 0's), and rank 0's
-         * word out before any rank exits (a launcher ends the others then) */
+        /* every rank stops here, none left in a collective: one voice for what they all
+         * found (rank 0's), or each its own, and rank 0's word out before any rank exits
+         * (a launcher ends the others then) */
         if (!llm_dist_rank(dist) || st.together == LLM_TOGETHER_OWN)
             llm_error(&lg, "%s", st.msg);
         llm_status bst = {0};
@@ -179,9 +180,7 @@ int main(int argc, char **argv)
     }
     if (rc) {
         llm_error(&lg, "%s", st.msg);
-        /* the other ranks must not wait, unless every rank ended at the same point */
-        if (!res.together)
-            llm_dist_abort(dist, llm_exit_code(st.code));
+        llm_dist_abort(dist, llm_exit_code(st.code)); /* the other ranks must not wait */
         llm_dist_free(dist);
         return llm_exit_code(st.code);
     }

@@ -652,7 +652,8 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
  * agreed that a save is due (rank 0's last periodic save may have failed on it alone) and
  * learning after it whether it was written.  An error in the middle of a step may leave a
  * rank in collectives the others never start: nothing is saved, and the caller ends the
- * job (res->together is 0).  A collective of the save that fails clears t->together. */
+ * job (st->together is not set).  A collective of the save that fails clears
+ * t->together. */
 static void rescue(trainer *t, int64_t on_disk, const llm_data_pos *done,
                    llm_train_result *res, llm_status *st)
 {
@@ -876,7 +877,8 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     /* An error that ends the run after some steps need not lose them (rescue) */
     if (rc && !save_failed && (world == 1 || t.together))
         rescue(&t, on_disk, &done, res, st);
-    res->together = t.together;
+    if (rc && t.together)   /* each rank says its own (the one that failed, why) */
+        st->together = LLM_TOGETHER_OWN;
     res->mem_peak = (double)t.mem.peak;
     res->rss_peak = llm_peak_rss_mb() * 1024.0 * 1024.0;
     teardown(&t);

@@ -47,10 +47,6 @@ typedef struct {
                                          backend (weights, gradients, optimizer state,
                                          activations: what llm-profile plan predicts) */
     double rss_peak;                  /* this process: peak resident set size, bytes */
-    int together;                     /* several ranks: the run ended on an error every rank
-                                         met at the same point (a rank could not read its
-                                         batches), none waiting in a collective: each rank
-                                         may end on its own, the job need not be aborted */
 } llm_train_result;
 
 /* Run training as configured (cfg must have passed llm_config_validate).  Returns 0 when
@@ -63,9 +59,10 @@ typedef struct {
  * came in a step's update (which may have changed part of the weights); st->msg is the
  * error's, followed by the file saved, or by why the save failed, or by why none was
  * attempted (the update), and the code stays the error's.  Several ranks do the same, all
- * together, after a rank could not read a step's batches (res->together): that rank's
- * error is its own, the others' names it ("step N: rank R could not read the step's
- * batches ...") with its code.  A failed sample (train.sample_tokens) is a warning. */
+ * together, after a rank could not read a step's batches, and set st->together to
+ * LLM_TOGETHER_OWN (no rank waits in a collective: the job need not be aborted): that
+ * rank's error is its own, the others' names it ("step N: rank R could not read the
+ * step's batches ...") with its code.  A failed sample (train.sample_tokens) is a warning. */
 int llm_train_run(const llm_train_config *cfg, const llm_train_opts *o, llm_train_result *res,
                   llm_status *st);
 
