@@ -117,6 +117,7 @@ cublasStatus_t emu_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n
         lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
         ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
+    if (emu_sticky_error() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (!m || !n || !batch) return CUBLAS_STATUS_SUCCESS;
     std::vector<float> a((size_t)m * k), b((size_t)k * n);   /* op(A) row-major, op(B) col-major */
     std::vector<float> p((size_t)m * n);
@@ -160,6 +161,7 @@ const char *cublasGetStatusString(cublasStatus_t s)
     case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
     case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
     case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
     }
     return "CUBLAS_STATUS_UNKNOWN";
 }
@@ -217,6 +219,7 @@ cublasStatus_t cublasSgemv(cublasHandle_t h, cublasOperation_t t, int m, int n,
 {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (m < 0 || n < 0 || lda < (m > 1 ? m : 1) || !incx || !incy) return CUBLAS_STATUS_INVALID_VALUE;
+    if (emu_sticky_error() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
     emu_stream_flush(h->stream);
     int ny = t == CUBLAS_OP_N ? m : n, nx = t == CUBLAS_OP_N ? n : m;
     for (int i = 0; i < ny; i++) {

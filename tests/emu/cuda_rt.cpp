@@ -42,11 +42,34 @@ struct Rt {
     long graphs = 0;                        /* cudaGraph_t and cudaGraphExec_t alive */
     size_t used = 0;
     cudaError_t last = cudaSuccess;
+    cudaError_t sticky = cudaSuccess;       /* the context's sticky error (LLM_EMU_FAULT) */
+    bool faulted = false;                   /* a kernel faulted: sticky from the next call */
+    long fault_at = 0;                      /* LLM_EMU_FAULT=launch:N[:NAME]: N (0: none) */
+    std::string fault_name;                 /* ... NAME ("": every kernel) */
+    long fault_seen = 0;                    /* launches of those kernels run so far */
 };
+
+/* LLM_EMU_FAULT=launch:N[:NAME] (cuda_runtime.h, emu_sticky_error); anything else is a
+ * mistake of the test that set it: said, and the process ends */
+void fault_env(Rt &r)
+{
+    const char *s = getenv("LLM_EMU_FAULT");
+    if (!s || !*s) return;
+    char *end = NULL;
+    long n = strncmp(s, "launch:", 7) ? 0 : strtol(s + 7, &end, 10);
+    if (n < 1 || !end || (*end && *end != ':')) {
+        fprintf(stderr, "emu: LLM_EMU_FAULT='%s': expected launch:N or launch:N:KERNEL (N >= 1)\n", s);
+        exit(70);
+    }
+    r.fault_at = n;
+    if (*end == ':') r.fault_name = end + 1;
+}
 
 Rt &rt()
 {
     static Rt r;
+    static bool env = (fault_env(r), true);
+    (void)env;
     return r;
 }
 
@@ -55,6 +78,29 @@ cudaError_t fail(cudaError_t e)
     if (e != cudaSuccess) rt().last = e;
     return e;
 }
+
+/* The context's sticky error: set by the first call after the kernel that faulted (not
+ * by the cudaGetLastError right after its launch, which the fault, asynchronous, does not
+ * reach) */
+cudaError_t sticky_now()
+{
+    Rt &r = rt();
+    if (r.faulted) {
+        r.faulted = false;
+        r.sticky = cudaErrorIllegalAddress;
+    }
+    return r.sticky;
+}
+/* cudaSuccess, or the sticky error (also the last error) once the context has one */
+cudaError_t sticky()
+{
+    cudaError_t e = sticky_now();
+    return e != cudaSuccess ? fail(e) : cudaSuccess;
+}
+#define STICKY()                                        \
+    do {                                                \
+        if (sticky_now() != cudaSuccess) return sticky(); \
+    } while (0)
 
 int devices()
 {
@@ -267,6 +313,7 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorIllegalState: return "the operation is not permitted in the current state";
@@ -278,11 +325,13 @@ const char *cudaGetErrorString(cudaError_t e)
 
 cudaError_t cudaGetLastError(void)
 {
+    if (rt().sticky != cudaSuccess) return rt().sticky;   /* not cleared */
     cudaError_t e = rt().last;
     rt().last = cudaSuccess;
     return e;
 }
-cudaError_t cudaPeekAtLastError(void) { return rt().last; }
+cudaError_t cudaPeekAtLastError(void) { return rt().sticky != cudaSuccess ? rt().sticky : rt().last; }
+cudaError_t emu_sticky_error(void) { return sticky_now(); }
 
 cudaError_t cudaGetDeviceCount(int *n)
 {
@@ -332,6 +381,7 @@ cudaError_t cudaDeviceSynchronize(void);
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
+    STICKY();
     if (capture_forbids("cudaMalloc")) return fail(cudaErrorStreamCaptureUnsupported);
     Rt &r = rt();
     std::lock_guard<std::mutex> g(r.mu);
@@ -357,10 +407,11 @@ cudaError_t cudaFree(void *p)
     r.used -= it->second;
     r.dev.erase(it);
     free(p);
-    return cudaSuccess;
+    return sticky();   /* released, but the context's error is said */
 }
 cudaError_t cudaMallocHost(void **p, size_t bytes)
 {
+    STICKY();
     if (capture_forbids("cudaMallocHost")) return fail(cudaErrorStreamCaptureUnsupported);
     *p = malloc(bytes ? bytes : 1);
     if (!*p) return fail(cudaErrorMemoryAllocation);
@@ -387,7 +438,7 @@ cudaError_t cudaFreeHost(void *p)
         r.pinned.erase(it);
     }
     free(p);
-    return cudaSuccess;
+    return sticky();   /* released, but the context's error is said */
 }
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p)
 {
@@ -416,6 +467,7 @@ void emu_stream_issue(cudaStream_t s, const std::function<void()> &op)
 }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
 {
+    STICKY();
     if (!devices()) return fail(cudaErrorNoDevice);
     *total_b = TOTAL;
     *free_b = TOTAL - rt().used;
@@ -423,6 +475,7 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b)
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
 {
+    STICKY();
     if (capture_forbids("cudaMemcpy")) return fail(cudaErrorStreamCaptureUnsupported);
     (void)k;
     if (n && (!dst || !src)) return fail(cudaErrorInvalidValue);
@@ -432,6 +485,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k)
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s)
 {
+    STICKY();
     (void)k;
     if (n && (!dst || !src)) return fail(cudaErrorInvalidValue);
     if (!n) return cudaSuccess;
@@ -457,6 +511,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
 }
 cudaError_t cudaMemset(void *p, int v, size_t n)
 {
+    STICKY();
     if (capture_forbids("cudaMemset")) return fail(cudaErrorStreamCaptureUnsupported);
     if (n && !p) return fail(cudaErrorInvalidValue);
     run_all();
@@ -465,6 +520,7 @@ cudaError_t cudaMemset(void *p, int v, size_t n)
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
+    STICKY();
     if (n && !p) return fail(cudaErrorInvalidValue);
     if (n && s && s->cap) s->cap->push_back([p, v, n] { memset(p, v, n); });
     else if (n) issue(s, [p, v, n] { memset(p, v, n); });
@@ -474,6 +530,7 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 {
+    STICKY();
     Rt &r = rt();
     std::lock_guard<std::mutex> g(r.mu);
     *s = new emu_stream{flags, r.next_sid++, cur_dev, {}, 0, 0, false};
@@ -494,10 +551,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
         rt().streams.erase(s->id);
     }
     delete s;
-    return cudaSuccess;
+    return sticky();   /* released, but the context's error is said */
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+    STICKY();
     if (capture_forbids("cudaStreamSynchronize")) return fail(cudaErrorStreamCaptureUnsupported);
     if (s) run_to(s->id, s->queued);
     else run_all();
@@ -505,6 +563,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 {
+    STICKY();
     if (s && s->cap) {   /* events inside a recording: not modelled (the backend has none) */
         fprintf(stderr, "emu: cudaStreamWaitEvent on a stream being captured (not modelled)\n");
         s->cap_bad = true;
@@ -525,6 +584,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
 cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
+    STICKY();
     (void)flags;
     *e = new emu_event{0.0, 0, 0, 0};
     return cudaSuccess;
@@ -532,10 +592,11 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
     delete e;
-    return cudaSuccess;
+    return sticky();   /* released, but the context's error is said */
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
+    STICKY();
     if (s && s->cap) {
         fprintf(stderr, "emu: cudaEventRecord on a stream being captured (not modelled)\n");
         s->cap_bad = true;
@@ -551,6 +612,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
+    STICKY();
     if (capture_forbids("cudaEventSynchronize")) return fail(cudaErrorStreamCaptureUnsupported);
     if (!e) return fail(cudaErrorInvalidValue);
     run_to(e->sid, e->seq);
@@ -568,6 +630,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
+    STICKY();
     if (!a || !b || !a->recorded || !b->recorded) return fail(cudaErrorInvalidValue);
     *ms = (float)(b->t - a->t);
     return cudaSuccess;
@@ -575,6 +638,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+    STICKY();
     if (capture_forbids("cudaDeviceSynchronize")) return fail(cudaErrorStreamCaptureUnsupported);
     run_all();
     return cudaSuccess;
@@ -683,6 +747,16 @@ void kernel_exec(const char *kernel, const void *site, dim3 grid, dim3 block, si
     /* A launch site whose kernel reached no barrier or shuffle when it ran with fibers
      * runs its threads as plain calls from then on (LLM_EMU_FIBERS=1: never); should it reach one after all, the
      * launch fails loudly. */
+    if (r.sticky != cudaSuccess || r.faulted) return;   /* a recorded launch replayed after the fault */
+    if (r.fault_at && !strncmp(kernel, r.fault_name.c_str(), r.fault_name.size()) &&
+        ++r.fault_seen == r.fault_at) {
+        /* LLM_EMU_FAULT: the kernel faults; the launch reports nothing (asynchronous) */
+        fprintf(stderr, "emu: kernel %s: injected fault (LLM_EMU_FAULT=launch:%ld%s%s): an "
+                "illegal memory access; every later call fails\n", kernel, r.fault_at,
+                r.fault_name.empty() ? "" : ":", r.fault_name.c_str());
+        r.faulted = true;
+        return;
+    }
     const char *o = getenv("LLM_EMU_ORDER"), *fib = getenv("LLM_EMU_FIBERS");   /* 0..4: emu_launch */
     auto sy = r.syncs.find(site);
     bool direct = !(fib && *fib == '1') && sy != r.syncs.end() && !sy->second;
@@ -699,6 +773,10 @@ void kernel_exec(const char *kernel, const void *site, dim3 grid, dim3 block, si
 void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block, size_t smem,
                     const std::function<void()> &body, cudaStream_t stream)
 {
+    if (sticky_now() != cudaSuccess) {   /* launches fail at once (and run nothing) */
+        sticky();
+        return;
+    }
     int dev = stream ? stream->dev : cur_dev;
     launch_note(kernel, (size_t)block.x * block.y * block.z, smem, 0);
     if (dev != cur_dev) {
@@ -726,6 +804,7 @@ void emu_kernel_run(const char *kernel, const void *site, dim3 grid, dim3 block,
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
 {
+    STICKY();
     if (!s || s->cap || mode != cudaStreamCaptureModeThreadLocal) {
         /* the legacy stream cannot be captured; the emulator models thread-local mode only */
         fprintf(stderr, "emu: cudaStreamBeginCapture: %s\n",
@@ -761,6 +840,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long flags)
 {
+    STICKY();
     if (!e || !g || flags) return fail(cudaErrorInvalidValue);
     *e = new emu_graph_exec{g->ops};
     rt().graphs++;
@@ -769,6 +849,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned lon
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s)
 {
+    STICKY();
     if (!e) return fail(cudaErrorInvalidValue);
     if (s && s->cap) {
         fprintf(stderr, "emu: cudaGraphLaunch into a stream being captured\n");
@@ -789,7 +870,7 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g)
     if (!g) return fail(cudaErrorInvalidValue);
     delete g;
     rt().graphs--;
-    return cudaSuccess;
+    return sticky();   /* released, but the context's error is said */
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e)
@@ -797,7 +878,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e)
     if (!e) return fail(cudaErrorInvalidValue);
     delete e;
     rt().graphs--;
-    return cudaSuccess;
+    return sticky();   /* released, but the context's error is said */
 }
 
 long emu_graphs_alive(void) { return rt().graphs; }

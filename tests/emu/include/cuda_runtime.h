@@ -32,6 +32,7 @@ typedef enum cudaError {
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorIllegalState = 401,
     cudaErrorNotReady = 600,
+    cudaErrorIllegalAddress = 700,
     cudaErrorLaunchFailure = 719,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
@@ -138,6 +139,18 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e);
 /* graphs and executable graphs alive now (for tests: a leak shows) */
 long emu_graphs_alive(void);
+/* The sticky error the context is in (cudaSuccess: none).  LLM_EMU_FAULT=launch:N[:NAME]
+ * makes the N-th kernel run (counted from 1; of the kernels whose name as written at the
+ * launch begins with NAME, when given; a graph's replays count) fault as an illegal
+ * memory access does on a GPU: the kernel does not run and its launch reports nothing
+ * (the fault is asynchronous: cudaGetLastError right after it is still cudaSuccess);
+ * from the next call on, every runtime call that reaches the device (copies, memsets,
+ * launches, synchronisations, allocations, events, graphs), and cudaGetLastError and
+ * cudaPeekAtLastError after such a call, return cudaErrorIllegalAddress, which nothing
+ * clears; cuBLAS calls fail with CUBLAS_STATUS_EXECUTION_FAILED.  Frees still release
+ * the memory (the context's memory is gone on a GPU too) but report the error.  Any
+ * other value of LLM_EMU_FAULT ends the process with a message. */
+cudaError_t emu_sticky_error(void);
 
 #ifdef __cplusplus
 }   /* extern "C" */
