@@ -48,6 +48,7 @@ typedef struct {
     int unsound;           /* an error may have left the model between two steps' states */
     int together;          /* several ranks: every rank stopped at the same point on the
                             * error (a read: llm_train_dist_agree_read), none in a collective */
+    int lost;              /* the device failed (device_check): nothing on it can be saved */
     int halted;            /* setup saw a stop request: no step, nothing written */
     size_t made_dir;       /* this run made output.dir: llm_mkdirs_made's prefix length */
     int made_metrics;      /* this run made output.metrics */
@@ -408,12 +409,37 @@ static int print_sample(trainer *t, llm_status *st)
 }
 
 /* The checkpoint of step t->step; pos: the data position after it. */
+/* The device's health after work that ended in rc (0 or an error in st), where is what
+ * ran ("step 3"): a device that failed (kernels/backend.h device_lost: a sticky error,
+ * from any op since the last look, the update of the step before included) makes it an
+ * error whatever rc was, LLM_ENODEV naming the device's error (and rc's, if any), and
+ * leaves the model's state untrustworthy and unreadable: t->unsound, t->lost.  Returns
+ * the code to go on with. */
+static int device_check(trainer *t, int rc, const char *where, llm_status *st)
+{
+    char why[256];
+    if (!llm_backend_device_lost(t->be, why, sizeof why))
+        return rc;
+    t->unsound = t->lost = 1;
+    llm_status was = *st;
+    llm_err(st, LLM_ENODEV, "device '%s' failed by the end of %s: %s", t->be->name, where, why);
+    if (rc) {
+        size_t l = strlen(st->msg);
+        snprintf(st->msg + l, sizeof st->msg - l, " (%s also failed: %.200s)", where, was.msg);
+    }
+    return st->code;
+}
+
 static int save(trainer *t, const llm_data_pos *pos, llm_train_result *res, llm_status *st)
 {
-    char path[LLM_CFG_PATH_MAX + 32];
+    char path[LLM_CFG_PATH_MAX + 32], where[64];
     llm_train_ckpt_path(path, sizeof path, t->cfg->out_dir, t->step);
+    snprintf(where, sizeof where, "step %lld", (long long)t->step);
     /* ZeRO-1 on several ranks: rank 0 gathers the moments' shards as it writes */
     int rc = t->dd ? llm_train_dist_save_begin(t->dd, st) : 0;
+    /* what is read back from a failed device is not the model (device_check) */
+    if (!rc && !t->rank)
+        rc = device_check(t, 0, where, st);
     if (!rc && !t->rank)
         rc = llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, t->in_a_row,
                             &t->ls, pos, st);
@@ -644,7 +670,7 @@ static int one_step(trainer *t, int64_t accum, double lr, double *loss, double *
  * them, so save that step, which a resume continues from, and keep the error (st) for the
  * exit status, its message saying what was saved.  Not after a failed final save (that is
  * the error), nor when the update itself failed (t->unsound: it may have changed part of
- * the weights).  Where the device failed, the save fails too: both are said.
+ * the weights), nor after the device failed (t->lost: the caller does not call it).
  * Several ranks: only after an error every rank met at the same point (t->together: a rank
  * could not read its batches, which every rank learns before the step's computation, each
  * holding the last complete step).  Then the save's own collectives (ZeRO-1 gathers the
@@ -764,7 +790,10 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         double t0 = llm_now_s(), w0 = llm_data_wait_seconds(t.train);
         double lr = llm_schedule_lr(&t.sched, t.step + 1), loss = 0, gn = 0;
         int skipped;
-        if ((rc = one_step(&t, accum, lr, &loss, &gn, &skipped, st)))
+        char where[64];
+        snprintf(where, sizeof where, "step %lld", (long long)t.step + 1);
+        if ((rc = device_check(&t, one_step(&t, accum, lr, &loss, &gn, &skipped, st), where,
+                               st)))
             break;
         t.step++;
         ran++;
@@ -830,7 +859,8 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         /* the end of this run, planned or not, gets an evaluation too */
         if (t.val && ((c->eval_every && t.step % c->eval_every == 0) || last || stop_now)) {
             double vl = 0;
-            if ((rc = evaluate(&t, &vl, st)))
+            snprintf(where, sizeof where, "the evaluation after step %lld", (long long)t.step);
+            if ((rc = device_check(&t, evaluate(&t, &vl, st), where, st)))
                 break;
             res->last_val_loss = vl;
             if (llm_metrics_eval(t.met, t.step, vl, st)) {
@@ -843,6 +873,9 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
                 llm_warn(t.log, "step %lld: no sample: %s", (long long)t.step, st->msg);
                 llm_status_clear(st);
             }
+            snprintf(where, sizeof where, "the sample after step %lld", (long long)t.step);
+            if (c->sample_tokens > 0 && t.tok && (rc = device_check(&t, 0, where, st)))
+                break;
         }
         if (o->stop && *o->stop)
             stop_now = 1;  /* a signal during the evaluation */
@@ -852,7 +885,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         if (t.step % c->save_every == 0 || last || stop_now) {
             if (save(&t, &done, res, st)) {
                 llm_metrics_progress_clear(t.met);
-                if (last || stop_now) {   /* the caller reports it */
+                if (last || stop_now || t.lost) {   /* the caller reports it */
                     save_failed = 1;
                     rc = st->code;
                     break;
@@ -874,9 +907,25 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
             break;
         }
     }
-    /* An error that ends the run after some steps need not lose them (rescue) */
-    if (rc && !save_failed && (world == 1 || t.together))
+    /* An error that ends the run after some steps need not lose them (rescue); nor when
+     * the device failed (t.lost, device_check: a sticky error, which may come from the last
+     * step's update, and after which nothing can be read back): the checkpoint on disk is
+     * what to resume from, and the message says which. */
+    if (rc && t.lost) {
+        size_t l = strlen(st->msg);
+        if (res->last_ckpt[0])
+            snprintf(st->msg + l, sizeof st->msg - l, "; nothing is saved: resume from the "
+                     "last checkpoint on disk, '%.200s' (step %lld)", res->last_ckpt,
+                     (long long)on_disk);
+        else if (on_disk > 0)
+            snprintf(st->msg + l, sizeof st->msg - l, "; nothing is saved: resume from the "
+                     "checkpoint this run started from (step %lld)", (long long)on_disk);
+        else
+            snprintf(st->msg + l, sizeof st->msg - l, "; nothing is saved, and no checkpoint "
+                     "of this run is on disk: train again from the start");
+    } else if (rc && !save_failed && (world == 1 || t.together)) {
         rescue(&t, on_disk, &done, res, st);
+    }
     if (rc && t.together)   /* each rank says its own (the one that failed, why) */
         st->together = LLM_TOGETHER_OWN;
     res->mem_peak = (double)t.mem.peak;

@@ -62,7 +62,11 @@ typedef struct {
  * together, after a rank could not read a step's batches, and set st->together to
  * LLM_TOGETHER_OWN (no rank waits in a collective: the job need not be aborted): that
  * rank's error is its own, the others' names it ("step N: rank R could not read the
- * step's batches ...") with its code.  A failed sample (train.sample_tokens) is a warning. */
+ * step's batches ...") with its code.  A device that fails during the run (kernels/
+ * backend.h device_lost: a sticky CUDA error) is LLM_ENODEV, found after each step,
+ * evaluation and sample and before each save: nothing more is saved (the error may come
+ * from the update of the step before), and st->msg names the checkpoint on disk to resume
+ * from.  A failed sample (train.sample_tokens) is a warning. */
 int llm_train_run(const llm_train_config *cfg, const llm_train_opts *o, llm_train_result *res,
                   llm_status *st);
 

@@ -132,6 +132,13 @@ void llm_backend_host_free(llm_backend *be, void *p)
         free(p);
 }
 
+int llm_backend_device_lost(llm_backend *be, char *why, size_t whylen)
+{
+    if (why && whylen)
+        why[0] = '\0';
+    return be && be->device_lost ? be->device_lost(be, why, whylen) != 0 : 0;
+}
+
 int llm_backend_threads(int threads)
 {
     if (threads > 0)

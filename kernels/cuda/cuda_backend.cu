@@ -45,6 +45,31 @@ extern "C" int lc_fail_blas(lc_ctx *c, int rc, const char *what, const char *fil
     return 1;
 }
 
+/* be->device_lost: a synchronisation that fails, and fails again after
+ * cudaGetLastError (which clears any error but a sticky one), found the context broken */
+static int lc_device_lost(llm_backend *be, char *why, size_t whylen)
+{
+    lc_ctx *c = lc_get(be);
+    if (!c) return 0;
+    if (!c->lost && !c->recording) {
+        cudaError_t rc = cudaStreamSynchronize(c->stream);
+        if (rc == cudaSuccess && c->copy) rc = cudaStreamSynchronize(c->copy);
+        if (rc != cudaSuccess) {
+            lc_fail_cuda(c, rc, "cudaStreamSynchronize", __FILE__, __LINE__);
+            (void)cudaGetLastError();
+            cudaError_t again = cudaStreamSynchronize(c->stream);
+            if (again != cudaSuccess) {
+                c->lost = 1;
+                snprintf(c->lost_msg, sizeof c->lost_msg, "CUDA device %d: %s (a sticky "
+                         "error: the device can run nothing more in this process)",
+                         c->device, cudaGetErrorString(again));
+            }
+        }
+    }
+    if (c->lost && why && whylen) snprintf(why, whylen, "%s", c->lost_msg);
+    return c->lost;
+}
+
 /* ---- device memory accounting ----
  * Every device allocation of the backend (be->alloc, workspaces, scratch) goes through
  * lc_dmalloc/lc_dfree: the table maps pointer -> size so a free subtracts exactly what
@@ -532,6 +557,7 @@ extern "C" int llm_backend_cuda_init(llm_backend *be, int threads, char *err, si
     be->sync = lc_sync;
     be->host_alloc = lc_host_alloc;
     be->host_free = lc_host_free;
+    be->device_lost = lc_device_lost;
     lc_fill_matmul(be);
     lc_fill_attention(be);
     lc_fill_ops(be);

@@ -50,6 +50,10 @@ typedef struct {
     int failed;
     int pending;
     char errmsg[256];
+    /* device_lost: 1 once a synchronisation found a sticky error (the context is
+       broken for good), which lost_msg names */
+    int lost;
+    char lost_msg[256];
     /* device memory accounting (lc_dmalloc/lc_dfree): pointer -> size, open addressing
      * (key 0 = empty slot); held now and the most ever held, in bytes */
     uintptr_t *mem_key;
