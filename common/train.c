@@ -408,7 +408,6 @@ static int print_sample(trainer *t, llm_status *st)
     return rc;
 }
 
-/* The checkpoint of step t->step; pos: the data position after it. */
 /* The device's health after work that ended in rc (0 or an error in st), where is what
  * ran ("step 3"): a device that failed (kernels/backend.h device_lost: a sticky error,
  * from any op since the last look, the update of the step before included) makes it an
@@ -430,6 +429,7 @@ static int device_check(trainer *t, int rc, const char *where, llm_status *st)
     return st->code;
 }
 
+/* The checkpoint of step t->step; pos: the data position after it. */
 static int save(trainer *t, const llm_data_pos *pos, llm_train_result *res, llm_status *st)
 {
     char path[LLM_CFG_PATH_MAX + 32], where[64];
