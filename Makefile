@@ -309,7 +309,8 @@ sample: $(BIN)/llm-shard $(B)/tests/test_ckpt
 
 # fuzz: every tests/fuzz/fuzz_*.c (or FUZZ_TARGETS=...), one after the other, each for
 # FUZZ_SECONDS, against the library built with clang's fuzzer instrumentation in build/fuzz.
-# Corpus: build/fuzz/corpus/TARGET, seeded from tests/fuzz/corpus/TARGET; findings go to
+# Corpus: build/fuzz/corpus/TARGET, seeded from tests/fuzz/corpus/TARGET; a dictionary
+# tests/fuzz/TARGET.dict, where there is one, is passed as -dict; findings go to
 # tests/fuzz/regress/TARGET/ (fuzz_ckpt keeps tests/fuzz/regress/ itself, which
 # tests/cli/shard.sh replays; tests/cli/fuzz_replay.sh replays the others).
 FUZZ_SECONDS ?= 60
@@ -317,8 +318,10 @@ FUZZ_TARGETS ?= $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_FLAGS   ?= -timeout=10
 FZ        := build/fuzz
 # llm-infer's line limit and --listen's read size made small, so that fuzz_jsonl and
-# fuzz_net reach the cutting of over-long lines and the moves of the input buffer
-FZ_LIMITS := -DLLM_INFER_MAX_LINE=256u -DLLM_INFER_NET_READ_CHUNK=32u
+# fuzz_net reach the cutting of over-long lines and the moves of the input buffer; no
+# fsync of the files the targets write (common/afile.c: it cost fuzz_llmc, which writes
+# a checkpoint per accepted input, two syncs of ~5 ms each)
+FZ_LIMITS := -DLLM_INFER_MAX_LINE=256u -DLLM_INFER_NET_READ_CHUNK=32u -DLLM_AFILE_SYNC=0
 FZ_CFLAGS := -I. -D_GNU_SOURCE -std=c11 -g -O1 -fno-omit-frame-pointer -fopenmp -pthread $(FZ_LIMITS)
 FZ_SAN    := -fno-sanitize-recover=undefined -fsanitize=address,undefined
 FZ_OBJ    := $(LIB_SRC:%.c=$(FZ)/obj/%.o)
@@ -341,8 +344,9 @@ fuzz: $(FUZZ_TARGETS:%=$(FZ)/%)
 	  mkdir -p $(FZ)/corpus/$$t $$reg; \
 	  [ $$t = fuzz_ckpt ] && cp tests/data/*.llmk $(FZ)/corpus/$$t/; \
 	  [ -d tests/fuzz/corpus/$$t ] && cp tests/fuzz/corpus/$$t/* $(FZ)/corpus/$$t/; \
+	  dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS)s"; \
-	  $(FZ)/$$t $(FUZZ_FLAGS) -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$$reg/ $(FZ)/corpus/$$t $$reg; \
+	  $(FZ)/$$t $(FUZZ_FLAGS) $$dict -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$$reg/ $(FZ)/corpus/$$t $$reg; \
 	done
 
 demo: all

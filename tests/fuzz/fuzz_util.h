@@ -30,6 +30,9 @@ static const char *fz_write(const char *name, const void *p, size_t n)
     static int slot;
     char *path = paths[slot++ & 7];
     snprintf(path, 512, "%s/%s", fz_dir(), name);
+    /* a new file, not the last one cut to 0 bytes: ext4 starts writing a truncated
+     * file back to disk when it is closed (auto_da_alloc), at every input */
+    unlink(path);
     FILE *f = fopen(path, "wb");
     if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f))
         abort();
