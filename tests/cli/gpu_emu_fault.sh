@@ -18,17 +18,15 @@ if [ ! -x "$E/llm-train" ]; then
 fi
 cd "$TMP" || exit 1
 tiny_data 60000
-cat >f.yaml <<Y
-model: {n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 257, max_seq_len: 32}
-data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
-train: {batch_size: 2, seq_len: 32, max_steps: 4, lr: 0.004, warmup_steps: 1, save_every: 2, seed: 7, threads: 2, device: cuda, eval_every: 0, eval_batches: 1}
-Y
+tiny_config 4
+train() { "$E/llm-train" --config ../m.yaml --set train.device=cuda --set train.batch_size=2 \
+  --set train.seq_len=32 --set train.save_every=2 -o run "$@"; }
 mkdir a b c
-(cd a && "$E/llm-train" --config ../f.yaml -o run >out 2>err)
+(cd a && train >out 2>err)
 rc=$?
 check "a clean run of 4 steps on cuda (emu) exits 0 (rc=$rc)" test $rc = 0
 # the third update of the run (step 3's) faults: step 2's checkpoint is on disk
-(cd b && LLM_EMU_FAULT=launch:3:lc_adamw "$E/llm-train" --config ../f.yaml -o run >out 2>err)
+(cd b && LLM_EMU_FAULT=launch:3:lc_adamw train >out 2>err)
 rc=$?
 check "a device fault in step 3's update: exit 69 (rc=$rc: $(tail -c 300 b/err))" test $rc = 69
 check "... the emulated kernel faulted" grep -q '^emu: kernel lc_adamw.*: injected fault' b/err
@@ -40,12 +38,12 @@ check "... no rescue save attempted" bash -c "! grep -q 'last complete one' b/er
 check "... the run directory holds step 2's checkpoint alone (no rescue, no later one, no temporary file)" \
   test "$(ls -A b/run | tr '\n' ' ')" = "step-00000002.llmk "
 check "... step 2's checkpoint is byte for byte the clean run's" cmp -s a/run/step-00000002.llmk b/run/step-00000002.llmk
-(cd b && "$E/llm-train" --config ../f.yaml -o run --resume auto >out2 2>err2)
+(cd b && train --resume auto >out2 2>err2)
 rc=$?
 check "resuming from it exits 0 (rc=$rc: $(tail -c 300 b/err2))" test $rc = 0
 check "... and ends on the clean run's step 4, byte for byte" cmp -s a/run/step-00000004.llmk b/run/step-00000004.llmk
 # the second update faults, before the first checkpoint: nothing of the run is on disk
-(cd c && LLM_EMU_FAULT=launch:2:lc_adamw "$E/llm-train" --config ../f.yaml -o run >out 2>err)
+(cd c && LLM_EMU_FAULT=launch:2:lc_adamw train >out 2>err)
 rc=$?
 check "a device fault in step 2's update, before any checkpoint: exit 69 (rc=$rc)" test $rc = 69
 check "... the error says that no checkpoint of the run is on disk" grep -q \

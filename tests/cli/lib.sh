@@ -108,15 +108,20 @@ for x in sys.argv[4:]:
 PY
 }
 
-# tiny_model STEPS [N_HEAD]: trains a 2-layer, 64-wide byte model on the tiny_data files
-# (config m.yaml, run directory run/) and sets M to its last checkpoint; a failed run
-# ends the test script.
-tiny_model() {
+# tiny_config STEPS [N_HEAD]: tiny_model's config, m.yaml, alone (llm-train --set changes it)
+tiny_config() {
   cat >m.yaml <<Y
 model: {n_layer: 2, n_head: ${2:-2}, n_embd: 64, vocab_size: 257, max_seq_len: 64}
 data: {train: $TMP/train.bin, val: $TMP/val.bin, tokenizer: byte}
 train: {batch_size: 8, seq_len: 64, max_steps: $1, lr: 0.004, warmup_steps: 2, save_every: 100000, seed: 7, threads: 2}
 Y
+}
+
+# tiny_model STEPS [N_HEAD]: trains a 2-layer, 64-wide byte model on the tiny_data files
+# (config m.yaml, run directory run/) and sets M to its last checkpoint; a failed run
+# ends the test script.
+tiny_model() {
+  tiny_config "$@"
   if ! llm-train --config m.yaml -o run >/dev/null 2>err; then
     notok "training a model for the tests: $(tail -c 300 err)"; echo "1..$_n"; exit 1
   fi
