@@ -271,6 +271,15 @@ int llm_infer_source_next(void *src, llm_infer_request *req, llm_status *st)
     return r > 0 ? 1 : r < 0 ? (int)st->code : LLM_INFER_NEXT_NONE;
 }
 
+void llm_infer_bytes_str(char *buf, size_t len, size_t bytes)
+{
+    const size_t mib = (size_t)1 << 20;
+    if (bytes >= mib && bytes % mib == 0)
+        snprintf(buf, len, "%zu MiB", bytes / mib);
+    else
+        snprintf(buf, len, "%zu bytes", bytes);
+}
+
 int llm_infer_source_request(llm_infer_source *s, const char *text, size_t len, int toolong,
                              llm_infer_request *req, llm_status *st)
 {
@@ -283,8 +292,11 @@ int llm_infer_source_request(llm_infer_source *s, const char *text, size_t len, 
     for (int i = 0; i < s->n_stops && rc == 0; i++)
         rc = add_stop(req, s->stops[i]);
     if (rc == 0) {
-        if (toolong)
-            rc = set_error(req, "%s", "input line longer than 16 MiB");
+        if (toolong) {
+            char lim[32];
+            llm_infer_bytes_str(lim, sizeof lim, LLM_INFER_MAX_LINE);
+            rc = set_error(req, "input line longer than %s", lim);
+        }
         else if (s->jsonl)
             rc = parse_request(s, req, text, len, st);
         else

@@ -48,6 +48,9 @@ int llm_infer_source_next(void *src, llm_infer_request *req, llm_status *st);
  * LLM_INFER_MAX_LINE and was cut (answered with an error). */
 int llm_infer_source_request(llm_infer_source *s, const char *text, size_t len, int toolong,
                              llm_infer_request *req, llm_status *st);
+/* A limit of bytes as messages say it: "16 MiB" when it is a whole number of MiB, else
+ * "600 bytes" (the fuzz build's small limits). */
+void llm_infer_bytes_str(char *buf, size_t len, size_t bytes);
 /* llm_infer_io.ready for a source: 0 when reading the next line would wait for input. */
 int llm_infer_source_ready(void *src);
 void llm_infer_source_free(llm_infer_source *s);

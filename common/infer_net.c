@@ -578,12 +578,10 @@ static void pump(llm_infer_net *n, int timeout_ms)
  * over-long: 1, or -1 out of memory (req freed). */
 static int crowded_error(const llm_infer_net *n, llm_infer_request *req, llm_status *st)
 {
-    char msg[200];
-    size_t b = n->max_partial;
-    int mib = b >= (1u << 20) && !(b & ((1u << 20) - 1));
+    char msg[200], lim[32];
+    llm_infer_bytes_str(lim, sizeof lim, n->max_partial);
     snprintf(msg, sizeof msg, "input line cut: the unfinished lines of all clients passed the "
-             "server's %zu %s, and this one was the longest", mib ? b >> 20 : b,
-             mib ? "MiB" : "bytes");
+             "server's %s, and this one was the longest", lim);
     char *e = strdup(msg);
     if (!e) {
         llm_infer_request_free(req);

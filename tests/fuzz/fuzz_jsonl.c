@@ -42,6 +42,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         if (!req.stops[j][0])
                             abort();
                 }
+                /* an over-long line's error names this build's limit (256 bytes) */
+                static const char over[] = "input line longer than ";
+                if (req.error && !strncmp(req.error, over, sizeof over - 1)) {
+                    char want[64];
+                    unsigned lim = LLM_INFER_MAX_LINE;
+                    snprintf(want, sizeof want, lim % (1u << 20) ? "%s%u bytes" : "%s%u MiB", over,
+                             lim % (1u << 20) ? lim : lim >> 20);
+                    if (strcmp(req.error, want)) {
+                        fprintf(stderr, "'%s', not '%s'\n", req.error, want);
+                        abort();
+                    }
+                }
                 /* the response of this request as JSON must read back */
                 llm_infer_result res = {.req = &req, .text = (const char *)data, .text_len = size,
                                         .finish_reason = req.error ? "error" : "length", .error = req.error};

@@ -10,7 +10,7 @@
  * (Makefile: FZ_LIMITS), so that over-long lines and the buffer's moves are reached, and
  * so is the bound on the unfinished lines of all clients (set to MAX_PARTIAL): a line cut
  * for it gets one response too (an error), also when it is blank, which no response
- * would answer otherwise. */
+ * would answer otherwise.  An over-long line's error names this build's limit. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -139,6 +139,24 @@ static long cuts_of(const client *c)
     return k;
 }
 
+/* An over-long line's error names the limit this build has (LLM_INFER_MAX_LINE), not
+ * another's: every "input line longer than" in c's responses is followed by it. */
+static void check_limit_said(const client *c)
+{
+    static const char said[] = "\"error\":\"input line longer than ";
+    char want[64];
+    unsigned lim = LLM_INFER_MAX_LINE;
+    snprintf(want, sizeof want, lim % (1u << 20) ? "%u bytes\"" : "%u MiB\"",
+             lim % (1u << 20) ? lim : lim >> 20);
+    for (const char *p = c->got, *end = c->got + c->n;
+         p && (p = memmem(p, (size_t)(end - p), said, sizeof said - 1)); p += sizeof said - 1)
+        if ((size_t)(end - p) < sizeof said - 1 + strlen(want) ||
+            memcmp(p + sizeof said - 1, want, strlen(want))) {
+            fprintf(stderr, "an over-long line's error without the limit %s: %.80s\n", want, p);
+            abort();
+        }
+}
+
 /* The lines in a client's bytes, blank or not: at most that many are answered. */
 static long all_lines_of(const client *c)
 {
@@ -252,6 +270,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (cl[i].fd < 0)
             continue;
         long got = responses_of(&cl[i]), sent = lines_of(&cl[i]), cuts = cuts_of(&cl[i]);
+        check_limit_said(&cl[i]);
         if (got < sent || got > sent + cuts) {   /* a blank line cut is answered too */
             fprintf(stderr, "client %d: %ld request lines, %ld responses (%ld cut)\n", i, sent,
                     got, cuts);
