@@ -42,6 +42,8 @@ typedef struct {
     int toolong;         /* cut lines not yet answered; crowded of them by bound_partial */
     int crowded;
     int eof;             /* the client sent its last byte */
+    int held;            /* bytes of it wait at its socket, left unread while the bound on
+                            what all clients sent is reached (in_full) */
     nbuf out;            /* responses; out.p[out.off, out.n) not yet sent */
     long pending;        /* requests taken and not yet answered */
     uint64_t last;       /* when it last sent a byte or was sent one (ns, monotonic) */
@@ -58,7 +60,8 @@ struct llm_infer_net {
     int accept_wait;     /* accept failed for want of descriptors or memory: the listener
                             stays readable, so leave it out of the next poll */
     uint64_t idle_ns;    /* --idle-timeout (0: none) */
-    size_t max_partial;  /* bytes of unfinished lines, all clients together */
+    size_t max_in;       /* bytes received and not yet taken, all clients together */
+    unsigned turn;       /* where pump's pass over the clients starts (in turn) */
     llm_infer_source *src;
     volatile sig_atomic_t *stop;
     long answered;
@@ -180,7 +183,7 @@ int llm_infer_net_open(llm_infer_net **out, const char *addr, double idle_s,
     n->idle_ns = idle_s > 0 ? (uint64_t)(idle_s * 1e9) : 0;
     if (idle_s > 0 && !n->idle_ns)
         n->idle_ns = 1;
-    n->max_partial = LLM_INFER_NET_MAX_PARTIAL;
+    n->max_in = LLM_INFER_NET_MAX_IN;
     n->src = src;
     n->stop = stop;
     int rc = !strncmp(addr, "unix:", 5) ? listen_unix(n, addr + 5, bound, boundlen, st)
@@ -245,19 +248,21 @@ long llm_infer_net_answered(const llm_infer_net *n)
     return n->answered;
 }
 
-void llm_infer_net_set_max_partial(llm_infer_net *n, size_t bytes)
+void llm_infer_net_set_max_in(llm_infer_net *n, size_t bytes)
 {
-    n->max_partial = bytes;
+    n->max_in = bytes;
 }
 
 /* ---- moving bytes ---- */
 
 /* Whether c may be closed to make room: nothing of it in flight (no request taken and not
- * yet answered, no whole line waiting to be taken, no response waiting to be sent), so
- * that all it loses is a partial line it has not finished sending. */
+ * yet answered, no whole line waiting to be taken, no response waiting to be sent, no
+ * bytes left unread at its socket by the bound on what all clients sent), so that all
+ * it loses is a partial line it has not finished sending. */
 static int replaceable(conn *c)
 {
-    return c->fd >= 0 && !c->pending && !c->toolong && c->out.off == c->out.n && !has_line(c);
+    return c->fd >= 0 && !c->pending && !c->toolong && !c->held && c->out.off == c->out.n &&
+           !has_line(c);
 }
 
 /* Whether c has sent part of a line and not (yet) the rest: bytes after its last '\n'
@@ -380,6 +385,15 @@ static int in_room(conn *c)
     return rc;
 }
 
+/* After bytes of c's input were taken or dropped: with nothing left, it starts over. */
+static void in_used(conn *c)
+{
+    if (c->in.off == c->in.n) {
+        nbuf_reset(&c->in);
+        c->scan = c->open = 0;
+    }
+}
+
 /* Send what waits for c; a client that is gone or stuck is closed. */
 static void flush_out(conn *c)
 {
@@ -433,15 +447,13 @@ static void cut_open_line(conn *c)
         c->scan = c->in.n;
     c->toolong++;
     c->skipping = 1;
-    if (c->in.off == c->in.n) {
-        nbuf_reset(&c->in);
-        c->scan = c->open = 0;
-    }
+    in_used(c);
 }
 
-/* The unfinished lines of all clients past n->max_partial bytes: cut the longest until
- * they are not (each answered with an error, as an over-long line is).  So however many
- * clients stall on long lines, what waits for their ends stays bounded. */
+/* The unfinished lines of all clients past n->max_in bytes: cut the longest until they
+ * are not (each answered with an error, as an over-long line is).  So however many
+ * clients stall on long lines, what waits for their ends stays bounded; whole lines are
+ * not cut, as they can be taken instead (in_full). */
 static void bound_partial(llm_infer_net *n)
 {
     for (;;) {
@@ -455,11 +467,25 @@ static void bound_partial(llm_infer_net *n)
                 big = i;
             }
         }
-        if (big < 0 || total <= n->max_partial)
+        if (big < 0 || total <= n->max_in)
             return;
         cut_open_line(&n->c[big]);
         n->c[big].crowded++;
     }
+}
+
+/* Whether the bytes received and not yet taken, all clients together, are past n->max_in:
+ * then no client is read until whole lines are taken (bound_partial keeps the unfinished
+ * ones within the bound, so some are whole and can be: no client waits for another's
+ * bytes), and what they send waits at their sockets; so the server holds at most the
+ * bound and one read. */
+static int in_full(const llm_infer_net *n)
+{
+    size_t total = 0;
+    for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++)
+        if (n->c[i].fd >= 0)
+            total += n->c[i].in.n - n->c[i].in.off;
+    return total > n->max_in;
 }
 
 /* Read what c sent; keeps at most one line's worth, counting longer lines to answer.
@@ -470,6 +496,12 @@ static void read_in(llm_infer_net *n, conn *c)
     /* past a line's worth unread there is a whole line at least: take it first (also when
      * a hangup, not POLLIN, brought us here) */
     while (c->in.n - c->in.off <= LLM_INFER_MAX_LINE) {
+        if (in_full(n)) {   /* what c sent waits; say whether anything does (replaceable) */
+            char b;
+            ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+            c->held = r > 0;
+            return;
+        }
         if (in_room(c) < 0) {
             conn_close(c);
             return;
@@ -489,6 +521,7 @@ static void read_in(llm_infer_net *n, conn *c)
         size_t start = c->in.n;
         c->in.n += (size_t)r;
         c->last = llm_now_ns();
+        c->held = 0;
         if (c->skipping) {   /* drop to the end of the over-long line, keeping the whole
                                 lines received before it (not yet taken) */
             char *nl = memchr(c->in.p + start, '\n', c->in.n - start);
@@ -543,12 +576,13 @@ static void pump(llm_infer_net *n, int timeout_ms)
         p[k] = (struct pollfd){.fd = n->lfd, .events = POLLIN};
         idx[k++] = -1;
     }
+    int full = in_full(n);   /* none is read: see there */
     for (int i = 0; i < LLM_INFER_NET_MAX_CONN; i++) {
         conn *c = &n->c[i];
         if (c->fd < 0)
             continue;
         short ev = 0;
-        if (!c->eof && c->in.n - c->in.off <= LLM_INFER_MAX_LINE)
+        if (!full && !c->eof && c->in.n - c->in.off <= LLM_INFER_MAX_LINE)
             ev |= POLLIN;
         if (c->out.n > c->out.off)
             ev |= POLLOUT;
@@ -556,7 +590,11 @@ static void pump(llm_infer_net *n, int timeout_ms)
         idx[k++] = i;
     }
     int r = poll(p, (nfds_t)k, timeout_ms);   /* < 0: a signal; the caller looks at stop */
-    for (int j = 0; r > 0 && j < k; j++) {
+    /* each pass starts at another client: near the bound on what all send, the first read
+     * takes what room there is, and that is not always the same client */
+    unsigned first = k ? n->turn++ % (unsigned)k : 0;
+    for (int jj = 0; r > 0 && jj < k; jj++) {
+        int j = (int)(((unsigned)jj + first) % (unsigned)k);
         if (!p[j].revents)
             continue;
         if (idx[j] < 0) {
@@ -579,7 +617,7 @@ static void pump(llm_infer_net *n, int timeout_ms)
 static int crowded_error(const llm_infer_net *n, llm_infer_request *req, llm_status *st)
 {
     char msg[200], lim[32];
-    llm_infer_bytes_str(lim, sizeof lim, n->max_partial);
+    llm_infer_bytes_str(lim, sizeof lim, n->max_in);
     snprintf(msg, sizeof msg, "input line cut: the unfinished lines of all clients passed the "
              "server's %s, and this one was the longest", lim);
     char *e = strdup(msg);
@@ -625,12 +663,9 @@ static int take_line(llm_infer_net *n, llm_infer_request *req, llm_status *st)
                 line[len] = 0;
                 r = llm_infer_source_request(n->src, over ? "" : line, len, over, req, st);
                 line[len] = save;
-                c->in.off += used;   /* taken: moved out of the way only by in_room */
+                c->in.off += used;   /* taken: moved out of the way by in_room, or in_used */
                 c->scan = c->in.off;
-                if (c->in.off == c->in.n) {
-                    nbuf_reset(&c->in);
-                    c->scan = c->open = 0;
-                }
+                in_used(c);
             }
             if (r < 0)
                 return -1;

@@ -13,9 +13,11 @@
  * flight (no request taken or whole line waiting, no response unsent: idle, or holding
  * part of a line), which is closed; with none such, the newcomer is closed.  So clients
  * that connect and stall (a partial line, or nothing) cannot keep others out.  Nor can
- * clients that stall on long lines exhaust memory: when the unfinished lines of all
- * clients pass LLM_INFER_NET_MAX_PARTIAL bytes, the longest is cut (answered with an
- * error, the rest of it dropped, as a line past LLM_INFER_MAX_LINE is).
+ * clients exhaust memory by what they send: while the bytes received and not yet taken
+ * as requests, all clients together, are past LLM_INFER_NET_MAX_IN, no client is read
+ * (what they send waits at their sockets) until whole lines are taken; and when the
+ * unfinished lines alone pass it, which taking lines cannot cure, the longest is cut
+ * (answered with an error, the rest of it dropped, as a line past LLM_INFER_MAX_LINE is).
  */
 #ifndef LLM_INFER_NET_H
 #define LLM_INFER_NET_H
@@ -27,8 +29,8 @@
 
 #define LLM_INFER_NET_MAX_CONN 64             /* clients at once (then see above) */
 #define LLM_INFER_NET_MAX_OUT  (16u << 20)    /* bytes of responses waiting for a client */
-#define LLM_INFER_NET_MAX_PARTIAL (256u << 20) /* bytes of unfinished request lines, all
-                                                 clients together (then see above) */
+#define LLM_INFER_NET_MAX_IN   (256u << 20)   /* bytes received and not yet taken as
+                                                requests, all clients together (see above) */
 #define LLM_INFER_NET_DRAIN_MS 2000           /* at the end: to send what still waits */
 #define LLM_INFER_NET_IDLE_S   60             /* --idle-timeout's default, seconds */
 #define LLM_INFER_NET_IDLE_MAX_S 86400        /* and its largest value */
@@ -61,8 +63,8 @@ llm_infer_io llm_infer_net_io(llm_infer_net *n);
 /* Requests answered so far. */
 long llm_infer_net_answered(const llm_infer_net *n);
 
-/* For tests: the bound on the unfinished lines of all clients (LLM_INFER_NET_MAX_PARTIAL
- * unless set). */
-void llm_infer_net_set_max_partial(llm_infer_net *n, size_t bytes);
+/* For tests: the bound on the bytes received and not yet taken, all clients together
+ * (LLM_INFER_NET_MAX_IN unless set). */
+void llm_infer_net_set_max_in(llm_infer_net *n, size_t bytes);
 
 #endif

@@ -8,9 +8,11 @@
  * last one also without a '\n') must get exactly one response line, which must be a JSON
  * object with a finish_reason.  The fuzz build's LLM_INFER_MAX_LINE and read size are small
  * (Makefile: FZ_LIMITS), so that over-long lines and the buffer's moves are reached, and
- * so is the bound on the unfinished lines of all clients (set to MAX_PARTIAL): a line cut
- * for it gets one response too (an error), also when it is blank, which no response
- * would answer otherwise.  An over-long line's error names this build's limit. */
+ * so is the bound on the bytes received and not yet taken of all clients (set to MAX_IN):
+ * past it, no client is read until whole lines are taken (served: no line may be lost or
+ * wait for ever), and a line cut when the unfinished lines alone pass it gets one response
+ * too (an error), also when it is blank, which no response would answer otherwise.
+ * An over-long line's error names this build's limit. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -25,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define NCLI 4
 #define NPART 16
-#define MAX_PARTIAL 600   /* bytes: two or three clients' lines near LLM_INFER_MAX_LINE */
+#define MAX_IN 600   /* bytes: two or three clients' lines near LLM_INFER_MAX_LINE */
 
 typedef struct {
     int fd;
@@ -215,7 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "%s\n", st.msg);
         abort();
     }
-    llm_infer_net_set_max_partial(net, MAX_PARTIAL);
+    llm_infer_net_set_max_in(net, MAX_IN);
     llm_infer_io io = llm_infer_net_io(net);
 
     client cl[NCLI];

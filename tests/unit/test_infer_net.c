@@ -1,7 +1,7 @@
 /* Unit tests for llm-infer --listen's --idle-timeout (common/infer_net.c), driven through
  * its ready hook (one pass over the sockets: poll, read and write, then the timeouts),
- * and its next and done hooks where a request is to be answered; and its bound on the
- * bytes of unfinished lines (made small).
+ * and its next and done hooks where a request is to be answered; its bound on the bytes
+ * received and not yet taken (made small).
  * poll(2) is this file's own: "blind", it reports nothing, as when bytes arrive after
  * the server's poll returned and before its pass ends. */
 #include "tests/unit/testutil.h"
@@ -284,7 +284,7 @@ static void test_partial_bound(void **state)
     server *s = serve(0);
     llm_infer_io *io = &s->io;
     int a = s->c;
-    llm_infer_net_set_max_partial(s->n, 300000);
+    llm_infer_net_set_max_in(s->n, 300000);
     int b = join(s->dir, io);
     size_t big = 200000, small = 150000;
     char *x = malloc(big);
@@ -322,6 +322,139 @@ static void test_partial_bound(void **state)
     finish(s);
 }
 
+/* Send what of len bytes c's socket takes now: how many. */
+static size_t send_some(int c, const char *b, size_t len)
+{
+    ssize_t w = send(c, b, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    assert_true(w >= 0 || errno == EAGAIN || errno == EINTR);
+    return w > 0 ? (size_t)w : 0;
+}
+
+/* Take c's responses that are there (the server passed over): how many lines, their ids
+ * (numbers) checked to come in order from *next. */
+static long take_responses(int c, char *buf, size_t *have, size_t cap, long *next)
+{
+    long k = 0;
+    ssize_t r;
+    while ((r = recv(c, buf + *have, cap - 1 - *have, MSG_DONTWAIT)) > 0)
+        *have += (size_t)r;
+    buf[*have] = 0;
+    char *nl;
+    while ((nl = memchr(buf, '\n', *have))) {
+        const char *id = strstr(buf, "\"id\":");
+        assert_true(id && id < nl);
+        assert_int_equal(atol(id + 5), *next);
+        ++*next;
+        k++;
+        *have -= (size_t)(nl + 1 - buf);
+        memmove(buf, nl + 1, *have);
+        buf[*have] = 0;
+    }
+    return k;
+}
+
+/* n lines of len bytes each (len >= 30): {"id": I, "pad": "xx..."}, I from 0. */
+static char *id_lines(int n, int len)
+{
+    char *x = malloc((size_t)n * (size_t)len);
+    assert_non_null(x);
+    for (int i = 0; i < n; i++) {
+        char *l = x + (size_t)i * (size_t)len;
+        int h = snprintf(l, (size_t)len, "{\"id\": %d, \"pad\": \"", i);
+        memset(l + h, 'x', (size_t)(len - h - 3));
+        memcpy(l + len - 3, "\"}\n", 3);
+    }
+    return x;
+}
+
+/* Past the bound on the bytes received and not yet taken, whole lines waiting count too:
+ * the server reads no more (what the client sends waits at its socket) until lines are
+ * taken, then reads on, losing and reordering none; another client's partial line waits
+ * meanwhile, and is served once whole. */
+static void test_in_bound(void **state)
+{
+    (void)state;
+    server *s = serve(0);
+    llm_infer_io *io = &s->io;
+    int a = s->c;
+    llm_infer_net_set_max_in(s->n, 100000);
+    int b = join(s->dir, io);
+    enum { LINES = 4000, LEN = 1000 };   /* 4 MB: 40 times the bound */
+    char *x = id_lines(LINES, LEN), *got = malloc(1 << 16);
+    assert_non_null(got);
+    send_str(io, b, "{\"id\": \"b\", \"prompt\": \"RO");   /* b: part of a line */
+    io->ready(io->in);
+    /* a sends while the server passes over the sockets, taking no line: what it could
+     * send is the bound, one read (64 KiB) and what the sockets between hold, not 4 MB */
+    size_t sent = 0;
+    for (int quiet = 0; quiet < 20 && sent < (size_t)LINES * LEN; nap_ms(10)) {
+        size_t w = send_some(a, x + sent, (size_t)LINES * LEN - sent);
+        sent += w;
+        quiet = w ? 0 : quiet + 1;
+        io->ready(io->in);
+    }
+    assert_true(sent < 1000000);
+    send_str(io, b, "MEO");
+    /* lines taken, the rest is read: each answered once, in order */
+    long next = 0, answered = 0;
+    size_t have = 0;
+    char buf[4096];
+    while (answered < LINES) {
+        sent += send_some(a, x + sent, (size_t)LINES * LEN - sent);
+        if (io->ready(io->in)) {
+            answer_now(io, buf, sizeof buf);
+            answered++;
+        } else
+            nap_ms(10);
+        take_responses(a, got, &have, 1 << 16, &next);
+    }
+    assert_int_equal(sent, (size_t)LINES * LEN);
+    for (int i = 0; i < 100 && next < LINES; i++) {
+        nap_ms(20);
+        io->ready(io->in);
+        take_responses(a, got, &have, 1 << 16, &next);
+    }
+    assert_int_equal(next, LINES);
+    /* and b's line, read at last, is whole once it ends */
+    send_str(io, b, ":\"}\n");
+    assert_non_null(strstr(answer(io, buf, sizeof buf), "tokenizer"));
+    read_response(io, b, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\"id\":\"b\""));
+    free(x);
+    free(got);
+    close(b);
+    finish(s);
+}
+
+/* A client on part of a line whose next bytes wait unread at its socket, past the bound
+ * on what all clients sent, is not timed out as stalled (the server is slow, not it),
+ * however long that lasts; once lines are taken, they are read and its line served. */
+static void test_held_not_stalled(void **state)
+{
+    (void)state;
+    server *s = serve(0.3);
+    llm_infer_io *io = &s->io;
+    int a = s->c, b = join(s->dir, io);
+    enum { LINES = 200, LEN = 1000 };
+    char *x = id_lines(LINES, LEN), buf[4096];
+    send_all(io, a, x, (size_t)LINES * LEN);   /* 200 KB of whole lines, read */
+    send_str(io, b, "{\"id\": \"b\", \"prompt\": \"RO");
+    io->ready(io->in);
+    io->ready(io->in);
+    llm_infer_net_set_max_in(s->n, 100000);   /* now past the bound: nothing is read */
+    send_str(io, b, "MEO");
+    assert_true(kept_for(io, b, 1000));   /* three times b's timeout */
+    for (int i = 0; i < LINES; i++)
+        answer(io, buf, sizeof buf);
+    send_str(io, b, ":\"}\n");
+    assert_non_null(strstr(answer(io, buf, sizeof buf), "tokenizer"));
+    read_response(io, b, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\"id\":\"b\""));
+    free(x);
+    close(b);
+    finish(s);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -331,6 +464,8 @@ int main(void)
         cmocka_unit_test(test_quiet_stays),
         cmocka_unit_test(test_unread_closed),
         cmocka_unit_test(test_partial_bound),
+        cmocka_unit_test(test_in_bound),
+        cmocka_unit_test(test_held_not_stalled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
