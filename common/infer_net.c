@@ -341,6 +341,29 @@ static size_t nbuf_compact(nbuf *b)
     return k;
 }
 
+/* Give back what a large buffer (past 4 chunks, as nbuf_reset) does not use: when its
+ * waiting bytes fill an eighth of it at most, they move to the front and it is cut to
+ * four times their size (4 chunks at least); returns how far they moved (0: not cut).
+ * So a buffer grown once for a long line, or for a backlog of responses, does not keep
+ * that size while it holds little.  Nor is one in steady use resized back and forth:
+ * after a cut it is a quarter full at most, so it grows again (when full) only once what
+ * waits has grown fourfold, and is cut again only once that has halved. */
+static size_t nbuf_trim(nbuf *b)
+{
+    size_t live = b->n - b->off, nc = 4 * live;
+    if (b->cap <= 4 * (size_t)READ_CHUNK || live > b->cap / 8)
+        return 0;
+    if (nc < 4 * (size_t)READ_CHUNK)
+        nc = 4 * (size_t)READ_CHUNK;
+    size_t moved = nbuf_compact(b);
+    char *p = realloc(b->p, nc);
+    if (p) {   /* (else it stays as large: nothing is lost) */
+        b->p = p;
+        b->cap = nc;
+    }
+    return moved;
+}
+
 /* Room for need more bytes after p[n]: 0, or -1 out of memory; *moved: how far the
  * waiting bytes moved (0 if they did not).  The used bytes are dropped by moving the
  * waiting ones when that costs no more than the bytes used since the last move, or when
@@ -385,13 +408,19 @@ static int in_room(conn *c)
     return rc;
 }
 
-/* After bytes of c's input were taken or dropped: with nothing left, it starts over. */
+/* After bytes of c's input were taken or dropped: what is left starts over when nothing
+ * is, else a large buffer holding little is made smaller (nbuf_trim); the line marks
+ * move with the bytes. */
 static void in_used(conn *c)
 {
     if (c->in.off == c->in.n) {
         nbuf_reset(&c->in);
         c->scan = c->open = 0;
+        return;
     }
+    size_t moved = nbuf_trim(&c->in);
+    c->scan -= moved;
+    c->open -= moved;
 }
 
 /* Send what waits for c; a client that is gone or stuck is closed. */
@@ -412,6 +441,8 @@ static void flush_out(conn *c)
     }
     if (c->fd >= 0 && c->out.off == c->out.n)
         nbuf_reset(&c->out);
+    else if (c->fd >= 0)
+        nbuf_trim(&c->out);   /* a backlog that shrank gives its room back */
     if (c->fd >= 0 && c->out.n - c->out.off > LLM_INFER_NET_MAX_OUT)
         conn_close(c);
     if (c->fd >= 0 && c->eof && !c->pending && c->in.n == c->in.off && !c->toolong &&
@@ -439,7 +470,7 @@ static int has_line(conn *c)
 }
 
 /* Cut c's open line: it is answered with an error (toolong), the rest of it dropped as
- * it comes.  The whole lines before it stay; with none, a large buffer is given back. */
+ * it comes.  The whole lines before it stay; a large buffer gives back what they leave. */
 static void cut_open_line(conn *c)
 {
     c->in.n = c->open;

@@ -18,6 +18,8 @@
  * (what they send waits at their sockets) until whole lines are taken; and when the
  * unfinished lines alone pass it, which taking lines cannot cure, the longest is cut
  * (answered with an error, the rest of it dropped, as a line past LLM_INFER_MAX_LINE is).
+ * A buffer grown for a long line or a backlog of responses is made small again once
+ * it holds little.
  */
 #ifndef LLM_INFER_NET_H
 #define LLM_INFER_NET_H

@@ -369,6 +369,23 @@ elif mode == "manylong":          # 17 clients each stopped in a line of nearly 
         s.sendall(b'"}\n')
     got = [reply(s) for s in held[1:]]
     print("others:", sum("exceeds the context" in r for r in got), "of 16 answered as too long a prompt")
+elif mode == "shrink":            # 64 clients, one after the other, each sends a line of
+    pid = int(sys.argv[3])        # nearly 16 MiB (not JSON), then part of another, and stays:
+    def rss():                    # once its line is answered, what its buffer grew to is
+        return [int(l.split()[1]) for l in open("/proc/%d/status" % pid)   # given back
+                if l.startswith("VmRSS:")][0] >> 10
+    before = rss()
+    big = b"x" * ((16 << 20) - 1000) + b"\n"
+    held = []
+    for k in range(64):
+        s = connect(addr)
+        s.sendall(big + b'{"id": "next%d", "prompt": "ROM' % k)
+        line = s.makefile("r").readline()
+        held.append(s)
+        if not line or json.loads(line)["finish_reason"] != "error":
+            print("no error response")
+            break
+    print("MiB held:", rss() - before)
 elif mode == "paused":            # a request sent while the server is stopped for longer than
     import os, signal             # its idle timeout is still answered
     pid = int(sys.argv[3])
@@ -477,6 +494,16 @@ many_long() {
   client_is 60 leave "length" "... the next client is served"
 }
 with_server srv10.log s10.sock many_long
+
+# ---- a buffer grown for a long line is given back once the line is taken ----
+shrink() {
+  out=$(timeout 300 $PY client.py "$ADDR" shrink $SP 2>&1)
+  held=$(echo "$out" | sed -n 's/^MiB held: //p')
+  check "64 clients that each sent a ~16 MiB line and part of the next: the server's memory grew by $held MiB (< 256; 1 GiB when each kept its buffer) ($out)" \
+    sh -c "[ -n '$held' ] && [ '$held' -lt 256 ]"
+  client_is 60 leave "length" "... the next client is served"
+}
+with_server srv11.log s11.sock shrink
 
 # ---- a file put at the socket's path meanwhile is not the server's to remove ----
 if start_server srv2.log unix:"$TMP/s2.sock"; then

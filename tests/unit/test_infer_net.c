@@ -1,12 +1,13 @@
 /* Unit tests for llm-infer --listen's --idle-timeout (common/infer_net.c), driven through
  * its ready hook (one pass over the sockets: poll, read and write, then the timeouts),
  * and its next and done hooks where a request is to be answered; its bound on the bytes
- * received and not yet taken (made small).
+ * received and not yet taken (made small), and the memory its input buffers keep.
  * poll(2) is this file's own: "blind", it reports nothing, as when bytes arrive after
  * the server's poll returned and before its pass ends. */
 #include "tests/unit/testutil.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -455,6 +456,55 @@ static void test_held_not_stalled(void **state)
     finish(s);
 }
 
+/* Bytes the process has allocated now. */
+#ifdef __SANITIZE_ADDRESS__
+size_t __sanitizer_get_current_allocated_bytes(void);
+static size_t allocated(void)
+{
+    return __sanitizer_get_current_allocated_bytes();
+}
+#else
+static size_t allocated(void)
+{
+    struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+#endif
+
+/* A client's input buffer, grown for a long line, is made small again once the line is
+ * taken and little is left (part of the next line): 8 clients that each sent a line of
+ * 1.5 MiB and part of another keep well under the 2 MiB each their lines needed. */
+static void test_in_shrinks(void **state)
+{
+    (void)state;
+    server *s = serve(0);
+    llm_infer_io *io = &s->io;
+    enum { CLIENTS = 8 };
+    size_t big = 3u << 19;
+    char *x = malloc(big + 1), buf[4096];
+    assert_non_null(x);
+    memset(x, 'x', big);
+    x[big] = '\n';
+    int c[CLIENTS];
+    c[0] = s->c;
+    for (int k = 1; k < CLIENTS; k++)
+        c[k] = join(s->dir, io);
+    size_t before = allocated();
+    for (int k = 0; k < CLIENTS; k++) {
+        send_all(io, c[k], x, big + 1);
+        send_str(io, c[k], "{\"id\": \"next");
+        assert_non_null(strstr(answer(io, buf, sizeof buf), "JSON"));
+        read_response(io, c[k], buf, sizeof buf);
+    }
+    settle(io);
+    size_t after = allocated();
+    assert_true(after < before + 6 * ((size_t)1 << 20));
+    for (int k = 1; k < CLIENTS; k++)
+        close(c[k]);
+    free(x);
+    finish(s);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -466,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_partial_bound),
         cmocka_unit_test(test_in_bound),
         cmocka_unit_test(test_held_not_stalled),
+        cmocka_unit_test(test_in_shrinks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
