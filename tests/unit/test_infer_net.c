@@ -276,17 +276,26 @@ static void settle(llm_infer_io *io)
     }
 }
 
+/* A server (no idle timeout) whose bound on the bytes received and not yet taken is
+ * max_in, with two clients: *a (s->c) and *b. */
+static server *serve_bound(size_t max_in, int *a, int *b)
+{
+    server *s = serve(0);
+    llm_infer_net_set_max_in(s->n, max_in);
+    *a = s->c;
+    *b = join(s->dir, &s->io);
+    return s;
+}
+
 /* Past the bound on the unfinished lines of all clients, the longest is cut: answered
  * with an error that says why, the rest of it dropped to its end; the lines after it,
  * and the other clients' unfinished lines, are served as usual. */
 static void test_partial_bound(void **state)
 {
     (void)state;
-    server *s = serve(0);
+    int a, b;
+    server *s = serve_bound(300000, &a, &b);
     llm_infer_io *io = &s->io;
-    int a = s->c;
-    llm_infer_net_set_max_in(s->n, 300000);
-    int b = join(s->dir, io);
     size_t big = 200000, small = 150000;
     char *x = malloc(big);
     assert_non_null(x);
@@ -375,11 +384,9 @@ static char *id_lines(int n, int len)
 static void test_in_bound(void **state)
 {
     (void)state;
-    server *s = serve(0);
+    int a, b;
+    server *s = serve_bound(100000, &a, &b);
     llm_infer_io *io = &s->io;
-    int a = s->c;
-    llm_infer_net_set_max_in(s->n, 100000);
-    int b = join(s->dir, io);
     enum { LINES = 4000, LEN = 1000 };   /* 4 MB: 40 times the bound */
     char *x = id_lines(LINES, LEN), *got = malloc(1 << 16);
     assert_non_null(got);
