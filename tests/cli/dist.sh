@@ -12,15 +12,9 @@
 # configs are refused before any work; a checkpoint of 1 rank with B=8 resumes on 2 ranks
 # with B=2 (the same global batch split otherwise).
 . "$(dirname "$0")/lib.sh"
-no_leak_checks   # for the rest of this script: every run here is under mpirun (lib.sh)
-PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)  # the pyenv shim is slow to start
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-if ! command -v mpirun >/dev/null; then skip "distributed tests" "mpirun not installed"; exit 0; fi
-if ! have_data tinyshakespeare/input.txt; then skip "distributed tests" "no $DATA/tinyshakespeare"; exit 0; fi
+mpi_suite "distributed tests" || exit 0
 if ! llm-train --help 2>&1 | grep -q -- --dist-timeout; then skip "distributed tests" "llm-train without --dist-timeout"; exit 0; fi
 cd "$TMP" || exit 1
-MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
-[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 
 $PY - "$DATA/tinyshakespeare/input.txt" <<'PY'
 import struct, sys

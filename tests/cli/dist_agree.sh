@@ -7,14 +7,8 @@
 # same path (a relative path in another working directory) is refused; output.dir is
 # rank 0's alone.
 . "$(dirname "$0")/lib.sh"
-no_leak_checks   # every run here is under mpirun (lib.sh)
-PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-if ! command -v mpirun >/dev/null; then skip "config agreement" "mpirun not installed"; exit 0; fi
-if ! have_data tinyshakespeare/input.txt; then skip "config agreement" "no $DATA/tinyshakespeare"; exit 0; fi
+mpi_suite "config agreement" || exit 0
 cd "$TMP" || exit 1
-MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
-[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 tiny_data 100000 0
 mkdir -p n1 n2 other
 cp train.bin n1/train.bin; cp train.bin n2/train.bin

@@ -10,14 +10,8 @@
 # 2 per rank.  A failure in step 1 saves nothing; one right after a periodic checkpoint
 # writes none again.  More than 1 GiB of batches read ahead per rank is refused.
 . "$(dirname "$0")/lib.sh"
-no_leak_checks   # every run here is under mpirun (lib.sh)
-PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-if ! command -v mpirun >/dev/null; then skip "distributed data errors" "mpirun not installed"; exit 0; fi
-if ! have_data tinyshakespeare/input.txt; then skip "distributed data errors" "no $DATA/tinyshakespeare"; exit 0; fi
+mpi_suite "distributed data errors" || exit 0
 cd "$TMP" || exit 1
-MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
-[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 tiny_data 200000 1000
 T=32
 # 2 ranks x 2 micro-batches of 4 x 32 tokens a step; buckets of 0.02 MiB (one per layer)

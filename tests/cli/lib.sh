@@ -67,6 +67,19 @@ no_leak_checks() {
   if [ $# = 0 ]; then export ASAN_OPTIONS=$o; else ASAN_OPTIONS=$o "$@"; fi
 }
 
+# mpi_suite WHAT: the start of a script whose runs are all under mpirun (CPU, MPI, on
+# Tiny Shakespeare): no leak report (above), idle OpenMP threads sleep, MPIRUN set; 1
+# after a skip (mpirun or the data missing), for `mpi_suite WHAT || exit 0`.
+mpi_suite() {
+  no_leak_checks
+  PY=$( [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)  # the pyenv shim is slow to start
+  export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+  if ! command -v mpirun >/dev/null; then skip "$1" "mpirun not installed"; return 1; fi
+  if ! have_data tinyshakespeare/input.txt; then skip "$1" "no $DATA/tinyshakespeare"; return 1; fi
+  MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
+  [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+}
+
 # launch_limits NAME [--all-launched SRCDIR] LOG...: the emulated launches in LOG
 # (LLM_EMU_LAUNCH_LOG) against what ptxas made of each kernel (tests/gpu/launch_limits.py),
 # built by `make cuda-res` in its own directory; skipped without nvcc.  The table goes to
