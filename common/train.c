@@ -412,12 +412,15 @@ static int print_sample(trainer *t, llm_status *st)
  * ran ("step 3"): a device that failed (kernels/backend.h device_lost: a sticky error,
  * from any op since the last look, the update of the step before included) makes it an
  * error whatever rc was, LLM_ENODEV naming the device's error (and rc's, if any), and
- * leaves the model's state untrustworthy and unreadable: t->unsound, t->lost.  Returns
- * the code to go on with. */
-static int device_check(trainer *t, int rc, const char *where, llm_status *st)
+ * leaves the model's state untrustworthy and unreadable: t->unsound, t->lost.  wait:
+ * after all the queued work (before a save, which must not write what a fault left);
+ * else what has surfaced, the queued work running on (after a step: a fault in its
+ * update is found by the next look, before anything is saved).  Returns the code to go
+ * on with. */
+static int device_check(trainer *t, int rc, int wait, const char *where, llm_status *st)
 {
     char why[256];
-    if (!llm_backend_device_lost(t->be, why, sizeof why))
+    if (!llm_backend_device_lost(t->be, wait, why, sizeof why))
         return rc;
     t->unsound = t->lost = 1;
     llm_status was = *st;
@@ -439,7 +442,7 @@ static int save(trainer *t, const llm_data_pos *pos, llm_train_result *res, llm_
     int rc = t->dd ? llm_train_dist_save_begin(t->dd, st) : 0;
     /* what is read back from a failed device is not the model (device_check) */
     if (!rc && !t->rank)
-        rc = device_check(t, 0, where, st);
+        rc = device_check(t, 0, 1, where, st);
     if (!rc && !t->rank)
         rc = llm_train_save(path, t->m, t->tok, t->cfg, t->step, t->skipped_total, t->in_a_row,
                             &t->ls, pos, st);
@@ -792,8 +795,8 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         int skipped;
         char where[64];
         snprintf(where, sizeof where, "step %lld", (long long)t.step + 1);
-        if ((rc = device_check(&t, one_step(&t, accum, lr, &loss, &gn, &skipped, st), where,
-                               st)))
+        if ((rc = device_check(&t, one_step(&t, accum, lr, &loss, &gn, &skipped, st), 0,
+                               where, st)))
             break;
         t.step++;
         ran++;
@@ -860,7 +863,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
         if (t.val && ((c->eval_every && t.step % c->eval_every == 0) || last || stop_now)) {
             double vl = 0;
             snprintf(where, sizeof where, "the evaluation after step %lld", (long long)t.step);
-            if ((rc = device_check(&t, evaluate(&t, &vl, st), where, st)))
+            if ((rc = device_check(&t, evaluate(&t, &vl, st), 0, where, st)))
                 break;
             res->last_val_loss = vl;
             if (llm_metrics_eval(t.met, t.step, vl, st)) {
@@ -874,7 +877,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
                 llm_status_clear(st);
             }
             snprintf(where, sizeof where, "the sample after step %lld", (long long)t.step);
-            if (c->sample_tokens > 0 && t.tok && (rc = device_check(&t, 0, where, st)))
+            if (c->sample_tokens > 0 && t.tok && (rc = device_check(&t, 0, 0, where, st)))
                 break;
         }
         if (o->stop && *o->stop)

@@ -132,11 +132,11 @@ void llm_backend_host_free(llm_backend *be, void *p)
         free(p);
 }
 
-int llm_backend_device_lost(llm_backend *be, char *why, size_t whylen)
+int llm_backend_device_lost(llm_backend *be, int wait, char *why, size_t whylen)
 {
     if (why && whylen)
         why[0] = '\0';
-    return be && be->device_lost ? be->device_lost(be, why, whylen) != 0 : 0;
+    return be && be->device_lost ? be->device_lost(be, wait, why, whylen) != 0 : 0;
 }
 
 int llm_backend_threads(int threads)

@@ -368,14 +368,16 @@ struct llm_backend {
      * Ops return void, and a device fault may surface only at a later call: an
      * asynchronous error (CUDA: an illegal memory access in a kernel) breaks the context
      * for good ("sticky": every later call fails and nothing clears it).  device_lost
-     * waits for the work queued so far (a synchronisation: not while graph_capture
-     * records) and returns 1 once the device is in that state, with its error in why
-     * (whylen bytes; may be NULL), else 0.  Then nothing the device computed since the
+     * returns 1 once the device is in that state, with its error in why (whylen bytes;
+     * may be NULL), else 0.  With wait it first waits for the work queued so far (a
+     * synchronisation: not while graph_capture records), so a fault in any of it is
+     * found; without, it only looks at what has surfaced by now (the queued work runs
+     * on: a fault in it is found by a later look).  Then nothing the device computed since the
      * fault, which may lie in ops queued well before the call, is to be trusted, and
      * nothing more can be read back from it: a caller that holds state on the device
      * (llm-train's weights and moments) cannot save it.  Errors that leave the device
      * usable (a refused allocation or launch) are not this. */
-    int (*device_lost)(llm_backend *be, char *why, size_t whylen);
+    int (*device_lost)(llm_backend *be, int wait, char *why, size_t whylen);
 };
 
 /* What device_stats reports. */
@@ -425,7 +427,7 @@ void *llm_backend_host_alloc(llm_backend *be, size_t bytes);
 void llm_backend_host_free(llm_backend *be, void *p);
 
 /* be->device_lost where the backend has one, else 0 (why, when given, gets ""). */
-int llm_backend_device_lost(llm_backend *be, char *why, size_t whylen);
+int llm_backend_device_lost(llm_backend *be, int wait, char *why, size_t whylen);
 
 /* The thread count a backend uses for a requested threads: threads itself when > 0,
  * else every online core (at least 1). */

@@ -45,15 +45,26 @@ extern "C" int lc_fail_blas(lc_ctx *c, int rc, const char *what, const char *fil
     return 1;
 }
 
-/* be->device_lost: a synchronisation that fails, and fails again after
- * cudaGetLastError (which clears any error but a sticky one), found the context broken */
-static int lc_device_lost(llm_backend *be, char *why, size_t whylen)
+/* A stream's state without waiting: cudaSuccess also while work is still queued. */
+static cudaError_t lc_stream_peek(cudaStream_t s)
+{
+    cudaError_t rc = cudaStreamQuery(s);
+    return rc == cudaErrorNotReady ? cudaSuccess : rc;
+}
+
+/* be->device_lost: a synchronisation (or, without wait, a query) that fails, and a
+ * synchronisation that fails again after cudaGetLastError (which clears any error but a
+ * sticky one), found the context broken.  Without wait the streams run on: llm-train
+ * looks after every step, and a wait there would keep the next step's launches from
+ * overlapping the update. */
+static int lc_device_lost(llm_backend *be, int wait, char *why, size_t whylen)
 {
     lc_ctx *c = lc_get(be);
     if (!c) return 0;
     if (!c->lost && !c->recording) {
-        cudaError_t rc = cudaStreamSynchronize(c->stream);
-        if (rc == cudaSuccess && c->copy) rc = cudaStreamSynchronize(c->copy);
+        cudaError_t rc = wait ? cudaStreamSynchronize(c->stream) : lc_stream_peek(c->stream);
+        if (rc == cudaSuccess && c->copy)
+            rc = wait ? cudaStreamSynchronize(c->copy) : lc_stream_peek(c->copy);
         if (rc != cudaSuccess) {
             lc_fail_cuda(c, rc, "cudaStreamSynchronize", __FILE__, __LINE__);
             (void)cudaGetLastError();
