@@ -776,7 +776,7 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
     /* the data position after the last completed step (a failed step may have read some of
      * its micro-batches), and the step whose state is on disk (a fresh run: its start) */
     llm_data_pos done = llm_data_tell(t.train);
-    int64_t on_disk = t.step;
+    int64_t on_disk = t.step, from = t.step;
     while (t.step < c->max_steps) {
         if (!ran && o->stop) {
             /* a signal since setup looked: stop before the first step, every rank alike */
@@ -920,6 +920,10 @@ int llm_train_run(const llm_train_config *c, const llm_train_opts *o, llm_train_
             snprintf(st->msg + l, sizeof st->msg - l, "; nothing is saved: resume from the "
                      "last checkpoint on disk, '%.200s' (step %lld)", res->last_ckpt,
                      (long long)on_disk);
+        else if (on_disk > from)   /* a rank but 0: rank 0 wrote it, and knows whether */
+            snprintf(st->msg + l, sizeof st->msg - l, "; nothing is saved: resume from the "
+                     "newest checkpoint in '%.200s' (rank 0 wrote the last one, of step %lld, "
+                     "unless it said that save failed)", t.cfg->out_dir, (long long)on_disk);
         else if (on_disk > 0)
             snprintf(st->msg + l, sizeof st->msg - l, "; nothing is saved: resume from the "
                      "checkpoint this run started from (step %lld)", (long long)on_disk);

@@ -92,6 +92,15 @@ expect_exit "... resumed on 2 ranks" 0 envrun 2 "file:$TMP/idd2" "$E/llm-train" 
   --resume auto --metrics datr.jsonl
 cat dat.jsonl datr.jsonl >datc.jsonl
 check "... the uninterrupted run's losses (1e-5)" close fi.jsonl datc.jsonl
+# rank 1's device fails in step 3's update (LLM_EMU_FAULT on rank 1 only), after rank 0
+# saved step 2: rank 1 saves nothing and cannot know whether rank 0's save succeeded, but
+# it must not call step 2 the checkpoint this (fresh) run started from.  Rank 0's end
+# is not checked here (an emulated peer's abort).
+envrun 2 "file:$TMP/idv" sh -c '[ "$RANK" = 1 ] && export LLM_EMU_FAULT=launch:3:lc_adamw; exec "$@"' \
+  sh "$E/llm-train" --config run.yaml -o dv --set train.save_every=2 --dist-timeout 30 >/dev/null 2>dv.err
+check "rank 1's device fails in step 3: rank 1 names the checkpoint rank 0 wrote ($(grep "failed by the end" dv.err | tail -c 300))" grep -q \
+  "^llm-train: device 'cuda' failed by the end of step 3: CUDA device 1: .*; nothing is saved: resume from the newest checkpoint in 'dv' (rank 0 wrote the last one, of step 2, unless it said that save failed)\$" dv.err
+check "... and does not call it the one the run started from" sh -c "! grep -q 'this run started from' dv.err"
 # scripts/slurm/1node-8gpu.sbatch's way, as srun starts it: ranks from SLURM_PROCID/
 # SLURM_NTASKS/SLURM_LOCALID, the id file inside an output directory that does not exist
 # yet (the job's first run), the time-limit signal (SIGUSR1) to every rank, then the
