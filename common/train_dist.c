@@ -569,12 +569,15 @@ int llm_train_dist_set_batch(llm_train_dist *td, int B, int T, int64_t accum, ll
         return llm_err(st, LLM_EUSAGE, "batches of %d x %d tokens, %lld a step: all must be "
                        "positive", B, T, (long long)accum);
     double bytes = (double)accum * B * T * 2 * sizeof(int32_t);
-    if (bytes > LLM_TRAIN_DIST_READ_MAX_MB * 1048576.0)
-        return llm_err(st, LLM_EDATA, "'train.total_batch_tokens': a rank reads its share of a "
-                       "step (%lld micro-batch(es) of %d x %d tokens) before the step starts, "
-                       "%.0f bytes of inputs and targets, more than the %d MiB allowed: use "
-                       "more ranks or a smaller total_batch_tokens", (long long)accum, B, T,
-                       bytes, LLM_TRAIN_DIST_READ_MAX_MB);
+    if (bytes > LLM_TRAIN_DIST_READ_MAX_MB * 1048576.0) {
+        llm_err(st, LLM_EDATA, "'train.total_batch_tokens': a rank reads its share of a "
+                "step (%lld micro-batch(es) of %d x %d tokens) before the step starts, "
+                "%.0f bytes of inputs and targets, more than the %d MiB allowed: use "
+                "more ranks or a smaller total_batch_tokens", (long long)accum, B, T,
+                bytes, LLM_TRAIN_DIST_READ_MAX_MB);
+        st->together = LLM_TOGETHER_SAME;   /* the agreed config's: every rank finds it */
+        return st->code;
+    }
     int32_t *b = malloc((size_t)(accum + 1) * 2 * (size_t)B * (size_t)T * sizeof *b);
     if (!b)
         return llm_err(st, LLM_ENOMEM, "out of memory");
@@ -622,13 +625,20 @@ int llm_train_dist_agree_read(llm_train_dist *td, int rc, int *together, llm_sta
     }
     if (v == 0)
         return 0;
+    int64_t iv = (int64_t)v;
+    int r = td->world - (int)(iv / 256), code = (int)(iv % 256);
+    if ((double)iv != v || r < 0 || r >= td->world || code <= 0) {   /* no rank sent it */
+        if (rc)
+            return rc;
+        return llm_err(st, LLM_ESOFTWARE, "train_dist: the ranks' read outcome came back as "
+                       "%.17g, which no rank sent", v);
+    }
     td->have = 0;
     *together = 1;
     if (rc)
         return rc;
-    int r = td->world - (int)(v / 256.0);
-    return llm_err(st, (llm_code)((int64_t)v % 256), "rank %d could not read the step's batches "
-                   "(its own error says why)", r);
+    return llm_err(st, (llm_code)code, "rank %d could not read the step's batches (its own "
+                   "error says why)", r);
 }
 
 int llm_train_dist_step(llm_train_dist *td, const llm_adamw_config *hp, int t, int force_nan,

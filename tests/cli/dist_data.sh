@@ -77,5 +77,6 @@ check "... that checkpoint only, nothing more said" sh -c "[ \"\$(ls s4)\" = ste
 # micro-batches a step) ----
 expect_exit "a share of 2^27 + 128 tokens a step per rank (over 1 GiB read ahead): refused, 65" 65 timeout 120 "${MPIRUN[@]}" -np 2 llm-train --config run.yaml -o big --set train.total_batch_tokens=$(( (1 << 28) + 256 )) --set train.max_steps=1 --metrics /dev/null
 check "... naming train.total_batch_tokens and the bound" grep -q "'train.total_batch_tokens': a rank reads its share of a step (1048577 micro-batch(es) of 4 x 32 tokens) before the step starts, 1073742848 bytes of inputs and targets, more than the 1024 MiB allowed" "$TMP/err"
+check "... said once, by rank 0 (every rank finds it in the agreed config)" test "$(grep -c "a rank reads its share" "$TMP/err")" = 1
 check "... nothing written" [ ! -e big ]
 echo "1..$_n"
