@@ -43,6 +43,7 @@ struct ncclComm {
     size_t shm_len;  /* its mapped length */
     uint64_t gen;    /* barriers this rank has passed on shm */
     int rank, size;
+    std::atomic<int> aborted;   /* ncclCommAbort in this process: its waits give up */
 };
 
 namespace {
@@ -152,7 +153,7 @@ struct shm_seg {
     std::atomic<uint64_t> ready;     /* SHM_MAGIC once rank 0 has set the segment up */
     std::atomic<int> joined;         /* ranks attached */
     std::atomic<uint64_t> arrived;   /* barrier arrivals, ever */
-    std::atomic<int> aborted;        /* set by ncclCommAbort: waiting ranks give up */
+    std::atomic<int> spare;          /* (unused: an abort is a process's own, ncclComm) */
     int size;
 };
 static_assert(sizeof(shm_seg) <= SHM_HDR, "shm header");
@@ -189,14 +190,16 @@ char *slot(ncclComm *c, int r)
     return (char *)c->shm + SHM_HDR + (size_t)r * SHM_SLOT;
 }
 
-/* every rank here before any goes on; false when the communicator was aborted */
+/* every rank here before any goes on; false when this process aborted the communicator.
+ * Another rank's abort does not end the wait: as with NCCL, this rank waits in its
+ * collective until its own watchdog aborts it (--dist-timeout). */
 bool shm_barrier(ncclComm *c)
 {
     shm_seg *h = c->shm;
     uint64_t target = (c->gen + 1) * (uint64_t)c->size;
     h->arrived.fetch_add(1, std::memory_order_acq_rel);
     for (unsigned spin = 0; h->arrived.load(std::memory_order_acquire) < target; spin++) {
-        if (h->aborted.load(std::memory_order_relaxed)) return false;
+        if (c->aborted.load(std::memory_order_relaxed)) return false;
         if (spin > 200) nap(20 * 1000);
     }
     c->gen++;
@@ -434,7 +437,7 @@ static ncclResult_t release(ncclComm_t comm, int collective)
     if (comm->shm && !collective) {
         /* another thread may still wait in a barrier on this segment and communicator:
          * it gives up (aborted), and both stay mapped until the process ends */
-        comm->shm->aborted.store(1);
+        comm->aborted.store(1);
         return ncclSuccess;
     }
     if (comm->shm) munmap(comm->shm, comm->shm_len);
