@@ -531,6 +531,9 @@ static void read_in(llm_infer_net *n, conn *c)
             char b;
             ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
             c->held = r > 0;
+            if (r == 0)
+                c->eof = 1;   /* its end, nothing before it: what follows its last '\n' is
+                                 a whole line (in flight), not a stalled partial one */
             return;
         }
         if (in_room(c) < 0) {

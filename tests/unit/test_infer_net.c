@@ -434,28 +434,64 @@ static void test_in_bound(void **state)
     finish(s);
 }
 
+/* A server with a 0.3 s timeout, past its bound on what all clients sent: client *a sent
+ * HELD_LINES whole lines (*x, for the caller to free) and *b sent b_part, all read; then
+ * the bound is set under what waits, so nothing more is read until lines are taken. */
+enum { HELD_LINES = 200, HELD_LEN = 1000 };
+static server *serve_held(const char *b_part, int *a, int *b, char **x)
+{
+    server *s = serve(0.3);
+    llm_infer_io *io = &s->io;
+    *a = s->c;
+    *b = join(s->dir, io);
+    *x = id_lines(HELD_LINES, HELD_LEN);
+    send_all(io, *a, *x, (size_t)HELD_LINES * HELD_LEN);   /* 200 KB of whole lines, read */
+    send_str(io, *b, b_part);
+    io->ready(io->in);
+    io->ready(io->in);
+    llm_infer_net_set_max_in(s->n, 100000);   /* now past the bound: nothing is read */
+    return s;
+}
+
 /* A client on part of a line whose next bytes wait unread at its socket, past the bound
  * on what all clients sent, is not timed out as stalled (the server is slow, not it),
  * however long that lasts; once lines are taken, they are read and its line served. */
 static void test_held_not_stalled(void **state)
 {
     (void)state;
-    server *s = serve(0.3);
+    int a, b;
+    char *x, buf[4096];
+    server *s = serve_held("{\"id\": \"b\", \"prompt\": \"RO", &a, &b, &x);
     llm_infer_io *io = &s->io;
-    int a = s->c, b = join(s->dir, io);
-    enum { LINES = 200, LEN = 1000 };
-    char *x = id_lines(LINES, LEN), buf[4096];
-    send_all(io, a, x, (size_t)LINES * LEN);   /* 200 KB of whole lines, read */
-    send_str(io, b, "{\"id\": \"b\", \"prompt\": \"RO");
-    io->ready(io->in);
-    io->ready(io->in);
-    llm_infer_net_set_max_in(s->n, 100000);   /* now past the bound: nothing is read */
     send_str(io, b, "MEO");
     assert_true(kept_for(io, b, 1000));   /* three times b's timeout */
-    for (int i = 0; i < LINES; i++)
+    for (int i = 0; i < HELD_LINES; i++)
         answer(io, buf, sizeof buf);
     send_str(io, b, ":\"}\n");
     assert_non_null(strstr(answer(io, buf, sizeof buf), "tokenizer"));
+    read_response(io, b, buf, sizeof buf);
+    assert_non_null(strstr(buf, "\"id\":\"b\""));
+    free(x);
+    close(b);
+    finish(s);
+}
+
+/* A client on part of a line that ends its input (no '\n': its last line is whole) while
+ * nothing is read, past the bound on what all clients sent, has a request in flight: it
+ * is not timed out as stalled, and its line is served once lines are taken. */
+static void test_eof_while_held(void **state)
+{
+    (void)state;
+    int a, b;
+    char *x, buf[4096];
+    server *s = serve_held("{\"id\": \"b\", \"prompt\": \"ROMEO:\"}", &a, &b, &x);
+    llm_infer_io *io = &s->io;
+    assert_int_equal(shutdown(b, SHUT_WR), 0);   /* b's line is whole now */
+    assert_true(kept_for(io, b, 1000));   /* three times b's timeout */
+    int bs = 0;   /* b's line among a's (taken in turn), refused for want of a tokenizer */
+    for (int i = 0; i < HELD_LINES + 1; i++)
+        bs += strstr(answer(io, buf, sizeof buf), "tokenizer") != NULL;
+    assert_int_equal(bs, 1);
     read_response(io, b, buf, sizeof buf);
     assert_non_null(strstr(buf, "\"id\":\"b\""));
     free(x);
@@ -523,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_partial_bound),
         cmocka_unit_test(test_in_bound),
         cmocka_unit_test(test_held_not_stalled),
+        cmocka_unit_test(test_eof_while_held),
         cmocka_unit_test(test_in_shrinks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
