@@ -1,6 +1,7 @@
 /* data.c — batches over token files, with an optional prefetch thread (see data.h). */
 #include "common/data.h"
 #include "common/clock.h"
+#include "common/fsutil.h"
 #include "common/hash.h"
 #include "common/rng.h"
 
@@ -185,20 +186,8 @@ int llm_data_open(llm_data **out, const llm_data_opts *o, llm_status *st)
     if (o->B < 1 || o->T < 1)
         return llm_err(st, LLM_EUSAGE, "data: batch size and sequence length must be positive");
     glob_t g;
-    memset(&g, 0, sizeof g);
-    int gr = glob(o->pattern, GLOB_ERR, NULL, &g);
-    if (gr == GLOB_NOMATCH || (gr == 0 && g.gl_pathc == 0)) {
-        globfree(&g);
-        if (!strpbrk(o->pattern, "*?["))
-            return llm_err(st, LLM_ENOINPUT, "cannot open '%s': %s", o->pattern,
-                           strerror(ENOENT));
-        return llm_err(st, LLM_ENOINPUT, "no file matches '%s'", o->pattern);
-    }
-    if (gr) {
-        globfree(&g);
-        return llm_err(st, gr == GLOB_NOSPACE ? LLM_ENOMEM : LLM_ENOINPUT,
-                       "cannot list '%s'", o->pattern);
-    }
+    if (llm_glob_files(o->pattern, &g, st))
+        return st->code;
     if (g.gl_pathc > MAX_FILES) {
         globfree(&g);
         return llm_err(st, LLM_EDATA, "'%s' matches more than %d files", o->pattern, MAX_FILES);

@@ -134,3 +134,21 @@ int llm_out_target(const char *path, char *target, size_t len, int *fd, llm_stat
     return llm_err(st, LLM_EIO, "cannot write '%s': %s", path,
                    S_ISDIR(sb.st_mode) ? "is a directory" : "not a file, device or pipe");
 }
+
+int llm_glob_files(const char *pattern, glob_t *g, llm_status *st)
+{
+    memset(g, 0, sizeof *g);
+    int gr = glob(pattern, GLOB_ERR, NULL, g);
+    if (gr == GLOB_NOMATCH || (gr == 0 && g->gl_pathc == 0)) {
+        globfree(g);
+        if (!strpbrk(pattern, "*?["))
+            return llm_err(st, LLM_ENOINPUT, "cannot open '%s': %s", pattern, strerror(ENOENT));
+        return llm_err(st, LLM_ENOINPUT, "no file matches '%s'", pattern);
+    }
+    if (gr) {
+        globfree(g);
+        return llm_err(st, gr == GLOB_NOSPACE ? LLM_ENOMEM : LLM_ENOINPUT, "cannot list '%s'",
+                       pattern);
+    }
+    return 0;
+}

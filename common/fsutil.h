@@ -2,6 +2,7 @@
 #ifndef LLM_FSUTIL_H
 #define LLM_FSUTIL_H
 
+#include <glob.h>
 #include <stddef.h>
 
 #include "common/status.h"
@@ -34,5 +35,11 @@ int llm_mkdirs_parent(const char *path, llm_status *st);
  * device, a link that leads nowhere, or a device that does not open.  target: len bytes
  * (PATH_MAX is enough). */
 int llm_out_target(const char *path, char *target, size_t len, int *fd, llm_status *st);
+
+/* The files a pattern (glob(3), GLOB_ERR) matches into *g, at least one: 0, or
+ * LLM_ENOINPUT naming the pattern ("cannot open 'x': no such file or directory" for a
+ * plain name, "no file matches 'x*'"), LLM_ENOMEM; *g is freed on an error.  The caller
+ * globfree()s it otherwise. */
+int llm_glob_files(const char *pattern, glob_t *g, llm_status *st);
 
 #endif

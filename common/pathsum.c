@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fsutil.h"
 #include "common/hash.h"
 
 /* n bytes of fd at off into buf, continuing h: 0 or -1 (errno) */
@@ -67,18 +68,9 @@ int llm_pathsum_glob(const char *pattern, uint64_t *h, llm_status *st)
 {
     *h = LLM_FNV1A_INIT;
     glob_t g;
-    memset(&g, 0, sizeof g);
-    int gr = glob(pattern, GLOB_ERR, NULL, &g);
-    int rc = 0;
-    if (gr == GLOB_NOMATCH || (gr == 0 && g.gl_pathc == 0)) {
-        if (!strpbrk(pattern, "*?["))
-            rc = llm_err(st, LLM_ENOINPUT, "cannot open '%s': %s", pattern, strerror(ENOENT));
-        else
-            rc = llm_err(st, LLM_ENOINPUT, "no file matches '%s'", pattern);
-    } else if (gr) {
-        rc = llm_err(st, gr == GLOB_NOSPACE ? LLM_ENOMEM : LLM_ENOINPUT, "cannot list '%s'",
-                     pattern);
-    }
+    int rc = llm_glob_files(pattern, &g, st);
+    if (rc)
+        return rc;
     for (size_t i = 0; !rc && i < g.gl_pathc; i++)
         rc = llm_pathsum_file(g.gl_pathv[i], h, st);
     globfree(&g);
